@@ -1,0 +1,2 @@
+//! Placeholder.
+pub fn main() -> i32 { 0 }

@@ -1,0 +1,51 @@
+//! Where the model's commands run and what happens to their effects: backends
+//! (podman, none), the work copy of the project, shadow-git steps, the write
+//! policy, the session patch, the host apply, artifacts and the run directory.
+
+pub mod apply;
+pub mod doctor;
+pub mod image;
+pub mod none;
+pub mod patch;
+pub mod podman;
+pub mod policy;
+pub mod review;
+pub mod rundir;
+pub mod shadow;
+pub mod workspace;
+
+use std::time::Duration;
+
+use crate::tools::ExecOutput;
+
+/// Which kind of backend runs the tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Rootless podman container (the default).
+    Podman,
+    /// No sandbox: commands run on the host, in the work copy.
+    None,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Podman => "podman",
+            BackendKind::None => "none",
+        }
+    }
+}
+
+/// Runs commands for one run, in the work directory (`/work`).
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+
+    /// Runs `command` with `bash -c` in the work directory. On timeout the
+    /// whole process group is killed and `timed_out` is set.
+    async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput>;
+
+    /// Stops and removes whatever the backend started. Safe to call twice.
+    async fn shutdown(&self) -> std::io::Result<()>;
+}

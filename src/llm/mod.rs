@@ -90,6 +90,8 @@ pub struct Request {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolDef>,
     pub max_tokens: u32,
+    /// Extended thinking budget in tokens; `None` leaves thinking off.
+    pub thinking_budget: Option<u32>,
 }
 
 /// Token accounting reported by the API.

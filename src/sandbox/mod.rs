@@ -49,3 +49,23 @@ pub trait Backend: Send + Sync {
     /// Stops and removes whatever the backend started. Safe to call twice.
     async fn shutdown(&self) -> std::io::Result<()>;
 }
+
+/// One path a step changed, relative to the work root. Renames appear as a
+/// deletion of the old path and an addition of the new one, so a policy check
+/// sees both sides.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Change {
+    pub path: String,
+    pub kind: ChangeKind,
+    /// The new side is a symbolic link (its target must stay inside `/work`).
+    pub symlink: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Added,
+    /// Content, file mode, or file type changed.
+    Modified,
+    Deleted,
+}

@@ -1,1 +1,321 @@
-//! Placeholder.
+//! The agent loop: send the conversation to the model, stream the answer,
+//! run the tools it asks for as sandbox steps, store everything in the
+//! session, and repeat until the model ends its turn.
+//!
+//! The loop talks to the outside only through the [`Provider`] trait, the
+//! sandbox [`Run`], the [`Session`] store and an event callback.
+
+pub mod event;
+pub mod prompt;
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+pub use event::{EndReason, Event};
+
+use crate::llm::{Block, LlmError, Provider, Request, Role, StreamEvent};
+use crate::llm::models::ModelInfo;
+use crate::sandbox::run::{Run, StepOutcome};
+use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
+
+/// What the loop needs to know besides its collaborators.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub model: ModelInfo,
+    pub system: String,
+    /// Stop after this many tool calls.
+    pub max_tools: Option<u32>,
+    pub thinking_budget: Option<u32>,
+}
+
+/// Why the loop could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// The outcome of [`run_agent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentSummary {
+    pub reason: EndReason,
+    pub turns: u32,
+    pub tool_calls: u32,
+}
+
+/// Runs the loop from the message `head` (normally the user's prompt) until
+/// the model ends its turn, the tool limit is reached or a call fails.
+/// Every assistant response and every batch of tool results is one stored
+/// message; `on_event` sees everything as it happens.
+pub async fn run_agent(
+    config: &AgentConfig,
+    provider: &dyn Provider,
+    session: &mut Session,
+    run: &mut Run,
+    mut head: String,
+    on_event: &mut (dyn FnMut(&Event) + Send),
+) -> Result<AgentSummary, AgentError> {
+    let mut out = Emitter { on_event };
+    out.emit(
+        session,
+        Some(&head),
+        Event::AgentStart {
+            session: session.id(),
+            run_id: run.id().to_string(),
+            model: config.model.id.clone(),
+            backend: run.backend_kind().as_str().to_string(),
+        },
+    );
+    let mut turns = 0;
+    let mut tool_calls = 0;
+    loop {
+        turns += 1;
+        out.emit(session, Some(&head), Event::TurnStart { turn: turns });
+        let request = Request {
+            model: config.model.id.clone(),
+            system: config.system.clone(),
+            messages: session.api_messages(&head)?,
+            tools: crate::tools::specs(),
+            max_tokens: config.model.max_output_tokens,
+            thinking_budget: config.thinking_budget,
+        };
+        out.emit(
+            session,
+            Some(&head),
+            Event::ApiCallStart {
+                turn: turns,
+                model: config.model.id.clone(),
+            },
+        );
+        let started = Instant::now();
+        // Stream events reach consumers live; the few worth keeping (retries)
+        // are stored once the call is over, since the store is not shared
+        // with the provider's callback.
+        let mut to_store = Vec::new();
+        let result = provider
+            .stream(&request, &mut |ev| {
+                if let Some(event) = stream_event(ev) {
+                    (out.on_event)(&event);
+                    if event.is_persisted() {
+                        to_store.push(event);
+                    }
+                }
+            })
+            .await;
+        for event in to_store {
+            out.store(session, Some(&head), &event);
+        }
+        let response = match result {
+            Ok(response) => response,
+            Err(err) => {
+                out.emit(
+                    session,
+                    Some(&head),
+                    Event::Error {
+                        message: err.to_string(),
+                    },
+                );
+                out.emit(
+                    session,
+                    Some(&head),
+                    Event::AgentEnd {
+                        reason: EndReason::Failed,
+                    },
+                );
+                return Err(err.into());
+            }
+        };
+        let latency_ms = started.elapsed().as_millis() as u64;
+        let blocks: Vec<BlockRecord> = response
+            .content
+            .iter()
+            .cloned()
+            .map(BlockRecord::plain)
+            .collect();
+        let meta = MessageMeta {
+            usage: Some(response.usage),
+            stop_reason: response.stop_reason.clone(),
+            model: Some(response.model.clone()),
+            api_latency_ms: Some(latency_ms),
+        };
+        let stored = session.append(Some(&head), Role::Assistant, &blocks, &meta)?;
+        head = stored.id;
+        out.emit(
+            session,
+            Some(&head),
+            Event::ApiCallEnd {
+                turn: turns,
+                latency_ms,
+                usage: response.usage,
+                stop_reason: response.stop_reason.clone(),
+            },
+        );
+
+        let calls: Vec<(String, String, Value)> = response
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, name, input } => {
+                    Some((id.clone(), name.clone(), input.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        if calls.is_empty() {
+            out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+            let reason = match response.stop_reason.as_deref() {
+                Some("end_turn") | Some("stop_sequence") | None => EndReason::Done,
+                Some(_) => EndReason::Stopped,
+            };
+            out.emit(session, Some(&head), Event::AgentEnd { reason });
+            return Ok(AgentSummary {
+                reason,
+                turns,
+                tool_calls,
+            });
+        }
+
+        // Every tool_use gets a result, even past the limit, so the stored
+        // conversation stays valid for the API.
+        let mut results = Vec::with_capacity(calls.len());
+        let mut limited = false;
+        for (id, name, input) in calls {
+            if config.max_tools.is_some_and(|max| tool_calls >= max) {
+                limited = true;
+                results.push(BlockRecord::tool_result(
+                    &id,
+                    &name,
+                    "not run: the tool call limit (--max-tools) was reached".into(),
+                    true,
+                ));
+                continue;
+            }
+            tool_calls += 1;
+            out.emit(
+                session,
+                Some(&head),
+                Event::ToolCallStart {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                },
+            );
+            let outcome = run.tool_step(&name, &input).await;
+            for event in step_events(&id, &name, &outcome) {
+                out.emit(session, Some(&head), event);
+            }
+            results.push(result_record(&id, &name, run.id(), &outcome));
+        }
+        let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
+        head = stored.id;
+        out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+        if limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
+            out.emit(
+                session,
+                Some(&head),
+                Event::AgentEnd {
+                    reason: EndReason::ToolLimit,
+                },
+            );
+            return Ok(AgentSummary {
+                reason: EndReason::ToolLimit,
+                turns,
+                tool_calls,
+            });
+        }
+    }
+}
+
+/// Hands events to the consumer and stores the ones worth keeping.
+struct Emitter<'a> {
+    on_event: &'a mut (dyn FnMut(&Event) + Send),
+}
+
+impl Emitter<'_> {
+    fn emit(&mut self, session: &Session, message_id: Option<&str>, event: Event) {
+        self.store(session, message_id, &event);
+        (self.on_event)(&event);
+    }
+
+    fn store(&self, session: &Session, message_id: Option<&str>, event: &Event) {
+        if !event.is_persisted() {
+            return;
+        }
+        let details = serde_json::to_value(event).unwrap_or(Value::Null);
+        // The event log is a record, not a dependency: a failed insert must
+        // not stop the run; the message rows stay authoritative.
+        let _ = session.record_event(message_id, event.name(), &details);
+    }
+}
+
+/// The live event for a stream event; the start of a streamed tool call is
+/// announced later, with its complete input, as `ToolCallStart`.
+fn stream_event(event: StreamEvent) -> Option<Event> {
+    match event {
+        StreamEvent::TextDelta(text) => Some(Event::TextDelta { text }),
+        StreamEvent::ThinkingDelta(text) => Some(Event::ThinkingDelta { text }),
+        StreamEvent::ToolUseStart { .. } => None,
+        StreamEvent::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        } => Some(Event::Retry {
+            attempt,
+            delay_ms,
+            reason,
+        }),
+    }
+}
+
+fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Event> {
+    let mut events = Vec::new();
+    if let Some(commit) = &outcome.commit {
+        events.push(Event::StepCommitted {
+            step: outcome.step,
+            commit: commit.clone(),
+            changes: outcome.changes.clone(),
+        });
+    }
+    if let Some(report) = &outcome.violation {
+        events.push(Event::Violation {
+            step: outcome.step,
+            report: report.clone(),
+        });
+    }
+    events.push(Event::ToolCallEnd {
+        id: id.to_string(),
+        name: name.to_string(),
+        is_error: outcome.output.is_error,
+        duration_ms: outcome.duration_ms,
+        details: outcome.output.details.clone(),
+    });
+    events
+}
+
+/// The stored tool result: what the model was told, the full output, and
+/// where the step lives on disk.
+fn result_record(id: &str, name: &str, run_id: &str, outcome: &StepOutcome) -> BlockRecord {
+    let out = &outcome.output;
+    let mut full = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.stderr.is_empty() {
+        if !full.is_empty() {
+            full.push('\n');
+        }
+        full.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    let mut record = BlockRecord::tool_result(id, name, out.content.clone(), out.is_error);
+    record.tool_output = Some(full);
+    record.duration_ms = Some(outcome.duration_ms);
+    record.details = Some(json!({
+        "run_id": run_id,
+        "step": outcome.step,
+        "commit": outcome.commit,
+        "exit_code": out.exit_code,
+        "tool": out.details,
+        "violation": outcome.violation,
+    }));
+    record
+}

@@ -1,2 +1,69 @@
-//! Placeholder.
-pub fn main() -> i32 { 0 }
+//! The command-line edge: parses arguments, resolves the project and the
+//! session, wires the agent to the sandbox and the model, shows progress, and
+//! turns outcomes into exit codes (0 done, 1 error, 2 usage, 3 patch saved but
+//! not applied).
+
+pub mod args;
+mod commands;
+mod display;
+mod review;
+mod task;
+
+use clap::Parser;
+
+use args::{Cli, Command, ImageAction};
+
+/// Exit code: the run finished (and its patch, if any, was handled as asked).
+pub const EXIT_OK: i32 = 0;
+/// Exit code: something failed; the message says what.
+pub const EXIT_ERROR: i32 = 1;
+/// Exit code: the command line was wrong.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: the patch was saved but not applied.
+pub const EXIT_NOT_APPLIED: i32 = 3;
+
+/// Runs ah with the process's arguments and returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // clap prints help and version to stdout with success, and usage
+            // errors to stderr.
+            let _ = err.print();
+            return if err.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("ah: could not start the async runtime: {err}");
+            return EXIT_ERROR;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            None => task::run(cli.run).await,
+            Some(Command::Apply { run_id, no_commit }) => {
+                commands::apply(cli.run.project.as_deref(), &run_id, no_commit)
+            }
+            Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Doctor { image }) => commands::doctor(image.as_deref()).await,
+            Some(Command::Image {
+                action: ImageAction::Build { image },
+            }) => commands::image_build(image.as_deref()).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("ah: {err:#}");
+            match err.downcast_ref::<task::UsageError>() {
+                Some(_) => EXIT_USAGE,
+                None => EXIT_ERROR,
+            }
+        }
+    }
+}

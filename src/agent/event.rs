@@ -1,0 +1,117 @@
+//! The typed events the agent emits. The core never prints: the terminal
+//! display, `--json` output and the session's `events` table are all consumers
+//! of this one stream.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::llm::Usage;
+use crate::sandbox::Change;
+
+/// Something that happened during a run, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    AgentStart {
+        session: String,
+        run_id: String,
+        model: String,
+        backend: String,
+    },
+    TurnStart {
+        turn: u32,
+    },
+    ApiCallStart {
+        turn: u32,
+        model: String,
+    },
+    ApiCallEnd {
+        turn: u32,
+        latency_ms: u64,
+        usage: Usage,
+        stop_reason: Option<String>,
+    },
+    TextDelta {
+        text: String,
+    },
+    ThinkingDelta {
+        text: String,
+    },
+    Retry {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+    ToolCallStart {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolCallEnd {
+        id: String,
+        name: String,
+        is_error: bool,
+        duration_ms: u64,
+        details: Value,
+    },
+    StepCommitted {
+        step: u32,
+        commit: String,
+        changes: Vec<Change>,
+    },
+    Violation {
+        step: u32,
+        report: String,
+    },
+    TurnEnd {
+        turn: u32,
+    },
+    AgentEnd {
+        reason: EndReason,
+    },
+    Error {
+        message: String,
+    },
+}
+
+impl Event {
+    /// The name stored in `events.event_type`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::AgentStart { .. } => "agent_start",
+            Event::TurnStart { .. } => "turn_start",
+            Event::ApiCallStart { .. } => "api_call_start",
+            Event::ApiCallEnd { .. } => "api_call_end",
+            Event::TextDelta { .. } => "text_delta",
+            Event::ThinkingDelta { .. } => "thinking_delta",
+            Event::Retry { .. } => "retry",
+            Event::ToolCallStart { .. } => "tool_call_start",
+            Event::ToolCallEnd { .. } => "tool_call_end",
+            Event::StepCommitted { .. } => "step_committed",
+            Event::Violation { .. } => "violation",
+            Event::TurnEnd { .. } => "turn_end",
+            Event::AgentEnd { .. } => "agent_end",
+            Event::Error { .. } => "error",
+        }
+    }
+
+    /// Deltas are too fine-grained to persist one row each; the full text is
+    /// in the stored message.
+    pub fn is_persisted(&self) -> bool {
+        !matches!(self, Event::TextDelta { .. } | Event::ThinkingDelta { .. })
+    }
+}
+
+/// Why the agent stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// The model ended its turn.
+    Done,
+    /// `--max-tools` was reached.
+    ToolLimit,
+    /// The model hit its output limit or refused; the stop reason is stored.
+    Stopped,
+    /// The model call failed for good.
+    Failed,
+}

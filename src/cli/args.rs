@@ -1,0 +1,130 @@
+//! Command-line arguments (clap). `ah [OPTIONS] [PROMPT]...` runs a task;
+//! subcommands manage runs and the sandbox.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::sandbox::BackendKind;
+
+/// ah — a coding agent that works on a sandboxed copy of your project and
+/// changes your repository only through a patch you have seen.
+#[derive(Debug, Parser)]
+#[command(name = "ah", version, about, long_about = None)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The task for the agent.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+
+    /// The project to work on (default: the current directory).
+    #[arg(short = 'C', long = "project", value_name = "DIR", global = true)]
+    pub project: Option<PathBuf>,
+
+    /// Where the tools run: a rootless podman container, or unsandboxed on a copy.
+    #[arg(long, value_enum, default_value = "podman")]
+    pub backend: BackendKind,
+
+    /// The sandbox image (podman backend).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+
+    /// What to do with the patch: ask (terminal default), auto (apply only small,
+    /// clean, unrestricted patches), never (save only; default without a terminal).
+    #[arg(long, value_enum)]
+    pub review: Option<ReviewMode>,
+
+    /// Model alias (opus, sonnet, haiku) or full model id [env: AH_MODEL; default: opus].
+    #[arg(short = 'm', long = "model", value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Start a new session instead of continuing the most recent one.
+    #[arg(short = 'n', long = "new")]
+    pub new_session: bool,
+
+    /// Use this session database file.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    /// Stop after this many tool calls.
+    #[arg(long, value_name = "N")]
+    pub max_tools: Option<u32>,
+
+    /// Apply the patch without committing it on the host.
+    #[arg(long)]
+    pub no_commit: bool,
+
+    /// A write policy file (overrides .ah/policy.toml keys it sets).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Also allow writes matching this glob (repeatable).
+    #[arg(long = "allow", value_name = "GLOB")]
+    pub allow: Vec<String>,
+
+    /// Also deny writes matching this glob (repeatable).
+    #[arg(long = "deny", value_name = "GLOB")]
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewMode {
+    Ask,
+    Auto,
+    Never,
+}
+
+impl ReviewMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewMode::Ask => "ask",
+            ReviewMode::Auto => "auto",
+            ReviewMode::Never => "never",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply a saved run's patch to the project (3-way), and commit it.
+    Apply {
+        /// The run id (a prefix is enough when unambiguous).
+        run_id: String,
+        /// Apply without committing.
+        #[arg(long)]
+        no_commit: bool,
+    },
+    /// List the project's runs, newest first.
+    Runs,
+    /// Check that the sandbox can run here, and say how to fix what cannot.
+    Doctor {
+        /// The sandbox image to check.
+        #[arg(long, value_name = "IMAGE")]
+        image: Option<String>,
+    },
+    /// Manage the sandbox image.
+    Image {
+        #[command(subcommand)]
+        action: ImageAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImageAction {
+    /// Build the sandbox image (podman build, or offline from a debootstrap rootfs).
+    Build {
+        /// The image name to build.
+        #[arg(long, value_name = "IMAGE")]
+        image: Option<String>,
+    },
+}

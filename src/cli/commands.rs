@@ -1,0 +1,106 @@
+//! The subcommands besides running a task: `ah apply`, `ah runs`,
+//! `ah doctor`, `ah image build`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use console::style;
+
+use super::review::commit_message;
+use super::{EXIT_ERROR, EXIT_OK};
+use crate::sandbox::apply::{self, ApplyOptions};
+use crate::sandbox::rundir::{self, Manifest, RunDir};
+use crate::sandbox::{doctor, image, podman};
+
+fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
+    let dir = match project {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    dir.canonicalize()
+        .with_context(|| format!("project directory {} not found", dir.display()))
+}
+
+/// `ah apply RUN`: applies a saved run's patch the same way a review does.
+pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool) -> Result<i32> {
+    let project = project_dir(project)?;
+    let ah_dir = project.join(".ah");
+    let run = find_run(&ah_dir, run_id)?;
+    let manifest_path = run.manifest_path();
+    let mut manifest = Manifest::load(&manifest_path).ok();
+    let task = manifest
+        .as_ref()
+        .map(|m| m.task.clone())
+        .unwrap_or_else(|| format!("run {}", run.id()));
+    let options = ApplyOptions {
+        commit: !no_commit,
+        message: commit_message(&task),
+    };
+    let applied = apply::apply_patch(&project, &run.patch_path(), &options)?;
+    eprintln!("{} {applied}", style("applied:").green().bold());
+    if let Some(manifest) = manifest.as_mut() {
+        manifest.applied = true;
+        manifest.write(&manifest_path)?;
+    }
+    Ok(EXIT_OK)
+}
+
+fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
+    let runs = ah_dir.join("runs");
+    let entries = std::fs::read_dir(&runs)
+        .with_context(|| format!("no runs in {}: run a task first", ah_dir.display()))?;
+    let prefix_upper = prefix.to_ascii_uppercase();
+    let mut matches: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&prefix_upper))
+        .collect();
+    matches.sort();
+    match matches.as_slice() {
+        [one] => Ok(RunDir::open(ah_dir, one)?),
+        [] => bail!("no run matches {prefix:?}: `ah runs` lists them"),
+        many => bail!("{prefix:?} matches {} runs ({}): give more of the id", many.len(), many.join(", ")),
+    }
+}
+
+/// `ah runs`: one line per run, newest first.
+pub fn runs(project: Option<&Path>) -> Result<i32> {
+    let project = project_dir(project)?;
+    let runs = rundir::list_runs(&project.join(".ah"))?;
+    if runs.is_empty() {
+        eprintln!("no runs yet in {}", project.display());
+        return Ok(EXIT_OK);
+    }
+    for run in runs {
+        println!("{run}");
+    }
+    Ok(EXIT_OK)
+}
+
+/// `ah doctor`: one line per check; non-zero when podman cannot run.
+pub async fn doctor(image: Option<&str>) -> Result<i32> {
+    let image = image.unwrap_or(podman::DEFAULT_IMAGE);
+    let checks = doctor::run_checks(image).await;
+    for check in &checks {
+        let mark = if check.ok { style("ok  ").green() } else { style("FAIL").red() };
+        println!("{mark} {}: {}", check.name, check.detail);
+        if let (false, Some(fix)) = (check.ok, &check.fix) {
+            println!("     fix: {fix}");
+        }
+    }
+    if doctor::backend_ready(&checks) {
+        println!("the podman sandbox is ready");
+        Ok(EXIT_OK)
+    } else {
+        println!("the podman sandbox cannot run here; fix the checks above, or pass --backend none to run tools unsandboxed on a copy");
+        Ok(EXIT_ERROR)
+    }
+}
+
+/// `ah image build`: builds the sandbox image, showing progress.
+pub async fn image_build(name: Option<&str>) -> Result<i32> {
+    let name = name.unwrap_or(podman::DEFAULT_IMAGE);
+    image::build_image(name, &mut |line: &str| eprintln!("{line}")).await?;
+    eprintln!("{} image {name} built", style("done:").green().bold());
+    Ok(EXIT_OK)
+}

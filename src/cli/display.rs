@@ -1,0 +1,108 @@
+//! Shows a run's events to a person: the model's text streams to stdout; one
+//! line per tool call, retries, violations and the summary go to stderr.
+//! Colour follows the terminal and `NO_COLOR` (via `console`).
+
+use std::io::Write;
+
+use console::style;
+use serde_json::Value;
+
+use crate::agent::Event;
+
+/// Prints events as they arrive.
+#[derive(Default)]
+pub struct Display {
+    /// The cursor is not at the start of a line on stdout.
+    mid_line: bool,
+}
+
+impl Display {
+    pub fn show(&mut self, event: &Event) {
+        match event {
+            Event::TextDelta { text } => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                self.mid_line = !text.ends_with('\n');
+            }
+            Event::ToolCallStart { name, input, .. } => {
+                self.end_line();
+                eprintln!("{} {} {}", style("▸").cyan(), style(name).bold(), key_param(name, input));
+            }
+            Event::ToolCallEnd {
+                is_error: true,
+                details,
+                ..
+            } => {
+                let what = details
+                    .get("exit_code")
+                    .and_then(Value::as_i64)
+                    .map(|c| format!("exit {c}"))
+                    .unwrap_or_else(|| "error".to_string());
+                eprintln!("  {} {what}", style("✗").red());
+            }
+            Event::Violation { step, report } => {
+                self.end_line();
+                eprintln!("{} step {step} undone by the write policy:", style("⛔").red());
+                for line in report.lines() {
+                    eprintln!("    {line}");
+                }
+            }
+            Event::Retry {
+                attempt,
+                delay_ms,
+                reason,
+            } => {
+                self.end_line();
+                eprintln!(
+                    "{} model call failed ({reason}); retry {attempt} in {:.1}s",
+                    style("↻").yellow(),
+                    *delay_ms as f64 / 1000.0
+                );
+            }
+            Event::Error { message } => {
+                self.end_line();
+                eprintln!("{} {message}", style("error:").red().bold());
+            }
+            Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),
+            _ => {}
+        }
+    }
+
+    fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+}
+
+/// The parameter that says most about a call, shortened to one line.
+fn key_param(tool: &str, input: &Value) -> String {
+    let key = match tool {
+        "bash" => "command",
+        _ => "path",
+    };
+    let text = input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let first = text.lines().next().unwrap_or_default();
+    let mut short: String = first.chars().take(100).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn key_param_shows_one_short_line() {
+        assert_eq!(key_param("read", &json!({"path": "src/a.rs"})), "src/a.rs");
+        assert_eq!(key_param("bash", &json!({"command": "ls\nrm x"})), "ls…");
+        let long = "x".repeat(300);
+        assert_eq!(key_param("bash", &json!({ "command": long })).chars().count(), 101);
+        assert_eq!(key_param("write", &json!({})), "");
+    }
+}

@@ -1,0 +1,181 @@
+//! What happens to a run's patch: saved only (`never`), applied when the
+//! auto-review rules allow (`auto`), or shown to the user in a pager with a
+//! choice (`ask`). Applying is always the sandbox layer's 3-way apply.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+use console::style;
+
+use super::args::ReviewMode;
+use crate::sandbox::apply::{self, ApplyOptions};
+use crate::sandbox::policy::Policy;
+use crate::sandbox::review::{self as rules, AutoDecision};
+use crate::sandbox::rundir::ReviewRecord;
+use crate::sandbox::run::RunResult;
+
+/// How the review ended.
+#[derive(Debug, Clone)]
+pub struct ReviewOutcome {
+    pub record: ReviewRecord,
+    pub applied: bool,
+    /// An apply was attempted and failed (the patch stays saved).
+    pub failed: bool,
+}
+
+pub fn review(
+    mode: ReviewMode,
+    project: &Path,
+    result: &RunResult,
+    policy: &Policy,
+    task: &str,
+    no_commit: bool,
+) -> Result<ReviewOutcome> {
+    let patch_path = &result.patch_path;
+    if result.patch.files.is_empty() {
+        eprintln!("no changes to review");
+        return Ok(outcome(mode, "empty", "the run changed no files", false, false));
+    }
+    eprintln!("{}", rules::diffstat(&result.patch.stats()));
+    match mode {
+        ReviewMode::Never => {
+            eprintln!("patch saved: {}", patch_path.display());
+            Ok(outcome(mode, "saved", "review mode never", false, false))
+        }
+        ReviewMode::Auto => {
+            let clean = apply::check_patch(project, patch_path)?;
+            match rules::decide(&result.patch.stats(), &policy.review, clean) {
+                AutoDecision::Apply => apply_now(mode, project, patch_path, task, no_commit, "auto: small, clean, unrestricted"),
+                AutoDecision::Empty => Ok(outcome(mode, "empty", "nothing to apply", false, false)),
+                AutoDecision::Save { reasons } => {
+                    let reason = reasons.join("; ");
+                    eprintln!("not applied automatically: {reason}");
+                    eprintln!("patch saved: {} (apply it with: ah apply {})", patch_path.display(), run_id(patch_path));
+                    Ok(outcome(mode, "saved", &reason, false, false))
+                }
+            }
+        }
+        ReviewMode::Ask => {
+            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+                eprintln!("patch saved: {} (no terminal to ask on)", patch_path.display());
+                return Ok(outcome(mode, "saved", "no terminal to ask on", false, false));
+            }
+            show_in_pager(patch_path)?;
+            let choices = ["apply", "save only", "discard"];
+            let picked = dialoguer::Select::new()
+                .with_prompt("What should happen to this patch?")
+                .items(choices)
+                .default(0)
+                .interact()
+                .context("the review prompt failed")?;
+            match picked {
+                0 => apply_now(mode, project, patch_path, task, no_commit, "chosen by the user"),
+                1 => {
+                    eprintln!("patch saved: {}", patch_path.display());
+                    Ok(outcome(mode, "saved", "chosen by the user", false, false))
+                }
+                _ => {
+                    eprintln!("discarded (the patch file stays at {})", patch_path.display());
+                    Ok(outcome(mode, "discarded", "chosen by the user", false, false))
+                }
+            }
+        }
+    }
+}
+
+fn apply_now(
+    mode: ReviewMode,
+    project: &Path,
+    patch_path: &Path,
+    task: &str,
+    no_commit: bool,
+    why: &str,
+) -> Result<ReviewOutcome> {
+    let options = ApplyOptions {
+        commit: !no_commit,
+        message: commit_message(task),
+    };
+    match apply::apply_patch(project, patch_path, &options) {
+        Ok(applied) => {
+            eprintln!("{} {applied}", style("applied:").green().bold());
+            Ok(outcome(mode, "applied", why, true, false))
+        }
+        Err(err) => {
+            eprintln!("{} {err}", style("not applied:").red().bold());
+            Ok(outcome(mode, "apply_failed", &err.to_string(), false, true))
+        }
+    }
+}
+
+/// The host commit message: the task's first line, shortened, then the task.
+pub fn commit_message(task: &str) -> String {
+    let first = task.lines().next().unwrap_or_default().trim();
+    let mut subject: String = first.chars().take(68).collect();
+    if subject.len() < first.len() {
+        subject.push('…');
+    }
+    format!("ah: {subject}\n\nTask:\n{}\n", task.trim())
+}
+
+fn outcome(mode: ReviewMode, decision: &str, reason: &str, applied: bool, failed: bool) -> ReviewOutcome {
+    ReviewOutcome {
+        record: ReviewRecord {
+            mode: mode.as_str().to_string(),
+            decision: decision.to_string(),
+            reason: reason.to_string(),
+        },
+        applied,
+        failed,
+    }
+}
+
+fn run_id(patch_path: &Path) -> String {
+    patch_path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints it.
+fn show_in_pager(patch_path: &Path) -> Result<()> {
+    let text = std::fs::read(patch_path)
+        .with_context(|| format!("cannot read {}", patch_path.display()))?;
+    let pager = ["GIT_PAGER", "PAGER"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
+        .or_else(|| which::which("delta").ok().map(|_| "delta".to_string()))
+        .or_else(|| which::which("less").ok().map(|_| "less -R".to_string()));
+    if let Some(pager) = pager {
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(&pager)
+            .stdin(Stdio::piped())
+            .spawn();
+        if let Ok(mut child) = child {
+            if let Some(mut stdin) = child.stdin.take() {
+                // A pager quit early closes its input; that is not an error.
+                let _ = stdin.write_all(&text);
+            }
+            let _ = child.wait();
+            return Ok(());
+        }
+    }
+    std::io::stdout().write_all(&text).context("cannot print the patch")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_message_names_the_task() {
+        let msg = commit_message("fix the parser\nit breaks on tabs");
+        assert!(msg.starts_with("ah: fix the parser\n\nTask:\nfix the parser\nit breaks on tabs"));
+        let long = "x".repeat(100);
+        let subject = commit_message(&long).lines().next().unwrap().to_string();
+        assert_eq!(subject.chars().count(), 4 + 68 + 1);
+    }
+}

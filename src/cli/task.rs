@@ -1,0 +1,204 @@
+//! `ah [OPTIONS] PROMPT`: one run from prompt to reviewed patch.
+//!
+//! Order matters for safety and for not losing work: everything that can be
+//! checked cheaply (prompt, project, credentials, policy, sandbox) is checked
+//! before the project is copied; once the agent has run, the patch is always
+//! saved and the manifest written, whatever happens after.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result, bail};
+
+use super::args::{ReviewMode, RunArgs};
+use super::display::Display;
+use super::review::{self, ReviewOutcome};
+use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use crate::agent::prompt::{self, Workspace};
+use crate::agent::{AgentConfig, run_agent};
+use crate::llm::anthropic::AnthropicClient;
+use crate::llm::retry::RetryPolicy;
+use crate::llm::{Block, Role, models};
+use crate::sandbox::none::NoneBackend;
+use crate::sandbox::policy::Policy;
+use crate::sandbox::rundir::{Manifest, RunDir};
+use crate::sandbox::run::{Run, RunResult};
+use crate::sandbox::{Backend, BackendKind, podman};
+use crate::session::{BlockRecord, MessageMeta, Session};
+
+/// Added files larger than this are not copied out as artifacts.
+const ARTIFACT_CAP_BYTES: u64 = 10 * 1024 * 1024;
+
+/// A mistake on the command line (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+pub async fn run(args: RunArgs) -> Result<i32> {
+    let task = args.prompt.join(" ");
+    if task.trim().is_empty() {
+        return Err(UsageError(
+            "no prompt given: say what to do, e.g. ah -C ~/src/repo \"make the tests pass\" (see ah --help)"
+                .into(),
+        )
+        .into());
+    }
+    let project = resolve_project(args.project.as_deref())?;
+    let ah_dir = project.join(".ah");
+    std::fs::create_dir_all(&ah_dir)
+        .with_context(|| format!("cannot create {}", ah_dir.display()))?;
+    let model = models::resolve(&args.model.clone().unwrap_or_else(models::default_model_name));
+    let provider = AnthropicClient::from_env(retry_policy()?)?;
+    let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    let review_mode = args.review.unwrap_or_else(default_review);
+    let image = args.image.clone().unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
+    if args.backend == BackendKind::Podman {
+        podman::preflight(&image).await?;
+    }
+    let mut session = open_session(&args, &ah_dir)?;
+
+    let dir = RunDir::create(&ah_dir)?;
+    let started_at = SystemTime::now();
+    eprintln!("run {} ({} backend, model {})", dir.id(), args.backend.as_str(), model.id);
+    let (shadow, baseline) = Run::prepare(&project, &dir)?;
+    let backend: Box<dyn Backend> = match args.backend {
+        BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
+        BackendKind::Podman => Box::new(
+            podman::PodmanBackend::start(&podman::PodmanOptions::new(
+                dir.id(),
+                &project,
+                &dir.work_dir(),
+                &image,
+            ))
+            .await?,
+        ),
+    };
+    let workspace = match args.backend {
+        BackendKind::Podman => Workspace::Container,
+        BackendKind::None => Workspace::Host,
+    };
+    let mut run = Run::attach(dir, shadow, baseline, backend, policy.clone(), ARTIFACT_CAP_BYTES);
+
+    let parent = session.head()?;
+    let user = session.append(
+        parent.as_deref(),
+        Role::User,
+        &[BlockRecord::plain(Block::Text { text: task.clone() })],
+        &MessageMeta::default(),
+    )?;
+    let config = AgentConfig {
+        model: model.clone(),
+        system: prompt::system_prompt(&ah_dir, workspace)?,
+        max_tools: args.max_tools,
+        thinking_budget: None,
+    };
+    let mut display = Display::default();
+    let outcome = run_agent(&config, &provider, &mut session, &mut run, user.id, &mut |e| {
+        display.show(e)
+    })
+    .await;
+
+    let run_dir = run.dir().clone();
+    let result = run.finish().await?;
+    let mut manifest = Manifest::new(run_dir.id(), &task);
+    manifest.model = Some(model.id.clone());
+    manifest.backend = Some(args.backend.as_str().to_string());
+    manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
+    manifest.session_db = Some(session.path().display().to_string());
+    manifest.started_at = Some(crate::session::rfc3339(started_at));
+    fill_manifest(&mut manifest, &result);
+    manifest.write(&run_dir.manifest_path())?;
+
+    if let Err(err) = outcome {
+        eprintln!("patch so far saved: {}", result.patch_path.display());
+        return Err(err.into());
+    }
+    let reviewed = review::review(review_mode, &project, &result, &policy, &task, args.no_commit)?;
+    manifest.review = Some(reviewed.record.clone());
+    manifest.applied = reviewed.applied;
+    manifest.finished_at = Some(crate::session::rfc3339(SystemTime::now()));
+    manifest.write(&run_dir.manifest_path())?;
+    Ok(exit_code(review_mode, &result, &reviewed))
+}
+
+fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {
+    if reviewed.failed {
+        EXIT_ERROR
+    } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {
+        EXIT_NOT_APPLIED
+    } else {
+        EXIT_OK
+    }
+}
+
+fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
+    manifest.baseline = Some(result.baseline.clone());
+    manifest.head = Some(result.head.clone());
+    manifest.steps = result.steps;
+    manifest.violations = result.violations.clone();
+    manifest.patch = Some(result.patch.summary());
+    manifest.artifacts = result.artifacts.copied.clone();
+}
+
+/// The review mode when none is given: ask at a terminal, else only save.
+fn default_review() -> ReviewMode {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        ReviewMode::Ask
+    } else {
+        ReviewMode::Never
+    }
+}
+
+fn resolve_project(project: Option<&Path>) -> Result<PathBuf> {
+    let dir = match project {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let canonical = dir
+        .canonicalize()
+        .with_context(|| format!("project directory {} not found", dir.display()))?;
+    if !canonical.is_dir() {
+        bail!("{} is not a directory: -C takes the project's folder", dir.display());
+    }
+    Ok(canonical)
+}
+
+fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
+    if let Some(db) = &args.db {
+        return Ok(Session::open(db)?);
+    }
+    if !args.new_session
+        && let Some(latest) = Session::latest(ah_dir)?
+    {
+        return Ok(Session::open(&latest)?);
+    }
+    Ok(Session::create(ah_dir)?)
+}
+
+/// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,
+/// `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
+fn retry_policy() -> Result<RetryPolicy> {
+    let mut policy = RetryPolicy::default();
+    if let Some(n) = env_number("AH_RETRY_ATTEMPTS")? {
+        policy.max_attempts = n as u32;
+    }
+    if let Some(ms) = env_number("AH_RETRY_BASE_MS")? {
+        policy.base_delay = Duration::from_millis(ms);
+    }
+    if let Some(secs) = env_number("AH_STREAM_IDLE_SECS")? {
+        policy.idle_timeout = Duration::from_secs(secs);
+    }
+    Ok(policy)
+}
+
+fn env_number(name: &str) -> Result<Option<u64>> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| UsageError(format!("{name}={value:?} is not a whole number")).into()),
+        Err(_) => Ok(None),
+    }
+}

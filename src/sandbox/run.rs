@@ -1,0 +1,293 @@
+//! One run: the work copy of the project, its shadow repo, the backend that
+//! runs commands, the write policy, and the on-disk record of every step.
+//!
+//! Each tool call is a step. A step that may change files is committed in the
+//! shadow repo and its changed paths are checked against the policy; a step
+//! that broke the policy is reverted, recorded in `steps/step-N.violation.txt`
+//! and the model is told. `finish` stops the backend and builds the patch.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use git2::Oid;
+use serde_json::Value;
+
+use super::artifacts::{self, ArtifactReport};
+use super::patch::{self, PatchInfo};
+use super::policy::{self, Policy};
+use super::rundir::{RunDir, StepRecord};
+use super::shadow::ShadowRepo;
+use super::{Backend, BackendKind, Change, ChangeKind, workspace};
+use crate::tools::{self, Exec, ExecOutput, ToolOutput};
+
+/// Why a run could not be prepared or finished.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("could not prepare the run directory: {0}")]
+    RunDir(String),
+    #[error("could not copy the project into the work directory: {0}")]
+    Copy(String),
+    #[error("shadow repository error: {0}")]
+    Shadow(String),
+    #[error("could not build the session patch: {0}")]
+    Patch(String),
+    #[error("could not stop the sandbox: {0}")]
+    Backend(String),
+}
+
+/// What one tool step did.
+#[derive(Debug, Clone)]
+pub struct StepOutcome {
+    pub step: u32,
+    pub output: ToolOutput,
+    pub duration_ms: u64,
+    /// The step's commit in the shadow repo, when it changed files and stood.
+    pub commit: Option<String>,
+    pub changes: Vec<Change>,
+    /// The violation report, when the step broke the policy and was undone.
+    pub violation: Option<String>,
+}
+
+/// A violation as kept in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ViolationRecord {
+    pub step: u32,
+    pub tool: String,
+    pub paths: Vec<String>,
+    pub report: String,
+}
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct RunResult {
+    pub patch: PatchInfo,
+    pub patch_path: PathBuf,
+    pub baseline: String,
+    pub head: String,
+    pub steps: u32,
+    pub violations: Vec<ViolationRecord>,
+    pub artifacts: ArtifactReport,
+}
+
+/// A prepared run, ready for tool steps.
+pub struct Run {
+    dir: RunDir,
+    shadow: ShadowRepo,
+    backend: Box<dyn Backend>,
+    policy: Policy,
+    baseline: Oid,
+    head: Oid,
+    steps: u32,
+    violations: Vec<ViolationRecord>,
+    artifact_cap: u64,
+}
+
+impl Run {
+    /// Copies `project` into the run's work directory and takes the baseline
+    /// commit. The backend is started afterwards by the caller (it needs the
+    /// work directory) and handed to [`Run::attach`].
+    pub fn prepare(project: &Path, dir: &RunDir) -> Result<(ShadowRepo, Oid), RunError> {
+        workspace::copy_project(project, &dir.work_dir())
+            .map_err(|e| RunError::Copy(e.to_string()))?;
+        let shadow = ShadowRepo::init(&dir.shadow_dir(), &dir.work_dir())
+            .map_err(|e| RunError::Shadow(e.to_string()))?;
+        let baseline = shadow
+            .baseline()
+            .map_err(|e| RunError::Shadow(e.to_string()))?;
+        Ok((shadow, baseline))
+    }
+
+    /// Assembles a run from its prepared parts.
+    pub fn attach(
+        dir: RunDir,
+        shadow: ShadowRepo,
+        baseline: Oid,
+        backend: Box<dyn Backend>,
+        policy: Policy,
+        artifact_cap: u64,
+    ) -> Run {
+        Run {
+            dir,
+            shadow,
+            backend,
+            policy,
+            baseline,
+            head: baseline,
+            steps: 0,
+            violations: Vec::new(),
+            artifact_cap,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        self.dir.id()
+    }
+
+    pub fn dir(&self) -> &RunDir {
+        &self.dir
+    }
+
+    pub fn backend_kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    pub fn baseline(&self) -> String {
+        self.baseline.to_string()
+    }
+
+    /// Runs one tool call as step N: the tool, then (if it may have changed
+    /// files) the commit and the policy check, then the step files.
+    pub async fn tool_step(&mut self, name: &str, input: &Value) -> StepOutcome {
+        self.steps += 1;
+        let step = self.steps;
+        let started = Instant::now();
+        let view = ExecView {
+            root: self.dir.work_dir(),
+            backend: self.backend.as_ref(),
+            policy: &self.policy,
+        };
+        let mut output = tools::call(name, input, &view).await;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let mut outcome = StepOutcome {
+            step,
+            output: ToolOutput::error(String::new()),
+            duration_ms,
+            commit: None,
+            changes: Vec::new(),
+            violation: None,
+        };
+        if output.may_change_files {
+            self.commit_step(step, name, &mut output, &mut outcome);
+        }
+        outcome.output = output;
+        let record = StepRecord {
+            step,
+            tool: name.to_string(),
+            input: input.clone(),
+            exit_code: outcome.output.exit_code,
+            is_error: outcome.output.is_error,
+            duration_ms,
+            commit: outcome.commit.clone(),
+            changed: outcome.changes.clone(),
+        };
+        if let Err(err) =
+            self.dir
+                .write_step(step, &record, &outcome.output.stdout, &outcome.output.stderr)
+        {
+            outcome.output.content.push_str(&format!(
+                "\n[ah: the step record could not be written: {err}]"
+            ));
+        }
+        outcome
+    }
+
+    /// Commits what the step changed, or undoes it when it broke the policy.
+    fn commit_step(
+        &mut self,
+        step: u32,
+        name: &str,
+        output: &mut ToolOutput,
+        outcome: &mut StepOutcome,
+    ) {
+        let committed = match self.shadow.commit_step(&format!("step {step}: {name}")) {
+            Ok(committed) => committed,
+            Err(err) => {
+                output.is_error = true;
+                output.content.push_str(&format!(
+                    "\n[ah: this step's changes could not be recorded ({err}); stop and report this]"
+                ));
+                return;
+            }
+        };
+        let Some(commit) = committed.commit else {
+            return;
+        };
+        outcome.changes = committed.changes;
+        let violations = self
+            .policy
+            .check_changes(&self.dir.work_dir(), &outcome.changes);
+        if violations.is_empty() {
+            self.head = commit;
+            outcome.commit = Some(commit.to_string());
+            return;
+        }
+        let report = policy::render_report(&violations);
+        let undone = self.shadow.revert_to(self.head);
+        let mut text = report.clone();
+        if let Err(err) = &undone {
+            text.push_str(&format!(
+                "\nthe step could NOT be undone ({err}); the run must not be applied"
+            ));
+        }
+        if let Err(err) = self.dir.write_violation(step, &text) {
+            text.push_str(&format!("\n(the violation record could not be written: {err})"));
+        }
+        self.violations.push(ViolationRecord {
+            step,
+            tool: name.to_string(),
+            paths: violations.iter().map(|v| v.path.clone()).collect(),
+            report: text.clone(),
+        });
+        output.is_error = true;
+        output.content.push_str(&format!("\n\n{text}"));
+        outcome.violation = Some(text);
+    }
+
+    /// Stops the backend, writes `session.patch` and copies the added files
+    /// out as artifacts.
+    pub async fn finish(self) -> Result<RunResult, RunError> {
+        let stopped = self.backend.shutdown().await;
+        let info = patch::session_patch(&self.shadow, self.baseline, self.head)
+            .map_err(|e| RunError::Patch(e.to_string()))?;
+        let patch_path = self.dir.patch_path();
+        std::fs::write(&patch_path, &info.text)
+            .map_err(|e| RunError::Patch(format!("{}: {e}", patch_path.display())))?;
+        let added: Vec<String> = self
+            .shadow
+            .changes_between(self.baseline, self.head)
+            .map_err(|e| RunError::Shadow(e.to_string()))?
+            .into_iter()
+            .filter(|c| c.kind == ChangeKind::Added)
+            .map(|c| c.path)
+            .collect();
+        let artifacts = artifacts::copy_added(
+            &self.dir.work_dir(),
+            &added,
+            &self.dir.artifacts_dir(),
+            self.artifact_cap,
+        )
+        .map_err(|e| RunError::Patch(e.to_string()))?;
+        stopped.map_err(|e| RunError::Backend(e.to_string()))?;
+        Ok(RunResult {
+            patch: info,
+            patch_path,
+            baseline: self.baseline.to_string(),
+            head: self.head.to_string(),
+            steps: self.steps,
+            violations: self.violations,
+            artifacts,
+        })
+    }
+}
+
+/// The tools' view of a run: its work root, its backend and its policy.
+struct ExecView<'a> {
+    root: PathBuf,
+    backend: &'a dyn Backend,
+    policy: &'a Policy,
+}
+
+#[async_trait::async_trait]
+impl Exec for ExecView<'_> {
+    fn root(&self) -> &Path {
+        &self.root
+    }
+
+    async fn run(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        self.backend.exec(command, timeout).await
+    }
+
+    fn check_write(&self, rel_path: &str) -> Result<(), String> {
+        self.policy.check_path(rel_path).map_err(|v| v.to_string())
+    }
+}

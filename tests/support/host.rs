@@ -1,0 +1,165 @@
+//! Host-side fixtures for tests that run the real `ah` binary: a temporary
+//! git project, an isolated HOME, the `ah` command wired to a mock model, and
+//! readers for what a run leaves on disk.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A temporary project (a git repo with one commit unless made bare) and an
+/// empty HOME, removed when dropped.
+pub struct Host {
+    pub root: tempfile::TempDir,
+    pub project: PathBuf,
+    pub home: PathBuf,
+}
+
+impl Host {
+    /// A git repository with `files` committed.
+    pub fn git(files: &[(&str, &str)]) -> Host {
+        let host = Host::plain(files);
+        git(&host.project, &["init", "-q", "-b", "main"]);
+        git(&host.project, &["add", "-A"]);
+        git(&host.project, &["commit", "-q", "-m", "initial"]);
+        host
+    }
+
+    /// A plain folder (not a git repository) with `files`.
+    pub fn plain(files: &[(&str, &str)]) -> Host {
+        let root = tempfile::tempdir().expect("temp dir");
+        let project = root.path().join("project");
+        let home = root.path().join("home");
+        std::fs::create_dir_all(&project).expect("project dir");
+        std::fs::create_dir_all(&home).expect("home dir");
+        let host = Host {
+            project,
+            home,
+            root,
+        };
+        for (path, content) in files {
+            host.write(path, content);
+        }
+        host
+    }
+
+    pub fn write(&self, path: &str, content: &str) {
+        let full = self.project.join(path);
+        std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+        std::fs::write(full, content).expect("write");
+    }
+
+    pub fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.project.join(path))
+            .unwrap_or_else(|e| panic!("read {path}: {e}"))
+    }
+
+    /// `ah` with the project, the mock model and an isolated environment.
+    pub fn ah(&self, base_url: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ah"));
+        cmd.current_dir(&self.project)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("ANTHROPIC_BASE_URL", base_url)
+            .env("ANTHROPIC_API_KEY", "test-key")
+            .env("AH_RETRY_BASE_MS", "10")
+            .env("NO_COLOR", "1")
+            .env("GIT_AUTHOR_NAME", "Test User")
+            .env("GIT_AUTHOR_EMAIL", "test@example.com")
+            .env("GIT_COMMITTER_NAME", "Test User")
+            .env("GIT_COMMITTER_EMAIL", "test@example.com");
+        cmd
+    }
+
+    /// The run directories, oldest first.
+    pub fn runs(&self) -> Vec<PathBuf> {
+        let mut runs: Vec<PathBuf> = std::fs::read_dir(self.project.join(".ah/runs"))
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        runs.sort();
+        runs
+    }
+
+    /// The one run directory (panics if there is not exactly one).
+    pub fn run(&self) -> PathBuf {
+        let runs = self.runs();
+        assert_eq!(runs.len(), 1, "expected one run, found {runs:?}");
+        runs.into_iter().next().expect("one run")
+    }
+
+    /// The session databases, oldest first.
+    pub fn sessions(&self) -> Vec<PathBuf> {
+        let mut dbs: Vec<PathBuf> = std::fs::read_dir(self.project.join(".ah"))
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        dbs.retain(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            name.ends_with(".db") && !name.ends_with(".queue.db")
+        });
+        dbs.sort();
+        dbs
+    }
+
+    pub fn git_out(&self, args: &[&str]) -> String {
+        git(&self.project, args)
+    }
+}
+
+/// Runs git in `dir` and returns stdout; panics with stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Test User")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test User")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn json_file(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Stdout and stderr of a finished command, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Rows of a query on a session DB, each row's columns as JSON values.
+pub fn query(db: &Path, sql: &str) -> Vec<Vec<Value>> {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut stmt = conn.prepare(sql).expect("prepare");
+    let n = stmt.column_count();
+    stmt.query_map([], |row| {
+        (0..n)
+            .map(|i| {
+                let v: rusqlite::types::Value = row.get(i)?;
+                Ok(match v {
+                    rusqlite::types::Value::Null => Value::Null,
+                    rusqlite::types::Value::Integer(i) => Value::from(i),
+                    rusqlite::types::Value::Real(f) => Value::from(f),
+                    rusqlite::types::Value::Text(t) => Value::from(t),
+                    rusqlite::types::Value::Blob(b) => Value::from(b),
+                })
+            })
+            .collect()
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("rows")
+}

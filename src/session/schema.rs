@@ -1,0 +1,160 @@
+//! Opening a session database: connection settings (WAL, foreign keys, busy
+//! timeout) and schema migrations keyed by `PRAGMA user_version`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+
+use super::{Result, SessionError};
+
+/// How long to wait for another process that holds the database lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Migration `i` takes the schema from version `i` to version `i + 1`.
+/// Append new migrations; never edit a released one.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: messages tree, content blocks, context, events.
+    "CREATE TABLE messages (
+        id TEXT PRIMARY KEY,
+        parent_id TEXT REFERENCES messages(id),
+        role TEXT,
+        seq INTEGER,
+        created_at TEXT,
+        input_tokens INTEGER,
+        output_tokens INTEGER,
+        stop_reason TEXT,
+        model TEXT,
+        api_latency_ms INTEGER
+    );
+    CREATE UNIQUE INDEX messages_seq ON messages(seq);
+    CREATE INDEX messages_parent ON messages(parent_id);
+    CREATE TABLE content_blocks (
+        id TEXT PRIMARY KEY,
+        message_id TEXT REFERENCES messages(id),
+        block_type TEXT,
+        seq INTEGER,
+        content TEXT,
+        tool_id TEXT,
+        tool_name TEXT,
+        tool_input TEXT,
+        tool_output TEXT,
+        is_error INTEGER,
+        duration_ms INTEGER,
+        details TEXT
+    );
+    CREATE UNIQUE INDEX content_blocks_message_seq ON content_blocks(message_id, seq);
+    CREATE TABLE context (key TEXT PRIMARY KEY, value TEXT);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        message_id TEXT REFERENCES messages(id),
+        event_type TEXT,
+        created_at TEXT,
+        details TEXT
+    );
+    CREATE INDEX events_message ON events(message_id);",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Opens (creating if needed) the database at `path`, configures the
+/// connection and brings the schema up to [`SCHEMA_VERSION`].
+pub fn open(path: &Path) -> Result<Connection> {
+    let mut conn = Connection::open(path).map_err(|source| SessionError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    configure(&conn, path)?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<()> {
+    let sql = |e| classify(path, e);
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql)?;
+    // journal_mode answers with the mode now in effect; WAL persists in the file.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(sql)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(SessionError::NoWal {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    conn.pragma_update(None, "foreign_keys", true).map_err(sql)
+}
+
+/// Runs the migrations the file still lacks, in one transaction. A file that
+/// is already current is only read, so opening it takes no write lock.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    let sql = |e| classify(path, e);
+    if check_version(conn, path)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    // Another process may migrate between the check and the lock: check again.
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sql)?;
+    let found = check_version(&tx, path)?;
+    if found == 0 {
+        // A fresh file has no tables; one with tables belongs to something else.
+        let tables: i64 = tx
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+            .map_err(sql)?;
+        if tables > 0 {
+            return Err(SessionError::NotASession {
+                path: path.to_path_buf(),
+                reason: "it is a SQLite database with other tables".to_string(),
+            });
+        }
+    }
+    let start = usize::try_from(found).unwrap_or(MIGRATIONS.len());
+    for migration in &MIGRATIONS[start..] {
+        tx.execute_batch(migration).map_err(sql)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(sql)?;
+    tx.commit().map_err(sql)
+}
+
+/// The file's schema version, refused when it is newer than this build's.
+fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
+    let found: i64 = conn
+        .pragma_query_one(None, "user_version")
+        .map_err(|e| classify(path, e))?;
+    if found > SCHEMA_VERSION {
+        return Err(SessionError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < 0 {
+        return Err(SessionError::NotASession {
+            path: path.to_path_buf(),
+            reason: format!("user_version is {found}"),
+        });
+    }
+    Ok(found)
+}
+
+/// Turns "not a database" and "corrupt" into a clear error; other SQLite
+/// failures keep their message.
+pub(super) fn classify(path: &Path, error: rusqlite::Error) -> SessionError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => SessionError::NotASession {
+            path: path.to_path_buf(),
+            reason: "the file is not a SQLite database".to_string(),
+        },
+        Some(ErrorCode::DatabaseCorrupt) => SessionError::NotASession {
+            path: path.to_path_buf(),
+            reason: format!("the database is damaged: {error}"),
+        },
+        _ => SessionError::Sqlite {
+            path: path.to_path_buf(),
+            source: error,
+        },
+    }
+}

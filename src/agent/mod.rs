@@ -133,7 +133,7 @@ pub async fn run_agent(
             .content
             .iter()
             .cloned()
-            .map(BlockRecord::plain)
+            .map(BlockRecord::from)
             .collect();
         let meta = MessageMeta {
             usage: Some(response.usage),

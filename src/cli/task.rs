@@ -84,7 +84,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let user = session.append(
         parent.as_deref(),
         Role::User,
-        &[BlockRecord::plain(Block::Text { text: task.clone() })],
+        &[BlockRecord::from(Block::Text { text: task.clone() })],
         &MessageMeta::default(),
     )?;
     let config = AgentConfig {
@@ -106,7 +106,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     manifest.backend = Some(args.backend.as_str().to_string());
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
     manifest.session_db = Some(session.path().display().to_string());
-    manifest.started_at = Some(crate::session::rfc3339(started_at));
+    manifest.started_at = Some(crate::session::format_rfc3339(started_at));
     fill_manifest(&mut manifest, &result);
     manifest.write(&run_dir.manifest_path())?;
 
@@ -117,7 +117,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let reviewed = review::review(review_mode, &project, &result, &policy, &task, args.no_commit)?;
     manifest.review = Some(reviewed.record.clone());
     manifest.applied = reviewed.applied;
-    manifest.finished_at = Some(crate::session::rfc3339(SystemTime::now()));
+    manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
     manifest.write(&run_dir.manifest_path())?;
     Ok(exit_code(review_mode, &result, &reviewed))
 }

@@ -22,6 +22,7 @@ use crate::llm::{Block, Role, Usage};
 
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
+pub use time::format_rfc3339;
 
 /// One content block with what the store keeps beside it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,23 @@ pub struct BlockRecord {
     /// blocks this must be `None` or a JSON object: the block's signature
     /// (or redacted data) is stored in it under `signature` (or `data`).
     pub details: Option<Value>,
+}
+
+impl BlockRecord {
+    /// A tool result: `content` is what the model is told.
+    pub fn tool_result(tool_use_id: &str, tool_name: &str, content: String, is_error: bool) -> BlockRecord {
+        BlockRecord {
+            block: Block::ToolResult {
+                tool_use_id: tool_use_id.to_string(),
+                content,
+                is_error,
+            },
+            tool_name: Some(tool_name.to_string()),
+            tool_output: None,
+            duration_ms: None,
+            details: None,
+        }
+    }
 }
 
 impl From<Block> for BlockRecord {

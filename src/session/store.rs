@@ -106,6 +106,15 @@ impl Session {
         &self.path
     }
 
+    /// The session's id: its file name without `.db` (a ULID for sessions
+    /// made by [`Session::create`]).
+    pub fn id(&self) -> String {
+        self.path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
     /// Stores a message under `parent_id` (`None` starts a new root) with
     /// all its blocks in one transaction, gives it the next `seq`, and makes
     /// it the head.

@@ -137,6 +137,10 @@ pub enum StreamEvent {
 pub enum LlmError {
     #[error("no API credentials: set ANTHROPIC_API_KEY, or put the key in ~/.anthropic/api_key")]
     NoCredentials,
+    /// A credentials file exists but cannot be used; the message names the file
+    /// (never the secret) and what to do.
+    #[error("unusable credentials: {0}")]
+    BadCredentials(String),
     #[error("API error {status} ({kind}): {message}")]
     Api {
         status: u16,

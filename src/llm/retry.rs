@@ -1,1 +1,366 @@
-//! Placeholder: owned by a helper, replaced before merge.
+//! When to retry a model call and how long to wait.
+//!
+//! Every failure of one attempt is classified as [`Failure::Retryable`]
+//! (overload, rate limit, server error, broken or idle connection, stream cut
+//! short) or [`Failure::Fatal`] (bad request, auth, context overflow). The
+//! backoff is exponential with jitter; a server's `retry-after` wins over it.
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use serde::Deserialize;
+
+use super::LlmError;
+use super::sse::StreamError;
+
+/// How hard to try before giving up on a model call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total, the first one included.
+    pub max_attempts: u32,
+    /// Delay before the first retry; doubled for each further retry.
+    pub base_delay: Duration,
+    /// Upper bound of the computed delay (a server's `retry-after` may exceed it).
+    pub max_delay: Duration,
+    /// An attempt fails when no bytes arrive for this long.
+    pub idle_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `retry` (1 for the first retry): the
+    /// server's `retry_after` if it sent one, else the jittered backoff.
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        retry_after.unwrap_or_else(|| self.backoff(retry, rand::random::<f64>()))
+    }
+
+    /// Exponential backoff with "equal jitter": with `cap = min(max_delay,
+    /// base_delay * 2^(retry-1))` the result lies in `[cap/2, cap]`, placed by
+    /// `jitter` in `[0, 1)`.
+    pub fn backoff(&self, retry: u32, jitter: f64) -> Duration {
+        let exponent = retry.saturating_sub(1).min(31);
+        let cap = self
+            .base_delay
+            .saturating_mul(1u32 << exponent)
+            .min(self.max_delay);
+        let half = cap / 2;
+        half + half.mul_f64(jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// The outcome of one failed attempt.
+#[derive(Debug)]
+pub enum Failure {
+    /// Worth another attempt; `reason` is shown to the user and kept as the
+    /// last error if attempts run out.
+    Retryable {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    /// Retrying cannot help.
+    Fatal(LlmError),
+}
+
+impl Failure {
+    fn retryable(reason: impl Into<String>) -> Failure {
+        Failure::Retryable {
+            reason: reason.into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// HTTP statuses that mean "try again later".
+const RETRYABLE_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
+
+/// Error kinds that, sent mid-stream, mean "try again later".
+const RETRYABLE_KINDS: [&str; 4] = [
+    "overloaded_error",
+    "api_error",
+    "rate_limit_error",
+    "timeout_error",
+];
+
+/// Classifies a non-success HTTP response from its status, body and `retry-after`.
+pub fn classify_status(status: u16, body: &str, retry_after: Option<Duration>) -> Failure {
+    let (kind, message) = api_error_detail(status, body);
+    if RETRYABLE_STATUSES.contains(&status) {
+        return Failure::Retryable {
+            reason: format!("HTTP {status} {kind}: {message}"),
+            retry_after,
+        };
+    }
+    Failure::Fatal(fatal_api_error(status, kind, message))
+}
+
+/// Classifies a failure of the event stream after a successful response head.
+pub fn classify_stream(err: StreamError) -> Failure {
+    match err {
+        StreamError::Api { kind, message } if RETRYABLE_KINDS.contains(&kind.as_str()) => {
+            Failure::retryable(format!("{kind} mid-stream: {message}"))
+        }
+        StreamError::Api { kind, message } => {
+            Failure::Fatal(fatal_api_error(status_of_kind(&kind), kind, message))
+        }
+        StreamError::Incomplete => Failure::retryable(StreamError::Incomplete.to_string()),
+        StreamError::Protocol(msg) => Failure::Fatal(LlmError::Protocol(msg)),
+    }
+}
+
+/// Classifies a transport error from sending the request or reading the body.
+pub fn classify_transport(err: &reqwest::Error) -> Failure {
+    if err.is_builder() {
+        return Failure::Fatal(LlmError::Network(format!(
+            "cannot build the request ({err}); check ANTHROPIC_BASE_URL"
+        )));
+    }
+    Failure::retryable(format!("connection error: {}", error_chain(err)))
+}
+
+/// The failure for an attempt during which no bytes arrived for `idle`.
+pub fn idle_failure(idle: Duration) -> Failure {
+    Failure::retryable(format!("no data from the API for {} s", idle.as_secs_f64()))
+}
+
+/// The server's requested wait: `retry-after-ms` (milliseconds) if present,
+/// else `retry-after` (seconds). HTTP dates and garbage are ignored.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    parse_retry_after(get("retry-after-ms"), get("retry-after"))
+}
+
+fn parse_retry_after(millis: Option<&str>, secs: Option<&str>) -> Option<Duration> {
+    let parse = |text: Option<&str>, scale: f64| {
+        let value: f64 = text?.trim().parse().ok()?;
+        Duration::try_from_secs_f64(value * scale).ok()
+    };
+    parse(millis, 0.001).or_else(|| parse(secs, 1.0))
+}
+
+fn fatal_api_error(status: u16, kind: String, message: String) -> LlmError {
+    let lower = message.to_lowercase();
+    if status == 400
+        && (lower.contains("prompt is too long") || lower.contains("exceed context limit"))
+    {
+        return LlmError::ContextOverflow(message);
+    }
+    LlmError::Api {
+        status,
+        kind,
+        message,
+    }
+}
+
+/// Error type and message from an API error body
+/// (`{"type":"error","error":{"type":…,"message":…}}`); a body in another
+/// shape is quoted as the message.
+fn api_error_detail(status: u16, body: &str) -> (String, String) {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Detail,
+    }
+    #[derive(Deserialize)]
+    struct Detail {
+        #[serde(rename = "type")]
+        kind: String,
+        message: String,
+    }
+    if let Ok(Body { error }) = serde_json::from_str::<Body>(body) {
+        return (error.kind, error.message);
+    }
+    let text = body.trim();
+    let message = if text.is_empty() {
+        reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("no error message")
+            .to_string()
+    } else {
+        text.chars().take(500).collect()
+    };
+    ("http_error".to_string(), message)
+}
+
+/// The HTTP status the API documents for an error kind, for errors that arrive
+/// inside a 200 stream.
+fn status_of_kind(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        _ => 500,
+    }
+}
+
+/// An error with its sources, e.g. "error sending request: connection refused".
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_retryable(f: &Failure) -> bool {
+        matches!(f, Failure::Retryable { .. })
+    }
+
+    #[test]
+    fn transient_statuses_are_retried_with_the_api_message() {
+        let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        for status in [429, 500, 502, 503, 504, 529] {
+            assert!(
+                is_retryable(&classify_status(status, body, None)),
+                "{status}"
+            );
+        }
+        match classify_status(529, body, Some(Duration::from_secs(3))) {
+            Failure::Retryable {
+                reason,
+                retry_after,
+            } => {
+                assert_eq!(reason, "HTTP 529 overloaded_error: Overloaded");
+                assert_eq!(retry_after, Some(Duration::from_secs(3)));
+            }
+            Failure::Fatal(e) => panic!("529 must be retried, got {e}"),
+        }
+    }
+
+    #[test]
+    fn other_client_errors_fail_at_once_with_the_api_message() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#;
+        match classify_status(400, body, None) {
+            Failure::Fatal(LlmError::Api {
+                status,
+                kind,
+                message,
+            }) => {
+                assert_eq!(
+                    (status, kind.as_str(), message.as_str()),
+                    (400, "invalid_request_error", "max_tokens: too big")
+                );
+            }
+            other => panic!("expected a fatal API error, got {other:?}"),
+        }
+        for status in [401, 403, 404, 413] {
+            assert!(
+                !is_retryable(&classify_status(status, "", None)),
+                "{status}"
+            );
+        }
+        match classify_status(401, "", None) {
+            Failure::Fatal(LlmError::Api { message, .. }) => assert_eq!(message, "Unauthorized"),
+            other => panic!("expected a fatal API error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prompt_too_long_is_context_overflow() {
+        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
+        match classify_status(400, body, None) {
+            Failure::Fatal(LlmError::ContextOverflow(msg)) => {
+                assert!(msg.contains("210000"), "{msg}")
+            }
+            other => panic!("expected context overflow, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn mid_stream_errors_are_classified_by_kind() {
+        let api = |kind: &str| StreamError::Api {
+            kind: kind.into(),
+            message: "m".into(),
+        };
+        assert!(is_retryable(&classify_stream(api("overloaded_error"))));
+        assert!(is_retryable(&classify_stream(api("api_error"))));
+        assert!(is_retryable(&classify_stream(StreamError::Incomplete)));
+        assert!(matches!(
+            classify_stream(api("invalid_request_error")),
+            Failure::Fatal(LlmError::Api { status: 400, .. })
+        ));
+        assert!(matches!(
+            classify_stream(StreamError::Protocol("bad".into())),
+            Failure::Fatal(LlmError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn backoff_doubles_within_jitter_bounds_and_is_capped() {
+        let policy = RetryPolicy::default();
+        for retry in 1..=4 {
+            let cap = Duration::from_secs(1 << (retry - 1));
+            assert_eq!(policy.backoff(retry, 0.0), cap / 2);
+            assert_eq!(policy.backoff(retry, 1.0), cap);
+            let random = policy.delay(retry, None);
+            assert!(
+                random >= cap / 2 && random <= cap,
+                "retry {retry}: {random:?}"
+            );
+        }
+        assert_eq!(policy.backoff(6, 1.0), Duration::from_secs(30));
+        assert_eq!(policy.backoff(1000, 1.0), Duration::from_secs(30));
+        assert_eq!(policy.backoff(1000, 0.0), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn retry_after_wins_over_backoff() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.delay(3, Some(Duration::ZERO)), Duration::ZERO);
+        assert_eq!(
+            policy.delay(1, Some(Duration::from_secs(45))),
+            Duration::from_secs(45)
+        );
+    }
+
+    #[test]
+    fn retry_after_parsing() {
+        assert_eq!(
+            parse_retry_after(None, Some("7")),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(parse_retry_after(None, Some(" 0 ")), Some(Duration::ZERO));
+        assert_eq!(
+            parse_retry_after(None, Some("1.5")),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_retry_after(Some("250"), Some("7")),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            parse_retry_after(Some("soon"), Some("2")),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            parse_retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
+            None
+        );
+        assert_eq!(parse_retry_after(None, Some("-3")), None);
+        assert_eq!(parse_retry_after(None, None), None);
+
+        let mut headers = HeaderMap::new();
+        headers.insert("retry-after", "4".parse().expect("header value"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(4)));
+        headers.insert("retry-after-ms", "120".parse().expect("header value"));
+        assert_eq!(retry_after(&headers), Some(Duration::from_millis(120)));
+    }
+}

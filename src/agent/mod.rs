@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 pub use event::{EndReason, Event};
 
-use crate::llm::{Block, LlmError, Provider, Request, Role, StreamEvent};
+use crate::llm::{Block, LlmError, Message, Provider, Request, Role, StreamEvent};
 use crate::llm::models::ModelInfo;
 use crate::sandbox::run::{Run, StepOutcome};
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
@@ -77,7 +77,7 @@ pub async fn run_agent(
         let request = Request {
             model: config.model.id.clone(),
             system: config.system.clone(),
-            messages: session.api_messages(&head)?,
+            messages: sendable(session.api_messages(&head)?),
             tools: crate::tools::specs(),
             max_tokens: config.model.max_output_tokens,
             thinking_budget: config.thinking_budget,
@@ -227,6 +227,18 @@ pub async fn run_agent(
             });
         }
     }
+}
+
+/// The stored conversation as the API accepts it: empty text blocks (a
+/// model may stream one) are rejected by the API, so they are left out.
+fn sendable(mut messages: Vec<Message>) -> Vec<Message> {
+    for message in &mut messages {
+        message
+            .content
+            .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
+    }
+    messages.retain(|m| !m.content.is_empty());
+    messages
 }
 
 /// Hands events to the consumer and stores the ones worth keeping.

@@ -1,6 +1,218 @@
-//! Placeholder: owned by a helper, replaced before merge.
-use serde_json::Value;
-use super::{Exec, ToolOutput};
+//! The `bash` tool: runs a shell command in the work directory through
+//! [`Exec`] (the sandbox) and reports its output and exit status.
+//!
+//! A `timeout` above the maximum is an error rather than silently clamped, so
+//! the model learns the limit instead of being cut off at a time it did not ask for.
+//! A non-zero exit is not an error result (the exit code is in the text: `grep`
+//! finding nothing is an answer); a timeout, a kill or a failure to start is.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{Exec, ToolOutput, input, truncate};
 use crate::llm::ToolDef;
-pub fn spec() -> ToolDef { todo!() }
-pub async fn run(_input: &Value, _exec: &dyn Exec) -> ToolOutput { todo!() }
+
+/// Seconds a command may run when the model gives no `timeout`.
+const DEFAULT_TIMEOUT: u64 = 120;
+/// The largest `timeout` accepted, in seconds.
+const MAX_TIMEOUT: u64 = 600;
+/// Caps on what the model gets (head and tail kept).
+const MAX_CHARS: usize = 30_000;
+const MAX_LINES: usize = 256;
+
+pub fn spec() -> ToolDef {
+    ToolDef {
+        name: "bash".to_string(),
+        description: format!(
+            "Run a command with `bash -c` in /work (the work directory) and return its stdout, \
+             its stderr and its exit code. `timeout` is in seconds (default {DEFAULT_TIMEOUT}, \
+             at most {MAX_TIMEOUT}); on timeout the command and its children are killed. Long \
+             output is cut in the middle. Each call starts a fresh shell: `cd` and variables \
+             do not carry over. Use `read`, `write` and `edit` for files."
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line to run"},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": "Seconds before the command is killed"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
+    let args = input::string(input, "command")
+        .and_then(|command| Ok((command, input::positive_integer(input, "timeout")?)));
+    let (command, timeout) = match args {
+        Ok(args) => args,
+        Err(message) => return ToolOutput::error(message),
+    };
+    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
+    if timeout > MAX_TIMEOUT {
+        return ToolOutput::error(format!(
+            "timeout {timeout} is over the maximum of {MAX_TIMEOUT} seconds: use at most \
+             {MAX_TIMEOUT}, or run long jobs in the background and check on them"
+        ));
+    }
+    if command.trim().is_empty() {
+        return ToolOutput::error("command is empty: give a shell command to run");
+    }
+
+    let started = Instant::now();
+    let result = exec.run(command, Duration::from_secs(timeout)).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let output = match result {
+        Ok(output) => output,
+        Err(e) => {
+            return ToolOutput {
+                // The command may have started before failing.
+                may_change_files: true,
+                ..ToolOutput::error(format!("could not run the command: {e}"))
+            };
+        }
+    };
+
+    let status = match (output.timed_out, output.exit_code) {
+        (true, _) => format!("timed out after {timeout} s; the command was killed"),
+        (false, Some(code)) => format!("exit code: {code}"),
+        (false, None) => "the command was killed by a signal".to_string(),
+    };
+    let content = format!(
+        "{}{status}",
+        truncate::head_tail(
+            &body(&output.stdout, &output.stderr),
+            MAX_CHARS,
+            Some(MAX_LINES)
+        )
+    );
+    ToolOutput {
+        content,
+        is_error: output.exit_code.is_none(),
+        details: json!({
+            "command": command,
+            "exit_code": output.exit_code,
+            "timed_out": output.timed_out,
+            "duration_ms": duration_ms,
+        }),
+        stdout: output.stdout,
+        stderr: output.stderr,
+        exit_code: output.exit_code,
+        may_change_files: true,
+    }
+}
+
+/// Stdout, then stderr under a marker line; each ends with a newline.
+fn body(stdout: &[u8], stderr: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(stdout).into_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if !stderr.is_empty() {
+        let err = String::from_utf8_lossy(stderr);
+        let _ = write!(text, "--- stderr ---\n{err}");
+        if !err.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::test_exec::TestExec;
+
+    #[tokio::test]
+    async fn stdout_then_marked_stderr_then_exit_code() {
+        let exec = TestExec::new();
+        let out = run(&json!({"command": "echo out; echo err >&2; exit 3"}), &exec).await;
+        assert_eq!(out.content, "out\n--- stderr ---\nerr\nexit code: 3");
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        assert_eq!(out.exit_code, Some(3));
+        assert!(!out.is_error);
+        assert!(out.may_change_files);
+        assert_eq!(out.details["exit_code"], json!(3));
+        assert_eq!(out.details["timed_out"], json!(false));
+        assert_eq!(
+            out.details["command"],
+            json!("echo out; echo err >&2; exit 3")
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_in_the_work_directory() {
+        let exec = TestExec::new();
+        let out = run(&json!({"command": "echo made > f.txt && pwd"}), &exec).await;
+        let pwd = std::fs::canonicalize(exec.path("")).unwrap();
+        assert_eq!(out.content, format!("{}\nexit code: 0", pwd.display()));
+        assert_eq!(
+            std::fs::read_to_string(exec.path("f.txt")).unwrap(),
+            "made\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_and_says_so() {
+        let exec = TestExec::new();
+        let out = run(
+            &json!({"command": "echo started; sleep 30", "timeout": 1}),
+            &exec,
+        )
+        .await;
+        assert!(out.is_error);
+        assert!(
+            out.content
+                .ends_with("timed out after 1 s; the command was killed"),
+            "{}",
+            out.content
+        );
+        assert_eq!(out.details["timed_out"], json!(true));
+        assert!(out.details["duration_ms"].as_u64().unwrap() < 10_000);
+    }
+
+    #[tokio::test]
+    async fn long_output_is_capped_but_raw_output_is_whole() {
+        let exec = TestExec::new();
+        let out = run(&json!({"command": "seq 1 100000"}), &exec).await;
+        assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 100_000);
+        assert!(out.content.lines().count() <= MAX_LINES + 1);
+        assert!(out.content.starts_with("1\n2\n"));
+        assert!(
+            out.content.contains("lines omitted ...]"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.ends_with("100000\nexit code: 0"));
+    }
+
+    #[tokio::test]
+    async fn bad_timeouts_and_missing_command_are_errors() {
+        let exec = TestExec::new();
+        let out = run(&json!({"command": "true", "timeout": 601}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("maximum of 600"),
+            "{}",
+            out.content
+        );
+        let out = run(&json!({"command": "true", "timeout": 0}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("\"timeout\""),
+            "{}",
+            out.content
+        );
+        let out = run(&json!({"timeout": 5}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("\"command\""),
+            "{}",
+            out.content
+        );
+        assert!(!out.may_change_files);
+    }
+}

@@ -8,8 +8,12 @@
 
 pub mod bash;
 pub mod edit;
+pub mod input;
 pub mod path;
 pub mod read;
+#[cfg(test)]
+mod test_exec;
+pub mod truncate;
 pub mod write;
 
 use std::path::Path;

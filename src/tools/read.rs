@@ -1,6 +1,187 @@
-//! Placeholder: owned by a helper, replaced before merge.
-use serde_json::Value;
-use super::{Exec, ToolOutput};
+//! The `read` tool: shows a text file with numbered lines, a page at a time.
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
+
+use super::path::{self, Resolved};
+use super::{Exec, ToolOutput, input, truncate};
 use crate::llm::ToolDef;
-pub fn spec() -> ToolDef { todo!() }
-pub async fn run(_input: &Value, _exec: &dyn Exec) -> ToolOutput { todo!() }
+
+/// Lines shown when the model gives no `limit`.
+const DEFAULT_LIMIT: u64 = 2000;
+/// Longer lines are cut to this many characters.
+const MAX_LINE_CHARS: usize = 2000;
+/// Cap on what the model gets (head and tail kept).
+const MAX_CHARS: usize = 50_000;
+/// A NUL byte in this many leading bytes marks a file as binary.
+const BINARY_SNIFF: usize = 8192;
+
+pub fn spec() -> ToolDef {
+    ToolDef {
+        name: "read".to_string(),
+        description: format!(
+            "Read a text file in the work directory. Returns its lines numbered like `cat -n` \
+             (number, tab, line). `path` is relative to /work or absolute under /work. Shows \
+             {DEFAULT_LIMIT} lines from `offset` (1-based, default 1) unless `limit` says \
+             otherwise; lines over {MAX_LINE_CHARS} characters are cut. When more lines remain, \
+             the output says which offset to continue from. Directories and binary files are \
+             refused: use bash (ls, find, xxd) for those."
+        ),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File to read, e.g. src/main.rs or /work/src/main.rs"},
+                "offset": {"type": "integer", "minimum": 1, "description": "First line to show (1-based)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "How many lines to show (default 2000)"}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
+    read(input, exec).await.unwrap_or_else(ToolOutput::error)
+}
+
+async fn read(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
+    let path = input::string(input, "path")?;
+    let offset = input::positive_integer(input, "offset")?.unwrap_or(1);
+    let limit = input::positive_integer(input, "limit")?.unwrap_or(DEFAULT_LIMIT);
+    let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
+    let shown = resolved.display();
+    let bytes = read_file(&resolved).await?;
+    if is_binary(&bytes) {
+        return Err(format!(
+            "{shown} is a binary file (it has NUL bytes): read shows text only; \
+             use bash (e.g. `xxd {shown} | head`) to inspect it"
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let page = Page::render(&text, offset, limit).map_err(|total| {
+        format!("offset {offset} is past the end of {shown}, which has {total} lines")
+    })?;
+
+    let mut content = truncate::head_tail(&page.text, MAX_CHARS, None);
+    if page.total == 0 {
+        content = format!("({shown} is empty)");
+    } else if page.last < page.total {
+        let _ = write!(
+            content,
+            "\n(file has {} lines; showing {}-{}; use offset={} to continue)",
+            page.total,
+            page.first,
+            page.last,
+            page.last + 1
+        );
+    }
+    let lines_shown = if page.total == 0 {
+        0
+    } else {
+        page.last - page.first + 1
+    };
+    Ok(ToolOutput {
+        content,
+        is_error: false,
+        details: json!({"path": shown, "lines_shown": lines_shown, "total_lines": page.total}),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        exit_code: None,
+        may_change_files: false,
+    })
+}
+
+/// Reads a regular file without following a symlink at its last component
+/// and without blocking on FIFOs. Errors are messages for the model.
+pub(super) async fn read_file(resolved: &Resolved) -> Result<Vec<u8>, String> {
+    let shown = resolved.display();
+    let mut file = tokio::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&resolved.host)
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("{shown} does not exist: check the path (bash `ls` shows what is there)")
+            }
+            _ => format!("cannot open {shown}: {e}"),
+        })?;
+    let meta = file
+        .metadata()
+        .await
+        .map_err(|e| format!("cannot inspect {shown}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "{shown} is a directory, not a file: use bash (`ls {shown}`) to list it"
+        ));
+    }
+    if !meta.is_file() {
+        return Err(format!(
+            "{shown} is not a regular file (a device, socket or FIFO)"
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .await
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    Ok(bytes)
+}
+
+/// Whether the file looks binary: a NUL byte among its first bytes.
+pub(super) fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0)
+}
+
+/// The numbered lines `first..=last` (1-based) of a file of `total` lines.
+#[derive(Debug)]
+struct Page {
+    text: String,
+    first: usize,
+    last: usize,
+    total: usize,
+}
+
+impl Page {
+    /// `Err(total)` when `offset` lies past the last line of a non-empty file.
+    fn render(text: &str, offset: u64, limit: u64) -> Result<Page, usize> {
+        let total = text.lines().count();
+        let first = usize::try_from(offset).unwrap_or(usize::MAX);
+        if total == 0 {
+            return Ok(Page {
+                text: String::new(),
+                first: 0,
+                last: 0,
+                total,
+            });
+        }
+        if first > total {
+            return Err(total);
+        }
+        let count = usize::try_from(limit).unwrap_or(usize::MAX);
+        let last = total.min(first.saturating_add(count - 1));
+        let mut out = String::new();
+        for (index, line) in text.lines().enumerate().take(last).skip(first - 1) {
+            let _ = write!(out, "{:>6}\t", index + 1);
+            match line.char_indices().nth(MAX_LINE_CHARS) {
+                Some((cut, _)) => {
+                    let rest = line[cut..].chars().count();
+                    let _ = writeln!(out, "{}… [line cut: {rest} more chars]", &line[..cut]);
+                }
+                None => {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+        }
+        Ok(Page {
+            text: out,
+            first,
+            last,
+            total,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,224 @@
-//! Placeholder: owned by a helper, replaced before merge.
-use serde_json::Value;
-use super::{Exec, ToolOutput};
+//! The `write` tool: creates or replaces a file, creating parent folders.
+//! The write policy is asked first; a refused path is never touched.
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use super::path::{self, Resolved};
+use super::{Exec, ToolOutput, input, truncate};
 use crate::llm::ToolDef;
-pub fn spec() -> ToolDef { todo!() }
-pub async fn run(_input: &Value, _exec: &dyn Exec) -> ToolOutput { todo!() }
+
+/// Cap on what the model gets (tail kept).
+const MAX_CHARS: usize = 1_000;
+
+pub fn spec() -> ToolDef {
+    ToolDef {
+        name: "write".to_string(),
+        description: "Create a file or replace its whole content. `path` is relative to /work or \
+                      absolute under /work; missing parent folders are created. To change part of \
+                      an existing file, prefer `edit`."
+            .to_string(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File to write, e.g. src/lib.rs or /work/src/lib.rs"},
+                "content": {"type": "string", "description": "The complete new content of the file"}
+            },
+            "required": ["path", "content"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
+    let (path, content) = match (
+        input::string(input, "path"),
+        input::string(input, "content"),
+    ) {
+        (Ok(path), Ok(content)) => (path, content),
+        (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
+    };
+    let resolved = match path::resolve(exec.root(), path) {
+        Ok(resolved) => resolved,
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    let shown = resolved.display();
+    if let Err(reason) = allowed(&resolved, exec) {
+        return ToolOutput::error(reason);
+    }
+    let created = match tokio::fs::symlink_metadata(&resolved.host).await {
+        Ok(meta) if meta.is_dir() => {
+            return ToolOutput::error(format!(
+                "{shown} is a directory: give the path of a file inside it"
+            ));
+        }
+        Ok(_) => false,
+        Err(_) => true,
+    };
+    if let Err(message) = write_file(&resolved, content.as_bytes()).await {
+        // Parent folders may already have been created.
+        return ToolOutput {
+            may_change_files: true,
+            ..ToolOutput::error(message)
+        };
+    }
+    let bytes = content.len();
+    let verb = if created { "Created" } else { "Overwrote" };
+    ToolOutput {
+        content: truncate::tail(&format!("{verb} {shown} ({bytes} bytes)"), MAX_CHARS),
+        is_error: false,
+        details: json!({"path": shown, "bytes": bytes, "created": created}),
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        exit_code: None,
+        may_change_files: true,
+    }
+}
+
+/// Asks the write policy about `resolved`; the error is the model's message.
+pub(super) fn allowed(resolved: &Resolved, exec: &dyn Exec) -> Result<(), String> {
+    exec.check_write(&resolved.rel).map_err(|reason| {
+        format!(
+            "writing {} is not allowed: {reason}. Nothing was changed.",
+            resolved.display()
+        )
+    })
+}
+
+/// Writes `bytes` to the file (creating parents), never following a symlink
+/// at the last component. Errors are messages for the model.
+pub(super) async fn write_file(resolved: &Resolved, bytes: &[u8]) -> Result<(), String> {
+    let shown = resolved.display();
+    if let Some(parent) = resolved.host.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| format!("cannot create the folders for {shown}: {e}"))?;
+    }
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&resolved.host)
+        .await
+        .map_err(|e| format!("cannot open {shown} for writing: {e}"))?;
+    file.write_all(bytes)
+        .await
+        .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    file.flush()
+        .await
+        .map_err(|e| format!("cannot write {shown}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::test_exec::{DENIED, TestExec};
+
+    #[tokio::test]
+    async fn creates_parents_and_reports_created_then_overwrites() {
+        let exec = TestExec::new();
+        let out = run(&json!({"path": "a/b/c.txt", "content": "hi\n"}), &exec).await;
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(
+            std::fs::read_to_string(exec.path("a/b/c.txt")).unwrap(),
+            "hi\n"
+        );
+        assert_eq!(
+            out.details,
+            json!({"path": "/work/a/b/c.txt", "bytes": 3, "created": true})
+        );
+        assert!(out.may_change_files);
+
+        let out = run(&json!({"path": "/work/a/b/c.txt", "content": "bye"}), &exec).await;
+        assert_eq!(out.details["created"], json!(false));
+        assert_eq!(
+            std::fs::read_to_string(exec.path("a/b/c.txt")).unwrap(),
+            "bye"
+        );
+    }
+
+    #[tokio::test]
+    async fn policy_refusal_touches_nothing() {
+        let exec = TestExec::new();
+        let path = format!("{DENIED}/deep/new.txt");
+        let out = run(&json!({"path": path, "content": "x"}), &exec).await;
+        assert!(out.is_error);
+        assert!(out.content.contains("is not allowed"), "{}", out.content);
+        assert!(!out.may_change_files);
+        // Not even the parent folder was created.
+        assert!(!exec.path(DENIED).exists());
+    }
+
+    #[tokio::test]
+    async fn symlink_to_outside_file_is_refused_and_nothing_is_written() {
+        let exec = TestExec::new();
+        let victim = exec.outside("victim.txt");
+        std::fs::write(&victim, "original").unwrap();
+        std::os::unix::fs::symlink(&victim, exec.path("link")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", exec.path("passwd")).unwrap();
+        let dangling = exec.outside("not-yet");
+        std::os::unix::fs::symlink(&dangling, exec.path("dangling")).unwrap();
+
+        for path in ["link", "passwd", "dangling"] {
+            let out = run(&json!({"path": path, "content": "pwned"}), &exec).await;
+            assert!(out.is_error, "{path}");
+            assert!(out.content.contains("outside /work"), "{}", out.content);
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+        assert!(!dangling.exists());
+    }
+
+    #[tokio::test]
+    async fn directory_symlink_outside_does_not_create_folders_there() {
+        let exec = TestExec::new();
+        let outside_dir = exec.outside("elsewhere");
+        std::fs::create_dir(&outside_dir).unwrap();
+        std::os::unix::fs::symlink(&outside_dir, exec.path("dir")).unwrap();
+        let out = run(&json!({"path": "dir/sub/f.txt", "content": "x"}), &exec).await;
+        assert!(out.is_error);
+        assert!(!outside_dir.join("sub").exists());
+    }
+
+    #[tokio::test]
+    async fn write_file_never_follows_a_final_symlink() {
+        // Second guard for a link swapped in after `resolve`: open uses O_NOFOLLOW.
+        let exec = TestExec::new();
+        let victim = exec.outside("victim");
+        std::fs::write(&victim, "original").unwrap();
+        std::os::unix::fs::symlink(&victim, exec.path("swapped")).unwrap();
+        let raced = Resolved {
+            host: exec.path("swapped"),
+            rel: "swapped".to_string(),
+        };
+        let err = write_file(&raced, b"pwned").await.unwrap_err();
+        assert!(err.starts_with("cannot open /work/swapped"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
+    }
+
+    #[tokio::test]
+    async fn bad_input_and_directories_are_errors() {
+        let exec = TestExec::new();
+        let out = run(&json!({"path": "x"}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("\"content\""),
+            "{}",
+            out.content
+        );
+        let out = run(&json!({"path": 3, "content": ""}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("\"path\""),
+            "{}",
+            out.content
+        );
+        std::fs::create_dir(exec.path("d")).unwrap();
+        let out = run(&json!({"path": "d", "content": ""}), &exec).await;
+        assert!(
+            out.is_error && out.content.contains("is a directory"),
+            "{}",
+            out.content
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The `read` tool against real files.
+
+use serde_json::json;
+
+use super::*;
+use crate::tools::test_exec::TestExec;
+
+fn numbered(lines: usize) -> String {
+    (1..=lines).map(|i| format!("line {i}\n")).collect()
+}
+
+#[tokio::test]
+async fn shows_numbered_lines_like_cat_n() {
+    let exec = TestExec::new();
+    std::fs::write(exec.path("f.txt"), "alpha\nbeta\n\ngamma").unwrap();
+    let out = run(&json!({"path": "/work/f.txt"}), &exec).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "     1\talpha\n     2\tbeta\n     3\t\n     4\tgamma\n"
+    );
+    assert_eq!(
+        out.details,
+        json!({"path": "/work/f.txt", "lines_shown": 4, "total_lines": 4})
+    );
+    assert!(!out.may_change_files);
+}
+
+#[tokio::test]
+async fn default_limit_pages_and_says_where_to_continue() {
+    let exec = TestExec::new();
+    std::fs::write(exec.path("big.txt"), numbered(5000)).unwrap();
+    let out = run(&json!({"path": "big.txt"}), &exec).await;
+    assert!(out.content.starts_with("     1\tline 1\n"));
+    assert!(out.content.contains("  2000\tline 2000\n"));
+    assert!(!out.content.contains("line 2001"));
+    assert!(
+        out.content
+            .ends_with("(file has 5000 lines; showing 1-2000; use offset=2001 to continue)"),
+        "{}",
+        &out.content[out.content.len() - 200..]
+    );
+    assert_eq!(out.details["lines_shown"], json!(2000));
+    assert_eq!(out.details["total_lines"], json!(5000));
+}
+
+#[tokio::test]
+async fn offset_and_limit_select_lines() {
+    let exec = TestExec::new();
+    std::fs::write(exec.path("f.txt"), numbered(10)).unwrap();
+    let out = run(&json!({"path": "f.txt", "offset": 4, "limit": 2}), &exec).await;
+    assert_eq!(
+        out.content,
+        "     4\tline 4\n     5\tline 5\n\n(file has 10 lines; showing 4-5; use offset=6 to continue)"
+    );
+    let out = run(&json!({"path": "f.txt", "offset": 9}), &exec).await;
+    assert_eq!(out.content, "     9\tline 9\n    10\tline 10\n");
+    let out = run(&json!({"path": "f.txt", "offset": 11}), &exec).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "offset 11 is past the end of /work/f.txt, which has 10 lines"
+    );
+    let out = run(&json!({"path": "f.txt", "offset": "2"}), &exec).await;
+    assert!(
+        out.is_error && out.content.contains("\"offset\""),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn long_lines_are_cut_with_a_marker() {
+    let exec = TestExec::new();
+    let long = "é".repeat(2500);
+    std::fs::write(exec.path("f.txt"), format!("{long}\nshort\n")).unwrap();
+    let out = run(&json!({"path": "f.txt"}), &exec).await;
+    let first = out.content.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!("     1\t{}… [line cut: 500 more chars]", "é".repeat(2000))
+    );
+    assert!(out.content.contains("     2\tshort\n"));
+}
+
+#[tokio::test]
+async fn huge_pages_are_capped_head_and_tail() {
+    let exec = TestExec::new();
+    let line = "x".repeat(1000);
+    std::fs::write(exec.path("f.txt"), format!("{line}\n").repeat(200)).unwrap();
+    let out = run(&json!({"path": "f.txt"}), &exec).await;
+    assert!(out.content.chars().count() <= MAX_CHARS);
+    assert!(out.content.starts_with("     1\t"));
+    assert!(out.content.contains("lines omitted ...]"));
+    assert!(out.content.contains("   200\t"));
+}
+
+#[tokio::test]
+async fn directories_missing_binary_and_empty_files() {
+    let exec = TestExec::new();
+    std::fs::create_dir(exec.path("dir")).unwrap();
+    let out = run(&json!({"path": "dir"}), &exec).await;
+    assert!(
+        out.is_error && out.content.contains("/work/dir is a directory"),
+        "{}",
+        out.content
+    );
+
+    let out = run(&json!({"path": "nope.txt"}), &exec).await;
+    assert!(
+        out.is_error && out.content.contains("/work/nope.txt does not exist"),
+        "{}",
+        out.content
+    );
+
+    let mut binary = b"ELF header".to_vec();
+    binary.push(0);
+    binary.extend_from_slice(b"more");
+    std::fs::write(exec.path("bin"), binary).unwrap();
+    let out = run(&json!({"path": "bin"}), &exec).await;
+    assert!(
+        out.is_error && out.content.contains("binary file"),
+        "{}",
+        out.content
+    );
+
+    std::fs::write(exec.path("empty"), "").unwrap();
+    let out = run(&json!({"path": "empty"}), &exec).await;
+    assert!(!out.is_error);
+    assert_eq!(out.content, "(/work/empty is empty)");
+    assert_eq!(out.details["total_lines"], json!(0));
+}
+
+#[tokio::test]
+async fn a_nul_after_the_first_8_kib_is_still_text() {
+    let exec = TestExec::new();
+    let mut bytes = vec![b'a'; BINARY_SNIFF];
+    bytes.push(0);
+    std::fs::write(exec.path("late-nul"), bytes).unwrap();
+    let out = run(&json!({"path": "late-nul"}), &exec).await;
+    assert!(!out.is_error, "{}", out.content);
+}
+
+#[tokio::test]
+async fn symlinks_outside_are_refused_inside_followed() {
+    let exec = TestExec::new();
+    std::os::unix::fs::symlink("/etc/passwd", exec.path("passwd")).unwrap();
+    let out = run(&json!({"path": "passwd"}), &exec).await;
+    assert!(
+        out.is_error && out.content.contains("outside /work"),
+        "{}",
+        out.content
+    );
+    assert!(!out.content.contains("root:"));
+
+    std::fs::write(exec.path("real.txt"), "inside\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", exec.path("alias.txt")).unwrap();
+    let out = run(&json!({"path": "alias.txt"}), &exec).await;
+    assert_eq!(out.content, "     1\tinside\n");
+    assert_eq!(out.details["path"], json!("/work/real.txt"));
+}
+
+#[tokio::test]
+async fn a_fifo_is_refused_without_blocking() {
+    let exec = TestExec::new();
+    let fifo = exec.path("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        run(&json!({"path": "pipe"}), &exec),
+    )
+    .await
+    .expect("read blocked on a FIFO");
+    assert!(
+        out.is_error && out.content.contains("not a regular file"),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn read_file_never_follows_a_final_symlink() {
+    // Second guard for a link swapped in after `resolve`: open uses O_NOFOLLOW.
+    let exec = TestExec::new();
+    let secret = exec.outside("secret");
+    std::fs::write(&secret, "secret").unwrap();
+    std::os::unix::fs::symlink(&secret, exec.path("swapped")).unwrap();
+    let raced = Resolved {
+        host: exec.path("swapped"),
+        rel: "swapped".to_string(),
+    };
+    let err = read_file(&raced).await.unwrap_err();
+    assert!(err.starts_with("cannot open /work/swapped"), "{err}");
+}

@@ -11,7 +11,7 @@ use globset::{Glob, GlobBuilder, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{Policy, ReviewRules, RuleSet, WriteRules, PROJECT_POLICY_FILE};
+use super::{PROJECT_POLICY_FILE, Policy, ReviewRules, RuleSet, WriteRules};
 
 /// The built-in policy, embedded in the binary.
 const BUILTIN: &str = include_str!("../../../policy/default.toml");
@@ -58,7 +58,8 @@ pub enum PolicyError {
 }
 
 fn line_suffix(line: Option<usize>) -> String {
-    line.map(|line| format!(" (line {line})")).unwrap_or_default()
+    line.map(|line| format!(" (line {line})"))
+        .unwrap_or_default()
 }
 
 /// One policy file as written: every key optional, no unknown keys.
@@ -98,7 +99,12 @@ impl Rules {
         }
     }
 
-    fn push(&mut self, pattern: &str, origin: &Origin, line: Option<usize>) -> Result<(), PolicyError> {
+    fn push(
+        &mut self,
+        pattern: &str,
+        origin: &Origin,
+        line: Option<usize>,
+    ) -> Result<(), PolicyError> {
         let glob = GlobBuilder::new(pattern)
             .literal_separator(true)
             .case_insensitive(self.case_insensitive)
@@ -114,7 +120,12 @@ impl Rules {
     }
 
     /// Replaces the list with the globs a file sets.
-    fn replace(&mut self, source: &str, origin: &Origin, globs: Vec<Spanned<String>>) -> Result<(), PolicyError> {
+    fn replace(
+        &mut self,
+        source: &str,
+        origin: &Origin,
+        globs: Vec<Spanned<String>>,
+    ) -> Result<(), PolicyError> {
         self.globs.clear();
         for glob in globs {
             let line = line_of(source, glob.span().start);
@@ -124,7 +135,10 @@ impl Rules {
     }
 
     fn patterns(&self) -> Vec<String> {
-        self.globs.iter().map(|(pattern, _)| pattern.clone()).collect()
+        self.globs
+            .iter()
+            .map(|(pattern, _)| pattern.clone())
+            .collect()
     }
 
     fn compile(self) -> Result<RuleSet, PolicyError> {
@@ -247,5 +261,9 @@ impl Policy {
 /// The 1-based line of a byte offset in `source`.
 fn line_of(source: &str, offset: usize) -> usize {
     let end = offset.min(source.len());
-    source.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+    source.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
 }

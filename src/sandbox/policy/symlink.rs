@@ -104,8 +104,8 @@ impl Walk<'_> {
             self.resolved.push(part);
             let here: PathBuf = self.resolved.iter().collect();
             let on_disk = self.work_dir.join(&here);
-            let is_link = std::fs::symlink_metadata(&on_disk)
-                .is_ok_and(|meta| meta.file_type().is_symlink());
+            let is_link =
+                std::fs::symlink_metadata(&on_disk).is_ok_and(|meta| meta.file_type().is_symlink());
             if !is_link {
                 // A real folder or file, or nothing yet: `..` after it is lexical.
                 continue;

@@ -12,7 +12,9 @@ fn defaults() -> Policy {
 }
 
 fn rule_of(policy: &Policy, path: &str) -> Result<(), Reason> {
-    policy.check_path(path).map_err(|violation| violation.reason)
+    policy
+        .check_path(path)
+        .map_err(|violation| violation.reason)
 }
 
 fn denied(rule: &str) -> Result<(), Reason> {
@@ -56,7 +58,11 @@ fn default_policy_allows_sources_and_denies_secrets_git_and_ci() {
 fn paths_that_leave_the_work_root_are_violations() {
     let policy = defaults();
     for path in ["", "/etc/passwd", "../x", "a/../../x"] {
-        assert_eq!(rule_of(&policy, path), Err(Reason::NotInWork), "path {path:?}");
+        assert_eq!(
+            rule_of(&policy, path),
+            Err(Reason::NotInWork),
+            "path {path:?}"
+        );
     }
 }
 
@@ -137,7 +143,10 @@ fn project_file_then_policy_file_then_command_line() {
     assert_eq!(policy.write().allow, vec!["**", "extra/**"]);
     assert_eq!(policy.write().deny, vec!["secret/**", "src/generated/**"]);
     assert_eq!(rule_of(&policy, "secret/a"), denied("secret/**"));
-    assert_eq!(rule_of(&policy, "src/generated/x.rs"), denied("src/generated/**"));
+    assert_eq!(
+        rule_of(&policy, "src/generated/x.rs"),
+        denied("src/generated/**")
+    );
     assert_eq!(rule_of(&policy, "src/main.rs"), Ok(()));
 }
 
@@ -166,8 +175,13 @@ fn bad_glob_names_the_file_line_and_glob() {
     assert!(text.contains("(line 4)"), "{text}");
     assert!(text.contains("\"src/[a\""), "{text}");
 
-    let err = Policy::load(project.path().join("none").as_path(), None, &["a/{b".into()], &[])
-        .unwrap_err();
+    let err = Policy::load(
+        project.path().join("none").as_path(),
+        None,
+        &["a/{b".into()],
+        &[],
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("the command line"), "{err}");
 }
 
@@ -275,11 +289,21 @@ fn symlink_chains_are_followed_inside_but_never_out() {
     assert_eq!(reasons.len(), 4, "{violations:?}");
     assert_eq!(
         reasons[0],
-        ("bad", &Reason::SymlinkOutside { target: "up/etc/passwd".into() })
+        (
+            "bad",
+            &Reason::SymlinkOutside {
+                target: "up/etc/passwd".into()
+            }
+        )
     );
     assert_eq!(
         reasons[1],
-        ("sneaky", &Reason::SymlinkOutside { target: "etcdir/passwd".into() })
+        (
+            "sneaky",
+            &Reason::SymlinkOutside {
+                target: "etcdir/passwd".into()
+            }
+        )
     );
     assert!(
         matches!(reasons[2], ("loop_a", Reason::SymlinkUnchecked { .. })),
@@ -321,5 +345,8 @@ fn a_flagged_link_that_cannot_be_read_fails_closed() {
     let work = tempfile::tempdir().unwrap();
     let violations = check_links(work.path(), &["vanished"]);
     assert_eq!(violations.len(), 1);
-    assert!(matches!(violations[0].reason, Reason::SymlinkUnchecked { .. }));
+    assert!(matches!(
+        violations[0].reason,
+        Reason::SymlinkUnchecked { .. }
+    ));
 }

@@ -10,7 +10,7 @@ mod symlink;
 mod tests;
 
 use std::fmt;
-use std::path::{Component, Path};
+use std::path::Path;
 
 use globset::GlobSet;
 use serde::{Deserialize, Serialize};
@@ -129,6 +129,9 @@ impl fmt::Display for Violation {
                 f,
                 "{path:?} is a symlink to {target:?}, which leads to {resolved:?}, denied by rule {rule:?}"
             ),
+            Reason::SymlinkUnchecked { target, detail } if target.is_empty() => {
+                write!(f, "{path:?} is a symlink that cannot be read: {detail}")
+            }
             Reason::SymlinkUnchecked { target, detail } => write!(
                 f,
                 "{path:?} is a symlink to {target:?} that cannot be followed: {detail}"
@@ -234,10 +237,11 @@ impl Policy {
     }
 }
 
-/// A clean relative path: not empty, not absolute, no `..`.
+/// A clean relative path as git writes it: not empty, not absolute, no empty,
+/// `.` or `..` segment (so a glob sees the one spelling of each path).
 fn is_inside(rel: &str) -> bool {
     !rel.is_empty()
-        && Path::new(rel)
-            .components()
-            .all(|component| matches!(component, Component::Normal(_) | Component::CurDir))
+        && rel
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
 }

@@ -57,7 +57,15 @@ fn default_policy_allows_sources_and_denies_secrets_git_and_ci() {
 #[test]
 fn paths_that_leave_the_work_root_are_violations() {
     let policy = defaults();
-    for path in ["", "/etc/passwd", "../x", "a/../../x"] {
+    for path in [
+        "",
+        "/etc/passwd",
+        "../x",
+        "a/../../x",
+        "./.ah/x",
+        ".git//config",
+        "a/",
+    ] {
         assert_eq!(
             rule_of(&policy, path),
             Err(Reason::NotInWork),

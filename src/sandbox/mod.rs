@@ -3,6 +3,7 @@
 //! policy, the session patch, the host apply, artifacts and the run directory.
 
 pub mod apply;
+pub mod artifacts;
 pub mod doctor;
 pub mod image;
 pub mod none;

@@ -1,1 +1,247 @@
-//! Placeholder: owned by a helper, replaced before merge.
+//! The write policy: which paths a step may create, change or delete (deny
+//! wins, then a path must match an allow rule), where a symlink the model made
+//! may point, and the limits `--review auto` applies. The rules come from the
+//! built-in `policy/default.toml`, then the project's `.ah/policy.toml`, then
+//! `--policy FILE`, then globs given on the command line.
+
+mod load;
+mod symlink;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::path::Path;
+
+use globset::GlobSet;
+use serde::{Deserialize, Serialize};
+
+use super::{Change, ChangeKind};
+
+pub use load::{Origin, PolicyError};
+
+/// Where a project keeps its own policy, relative to the project root.
+pub const PROJECT_POLICY_FILE: &str = ".ah/policy.toml";
+
+/// Which paths the model may write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRules {
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+/// What `--review auto` lets through without a human.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRules {
+    /// Most changed lines (added + removed) in one patch.
+    pub max_lines: u64,
+    /// Most files in one patch.
+    pub max_files: u64,
+    /// Paths whose change always needs a human.
+    pub restricted: Vec<String>,
+}
+
+/// The merged, compiled policy of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Policy {
+    write: WriteRules,
+    review: ReviewRules,
+    #[serde(skip)]
+    allow: RuleSet,
+    #[serde(skip)]
+    deny: RuleSet,
+    #[serde(skip)]
+    restricted: RuleSet,
+}
+
+/// Globs in the order they were given, compiled into one matcher.
+#[derive(Debug, Clone)]
+struct RuleSet {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl RuleSet {
+    /// The first rule (in the order given) that matches `path`.
+    fn first_match(&self, path: &str) -> Option<&str> {
+        let index = self.set.matches(path).into_iter().min()?;
+        self.patterns.get(index).map(String::as_str)
+    }
+}
+
+/// One path that broke the write policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The changed path, relative to the work root.
+    pub path: String,
+    #[serde(flatten)]
+    pub reason: Reason,
+}
+
+/// Why a path broke the policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// A deny glob matched.
+    Denied { rule: String },
+    /// No allow glob matched.
+    NoAllowRule,
+    /// The path is absolute or climbs out with `..`.
+    NotInWork,
+    /// The symlink's target (through any chain of links) leaves `/work`.
+    SymlinkOutside { target: String },
+    /// The symlink leads, inside `/work`, to a path a deny glob matches.
+    SymlinkToDenied {
+        target: String,
+        resolved: String,
+        rule: String,
+    },
+    /// The link could not be followed: unreadable, or too many hops (a loop).
+    SymlinkUnchecked { target: String, detail: String },
+}
+
+impl Violation {
+    /// The glob this violation broke, when a glob was involved.
+    pub fn rule(&self) -> Option<&str> {
+        match &self.reason {
+            Reason::Denied { rule } | Reason::SymlinkToDenied { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = &self.path;
+        match &self.reason {
+            Reason::Denied { rule } => write!(f, "{path:?} is denied by rule {rule:?}"),
+            Reason::NoAllowRule => write!(f, "{path:?} matches no allow rule"),
+            Reason::NotInWork => write!(f, "{path:?} is not a path inside /work"),
+            Reason::SymlinkOutside { target } => {
+                write!(f, "{path:?} is a symlink to {target:?}, outside /work")
+            }
+            Reason::SymlinkToDenied {
+                target,
+                resolved,
+                rule,
+            } => write!(
+                f,
+                "{path:?} is a symlink to {target:?}, which leads to {resolved:?}, denied by rule {rule:?}"
+            ),
+            Reason::SymlinkUnchecked { target, detail } if target.is_empty() => {
+                write!(f, "{path:?} is a symlink that cannot be read: {detail}")
+            }
+            Reason::SymlinkUnchecked { target, detail } => write!(
+                f,
+                "{path:?} is a symlink to {target:?} that cannot be followed: {detail}"
+            ),
+        }
+    }
+}
+
+/// The text of `steps/step-N.violation.txt`, also sent to the model as the
+/// step's result: which paths broke which rule, and that the step was undone.
+pub fn violation_report(violations: &[Violation]) -> String {
+    let mut out = String::from("step undone: these paths broke the write policy:\n");
+    for violation in violations {
+        out.push_str("  ");
+        out.push_str(&violation.to_string());
+        out.push('\n');
+    }
+    out.push_str(
+        "All changes of this step were reverted. Write only to paths the policy allows; \
+         do not retry these paths.\n",
+    );
+    out
+}
+
+impl Policy {
+    /// The merged write rules, as given.
+    pub fn write(&self) -> &WriteRules {
+        &self.write
+    }
+
+    /// The merged review rules, as given.
+    pub fn review(&self) -> &ReviewRules {
+        &self.review
+    }
+
+    /// The first restricted glob matching `path`, if any (letter case ignored).
+    pub fn restricted_rule(&self, path: &str) -> Option<&str> {
+        self.restricted.first_match(path)
+    }
+
+    /// Checks one path, relative to the work root: deny wins (naming the first
+    /// matching rule), then the path must match an allow rule.
+    pub fn check_path(&self, rel: &str) -> Result<(), Violation> {
+        let violation = |reason| Violation {
+            path: rel.to_string(),
+            reason,
+        };
+        if !is_inside(rel) {
+            return Err(violation(Reason::NotInWork));
+        }
+        if let Some(rule) = self.deny.first_match(rel) {
+            return Err(violation(Reason::Denied {
+                rule: rule.to_string(),
+            }));
+        }
+        if self.allow.first_match(rel).is_none() {
+            return Err(violation(Reason::NoAllowRule));
+        }
+        Ok(())
+    }
+
+    /// Checks every change of a step, deletions included. A change whose new
+    /// side is a symlink (by its flag, or by what is on disk, so a wrong flag
+    /// cannot skip the check) must lead, through any chain of links inside
+    /// `work_dir`, to a path inside the work root that no deny rule matches.
+    pub fn check_changes(&self, work_dir: &Path, changes: &[Change]) -> Vec<Violation> {
+        let mut violations = Vec::new();
+        for change in changes {
+            if let Err(violation) = self.check_path(&change.path) {
+                violations.push(violation);
+                continue;
+            }
+            if change.kind == ChangeKind::Deleted {
+                continue;
+            }
+            let on_disk_link = std::fs::symlink_metadata(work_dir.join(&change.path))
+                .is_ok_and(|meta| meta.file_type().is_symlink());
+            if change.symlink || on_disk_link {
+                violations.extend(self.check_symlink(work_dir, &change.path));
+            }
+        }
+        violations
+    }
+
+    fn check_symlink(&self, work_dir: &Path, link: &str) -> Option<Violation> {
+        let (target, resolution) = symlink::resolve(work_dir, link);
+        let reason = match resolution {
+            symlink::Resolution::Inside(resolved) => {
+                let rule = self.deny.first_match(&resolved)?;
+                Reason::SymlinkToDenied {
+                    target,
+                    resolved,
+                    rule: rule.to_string(),
+                }
+            }
+            symlink::Resolution::Outside => Reason::SymlinkOutside { target },
+            symlink::Resolution::Unchecked(detail) => Reason::SymlinkUnchecked { target, detail },
+        };
+        Some(Violation {
+            path: link.to_string(),
+            reason,
+        })
+    }
+}
+
+/// A clean relative path as git writes it: not empty, not absolute, no empty,
+/// `.` or `..` segment (so a glob sees the one spelling of each path).
+fn is_inside(rel: &str) -> bool {
+    !rel.is_empty()
+        && rel
+            .split('/')
+            .all(|segment| !matches!(segment, "" | "." | ".."))
+}

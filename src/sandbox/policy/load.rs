@@ -1,0 +1,269 @@
+//! Builds a `Policy` from its layers: the built-in defaults, the project's
+//! `.ah/policy.toml`, `--policy FILE`, then command-line globs. A file replaces
+//! each list it sets and keeps the rest; command-line globs are appended. Every
+//! glob is compiled as it is read, so an error names the layer and the line.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobSetBuilder};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{PROJECT_POLICY_FILE, Policy, ReviewRules, RuleSet, WriteRules};
+
+/// The built-in policy, embedded in the binary.
+const BUILTIN: &str = include_str!("../../../policy/default.toml");
+
+/// Where a rule came from, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Builtin,
+    File(PathBuf),
+    CommandLine,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Builtin => f.write_str("the built-in policy"),
+            Origin::File(path) => write!(f, "{}", path.display()),
+            Origin::CommandLine => f.write_str("the command line"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {}: {source}; fix its permissions or remove it", .path.display())]
+    Read { path: PathBuf, source: io::Error },
+
+    #[error(
+        "policy file {origin} is not valid TOML for a policy: {message}\n\
+         the keys are [write] allow, deny and [review] max_lines, max_files, restricted"
+    )]
+    Parse { origin: Origin, message: String },
+
+    #[error("bad glob {glob:?} in {origin}{}: {message}; fix or remove it", line_suffix(*.line))]
+    Glob {
+        origin: Origin,
+        line: Option<usize>,
+        glob: String,
+        message: String,
+    },
+
+    #[error("cannot compile the policy globs together: {0}; use fewer or simpler globs")]
+    Build(globset::Error),
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|line| format!(" (line {line})"))
+        .unwrap_or_default()
+}
+
+/// One policy file as written: every key optional, no unknown keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layer {
+    write: Option<WriteLayer>,
+    review: Option<ReviewLayer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteLayer {
+    allow: Option<Vec<Spanned<String>>>,
+    deny: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewLayer {
+    max_lines: Option<u64>,
+    max_files: Option<u64>,
+    restricted: Option<Vec<Spanned<String>>>,
+}
+
+/// A list of globs, compiled as they are added.
+struct Rules {
+    case_insensitive: bool,
+    globs: Vec<(String, Glob)>,
+}
+
+impl Rules {
+    fn new(case_insensitive: bool) -> Self {
+        Rules {
+            case_insensitive,
+            globs: Vec::new(),
+        }
+    }
+
+    fn push(
+        &mut self,
+        pattern: &str,
+        origin: &Origin,
+        line: Option<usize>,
+    ) -> Result<(), PolicyError> {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .case_insensitive(self.case_insensitive)
+            .build()
+            .map_err(|err| PolicyError::Glob {
+                origin: origin.clone(),
+                line,
+                glob: pattern.to_string(),
+                message: err.kind().to_string(),
+            })?;
+        self.globs.push((pattern.to_string(), glob));
+        Ok(())
+    }
+
+    /// Replaces the list with the globs a file sets.
+    fn replace(
+        &mut self,
+        source: &str,
+        origin: &Origin,
+        globs: Vec<Spanned<String>>,
+    ) -> Result<(), PolicyError> {
+        self.globs.clear();
+        for glob in globs {
+            let line = line_of(source, glob.span().start);
+            self.push(glob.get_ref(), origin, Some(line))?;
+        }
+        Ok(())
+    }
+
+    fn patterns(&self) -> Vec<String> {
+        self.globs
+            .iter()
+            .map(|(pattern, _)| pattern.clone())
+            .collect()
+    }
+
+    fn compile(self) -> Result<RuleSet, PolicyError> {
+        let mut builder = GlobSetBuilder::new();
+        let mut patterns = Vec::with_capacity(self.globs.len());
+        for (pattern, glob) in self.globs {
+            builder.add(glob);
+            patterns.push(pattern);
+        }
+        let set = builder.build().map_err(PolicyError::Build)?;
+        Ok(RuleSet { patterns, set })
+    }
+}
+
+/// The policy being merged, layer by layer.
+struct Draft {
+    allow: Rules,
+    // Deny and restricted globs ignore letter case: on a case-insensitive host
+    // file system `.GIT/config` is `.git/config`.
+    deny: Rules,
+    restricted: Rules,
+    max_lines: u64,
+    max_files: u64,
+}
+
+impl Draft {
+    fn apply(&mut self, source: &str, origin: &Origin) -> Result<(), PolicyError> {
+        let layer: Layer = toml::from_str(source).map_err(|err| PolicyError::Parse {
+            origin: origin.clone(),
+            message: err.to_string().trim_end().to_string(),
+        })?;
+        if let Some(write) = layer.write {
+            if let Some(allow) = write.allow {
+                self.allow.replace(source, origin, allow)?;
+            }
+            if let Some(deny) = write.deny {
+                self.deny.replace(source, origin, deny)?;
+            }
+        }
+        if let Some(review) = layer.review {
+            if let Some(max_lines) = review.max_lines {
+                self.max_lines = max_lines;
+            }
+            if let Some(max_files) = review.max_files {
+                self.max_files = max_files;
+            }
+            if let Some(restricted) = review.restricted {
+                self.restricted.replace(source, origin, restricted)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_file(&mut self, path: &Path, required: bool) -> Result<(), PolicyError> {
+        let source = match std::fs::read_to_string(path) {
+            Ok(source) => source,
+            Err(err) if !required && err.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => {
+                return Err(PolicyError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        self.apply(&source, &Origin::File(path.to_path_buf()))
+    }
+
+    fn finish(self) -> Result<Policy, PolicyError> {
+        let write = WriteRules {
+            allow: self.allow.patterns(),
+            deny: self.deny.patterns(),
+        };
+        let review = ReviewRules {
+            max_lines: self.max_lines,
+            max_files: self.max_files,
+            restricted: self.restricted.patterns(),
+        };
+        Ok(Policy {
+            write,
+            review,
+            allow: self.allow.compile()?,
+            deny: self.deny.compile()?,
+            restricted: self.restricted.compile()?,
+        })
+    }
+}
+
+impl Policy {
+    /// Merges the layers: built-in defaults, then `<project_dir>/.ah/policy.toml`
+    /// if present, then `policy_file` (which must exist), each replacing the
+    /// lists it sets; then `extra_allow` and `extra_deny` are appended.
+    pub fn load(
+        project_dir: &Path,
+        policy_file: Option<&Path>,
+        extra_allow: &[String],
+        extra_deny: &[String],
+    ) -> Result<Policy, PolicyError> {
+        let mut draft = Draft {
+            allow: Rules::new(false),
+            deny: Rules::new(true),
+            restricted: Rules::new(true),
+            max_lines: 0,
+            max_files: 0,
+        };
+        draft.apply(BUILTIN, &Origin::Builtin)?;
+        draft.apply_file(&project_dir.join(PROJECT_POLICY_FILE), false)?;
+        if let Some(path) = policy_file {
+            draft.apply_file(path, true)?;
+        }
+        for glob in extra_allow {
+            draft.allow.push(glob, &Origin::CommandLine, None)?;
+        }
+        for glob in extra_deny {
+            draft.deny.push(glob, &Origin::CommandLine, None)?;
+        }
+        draft.finish()
+    }
+}
+
+/// The 1-based line of a byte offset in `source`.
+fn line_of(source: &str, offset: usize) -> usize {
+    let end = offset.min(source.len());
+    source.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}

@@ -46,9 +46,9 @@ pub fn review(
         }
         ReviewMode::Auto => {
             let clean = apply::check_patch(project, patch_path)?;
-            match rules::decide(&result.patch.stats(), &policy.review, clean) {
+            match rules::decide(&result.patch.stats(), policy, clean) {
                 AutoDecision::Apply => apply_now(mode, project, patch_path, task, no_commit, "auto: small, clean, unrestricted"),
-                AutoDecision::Empty => Ok(outcome(mode, "empty", "nothing to apply", false, false)),
+                AutoDecision::NothingToApply => Ok(outcome(mode, "empty", "nothing to apply", false, false)),
                 AutoDecision::Save { reasons } => {
                     let reason = reasons.join("; ");
                     eprintln!("not applied automatically: {reason}");

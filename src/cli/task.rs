@@ -138,7 +138,7 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.steps = result.steps;
     manifest.violations = result.violations.clone();
     manifest.patch = Some(result.patch.summary());
-    manifest.artifacts = result.artifacts.copied.clone();
+    manifest.artifacts = result.artifacts.copied.iter().map(|c| c.path.clone()).collect();
 }
 
 /// The review mode when none is given: ask at a terminal, else only save.

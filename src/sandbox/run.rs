@@ -17,7 +17,7 @@ use super::patch::{self, PatchInfo};
 use super::policy::{self, Policy};
 use super::rundir::{RunDir, StepRecord};
 use super::shadow::ShadowRepo;
-use super::{Backend, BackendKind, Change, ChangeKind, workspace};
+use super::{Backend, BackendKind, Change, workspace};
 use crate::tools::{self, Exec, ExecOutput, ToolOutput};
 
 /// Why a run could not be prepared or finished.
@@ -31,6 +31,8 @@ pub enum RunError {
     Shadow(String),
     #[error("could not build the session patch: {0}")]
     Patch(String),
+    #[error("could not copy the run's new files out as artifacts: {0}")]
+    Artifacts(String),
     #[error("could not stop the sandbox: {0}")]
     Backend(String),
 }
@@ -211,7 +213,7 @@ impl Run {
             outcome.commit = Some(commit.to_string());
             return;
         }
-        let report = policy::render_report(&violations);
+        let report = policy::violation_report(&violations);
         let undone = self.shadow.revert_to(self.head);
         let mut text = report.clone();
         if let Err(err) = &undone {
@@ -242,21 +244,17 @@ impl Run {
         let patch_path = self.dir.patch_path();
         std::fs::write(&patch_path, &info.text)
             .map_err(|e| RunError::Patch(format!("{}: {e}", patch_path.display())))?;
-        let added: Vec<String> = self
+        let changes = self
             .shadow
             .changes_between(self.baseline, self.head)
-            .map_err(|e| RunError::Shadow(e.to_string()))?
-            .into_iter()
-            .filter(|c| c.kind == ChangeKind::Added)
-            .map(|c| c.path)
-            .collect();
+            .map_err(|e| RunError::Shadow(e.to_string()))?;
         let artifacts = artifacts::copy_added(
             &self.dir.work_dir(),
-            &added,
             &self.dir.artifacts_dir(),
+            &changes,
             self.artifact_cap,
         )
-        .map_err(|e| RunError::Patch(e.to_string()))?;
+        .map_err(|e| RunError::Artifacts(e.to_string()))?;
         stopped.map_err(|e| RunError::Backend(e.to_string()))?;
         Ok(RunResult {
             patch: info,

@@ -1,0 +1,299 @@
+//! A scripted stand-in for the Anthropic Messages API, for tests that run the
+//! real `ah` binary with `ANTHROPIC_BASE_URL` pointing here.
+//!
+//! The test hands [`MockServer::start`] one [`Turn`] per expected
+//! `POST /v1/messages`, in order; the server answers each with the scripted
+//! SSE stream or error, records every request, and stops when dropped. It runs
+//! on its own thread and tokio runtime, so plain `#[test]` functions can use it.
+//!
+//! ```ignore
+//! let mock = MockServer::start(vec![
+//!     Turn::reply(Reply::new().tool_use("toolu_1", "write", json!({"path": "a.txt"}))),
+//!     Turn::error(529, "overloaded_error", "Overloaded").retry_after(0),
+//!     Turn::reply(Reply::new().text("done")),
+//! ]);
+//! // run ah with ANTHROPIC_BASE_URL=mock.url(), then:
+//! assert_eq!(mock.requests().len(), 3);
+//! ```
+
+mod connection;
+mod http;
+mod script;
+mod sse;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+pub use script::{Reply, Turn};
+
+use http::RawRequest;
+use script::ApiError;
+
+/// Model named in replies when the request names none.
+const FALLBACK_MODEL: &str = "claude-mock";
+
+/// One request the mock received, in arrival order.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Header names in lowercase; repeated headers joined with ", ".
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body; `Value::Null` when the body was empty or not JSON.
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// A running mock server; dropping it stops the server and closes every
+/// connection it has open.
+pub struct MockServer {
+    url: String,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    arrived: Condvar,
+}
+
+struct State {
+    turns: VecDeque<Turn>,
+    scripted: usize,
+    requests: Vec<RecordedRequest>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking test thread must not hide the mock's state from others.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl MockServer {
+    /// Starts a server on `127.0.0.1` (ephemeral port) that answers the
+    /// `POST /v1/messages` requests it receives with `turns`, in order.
+    ///
+    /// # Panics
+    /// If the listening socket or the runtime cannot be set up.
+    pub fn start(turns: Vec<Turn>) -> MockServer {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|err| panic!("mock: cannot bind 127.0.0.1:0: {err}"));
+        let address = std_listener
+            .local_addr()
+            .unwrap_or_else(|err| panic!("mock: cannot read the bound address: {err}"));
+        std_listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|err| panic!("mock: cannot make the listener non-blocking: {err}"));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap_or_else(|err| panic!("mock: cannot build a tokio runtime: {err}"));
+        let listener = {
+            let _context = runtime.enter();
+            TcpListener::from_std(std_listener)
+                .unwrap_or_else(|err| panic!("mock: cannot register the listener: {err}"))
+        };
+
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                scripted: turns.len(),
+                turns: turns.into(),
+                requests: Vec::new(),
+            }),
+            arrived: Condvar::new(),
+        });
+        let (shutdown, shutdown_signal) = oneshot::channel();
+        let server_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("mock-model-server".to_string())
+            .spawn(move || {
+                runtime.block_on(accept_loop(listener, server_shared, shutdown_signal));
+                // Dropping the runtime cancels every connection task.
+                drop(runtime);
+            })
+            .unwrap_or_else(|err| panic!("mock: cannot spawn the server thread: {err}"));
+
+        MockServer {
+            url: format!("http://{address}"),
+            shared,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// Base URL for `ANTHROPIC_BASE_URL`, e.g. `http://127.0.0.1:40123`.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Appends a turn to the script while the server runs.
+    pub fn push(&self, turn: Turn) {
+        let mut state = self.shared.lock();
+        state.scripted += 1;
+        state.turns.push_back(turn);
+    }
+
+    /// Every request received so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// How many scripted turns no request has used yet.
+    pub fn pending_turns(&self) -> usize {
+        self.shared.lock().turns.len()
+    }
+
+    /// Blocks until at least `count` requests have arrived and returns them.
+    ///
+    /// # Panics
+    /// If `timeout` passes first, naming how many did arrive.
+    pub fn wait_for_requests(&self, count: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        while state.requests.len() < count {
+            let now = Instant::now();
+            if now >= deadline {
+                panic!(
+                    "mock: expected {count} requests within {timeout:?}, got {}",
+                    state.requests.len()
+                );
+            }
+            state = self
+                .shared
+                .arrived
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        state.requests.clone()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            // The server thread may already be gone; nothing to stop then.
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // A panic on the server thread was already printed; don't double-panic.
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut shutdown: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    tokio::spawn(connection::serve(stream, Arc::clone(&shared)));
+                }
+                Err(err) => {
+                    eprintln!("mock: accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+}
+
+/// What the mock does with one request.
+enum Answer {
+    /// The request gets no turn: wrong route, bad body, or script exhausted.
+    Reject { status: u16, error: ApiError },
+    Scripted {
+        turn: Turn,
+        number: usize,
+        model: String,
+    },
+}
+
+impl Shared {
+    /// Records the request and picks its answer.
+    fn accept(&self, raw: RawRequest) -> Answer {
+        let parsed = serde_json::from_slice::<Value>(&raw.body);
+        let mut state = self.lock();
+        state.requests.push(RecordedRequest {
+            method: raw.method.clone(),
+            path: raw.path.clone(),
+            headers: raw.headers,
+            body: parsed.as_ref().map_or(Value::Null, Clone::clone),
+        });
+        let number = state.requests.len();
+        self.arrived.notify_all();
+
+        let reject = |status: u16, kind: &str, message: String| Answer::Reject {
+            status,
+            error: ApiError {
+                kind: kind.to_string(),
+                message,
+            },
+        };
+        let route = raw.path.split('?').next().unwrap_or_default();
+        if raw.method != "POST" || route != "/v1/messages" {
+            return reject(
+                404,
+                "not_found_error",
+                format!(
+                    "mock: no route for {} {}; only POST /v1/messages is served",
+                    raw.method, raw.path
+                ),
+            );
+        }
+        let body = match parsed {
+            Ok(body) => body,
+            Err(err) => {
+                return reject(
+                    400,
+                    "invalid_request_error",
+                    format!("mock: request body is not JSON: {err}"),
+                );
+            }
+        };
+        if body["stream"] != Value::Bool(true) {
+            return reject(
+                400,
+                "invalid_request_error",
+                "mock: only streaming requests are served; send \"stream\": true".to_string(),
+            );
+        }
+        let Some(turn) = state.turns.pop_front() else {
+            let scripted = state.scripted;
+            return reject(
+                500,
+                "api_error",
+                format!(
+                    "mock script exhausted: request {number} has no scripted turn ({scripted} turns were scripted)"
+                ),
+            );
+        };
+        let model = body["model"].as_str().unwrap_or(FALLBACK_MODEL).to_string();
+        Answer::Scripted {
+            turn,
+            number,
+            model,
+        }
+    }
+}

@@ -111,7 +111,7 @@ fn exhausted_script_fails_clearly() {
     let mock = MockServer::start(vec![Turn::reply(Reply::new().text("only one"))]);
     assert_eq!(post(&mock).status, 200);
     let extra = post(&mock);
-    assert_eq!(extra.status, 500);
+    assert_eq!(extra.status, 400, "a client must not retry it");
     assert_eq!(extra.json()["type"], "error");
     let message = extra.json()["error"]["message"]
         .as_str()

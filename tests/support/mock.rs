@@ -281,9 +281,11 @@ impl Shared {
         }
         let Some(turn) = state.turns.pop_front() else {
             let scripted = state.scripted;
+            // A 400 fails the client at once: a test with too few turns
+            // should fail fast, not after a round of retries.
             return reject(
-                500,
-                "api_error",
+                400,
+                "invalid_request_error",
                 format!(
                     "mock script exhausted: request {number} has no scripted turn ({scripted} turns were scripted)"
                 ),

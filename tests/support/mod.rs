@@ -6,6 +6,7 @@
 //! warnings are off here.
 #![allow(dead_code)]
 
+pub mod host;
 pub mod mock;
 
 #[allow(unused_imports)]

@@ -11,6 +11,7 @@ pub mod patch;
 pub mod podman;
 pub mod policy;
 pub mod review;
+pub mod run;
 pub mod rundir;
 pub mod shadow;
 pub mod workspace;

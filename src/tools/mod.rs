@@ -31,6 +31,10 @@ pub struct ExecOutput {
     /// `None` when the process was killed by a signal or by the timeout.
     pub exit_code: Option<i32>,
     pub timed_out: bool,
+    /// Bytes cut from the middle of stdout and stderr together because a stream
+    /// outgrew what a backend keeps in memory; a marker line in the stream shows
+    /// where. 0 when nothing was cut.
+    pub dropped_bytes: u64,
 }
 
 /// Where tools act. Implemented by the sandbox layer.

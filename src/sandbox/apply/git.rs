@@ -1,0 +1,125 @@
+//! Running the host's `git` for the apply, and reading what it prints. Output
+//! meant for parsing is asked for NUL-separated (`-z`); `LC_ALL=C` keeps the
+//! messages that end up in errors in one language.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+/// The `git` program, plus environment for every call (tests use it to keep
+/// the machine's git configuration out).
+#[derive(Debug, Clone)]
+pub struct Git {
+    program: PathBuf,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// What one git call did.
+#[derive(Debug)]
+pub struct GitRun {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+}
+
+impl GitRun {
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+}
+
+impl Git {
+    pub fn find() -> Result<Git, which::Error> {
+        Ok(Git {
+            program: which::which("git")?,
+            env: Vec::new(),
+        })
+    }
+
+    #[cfg(test)]
+    pub fn with_env(mut self, key: &str, value: impl Into<OsString>) -> Git {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs `git <args>` in `dir` with stdin closed and `extra_env` set.
+    pub fn run<S: AsRef<OsStr>>(
+        &self,
+        dir: &Path,
+        args: &[S],
+        extra_env: &[(&str, &OsStr)],
+    ) -> io::Result<GitRun> {
+        let output = Command::new(&self.program)
+            .args(args)
+            .current_dir(dir)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(extra_env.iter().copied())
+            .env("LC_ALL", "C")
+            .stdin(Stdio::null())
+            .output()?;
+        Ok(GitRun {
+            status: output.status,
+            stdout: output.stdout,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Splits `-z` output into paths.
+pub fn nul_paths(stdout: &[u8]) -> Vec<PathBuf> {
+    stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| PathBuf::from(OsString::from_vec(p.to_vec())))
+        .collect()
+}
+
+/// The paths of `git apply --numstat -z` output (`added\tremoved\tpath\0`),
+/// relative to the project: `prefix` (the project's place in its repo) is cut.
+pub fn numstat_paths(stdout: &[u8], prefix: &[u8]) -> Vec<PathBuf> {
+    stdout
+        .split(|b| *b == 0)
+        .filter_map(|record| record.splitn(3, |b| *b == b'\t').nth(2))
+        .filter(|path| !path.is_empty())
+        .map(|path| path.strip_prefix(prefix).unwrap_or(path))
+        .map(|path| PathBuf::from(OsStr::from_bytes(path)))
+        .collect()
+}
+
+/// `--directory=<prefix>` when the project is a subdirectory of its repo
+/// (git reads patch paths from the repo root otherwise).
+pub fn directory_arg(prefix: &[u8]) -> Option<OsString> {
+    if prefix.is_empty() {
+        return None;
+    }
+    let mut arg = OsString::from("--directory=");
+    arg.push(OsStr::from_bytes(prefix));
+    Some(arg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numstat_paths_handle_binary_tabs_and_prefixes() {
+        let out = b"-\t-\tsub/bin\x001\t2\tsub/we\tird name\x000\t0\tother\x00";
+        let paths = numstat_paths(out, b"sub/");
+        let expected: Vec<PathBuf> = ["bin", "we\tird name", "other"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(paths, expected);
+    }
+
+    #[test]
+    fn directory_arg_only_for_subdirectories() {
+        assert_eq!(directory_arg(b""), None);
+        assert_eq!(
+            directory_arg(b"a b/"),
+            Some(OsString::from("--directory=a b/"))
+        );
+    }
+}

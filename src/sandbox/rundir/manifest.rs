@@ -1,0 +1,133 @@
+//! `manifest.json`: the summary of one run (task, model, backend, shadow
+//! commits, steps, violations, patch stats, review, apply). Every field has a
+//! default so that a manifest written early in a run, or by an older ah, still
+//! loads; it is rewritten atomically as the run goes on.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Result, RunDirError, io_err};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Manifest {
+    pub run_id: String,
+    pub task: String,
+    pub model: String,
+    /// `podman` or `none`.
+    pub backend: String,
+    pub image: Option<String>,
+    /// Path of the session database the run's conversation lives in.
+    pub session_db: Option<String>,
+    /// Shadow commit the run started from (hex).
+    pub baseline: Option<String>,
+    /// Last shadow commit of the run (hex).
+    pub head: Option<String>,
+    /// RFC 3339, UTC (see [`timestamp`]).
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// How many steps the run took.
+    pub steps: u32,
+    pub violations: Vec<ViolationRecord>,
+    pub patch: Option<PatchStats>,
+    pub review: Option<ReviewRecord>,
+    pub applied: bool,
+    /// Artifact paths, relative to `artifacts/`.
+    pub artifacts: Vec<String>,
+}
+
+/// A path a step wrote against the write policy (the step was reverted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ViolationRecord {
+    pub step: u32,
+    pub path: String,
+    /// The policy rule the path broke.
+    pub rule: String,
+}
+
+/// Size of `session.patch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PatchStats {
+    pub files: u32,
+    pub added: u64,
+    pub removed: u64,
+}
+
+/// How the patch was reviewed and what was decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReviewRecord {
+    pub mode: String,
+    pub decision: String,
+    pub reason: Option<String>,
+}
+
+impl Manifest {
+    /// A manifest for a run that starts now.
+    pub fn new(run_id: &str, task: &str, model: &str, backend: &str) -> Manifest {
+        Manifest {
+            run_id: run_id.to_string(),
+            task: task.to_string(),
+            model: model.to_string(),
+            backend: backend.to_string(),
+            started_at: timestamp(SystemTime::now()),
+            ..Manifest::default()
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let bytes = std::fs::read(path).map_err(io_err("read", path))?;
+        serde_json::from_slice(&bytes).map_err(|source| RunDirError::Manifest {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Writes the manifest as pretty JSON to a temporary file next to `path`,
+    /// then renames it over `path`, so a reader never sees half a manifest.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut json = serde_json::to_vec_pretty(self).map_err(|source| RunDirError::Manifest {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        json.push(b'\n');
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(dir).map_err(io_err("create a file in", dir))?;
+        tmp.write_all(&json)
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(io_err("write", tmp.path()))?;
+        tmp.persist(path)
+            .map_err(|e| io_err("replace", path)(e.error))?;
+        Ok(())
+    }
+}
+
+/// `time` as RFC 3339 in UTC with second precision, e.g.
+/// `2024-05-01T12:00:00Z`. Times before 1970 read as the epoch.
+pub fn timestamp(time: SystemTime) -> String {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
+    let rem = secs % 86_400;
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

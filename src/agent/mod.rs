@@ -64,7 +64,7 @@ pub async fn run_agent(
         Some(&head),
         Event::AgentStart {
             session: session.id(),
-            run_id: run.id().to_string(),
+            run_id: run.id(),
             model: config.model.id.clone(),
             backend: run.backend_kind().as_str().to_string(),
         },
@@ -207,7 +207,7 @@ pub async fn run_agent(
             for event in step_events(&id, &name, &outcome) {
                 out.emit(session, Some(&head), event);
             }
-            results.push(result_record(&id, &name, run.id(), &outcome));
+            results.push(result_record(&id, &name, &run.id(), &outcome));
         }
         let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
         head = stored.id;

@@ -40,7 +40,7 @@ pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool) -> Result<i3
     eprintln!("{} {applied}", style("applied:").green().bold());
     if let Some(manifest) = manifest.as_mut() {
         manifest.applied = true;
-        manifest.write(&manifest_path)?;
+        manifest.save(&manifest_path)?;
     }
     Ok(EXIT_OK)
 }
@@ -72,7 +72,7 @@ pub fn runs(project: Option<&Path>) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     for run in runs {
-        println!("{run}");
+        println!("{}", run_line(&run));
     }
     Ok(EXIT_OK)
 }
@@ -103,4 +103,23 @@ pub async fn image_build(name: Option<&str>) -> Result<i32> {
     image::build_image(name, &mut |line: &str| eprintln!("{line}")).await?;
     eprintln!("{} image {name} built", style("done:").green().bold());
     Ok(EXIT_OK)
+}
+
+/// One line of `ah runs`: id, date, files and +/−, decision, task.
+fn run_line(run: &rundir::RunSummary) -> String {
+    let manifest = match &run.manifest {
+        Ok(manifest) => manifest,
+        Err(err) => return format!("{}  (no readable manifest: {err})", run.id),
+    };
+    let date: String = manifest.started_at.chars().take(16).collect::<String>().replace('T', " ");
+    let (files, added, removed) = manifest
+        .patch
+        .map_or((0, 0, 0), |p| (p.files, p.added, p.removed));
+    let decision = manifest
+        .review
+        .as_ref()
+        .map_or("unfinished", |r| r.decision.as_str());
+    let task = manifest.task.lines().next().unwrap_or_default();
+    let task: String = task.chars().take(60).collect();
+    format!("{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {task}", run.id)
 }

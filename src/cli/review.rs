@@ -124,7 +124,7 @@ fn outcome(mode: ReviewMode, decision: &str, reason: &str, applied: bool, failed
         record: ReviewRecord {
             mode: mode.as_str().to_string(),
             decision: decision.to_string(),
-            reason: reason.to_string(),
+            reason: Some(reason.to_string()),
         },
         applied,
         failed,

@@ -101,14 +101,17 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
-    let mut manifest = Manifest::new(run_dir.id(), &task);
-    manifest.model = Some(model.id.clone());
-    manifest.backend = Some(args.backend.as_str().to_string());
+    let mut manifest = Manifest::new(
+        &run_dir.id().to_string(),
+        &task,
+        &model.id,
+        args.backend.as_str(),
+    );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
     manifest.session_db = Some(session.path().display().to_string());
-    manifest.started_at = Some(crate::session::format_rfc3339(started_at));
+    manifest.started_at = crate::session::format_rfc3339(started_at);
     fill_manifest(&mut manifest, &result);
-    manifest.write(&run_dir.manifest_path())?;
+    manifest.save(&run_dir.manifest_path())?;
 
     if let Err(err) = outcome {
         eprintln!("patch so far saved: {}", result.patch_path.display());
@@ -118,7 +121,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     manifest.review = Some(reviewed.record.clone());
     manifest.applied = reviewed.applied;
     manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
-    manifest.write(&run_dir.manifest_path())?;
+    manifest.save(&run_dir.manifest_path())?;
     Ok(exit_code(review_mode, &result, &reviewed))
 }
 

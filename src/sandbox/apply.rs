@@ -51,6 +51,25 @@ pub struct ApplyOutcome {
     pub commit: Option<String>,
 }
 
+impl std::fmt::Display for ApplyOutcome {
+    /// One line for the user: how many files, how, and the host commit.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files = self.paths.len();
+        let plural = if files == 1 { "" } else { "s" };
+        let how = match self.method {
+            ApplyMethod::Nothing => "nothing to apply",
+            ApplyMethod::ThreeWay => "3-way apply",
+            ApplyMethod::Direct => "direct apply (3-way failed, every hunk applied)",
+            ApplyMethod::Plain => "plain apply, not a git repository",
+        };
+        write!(f, "{files} file{plural} ({how})")?;
+        match &self.commit {
+            Some(commit) => write!(f, ", committed {}", &commit[..commit.len().min(12)]),
+            None => Ok(()),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error("git not found ({source}): install git to apply the patch; it is saved at {}", patch.display())]

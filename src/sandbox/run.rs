@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::artifacts::{self, ArtifactReport};
 use super::patch::{self, PatchInfo};
 use super::policy::{self, Policy};
-use super::rundir::{RunDir, StepRecord};
+use super::rundir::{RunDir, StepRecord, ViolationRecord};
 use super::shadow::ShadowRepo;
 use super::{Backend, BackendKind, Change, workspace};
 use crate::tools::{self, Exec, ExecOutput, ToolOutput};
@@ -48,15 +48,6 @@ pub struct StepOutcome {
     pub changes: Vec<Change>,
     /// The violation report, when the step broke the policy and was undone.
     pub violation: Option<String>,
-}
-
-/// A violation as kept in the manifest.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ViolationRecord {
-    pub step: u32,
-    pub tool: String,
-    pub paths: Vec<String>,
-    pub report: String,
 }
 
 /// What a finished run leaves behind.
@@ -121,8 +112,8 @@ impl Run {
         }
     }
 
-    pub fn id(&self) -> &str {
-        self.dir.id()
+    pub fn id(&self) -> String {
+        self.dir.id().to_string()
     }
 
     pub fn dir(&self) -> &RunDir {
@@ -224,12 +215,12 @@ impl Run {
         if let Err(err) = self.dir.write_violation(step, &text) {
             text.push_str(&format!("\n(the violation record could not be written: {err})"));
         }
-        self.violations.push(ViolationRecord {
-            step,
-            tool: name.to_string(),
-            paths: violations.iter().map(|v| v.path.clone()).collect(),
-            report: text.clone(),
-        });
+        self.violations
+            .extend(violations.iter().map(|v| ViolationRecord {
+                step,
+                path: v.path.clone(),
+                rule: v.rule().map_or_else(|| v.to_string(), str::to_string),
+            }));
         output.is_error = true;
         output.content.push_str(&format!("\n\n{text}"));
         outcome.violation = Some(text);

@@ -6,7 +6,7 @@
 
 mod manifest;
 
-pub use manifest::{Manifest, PatchStats, ReviewRecord, ViolationRecord, timestamp};
+pub use manifest::{Manifest, PatchStats, ReviewRecord, ViolationRecord};
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

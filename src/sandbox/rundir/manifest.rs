@@ -5,11 +5,12 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use super::{Result, RunDirError, io_err};
+use crate::session::format_rfc3339;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -26,7 +27,7 @@ pub struct Manifest {
     pub baseline: Option<String>,
     /// Last shadow commit of the run (hex).
     pub head: Option<String>,
-    /// RFC 3339, UTC (see [`timestamp`]).
+    /// RFC 3339, UTC (see [`format_rfc3339`]).
     pub started_at: String,
     pub finished_at: Option<String>,
     /// How many steps the run took.
@@ -75,7 +76,7 @@ impl Manifest {
             task: task.to_string(),
             model: model.to_string(),
             backend: backend.to_string(),
-            started_at: timestamp(SystemTime::now()),
+            started_at: format_rfc3339(SystemTime::now()),
             ..Manifest::default()
         }
     }
@@ -108,26 +109,3 @@ impl Manifest {
     }
 }
 
-/// `time` as RFC 3339 in UTC with second precision, e.g.
-/// `2024-05-01T12:00:00Z`. Times before 1970 read as the epoch.
-pub fn timestamp(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let rem = secs % 86_400;
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}

@@ -6,6 +6,12 @@
 //! `AH_REQUIRE_PODMAN=1` a missing podman fails. The sandbox image is built
 //! once (offline where no registry is reachable) under a file lock, so
 //! parallel tests never build it twice.
+//!
+//! Rootless: when run as root with `AH_TEST_USER` naming an unprivileged user
+//! that has /etc/subuid and /etc/subgid ranges, one test copies the image into
+//! that user's storage and reruns this binary as that user. CI creates the
+//! user with `useradd -m ahtest` (Debian's useradd adds the subordinate id
+//! ranges) and sets `AH_TEST_USER=ahtest`.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
@@ -48,7 +54,10 @@ async fn podman_ready() -> Option<PathBuf> {
 /// Builds the image if missing, holding an exclusive lock on a file so that
 /// parallel tests (and test binaries) wait for one build.
 async fn ensure_image() {
-    let lock_path = std::env::temp_dir().join("ah-test-image-build.lock");
+    // Per user: image storage is per user, and so must the lock file be.
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
     let lock = std::fs::File::create(&lock_path)
         .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
     // SAFETY: flock on a descriptor we own; released when `lock` closes.
@@ -450,4 +459,99 @@ async fn a_missing_image_says_how_to_build_it() {
         }
         other => panic!("expected ImageMissing, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn rootless_podman_runs_as_an_unprivileged_user() {
+    let Ok(user) = std::env::var("AH_TEST_USER") else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
+        return;
+    }
+    let Some(podman) = podman_ready().await else {
+        return;
+    };
+    let passwd = Command::new("getent")
+        .args(["passwd", &user])
+        .output()
+        .unwrap_or_else(|e| panic!("getent: {e}"));
+    let entry = String::from_utf8_lossy(&passwd.stdout).into_owned();
+    let home = entry
+        .trim()
+        .split(':')
+        .nth(5)
+        .unwrap_or_else(|| panic!("no user {user}"));
+    let as_user = |program: &Path| {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", &user, "--", "env", "-i"])
+            .arg(format!("HOME={home}"))
+            .arg(format!("USER={user}"))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .arg(program);
+        cmd
+    };
+    // Copy the image into the user's storage when it is not there yet.
+    let has_image = as_user(&podman)
+        .args(["image", "exists", IMAGE])
+        .status()
+        .unwrap_or_else(|e| panic!("runuser: {e}"));
+    if !has_image.success() {
+        let copy = format!(
+            "{0} save {IMAGE} | runuser -u {user} -- env -i HOME={home} {0} load",
+            podman.display()
+        );
+        let loaded = Command::new("bash")
+            .args(["-c", &copy])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            loaded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let inner = as_user(&exe)
+        .args(["--exact", "rootless_inner", "--nocapture"])
+        .output()
+        .unwrap_or_else(|e| panic!("runuser: {e}"));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&inner.stdout),
+        String::from_utf8_lossy(&inner.stderr)
+    );
+    assert!(inner.status.success(), "rootless run failed:\n{report}");
+    assert!(report.contains("rootless checks passed"), "{report}");
+}
+
+/// Rootless checks; `rootless_podman_runs_as_an_unprivileged_user` runs this
+/// as its user. Does nothing as root.
+#[tokio::test]
+async fn rootless_inner() {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return;
+    }
+    assert!(ah::sandbox::podman::rootless());
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    assert_eq!(sh(&run, "id -u").await.1.trim(), uid.to_string());
+    assert_eq!(sh(&run, "touch /work/mine && echo ok").await.1, "ok\n");
+    let meta = std::fs::metadata(run.work.join("mine")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(meta.uid(), uid);
+    assert_ne!(sh(&run, "touch /project/x").await.0, 0);
+    assert_eq!(sh(&run, "ls -A /project/.ah").await.1, "");
+    let (_, caps, _) = sh(&run, "grep CapEff /proc/self/status").await;
+    assert!(caps.trim().ends_with("0000000000000000"), "{caps}");
+    assert_eq!(sh(&run, "ls /sys/class/net").await.1, "lo\n");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("rootless checks passed");
 }

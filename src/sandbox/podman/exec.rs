@@ -189,9 +189,7 @@ async fn read_capped<R: AsyncRead + Unpin>(
         }
         let room = OUTPUT_CAP.saturating_sub(buf.len());
         buf.extend_from_slice(&chunk[..n.min(room)]);
-        if n > room && !dropped {
-            dropped = true;
-        }
+        dropped |= n > room;
     }
     if dropped {
         buf.extend_from_slice(b"\n[ah: output cut at 8 MiB]\n");

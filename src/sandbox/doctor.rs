@@ -1,1 +1,339 @@
-//! Placeholder: owned by a helper, replaced before merge.
+//! `ah doctor`: checks that the podman backend can run on this host and, for
+//! each thing that cannot, says how to fix it. Each check is one line of the
+//! CLI's output; the backend is ready only when every check passes.
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+use super::podman::{self, DEFAULT_IMAGE, HostLimits, Runtime, Ulimits, find_tool, rootless};
+
+/// The result of one check.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Check {
+    pub name: String,
+    pub ok: bool,
+    /// What was found.
+    pub detail: String,
+    /// What to do when `ok` is false.
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn pass(name: &str, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_string(),
+            ok: true,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn fail(name: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name: name.to_string(),
+            ok: false,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    pub image: String,
+    pub runtime: Runtime,
+}
+
+impl Default for DoctorOptions {
+    fn default() -> DoctorOptions {
+        DoctorOptions {
+            image: DEFAULT_IMAGE.to_string(),
+            runtime: Runtime::Auto,
+        }
+    }
+}
+
+/// The cgroup layout of the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupMode {
+    V1,
+    V2,
+    Hybrid,
+}
+
+/// Reads the cgroup layout from `/sys/fs/cgroup`.
+pub fn cgroup_mode(root: &Path) -> CgroupMode {
+    if root.join("cgroup.controllers").exists() {
+        CgroupMode::V2
+    } else if root.join("unified").join("cgroup.controllers").exists() {
+        CgroupMode::Hybrid
+    } else {
+        CgroupMode::V1
+    }
+}
+
+/// Runs every check, in the order the CLI prints them.
+pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let Some(podman) = find_tool("podman") else {
+        checks.push(Check::fail(
+            "podman",
+            "not found",
+            "install podman (apt-get install podman runc uidmap) or use --backend none",
+        ));
+        checks.push(git_check());
+        return checks;
+    };
+    checks.push(podman_check(&podman).await);
+    let cgroups = cgroup_mode(Path::new("/sys/fs/cgroup"));
+    checks.push(Check::pass(
+        "cgroups",
+        format!("{cgroups:?}").to_lowercase(),
+    ));
+    if rootless() {
+        checks.extend(rootless_checks());
+    } else {
+        checks.push(Check::pass(
+            "rootless",
+            "running as root: podman runs rootful",
+        ));
+    }
+    let limits = HostLimits::read();
+    let ulimits = Ulimits::for_host();
+    checks.push(rlimit_check(&limits, ulimits));
+    let image = match podman::image_exists(&podman, &opts.image).await {
+        Ok(true) => Check::pass("image", format!("{} present", opts.image)),
+        Ok(false) => Check::fail(
+            "image",
+            format!("{} missing", opts.image),
+            "run 'ah image build'",
+        ),
+        Err(e) => Check::fail("image", e.to_string(), "check 'podman images'"),
+    };
+    let image_ok = image.ok;
+    checks.push(runtime_check(&podman, opts, cgroups, ulimits, image_ok).await);
+    checks.push(image);
+    checks.push(git_check());
+    checks
+}
+
+/// True when the podman backend can run (every check passed).
+pub fn backend_ready(checks: &[Check]) -> bool {
+    !checks.is_empty() && checks.iter().all(|c| c.ok)
+}
+
+async fn podman_check(podman: &Path) -> Check {
+    let output = Command::new(podman)
+        .args(["version", "--format", "{{.Client.Version}}"])
+        .output()
+        .await;
+    match output {
+        Ok(out) if out.status.success() => Check::pass(
+            "podman",
+            format!(
+                "{} {}",
+                podman.display(),
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+        ),
+        Ok(out) => Check::fail(
+            "podman",
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            "run 'podman info' and fix what it reports",
+        ),
+        Err(e) => Check::fail("podman", e.to_string(), "reinstall podman"),
+    }
+}
+
+/// Tries the runtime for real when the image exists: the same confinement
+/// flags a run uses, running `true`.
+async fn runtime_check(
+    podman: &Path,
+    opts: &DoctorOptions,
+    cgroups: CgroupMode,
+    ulimits: Ulimits,
+    image_present: bool,
+) -> Check {
+    let runtime = opts.runtime.resolve();
+    let name = runtime
+        .clone()
+        .unwrap_or_else(|| "podman's default".to_string());
+    let crun_on_v1 = runtime.is_none() && cgroups != CgroupMode::V2;
+    let runc_fix = "install runc (apt-get install runc); ah prefers it when present";
+    if !image_present {
+        return if crun_on_v1 {
+            Check::fail(
+                "runtime",
+                format!("runc not found; crun usually fails on {cgroups:?} cgroups"),
+                runc_fix,
+            )
+        } else {
+            Check::pass("runtime", format!("{name} (not tried: image missing)"))
+        };
+    }
+    let mut cmd = Command::new(podman);
+    cmd.args([
+        "run",
+        "--rm",
+        "--pull=never",
+        "--network=none",
+        "--cap-drop=all",
+    ])
+    .arg(format!("--ulimit=nofile={0}:{0}", ulimits.nofile))
+    .arg(format!("--ulimit=nproc={0}:{0}", ulimits.nproc));
+    if let Some(runtime) = &runtime {
+        cmd.arg(format!("--runtime={runtime}"));
+    }
+    cmd.args([&opts.image, "true"]);
+    match cmd.output().await {
+        Ok(out) if out.status.success() => {
+            Check::pass("runtime", format!("{name} runs containers"))
+        }
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            let fix = if stderr.contains("hybrid") || runtime.is_none() {
+                runc_fix
+            } else {
+                "run the command 'podman run --rm IMAGE true' and fix what it reports"
+            };
+            Check::fail("runtime", format!("{name} failed: {stderr}"), fix)
+        }
+        Err(e) => Check::fail("runtime", e.to_string(), "reinstall podman"),
+    }
+}
+
+fn rlimit_check(limits: &HostLimits, ulimits: Ulimits) -> Check {
+    let show = |v: u64| {
+        if v == u64::MAX {
+            "unlimited".to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let detail = format!(
+        "hard nofile {}, nproc {}; the container gets nofile {}, nproc {}",
+        show(limits.nofile_hard),
+        show(limits.nproc_hard),
+        ulimits.nofile,
+        ulimits.nproc
+    );
+    if ulimits.nofile < 1024 || ulimits.nproc < 256 {
+        Check::fail(
+            "rlimits",
+            detail,
+            "raise the hard limits (ulimit -Hn / -Hu, or /etc/security/limits.conf)",
+        )
+    } else {
+        Check::pass("rlimits", detail)
+    }
+}
+
+fn rootless_checks() -> Vec<Check> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let user = std::env::var("USER").unwrap_or_default();
+    let mut checks = Vec::new();
+    for file in ["/etc/subuid", "/etc/subgid"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        checks.push(if has_sub_ids(&text, &user, uid) {
+            Check::pass("rootless", format!("{file} has a range for {user}"))
+        } else {
+            Check::fail(
+                "rootless",
+                format!("{file} has no range for {user} (uid {uid})"),
+                format!("run as root: usermod --add-subuids 100000-165535 --add-subgids 100000-165535 {user}"),
+            )
+        });
+    }
+    for tool in ["newuidmap", "newgidmap"] {
+        checks.push(match find_tool(tool) {
+            Some(path) => Check::pass("rootless", format!("{} present", path.display())),
+            None => Check::fail(
+                "rootless",
+                format!("{tool} not found"),
+                "apt-get install uidmap",
+            ),
+        });
+    }
+    checks
+}
+
+/// Whether a subuid/subgid file has a range for `user` (by name or uid).
+fn has_sub_ids(text: &str, user: &str, uid: u32) -> bool {
+    let uid = uid.to_string();
+    text.lines().any(|line| {
+        let mut fields = line.split(':');
+        let owner = fields.next().unwrap_or("");
+        let count = fields.nth(1).and_then(|c| c.trim().parse::<u64>().ok());
+        (owner == uid || (!user.is_empty() && owner == user)) && count.is_some_and(|c| c > 0)
+    })
+}
+
+fn git_check() -> Check {
+    match which::which("git") {
+        Ok(path) => Check::pass("git", format!("{} present", path.display())),
+        Err(_) => Check::fail(
+            "git",
+            "not found",
+            "install git (apt-get install git): ah applies patches with it",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_mode_tells_the_layouts_apart() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        assert_eq!(cgroup_mode(dir.path()), CgroupMode::V1);
+        std::fs::create_dir(dir.path().join("unified")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("unified/cgroup.controllers"), "")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cgroup_mode(dir.path()), CgroupMode::Hybrid);
+        std::fs::write(dir.path().join("cgroup.controllers"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cgroup_mode(dir.path()), CgroupMode::V2);
+    }
+
+    #[test]
+    fn sub_ids_match_by_name_or_uid_with_a_nonempty_range() {
+        assert!(has_sub_ids("alice:100000:65536\n", "alice", 1000));
+        assert!(has_sub_ids("1000:100000:65536\n", "", 1000));
+        assert!(!has_sub_ids("bob:100000:65536\n", "alice", 1000));
+        assert!(!has_sub_ids("alice:100000:0\n", "alice", 1000));
+    }
+
+    #[test]
+    fn ready_only_when_every_check_passes() {
+        assert!(!backend_ready(&[]));
+        let ok = Check::pass("a", "fine");
+        let bad = Check::fail("b", "broken", "fix it");
+        assert!(backend_ready(std::slice::from_ref(&ok)));
+        assert!(!backend_ready(&[ok, bad]));
+    }
+
+    #[test]
+    fn low_limits_fail_with_a_fix() {
+        let limits = HostLimits {
+            nofile_hard: 256,
+            nproc_hard: 100,
+            pid_max: 32768,
+        };
+        let check = rlimit_check(&limits, Ulimits::WANTED.clamped(&limits));
+        assert!(!check.ok);
+        assert!(check.fix.is_some_and(|f| f.contains("ulimit")));
+    }
+
+    #[tokio::test]
+    async fn checks_on_this_host_name_every_item() {
+        let checks = run_checks(&DoctorOptions::default()).await;
+        let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
+        assert!(names.contains(&"podman"));
+        assert!(names.contains(&"git"));
+        for check in &checks {
+            assert_eq!(check.ok, check.fix.is_none(), "{check:?}");
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! The sandbox image `localhost/ah-sandbox:latest`: whether it exists, and
+//! building it. Where a container registry is reachable the image comes from
+//! `containers/Containerfile` and `podman build`; elsewhere (no registry, only
+//! a Debian mirror) from a debootstrap rootfs and `podman import`, with the
+//! same packages (see `offline`).
+//!
+//! Choosing the way: a `podman pull` against an unreachable registry hangs
+//! or fails slowly, so `Auto` decides with a quick check instead: the base
+//! image already in local storage means `podman build --pull=never`;
+//! otherwise the registry host must resolve (2 s) and accept a TCP
+//! connection (3 s). Anything else builds offline, which works wherever apt
+//! works. Behind an HTTPS proxy the check can say "unreachable" although
+//! podman would get through: choose `Registry` explicitly there.
+
+mod offline;
+mod stream;
+
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::process::Command;
+
+use super::podman::{self, PodmanError};
+
+pub use super::podman::DEFAULT_IMAGE;
+
+/// The Containerfile, built into ah so `ah image build` needs no checkout.
+pub const CONTAINERFILE: &str = include_str!("../../../containers/Containerfile");
+
+/// The Containerfile's base image.
+pub const BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
+
+/// The host that serves [`BASE_IMAGE`].
+const REGISTRY_HOST: &str = "registry-1.docker.io";
+
+/// Debian release of the image.
+pub const SUITE: &str = "bookworm";
+
+/// Packages in the image, whichever way it is built.
+pub const PACKAGES: &[&str] = &[
+    "bash",
+    "coreutils",
+    "git",
+    "ripgrep",
+    "python3",
+    "curl",
+    "ca-certificates",
+    "build-essential",
+    "procps",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Podman(#[from] PodmanError),
+    #[error(
+        "debootstrap not found: install it (apt-get install debootstrap) to build the image offline"
+    )]
+    DebootstrapMissing,
+    #[error(
+        "building the image offline runs debootstrap, which needs root: run 'ah image build' \
+         as root, or build from a registry where one is reachable"
+    )]
+    NeedsRoot,
+    #[error("could not {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{step} failed:\n{output}\n{fix}")]
+    Step {
+        step: &'static str,
+        output: String,
+        fix: &'static str,
+    },
+}
+
+/// Where the image comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageSource {
+    /// Decide by a quick reachability check (see the module doc).
+    Auto,
+    /// `podman build` from the Containerfile.
+    Registry,
+    /// debootstrap from the host's Debian mirror, then `podman import`.
+    Offline,
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub image: String,
+    pub source: ImageSource,
+    /// Debian mirror for the offline build; default: the host's apt sources.
+    pub mirror: Option<String>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> BuildOptions {
+        BuildOptions {
+            image: DEFAULT_IMAGE.to_string(),
+            source: ImageSource::Auto,
+            mirror: None,
+        }
+    }
+}
+
+/// What a build did.
+#[derive(Debug, Clone)]
+pub struct BuildReport {
+    /// `Registry` or `Offline`: the way actually taken.
+    pub source: ImageSource,
+    pub duration: Duration,
+}
+
+/// Whether `image` is in local podman storage.
+pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
+    let podman = podman::find_podman()?;
+    Ok(podman::image_exists(&podman, image).await?)
+}
+
+/// Builds the image, reporting progress one line at a time.
+pub async fn build_image(
+    opts: &BuildOptions,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<BuildReport, ImageError> {
+    let podman = podman::find_podman()?;
+    let started = Instant::now();
+    let source = match opts.source {
+        ImageSource::Auto => {
+            progress("checking whether a container registry is reachable");
+            let base_local = podman::image_exists(&podman, BASE_IMAGE).await?;
+            if base_local || registry_reachable().await {
+                ImageSource::Registry
+            } else {
+                progress("no registry reachable: building offline with debootstrap");
+                ImageSource::Offline
+            }
+        }
+        chosen => chosen,
+    };
+    match source {
+        ImageSource::Offline => offline::build(&podman, opts, progress).await?,
+        _ => build_from_registry(&podman, &opts.image, progress).await?,
+    }
+    let duration = started.elapsed();
+    progress(&format!(
+        "built {} in {:.1} s",
+        opts.image,
+        duration.as_secs_f64()
+    ));
+    Ok(BuildReport { source, duration })
+}
+
+/// The quick check: the registry host resolves and accepts a connection.
+async fn registry_reachable() -> bool {
+    let lookup = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::lookup_host((REGISTRY_HOST, 443)),
+    )
+    .await;
+    let Ok(Ok(mut addrs)) = lookup else {
+        return false;
+    };
+    let Some(addr) = addrs.next() else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
+}
+
+async fn build_from_registry(
+    podman: &std::path::Path,
+    image: &str,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), ImageError> {
+    let context = tempfile::tempdir().map_err(|source| ImageError::Io {
+        what: "create a build directory",
+        source,
+    })?;
+    let file = context.path().join("Containerfile");
+    std::fs::write(&file, CONTAINERFILE).map_err(|source| ImageError::Io {
+        what: "write the Containerfile",
+        source,
+    })?;
+    let mut cmd = Command::new(podman);
+    cmd.args(["build", "--pull=missing", "-t", image, "-f"])
+        .arg(&file)
+        .arg(context.path());
+    stream::run(
+        cmd,
+        "podman build",
+        "if no registry is reachable, build offline instead (ah image build --offline)",
+        progress,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_containerfile_installs_the_offline_packages_from_the_base_image() {
+        assert!(CONTAINERFILE.contains(&format!("FROM {BASE_IMAGE}")));
+        let install = CONTAINERFILE
+            .split("--no-install-recommends")
+            .nth(1)
+            .and_then(|rest| rest.split("&&").next())
+            .unwrap_or("");
+        let listed: Vec<&str> = install.split_whitespace().filter(|w| *w != "\\").collect();
+        assert_eq!(listed, PACKAGES);
+        assert!(CONTAINERFILE.contains(r#"CMD ["sleep", "infinity"]"#));
+    }
+}

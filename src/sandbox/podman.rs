@@ -1,1 +1,0 @@
-//! Placeholder: owned by a helper, replaced before merge.

@@ -1,0 +1,332 @@
+//! The `podman run` command line that makes a run's sandbox, and the host
+//! facts it depends on: resource limits, the OCI runtime, rootless or not.
+//! Kept pure where it can be so the flags that make the sandbox are checked
+//! by unit tests without podman.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// `PATH` inside the container; the environment is built from nothing.
+pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Directories searched for runtimes besides `PATH` (a non-root user's `PATH`
+/// often lacks the sbin directories where Debian puts `runc`).
+const SBIN_DIRS: &[&str] = &["/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/bin"];
+
+/// Which OCI runtime podman uses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// `runc` when it is installed, else podman's default. crun, podman's
+    /// usual default, fails on cgroup v1/hybrid hosts ("cgroups in hybrid
+    /// mode"), while runc works on both cgroup layouts.
+    #[default]
+    Auto,
+    /// A runtime name podman knows (`runc`, `crun`) or a path to one.
+    Named(String),
+}
+
+impl Runtime {
+    /// The `--runtime` value to pass, or `None` for podman's default.
+    pub fn resolve(&self) -> Option<String> {
+        match self {
+            Runtime::Named(name) => Some(name.clone()),
+            Runtime::Auto => find_tool("runc").map(|_| "runc".to_string()),
+        }
+    }
+}
+
+/// Finds an executable on `PATH` or in the sbin directories.
+pub fn find_tool(name: &str) -> Option<PathBuf> {
+    which::which(name).ok().or_else(|| {
+        SBIN_DIRS
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|path| path.is_file())
+    })
+}
+
+/// The caller's hard limits, which bound what the container may ask for:
+/// without CAP_SYS_RESOURCE, asking for more makes `podman run` fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLimits {
+    pub nofile_hard: u64,
+    pub nproc_hard: u64,
+    /// `kernel.pid_max`: podman hands conmon a hard nproc limit no higher
+    /// than this, so a larger `--ulimit nproc` fails at container start.
+    pub pid_max: u64,
+}
+
+impl HostLimits {
+    /// Reads the limits of this process (`u64::MAX` stands for unlimited).
+    pub fn read() -> HostLimits {
+        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(u64::MAX);
+        HostLimits {
+            nofile_hard: hard_limit(libc::RLIMIT_NOFILE),
+            nproc_hard: hard_limit(libc::RLIMIT_NPROC),
+            pid_max,
+        }
+    }
+}
+
+fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct we pass.
+    let rc = unsafe { libc::getrlimit(resource, &mut limit) };
+    if rc != 0 || limit.rlim_max == libc::RLIM_INFINITY {
+        u64::MAX
+    } else {
+        limit.rlim_max
+    }
+}
+
+/// `--ulimit` values for the container (soft = hard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ulimits {
+    pub nofile: u64,
+    pub nproc: u64,
+}
+
+impl Ulimits {
+    /// What a run asks for before clamping to the host.
+    pub const WANTED: Ulimits = Ulimits {
+        nofile: 65_536,
+        nproc: 32_768,
+    };
+
+    /// [`Ulimits::WANTED`] clamped to this host's limits.
+    pub fn for_host() -> Ulimits {
+        Ulimits::WANTED.clamped(&HostLimits::read())
+    }
+
+    /// Lowers each value to what `host` allows.
+    pub fn clamped(self, host: &HostLimits) -> Ulimits {
+        Ulimits {
+            nofile: self.nofile.min(host.nofile_hard),
+            nproc: self.nproc.min(host.nproc_hard).min(host.pid_max),
+        }
+    }
+}
+
+/// True when podman will run rootless (the caller is not root).
+pub fn rootless() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() != 0 }
+}
+
+/// Everything `podman run` needs to create one run's container.
+#[derive(Debug, Clone)]
+pub struct RunSpec<'a> {
+    pub name: &'a str,
+    /// Labels identifying the run and the process that owns the container.
+    pub labels: Vec<(&'static str, String)>,
+    pub image: &'a str,
+    pub runtime: Option<String>,
+    pub pids_limit: u32,
+    pub memory: &'a str,
+    pub ulimits: Ulimits,
+    pub work_dir: &'a Path,
+    pub project_dir: &'a Path,
+    pub read_only_work: bool,
+    /// Mask `/project/.ah` (set when the project has one).
+    pub hide_ah_dir: bool,
+    /// Rootless podman: map the caller to the same uid inside.
+    pub rootless: bool,
+    /// Rootful podman: run as this uid:gid (the work dir's owner).
+    pub user: Option<(u32, u32)>,
+}
+
+/// The arguments after `podman` that create and start the container.
+pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |arg: &str| args.push(OsString::from(arg));
+    for arg in [
+        "run",
+        "-d",
+        "--init",
+        "--pull=never",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
+        "--network=none",
+        "--read-only",
+        "--tmpfs=/tmp:rw,exec,mode=1777",
+        "--http-proxy=false",
+        "--unsetenv-all",
+        "--workdir=/work",
+    ] {
+        push(arg);
+    }
+    push(&format!("--name={}", spec.name));
+    for (key, value) in &spec.labels {
+        push(&format!("--label={key}={value}"));
+    }
+    if let Some(runtime) = &spec.runtime {
+        push(&format!("--runtime={runtime}"));
+    }
+    push(&format!("--pids-limit={}", spec.pids_limit));
+    push(&format!("--memory={}", spec.memory));
+    let Ulimits { nofile, nproc } = spec.ulimits;
+    push(&format!("--ulimit=nofile={nofile}:{nofile}"));
+    push(&format!("--ulimit=nproc={nproc}:{nproc}"));
+    if spec.rootless {
+        push("--userns=keep-id");
+    } else if let Some((uid, gid)) = spec.user {
+        push(&format!("--user={uid}:{gid}"));
+    }
+    for env in [
+        format!("PATH={CONTAINER_PATH}"),
+        "HOME=/tmp".to_string(),
+        "LANG=C.UTF-8".to_string(),
+        "TERM=dumb".to_string(),
+    ] {
+        push(&format!("--env={env}"));
+    }
+    let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
+    args.push(volume(spec.work_dir, "/work", work_mode));
+    args.push(volume(spec.project_dir, "/project", ":ro"));
+    if spec.hide_ah_dir {
+        // notmpcopyup: podman would otherwise copy the hidden files in.
+        args.push("--tmpfs=/project/.ah:ro,notmpcopyup,size=4k,mode=0500".into());
+    }
+    args.push(spec.image.into());
+    for arg in ["sleep", "infinity"] {
+        args.push(arg.into());
+    }
+    args
+}
+
+fn volume(host: &Path, target: &str, mode: &str) -> OsString {
+    let mut arg = OsString::from("--volume=");
+    arg.push(host.as_os_str());
+    arg.push(":");
+    arg.push(target);
+    arg.push(mode);
+    arg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(work: &'a Path, project: &'a Path) -> RunSpec<'a> {
+        RunSpec {
+            name: "ah-r1",
+            labels: vec![("ah.run", "r1".to_string())],
+            image: "localhost/ah-sandbox:latest",
+            runtime: Some("runc".to_string()),
+            pids_limit: 512,
+            memory: "2g",
+            ulimits: Ulimits {
+                nofile: 1000,
+                nproc: 200,
+            },
+            work_dir: work,
+            project_dir: project,
+            read_only_work: false,
+            hide_ah_dir: true,
+            rootless: false,
+            user: Some((0, 0)),
+        }
+    }
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn run_args_make_a_closed_sandbox() {
+        let args = strings(&run_args(&spec(Path::new("/w"), Path::new("/p"))));
+        for flag in [
+            "--cap-drop=all",
+            "--security-opt=no-new-privileges",
+            "--network=none",
+            "--read-only",
+            "--init",
+            "--pull=never",
+            "--http-proxy=false",
+            "--unsetenv-all",
+            "--volume=/w:/work:rw",
+            "--volume=/p:/project:ro",
+            "--ulimit=nofile=1000:1000",
+            "--ulimit=nproc=200:200",
+            "--label=ah.run=r1",
+            "--runtime=runc",
+            "--user=0:0",
+        ] {
+            assert!(
+                args.contains(&flag.to_string()),
+                "missing {flag} in {args:?}"
+            );
+        }
+        assert!(
+            args.iter()
+                .any(|a| a.starts_with("--tmpfs=/project/.ah:ro,notmpcopyup"))
+        );
+        assert!(!args.iter().any(|a| a.contains("keep-id")));
+        assert_eq!(
+            &args[args.len() - 3..],
+            ["localhost/ah-sandbox:latest", "sleep", "infinity"]
+        );
+    }
+
+    #[test]
+    fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
+        let mut spec = spec(Path::new("/w"), Path::new("/p"));
+        spec.rootless = true;
+        spec.read_only_work = true;
+        spec.hide_ah_dir = false;
+        let args = strings(&run_args(&spec));
+        assert!(args.contains(&"--userns=keep-id".to_string()));
+        assert!(!args.iter().any(|a| a.starts_with("--user=")));
+        assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
+        assert!(!args.iter().any(|a| a.contains("/project/.ah")));
+    }
+
+    #[test]
+    fn ulimits_never_exceed_the_host() {
+        let host = HostLimits {
+            nofile_hard: 20_000,
+            nproc_hard: 96_365,
+            pid_max: 32_768,
+        };
+        let got = Ulimits::WANTED.clamped(&host);
+        assert_eq!(
+            got,
+            Ulimits {
+                nofile: 20_000,
+                nproc: 32_768
+            }
+        );
+        let roomy = HostLimits {
+            nofile_hard: u64::MAX,
+            nproc_hard: 1000,
+            pid_max: u64::MAX,
+        };
+        assert_eq!(Ulimits::WANTED.clamped(&roomy).nproc, 1000);
+        assert_eq!(Ulimits::WANTED.clamped(&roomy).nofile, 65_536);
+    }
+
+    #[test]
+    fn host_limits_match_getrlimit_of_this_process() {
+        let limits = HostLimits::read();
+        let text = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+        let line = text.lines().find(|l| l.starts_with("Max open files"));
+        if let Some(line) = line {
+            let hard = line.split_whitespace().nth(4).unwrap_or("");
+            let expected = if hard == "unlimited" {
+                u64::MAX
+            } else {
+                hard.parse().unwrap_or(0)
+            };
+            assert_eq!(limits.nofile_hard, expected);
+        }
+        assert!(Ulimits::for_host().nofile <= limits.nofile_hard);
+    }
+}

@@ -1,0 +1,339 @@
+//! The podman backend: one container per run, started once and closed like a
+//! box (no network, no capabilities, read-only root, the project read-only,
+//! `.ah/` hidden, an environment built from nothing); commands enter it with
+//! `podman exec`. See `args` for the flags, `exec` for running and killing a
+//! command, `stale` for cleaning up after crashed runs.
+
+mod args;
+mod exec;
+mod stale;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use super::{Backend, BackendKind};
+use crate::tools::ExecOutput;
+
+pub use args::{CONTAINER_PATH, HostLimits, Runtime, Ulimits, find_tool, rootless};
+pub use exec::OUTPUT_CAP;
+pub use stale::RUN_LABEL;
+
+/// The image runs use unless told otherwise.
+pub const DEFAULT_IMAGE: &str = "localhost/ah-sandbox:latest";
+
+/// What went wrong starting or driving the container.
+#[derive(Debug, thiserror::Error)]
+pub enum PodmanError {
+    #[error(
+        "podman not found: install podman (apt-get install podman runc uidmap) \
+         or use --backend none to run tools unsandboxed on a copy"
+    )]
+    NotFound,
+    #[error("the sandbox image {image} is missing: run 'ah image build'")]
+    ImageMissing { image: String },
+    #[error("run id {0:?} is not usable in a container name: use letters, digits, '-', '_' or '.'")]
+    BadRunId(String),
+    #[error("{path} cannot be mounted into the container: {reason}")]
+    BadPath { path: PathBuf, reason: &'static str },
+    #[error("could not {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("podman {what} failed: {stderr}; run 'ah doctor' to see what is wrong")]
+    Command { what: &'static str, stderr: String },
+    #[error("could not start the sandbox container: {stderr}{hint}")]
+    StartFailed { stderr: String, hint: String },
+}
+
+/// How to make a run's container.
+#[derive(Debug, Clone)]
+pub struct PodmanOptions {
+    /// Names the container (`ah-<run_id>`) and labels it.
+    pub run_id: String,
+    /// The host project, mounted read-only at `/project`.
+    pub project_dir: PathBuf,
+    /// The host work copy, mounted at `/work`.
+    pub work_dir: PathBuf,
+    pub image: String,
+    pub runtime: Runtime,
+    pub pids_limit: u32,
+    /// A podman memory size, e.g. `4g`.
+    pub memory: String,
+    /// Clamped again to the host's hard limits at start.
+    pub ulimits: Ulimits,
+    /// Mount `/work` read-only (for phases that must not write).
+    pub read_only_work: bool,
+}
+
+impl PodmanOptions {
+    /// Defaults: the standard image, runtime chosen automatically, 1024
+    /// processes, 4 GiB of memory, limits at or below the caller's.
+    pub fn new(run_id: &str, project_dir: &Path, work_dir: &Path) -> PodmanOptions {
+        PodmanOptions {
+            run_id: run_id.to_string(),
+            project_dir: project_dir.to_path_buf(),
+            work_dir: work_dir.to_path_buf(),
+            image: DEFAULT_IMAGE.to_string(),
+            runtime: Runtime::Auto,
+            pids_limit: 1024,
+            memory: "4g".to_string(),
+            ulimits: Ulimits::for_host(),
+            read_only_work: false,
+        }
+    }
+}
+
+/// A running container for one run.
+#[derive(Debug)]
+pub struct PodmanBackend {
+    podman: PathBuf,
+    container: String,
+    work_dir: PathBuf,
+    execs: AtomicU64,
+    stopped: AtomicBool,
+}
+
+/// Finds the podman executable.
+pub fn find_podman() -> Result<PathBuf, PodmanError> {
+    find_tool("podman").ok_or(PodmanError::NotFound)
+}
+
+/// Whether `image` is in local storage.
+pub async fn image_exists(podman: &Path, image: &str) -> Result<bool, PodmanError> {
+    let status = Command::new(podman)
+        .args(["image", "exists", image])
+        .status()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman image exists",
+            source,
+        })?;
+    Ok(status.success())
+}
+
+/// Removes every container labelled `ah.run` whose owning process is gone
+/// (left by a crash). Returns the names removed.
+pub async fn cleanup_stale() -> Result<Vec<String>, PodmanError> {
+    stale::cleanup_stale(&find_podman()?).await
+}
+
+impl PodmanBackend {
+    /// Starts the run's container (after removing stale ones).
+    pub async fn start(opts: &PodmanOptions) -> Result<PodmanBackend, PodmanError> {
+        let podman = find_podman()?;
+        if opts.run_id.is_empty()
+            || !opts
+                .run_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(PodmanError::BadRunId(opts.run_id.clone()));
+        }
+        let work_meta = mountable(&opts.work_dir)?;
+        mountable(&opts.project_dir)?;
+        stale::cleanup_stale(&podman).await?;
+        if !image_exists(&podman, &opts.image).await? {
+            return Err(PodmanError::ImageMissing {
+                image: opts.image.clone(),
+            });
+        }
+
+        let container = format!("ah-{}", opts.run_id);
+        let owner = stale::Owner::current();
+        let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
+        labels.extend(owner.labels());
+        let is_rootless = rootless();
+        let spec = args::RunSpec {
+            name: &container,
+            labels,
+            image: &opts.image,
+            runtime: opts.runtime.resolve(),
+            pids_limit: opts.pids_limit,
+            memory: &opts.memory,
+            ulimits: opts.ulimits.clamped(&HostLimits::read()),
+            work_dir: &opts.work_dir,
+            project_dir: &opts.project_dir,
+            read_only_work: opts.read_only_work,
+            hide_ah_dir: opts.project_dir.join(".ah").is_dir(),
+            rootless: is_rootless,
+            user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
+        };
+        let output = Command::new(&podman)
+            .args(args::run_args(&spec))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|source| PodmanError::Io {
+                what: "run podman run",
+                source,
+            })?;
+        if !output.status.success() {
+            // A half-created container must not outlive the failure.
+            let _ = remove_container(&podman, &container).await;
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            let hint = start_hint(&stderr);
+            return Err(PodmanError::StartFailed { stderr, hint });
+        }
+        Ok(PodmanBackend {
+            podman,
+            container,
+            work_dir: opts.work_dir.clone(),
+            execs: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// The container's name (`ah-<run_id>`).
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+
+    /// Host path of the directory mounted at `/work`.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Runs `command` with `bash -c` in `/work`; on timeout (or when the
+    /// future is dropped) the command's process group in the container is
+    /// killed. Output is kept up to [`OUTPUT_CAP`] bytes per stream.
+    pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        let n = self.execs.fetch_add(1, Ordering::Relaxed);
+        exec::run(&self.podman, &self.container, n, command, timeout).await
+    }
+
+    /// Removes the container; safe to call twice.
+    pub async fn shutdown(&self) -> Result<(), PodmanError> {
+        remove_container(&self.podman, &self.container).await?;
+        self.stopped.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Drop for PodmanBackend {
+    /// A backend dropped without `shutdown` (an error path) still removes
+    /// its container, without blocking the dropping thread.
+    fn drop(&mut self) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        let spawned = std::process::Command::new(&self.podman)
+            .args(["rm", "-f", "-t", "0", "-i", &self.container])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(mut child) = spawned {
+            std::thread::spawn(move || child.wait());
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for PodmanBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Podman
+    }
+
+    async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        PodmanBackend::exec(self, command, timeout).await
+    }
+
+    async fn shutdown(&self) -> std::io::Result<()> {
+        PodmanBackend::shutdown(self)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+/// `podman rm -f -t 0 -i`: no error when the container is already gone.
+async fn remove_container(podman: &Path, name: &str) -> Result<(), PodmanError> {
+    let output = Command::new(podman)
+        .args(["rm", "-f", "-t", "0", "-i", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman rm",
+            source,
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(PodmanError::Command {
+            what: "rm",
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Checks that `path` is a directory whose name `-v` can carry.
+fn mountable(path: &Path) -> Result<std::fs::Metadata, PodmanError> {
+    if path.as_os_str().as_encoded_bytes().contains(&b':') {
+        return Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "podman volume paths cannot contain ':'",
+        });
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(meta),
+        Ok(_) => Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "it is not a directory",
+        }),
+        Err(_) => Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "it does not exist",
+        }),
+    }
+}
+
+/// What to try next, from podman's words.
+fn start_hint(stderr: &str) -> String {
+    let hint = if stderr.contains("hybrid mode") || stderr.contains("crun") {
+        "crun cannot run on this host's cgroups: install runc (apt-get install runc) \
+         or choose runtime runc"
+    } else if stderr.contains("rlimit") {
+        "a resource limit is above this host's hard limit: lower nofile/nproc"
+    } else if stderr.contains("newuidmap") || stderr.contains("subuid") {
+        "rootless podman needs uidmap and /etc/subuid, /etc/subgid entries: run 'ah doctor'"
+    } else {
+        "run 'ah doctor' to see what is wrong"
+    };
+    format!("; {hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_hints_name_the_fix() {
+        assert!(start_hint("error: cgroups in hybrid mode").contains("runc"));
+        assert!(start_hint("error setting rlimit type 6").contains("nproc"));
+        assert!(start_hint("something else").contains("ah doctor"));
+    }
+
+    #[test]
+    fn mountable_rejects_colons_files_and_missing_paths() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        assert!(mountable(dir.path()).is_ok());
+        let colon = dir.path().join("a:b");
+        assert!(matches!(
+            mountable(&colon),
+            Err(PodmanError::BadPath { .. })
+        ));
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap_or_else(|e| panic!("write: {e}"));
+        assert!(matches!(mountable(&file), Err(PodmanError::BadPath { .. })));
+        assert!(matches!(
+            mountable(&dir.path().join("none")),
+            Err(PodmanError::BadPath { .. })
+        ));
+    }
+}

@@ -1,0 +1,153 @@
+//! Finding and removing containers left behind by runs that are no longer
+//! alive (ah killed, machine crashed). Each container carries labels naming
+//! its run and the host process that owns it (pid and start time, so a
+//! recycled pid does not keep a dead run's container alive).
+
+use std::path::Path;
+
+use tokio::process::Command;
+
+use super::PodmanError;
+
+pub const RUN_LABEL: &str = "ah.run";
+pub const PID_LABEL: &str = "ah.pid";
+pub const START_LABEL: &str = "ah.pidstart";
+
+/// The process that owns a container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    /// Start time of the process in clock ticks since boot (`/proc/PID/stat`).
+    pub start: u64,
+}
+
+impl Owner {
+    /// This process.
+    pub fn current() -> Owner {
+        let pid = std::process::id();
+        Owner {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// Whether the owning process still runs.
+    pub fn is_alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (PID_LABEL, self.pid.to_string()),
+            (START_LABEL, self.start.to_string()),
+        ]
+    }
+}
+
+/// Field 22 of `/proc/PID/stat`, read after the command name (which may hold
+/// spaces and parentheses).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name come state (field 3) .. starttime (field 22).
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// One container of ah's, as `podman ps` lists it.
+#[derive(Debug, serde::Deserialize)]
+struct Listed {
+    #[serde(rename = "Names", default)]
+    names: Vec<String>,
+    #[serde(rename = "Labels", default)]
+    labels: Option<std::collections::HashMap<String, String>>,
+}
+
+impl Listed {
+    /// A container is live when its labels name a process that still runs.
+    fn owner_alive(&self) -> bool {
+        let Some(labels) = &self.labels else {
+            return false;
+        };
+        let pid = labels.get(PID_LABEL).and_then(|v| v.parse().ok());
+        let start = labels.get(START_LABEL).and_then(|v| v.parse().ok());
+        match (pid, start) {
+            (Some(pid), Some(start)) => Owner { pid, start }.is_alive(),
+            _ => false,
+        }
+    }
+}
+
+/// Removes every container labelled `ah.run` whose owning process is gone.
+/// Returns the names removed.
+pub async fn cleanup_stale(podman: &Path) -> Result<Vec<String>, PodmanError> {
+    let output = Command::new(podman)
+        .args(["ps", "-a", "--format=json", "--filter"])
+        .arg(format!("label={RUN_LABEL}"))
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "list containers (podman ps)",
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(PodmanError::Command {
+            what: "ps",
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    let listed: Vec<Listed> = if output.stdout.iter().all(u8::is_ascii_whitespace) {
+        Vec::new()
+    } else {
+        serde_json::from_slice(&output.stdout).map_err(|e| PodmanError::Command {
+            what: "ps",
+            stderr: format!("unexpected output ({e})"),
+        })?
+    };
+    let stale: Vec<String> = listed
+        .iter()
+        .filter(|c| !c.owner_alive())
+        .filter_map(|c| c.names.first().cloned())
+        .collect();
+    for name in &stale {
+        super::remove_container(podman, name).await?;
+    }
+    Ok(stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_changed_start_time_is_not() {
+        let me = Owner::current();
+        assert!(me.start > 0);
+        assert!(me.is_alive());
+        let recycled = Owner {
+            pid: me.pid,
+            start: me.start + 1,
+        };
+        assert!(!recycled.is_alive());
+    }
+
+    #[test]
+    fn a_reaped_child_is_dead() {
+        let child = std::process::Command::new("true").spawn();
+        let Ok(mut child) = child else { return };
+        let pid = child.id();
+        let start = start_time(pid);
+        let _ = child.wait();
+        if let Some(start) = start {
+            assert!(!Owner { pid, start }.is_alive());
+        }
+    }
+
+    #[test]
+    fn containers_without_owner_labels_are_stale() {
+        let listed: Vec<Listed> =
+            serde_json::from_str(r#"[{"Names":["ah-x"],"Labels":{"ah.run":"x"}}]"#)
+                .unwrap_or_default();
+        assert_eq!(listed.len(), 1);
+        assert!(!listed[0].owner_alive());
+    }
+}

@@ -1,0 +1,557 @@
+//! The podman backend against real podman: what the model's commands can and
+//! cannot do inside a run's container, how timeouts and cancellation end
+//! them, and that no container outlives its run.
+//!
+//! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset; with
+//! `AH_REQUIRE_PODMAN=1` a missing podman fails. The sandbox image is built
+//! once (offline where no registry is reachable) under a file lock, so
+//! parallel tests never build it twice.
+//!
+//! Rootless: when run as root with `AH_TEST_USER` naming an unprivileged user
+//! that has /etc/subuid and /etc/subgid ranges, one test copies the image into
+//! that user's storage and reruns this binary as that user. CI creates the
+//! user with `useradd -m ahtest` (Debian's useradd adds the subordinate id
+//! ranges) and sets `AH_TEST_USER=ahtest`.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ah::sandbox::image::{BuildOptions, build_image, image_exists};
+use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
+use ah::sandbox::{Backend, BackendKind};
+
+const IMAGE: &str = ah::sandbox::podman::DEFAULT_IMAGE;
+
+/// A run's directories and its started backend.
+struct Run {
+    _dir: tempfile::TempDir,
+    id: String,
+    work: PathBuf,
+    backend: PodmanBackend,
+}
+
+fn required() -> bool {
+    std::env::var("AH_REQUIRE_PODMAN").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `None` when the test should be skipped (no podman, not required).
+async fn podman_ready() -> Option<PathBuf> {
+    let podman = match find_podman() {
+        Ok(podman) => podman,
+        Err(e) if required() => panic!("AH_REQUIRE_PODMAN is set but {e}"),
+        Err(_) => {
+            eprintln!("skipped: podman is not installed (set AH_REQUIRE_PODMAN=1 to fail instead)");
+            return None;
+        }
+    };
+    ensure_image().await;
+    Some(podman)
+}
+
+/// Builds the image if missing, holding an exclusive lock on a file so that
+/// parallel tests (and test binaries) wait for one build.
+async fn ensure_image() {
+    // Per user: image storage is per user, and so must the lock file be.
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
+    let lock = std::fs::File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
+    // SAFETY: flock on a descriptor we own; released when `lock` closes.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock {}", lock_path.display());
+    let present = image_exists(IMAGE).await.unwrap_or_else(|e| panic!("{e}"));
+    if !present {
+        eprintln!("building {IMAGE} (once; about a minute)");
+        let report = build_image(&BuildOptions::default(), &mut |line| eprintln!("  {line}"))
+            .await
+            .unwrap_or_else(|e| panic!("building the sandbox image failed: {e}"));
+        eprintln!(
+            "built {IMAGE} via {:?} in {:?}",
+            report.source, report.duration
+        );
+    }
+    drop(lock);
+}
+
+fn run_id() -> String {
+    format!("t{}", ulid::Ulid::generate()).to_lowercase()
+}
+
+/// A project with a hidden `.ah/`, its work copy, and a started backend.
+async fn start_run(read_only_work: bool) -> Option<Run> {
+    podman_ready().await?;
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let project = dir.path().join("project");
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(project.join(".ah")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join(".ah/session.db"), "secret session")
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(work.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
+    let id = run_id();
+    let mut opts = PodmanOptions::new(&id, &project, &work);
+    opts.read_only_work = read_only_work;
+    let backend = PodmanBackend::start(&opts)
+        .await
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    Some(Run {
+        _dir: dir,
+        id,
+        work,
+        backend,
+    })
+}
+
+async fn sh(run: &Run, command: &str) -> (i32, String, String) {
+    let out = run
+        .backend
+        .exec(command, Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("exec {command:?}: {e}"));
+    assert!(!out.timed_out, "{command:?} timed out");
+    (
+        out.exit_code.unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Containers labelled with this run, as `podman ps -a` lists them.
+fn containers_of(podman: &Path, id: &str) -> String {
+    let out = Command::new(podman)
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!("label=ah.run={id}"))
+        .output()
+        .unwrap_or_else(|e| panic!("podman ps: {e}"));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Command lines of processes in the container that match `pattern`.
+async fn processes_matching(run: &Run, pattern: &str) -> String {
+    let (_, out, _) = sh(run, &format!("ps -eo args= | grep -x '{pattern}' || true")).await;
+    out.trim().to_string()
+}
+
+#[tokio::test]
+async fn commands_run_in_work_and_report_exit_codes_and_streams() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let backend: &dyn Backend = &run.backend;
+    assert_eq!(backend.kind(), BackendKind::Podman);
+    let out = backend
+        .exec(
+            "pwd; cat README; echo oops >&2; exit 7",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/work\nhello\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    assert_eq!(out.exit_code, Some(7));
+    assert!(!out.timed_out);
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn the_project_is_read_only_and_its_ah_dir_hidden() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let (code, _, err) = sh(&run, "touch /project/new").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert_eq!(sh(&run, "cat /project/README").await.1, "hello\n");
+    let (_, listing, _) = sh(&run, "ls -A /project/.ah").await;
+    assert_eq!(listing, "", "/project/.ah shows {listing}");
+    let (code, _, _) = sh(&run, "cat /project/.ah/session.db").await;
+    assert_ne!(code, 0);
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn work_writes_reach_the_host_owned_by_the_caller() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let (code, _, err) = sh(&run, "echo made > new.txt && mkdir -p d/e && touch d/e/f").await;
+    assert_eq!(code, 0, "{err}");
+    let made = std::fs::read_to_string(run.work.join("new.txt")).unwrap_or_default();
+    assert_eq!(made, "made\n");
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for path in ["new.txt", "d", "d/e/f"] {
+        let meta = std::fs::metadata(run.work.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(meta.uid(), me, "{path} is owned by uid {}", meta.uid());
+    }
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_read_only_phase_cannot_write_work() {
+    let Some(run) = start_run(true).await else {
+        return;
+    };
+    let (code, _, err) = sh(&run, "touch /work/x").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("Read-only"), "{err}");
+    assert!(!run.work.join("x").exists());
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn there_is_no_network() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    // Only loopback exists, so nothing below can leave the container.
+    assert_eq!(sh(&run, "ls /sys/class/net").await.1, "lo\n");
+    let connect = "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), 3)\"";
+    let (code, _, err) = sh(&run, connect).await;
+    assert_ne!(code, 0, "TCP connect succeeded");
+    assert!(
+        err.contains("unreachable") || err.contains("Errno"),
+        "{err}"
+    );
+    let (code, out, _) = sh(&run, "getent hosts deb.debian.org").await;
+    assert_ne!(code, 0, "DNS answered: {out}");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn commands_have_no_capabilities_and_no_new_privileges() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let (_, status, _) = sh(&run, "grep -E '^(Cap|NoNewPrivs)' /proc/self/status").await;
+    let caps: Vec<&str> = status.lines().filter(|l| l.starts_with("Cap")).collect();
+    assert_eq!(caps.len(), 5, "{status}");
+    for line in caps {
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn the_environment_carries_no_host_variables() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    // cargo gives this test process CARGO_* variables; none may leak in.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let (_, env, _) = sh(&run, "env").await;
+    let allowed = [
+        "PATH",
+        "HOME",
+        "LANG",
+        "TERM",
+        "PWD",
+        "SHLVL",
+        "_",
+        "OLDPWD",
+        "HOSTNAME",
+        "container",
+    ];
+    for line in env.lines() {
+        let name = line.split('=').next().unwrap_or("");
+        assert!(
+            allowed.contains(&name),
+            "unexpected variable in the container: {line}"
+        );
+    }
+    assert!(
+        env.contains("HOME=/tmp\n") && env.contains("TERM=dumb\n"),
+        "{env}"
+    );
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_command_and_its_children() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let started = Instant::now();
+    let out = run
+        .backend
+        .exec(
+            "echo started; sleep 1000 & sleep 1001; echo never",
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.timed_out);
+    assert_eq!(out.exit_code, None);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(processes_matching(&run, "sleep 100[01]").await, "");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn dropping_an_exec_kills_the_command_inside() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let cancelled = tokio::time::timeout(
+        Duration::from_secs(2),
+        run.backend
+            .exec("sleep 1002 & sleep 1003", Duration::from_secs(600)),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the command should still have been running"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = processes_matching(&run, "sleep 100[23]").await;
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        left = processes_matching(&run, "sleep 100[23]").await;
+    }
+    assert_eq!(left, "", "processes survived the cancelled exec");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn output_is_capped_in_memory() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let out = run
+        .backend
+        .exec("head -c 9000000 /dev/zero", Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.exit_code, Some(0));
+    assert!(
+        out.stdout.len() < OUTPUT_CAP + 100,
+        "kept {} bytes",
+        out.stdout.len()
+    );
+    assert!(out.stdout.ends_with(b"[ah: output cut at 8 MiB]\n"));
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn shutdown_removes_the_container_and_is_idempotent() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let Ok(podman) = find_podman() else { return };
+    assert_ne!(containers_of(&podman, &run.id), "");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(containers_of(&podman, &run.id), "");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("second shutdown: {e}"));
+    assert!(
+        run.backend
+            .exec("true", Duration::from_secs(10))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn cleanup_removes_leftovers_of_dead_runs_only() {
+    let Some(live) = start_run(false).await else {
+        return;
+    };
+    let Ok(podman) = find_podman() else { return };
+    // A leftover of a crashed run: its owner labels name no live process.
+    let stale_id = run_id();
+    let created = Command::new(&podman)
+        .args(["create", "--label"])
+        .arg(format!("ah.run={stale_id}"))
+        .args([
+            "--label",
+            "ah.pid=999999999",
+            "--label",
+            "ah.pidstart=1",
+            "--name",
+        ])
+        .arg(format!("ah-{stale_id}"))
+        .args([IMAGE, "sleep", "infinity"])
+        .output()
+        .unwrap_or_else(|e| panic!("podman create: {e}"));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    assert_ne!(containers_of(&podman, &stale_id), "");
+    ah::sandbox::podman::cleanup_stale()
+        .await
+        .unwrap_or_else(|e| panic!("cleanup: {e}"));
+    assert_eq!(
+        containers_of(&podman, &stale_id),
+        "",
+        "the leftover survived"
+    );
+    assert_ne!(
+        containers_of(&podman, &live.id),
+        "",
+        "a live run's container was removed"
+    );
+    assert_eq!(sh(&live, "echo alive").await.1, "alive\n");
+    live.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_missing_image_says_how_to_build_it() {
+    if podman_ready().await.is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let mut opts = PodmanOptions::new(&run_id(), dir.path(), dir.path());
+    opts.image = "localhost/ah-no-such-image:none".to_string();
+    match PodmanBackend::start(&opts).await {
+        Err(e @ PodmanError::ImageMissing { .. }) => {
+            assert!(e.to_string().contains("ah image build"), "{e}")
+        }
+        other => panic!("expected ImageMissing, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn rootless_podman_runs_as_an_unprivileged_user() {
+    let Ok(user) = std::env::var("AH_TEST_USER") else {
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
+        return;
+    }
+    let Some(podman) = podman_ready().await else {
+        return;
+    };
+    let passwd = Command::new("getent")
+        .args(["passwd", &user])
+        .output()
+        .unwrap_or_else(|e| panic!("getent: {e}"));
+    let entry = String::from_utf8_lossy(&passwd.stdout).into_owned();
+    let home = entry
+        .trim()
+        .split(':')
+        .nth(5)
+        .unwrap_or_else(|| panic!("no user {user}"));
+    let as_user = |program: &Path| {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", &user, "--", "env", "-i"])
+            .arg(format!("HOME={home}"))
+            .arg(format!("USER={user}"))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .arg(program);
+        cmd
+    };
+    // Copy the image into the user's storage when it is not there yet.
+    let has_image = as_user(&podman)
+        .args(["image", "exists", IMAGE])
+        .status()
+        .unwrap_or_else(|e| panic!("runuser: {e}"));
+    if !has_image.success() {
+        let copy = format!(
+            "{0} save {IMAGE} | runuser -u {user} -- env -i HOME={home} {0} load",
+            podman.display()
+        );
+        let loaded = Command::new("bash")
+            .args(["-c", &copy])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            loaded.status.success(),
+            "{}",
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    }
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let inner = as_user(&exe)
+        .args(["--exact", "rootless_inner", "--nocapture"])
+        .output()
+        .unwrap_or_else(|e| panic!("runuser: {e}"));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&inner.stdout),
+        String::from_utf8_lossy(&inner.stderr)
+    );
+    assert!(inner.status.success(), "rootless run failed:\n{report}");
+    assert!(report.contains("rootless checks passed"), "{report}");
+}
+
+/// Rootless checks; `rootless_podman_runs_as_an_unprivileged_user` runs this
+/// as its user. Does nothing as root.
+#[tokio::test]
+async fn rootless_inner() {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return;
+    }
+    assert!(ah::sandbox::podman::rootless());
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    assert_eq!(sh(&run, "id -u").await.1.trim(), uid.to_string());
+    assert_eq!(sh(&run, "touch /work/mine && echo ok").await.1, "ok\n");
+    let meta = std::fs::metadata(run.work.join("mine")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(meta.uid(), uid);
+    assert_ne!(sh(&run, "touch /project/x").await.0, 0);
+    assert_eq!(sh(&run, "ls -A /project/.ah").await.1, "");
+    let (_, caps, _) = sh(&run, "grep CapEff /proc/self/status").await;
+    assert!(caps.trim().ends_with("0000000000000000"), "{caps}");
+    assert_eq!(sh(&run, "ls /sys/class/net").await.1, "lo\n");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("rootless checks passed");
+}

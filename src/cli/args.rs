@@ -126,5 +126,11 @@ pub enum ImageAction {
         /// The image name to build.
         #[arg(long, value_name = "IMAGE")]
         image: Option<String>,
+        /// Build from a debootstrap rootfs, without a container registry.
+        #[arg(long, conflicts_with = "registry")]
+        offline: bool,
+        /// Build with `podman build` from the registry's base image.
+        #[arg(long)]
+        registry: bool,
     },
 }

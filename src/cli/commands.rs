@@ -79,8 +79,11 @@ pub fn runs(project: Option<&Path>) -> Result<i32> {
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
 pub async fn doctor(image: Option<&str>) -> Result<i32> {
-    let image = image.unwrap_or(podman::DEFAULT_IMAGE);
-    let checks = doctor::run_checks(image).await;
+    let options = doctor::DoctorOptions {
+        image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
+        ..doctor::DoctorOptions::default()
+    };
+    let checks = doctor::run_checks(&options).await;
     for check in &checks {
         let mark = if check.ok { style("ok  ").green() } else { style("FAIL").red() };
         println!("{mark} {}: {}", check.name, check.detail);
@@ -98,10 +101,19 @@ pub async fn doctor(image: Option<&str>) -> Result<i32> {
 }
 
 /// `ah image build`: builds the sandbox image, showing progress.
-pub async fn image_build(name: Option<&str>) -> Result<i32> {
-    let name = name.unwrap_or(podman::DEFAULT_IMAGE);
-    image::build_image(name, &mut |line: &str| eprintln!("{line}")).await?;
-    eprintln!("{} image {name} built", style("done:").green().bold());
+pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Result<i32> {
+    let options = image::BuildOptions {
+        image: name.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
+        source,
+        ..image::BuildOptions::default()
+    };
+    let report = image::build_image(&options, &mut |line: &str| eprintln!("{line}")).await?;
+    eprintln!(
+        "{} image {} built in {:.0}s",
+        style("done:").green().bold(),
+        options.image,
+        report.duration.as_secs_f64()
+    );
     Ok(EXIT_OK)
 }
 

@@ -12,6 +12,7 @@ mod task;
 use clap::Parser;
 
 use args::{Cli, Command, ImageAction};
+use crate::sandbox::image::ImageSource;
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
 pub const EXIT_OK: i32 = 0;
@@ -52,8 +53,20 @@ pub fn main() -> i32 {
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Doctor { image }) => commands::doctor(image.as_deref()).await,
             Some(Command::Image {
-                action: ImageAction::Build { image },
-            }) => commands::image_build(image.as_deref()).await,
+                action:
+                    ImageAction::Build {
+                        image,
+                        offline,
+                        registry,
+                    },
+            }) => {
+                let source = match (offline, registry) {
+                    (true, _) => ImageSource::Offline,
+                    (_, true) => ImageSource::Registry,
+                    _ => ImageSource::Auto,
+                };
+                commands::image_build(image.as_deref(), source).await
+            }
         }
     });
     match result {

@@ -24,7 +24,7 @@ use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
 use crate::sandbox::rundir::{Manifest, RunDir};
 use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::{Backend, BackendKind, podman};
+use crate::sandbox::{Backend, BackendKind, image, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
 
 /// Added files larger than this are not copied out as artifacts.
@@ -54,7 +54,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let review_mode = args.review.unwrap_or_else(default_review);
     let image = args.image.clone().unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
     if args.backend == BackendKind::Podman {
-        podman::preflight(&image).await?;
+        podman_preflight(&image).await?;
     }
     let mut session = open_session(&args, &ah_dir)?;
 
@@ -64,15 +64,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let (shadow, baseline) = Run::prepare(&project, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
-        BackendKind::Podman => Box::new(
-            podman::PodmanBackend::start(&podman::PodmanOptions::new(
-                dir.id(),
-                &project,
-                &dir.work_dir(),
-                &image,
-            ))
-            .await?,
-        ),
+        BackendKind::Podman => {
+            let mut options =
+                podman::PodmanOptions::new(&dir.id().to_string(), &project, &dir.work_dir());
+            options.image = image.clone();
+            Box::new(podman::PodmanBackend::start(&options).await?)
+        }
     };
     let workspace = match args.backend {
         BackendKind::Podman => Workspace::Container,
@@ -123,6 +120,30 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
     manifest.save(&run_dir.manifest_path())?;
     Ok(exit_code(review_mode, &result, &reviewed))
+}
+
+/// Before anything is copied: podman must be there (never a silent fallback
+/// to no sandbox), containers left by a crashed run are removed, and a missing
+/// image is built, with progress, as `ah image build` would.
+async fn podman_preflight(image_name: &str) -> Result<()> {
+    podman::find_podman().map_err(|err| {
+        anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
+    })?;
+    let removed = podman::cleanup_stale().await?;
+    if !removed.is_empty() {
+        eprintln!("removed {} container(s) left by an earlier run that did not finish", removed.len());
+    }
+    if !image::image_exists(image_name).await? {
+        if image_name != podman::DEFAULT_IMAGE {
+            bail!("image {image_name} not found: build or pull it with podman, or drop --image to use {}", podman::DEFAULT_IMAGE);
+        }
+        eprintln!("the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)");
+        let options = image::BuildOptions::default();
+        image::build_image(&options, &mut |line: &str| eprintln!("  {line}"))
+            .await
+            .context("could not build the sandbox image; run `ah doctor` to see what is missing")?;
+    }
+    Ok(())
 }
 
 fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod artifacts;
+pub mod capture;
 pub mod doctor;
 pub mod image;
 pub mod none;

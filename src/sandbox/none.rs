@@ -9,9 +9,8 @@
 //! them, such processes would keep changing the work copy after the step's
 //! commit and outlive the run on the host.
 
-mod capture;
 
-pub use capture::{HEAD_BYTES, TAIL_BYTES};
+pub use super::capture::{HEAD_BYTES, TAIL_BYTES};
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -21,11 +20,10 @@ use std::pin::{Pin, pin};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use self::capture::Capture;
+use super::capture::{Capture, pump};
 use super::{Backend, BackendKind};
 use crate::tools::ExecOutput;
 
@@ -199,18 +197,6 @@ where
             result = reading.as_mut(), if read_result.is_none() => *read_result = Some(result),
             () = &mut sleep => return Ok(None),
         }
-    }
-}
-
-/// Reads `stream` to its end into `capture`.
-async fn pump(mut stream: impl AsyncRead + Unpin, capture: &mut Capture) -> io::Result<()> {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        capture.push(&buf[..n]);
     }
 }
 

@@ -9,13 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
+use crate::sandbox::capture::{Capture, HEAD_BYTES, TAIL_BYTES, pump};
 use crate::tools::ExecOutput;
 
-/// Output kept in memory per stream; the rest is read and dropped.
-pub const OUTPUT_CAP: usize = 8 * 1024 * 1024;
+/// Output kept in memory per stream (head and tail); the middle is counted
+/// and dropped.
+pub const OUTPUT_CAP: usize = HEAD_BYTES + TAIL_BYTES;
 
 /// How long a group gets between TERM and KILL.
 const TERM_GRACE_TENTHS: u32 = 20;
@@ -105,13 +106,13 @@ pub async fn run(
             "podman exec started without output pipes",
         ));
     };
-    let mut out = Vec::new();
-    let mut err = Vec::new();
+    let mut out = Capture::new();
+    let mut err = Capture::new();
 
     let finished = tokio::time::timeout(timeout, async {
         let (r1, r2, status) = tokio::join!(
-            read_capped(&mut stdout, &mut out),
-            read_capped(&mut stderr, &mut err),
+            pump(&mut stdout, &mut out),
+            pump(&mut stderr, &mut err),
             child.wait()
         );
         r1?;
@@ -124,17 +125,20 @@ pub async fn run(
         Ok(status) => {
             killer.armed = false;
             let status = status?;
-            if status.code() == Some(125) && err.starts_with(b"Error: ") {
+            let (stdout, out_dropped) = out.finish();
+            let (stderr, err_dropped) = err.finish();
+            if status.code() == Some(125) && stderr.starts_with(b"Error: ") {
                 return Err(std::io::Error::other(format!(
                     "podman exec failed: {}; the sandbox container is gone or broken: run 'ah doctor'",
-                    String::from_utf8_lossy(&err).trim()
+                    String::from_utf8_lossy(&stderr).trim()
                 )));
             }
             Ok(ExecOutput {
-                stdout: out,
-                stderr: err,
+                stdout,
+                stderr,
                 exit_code: status.code(),
                 timed_out: false,
+                dropped_bytes: out_dropped + err_dropped,
             })
         }
         Err(_elapsed) => {
@@ -144,18 +148,21 @@ pub async fn run(
             // but never wait long for a descendant that escaped the group.
             let _ = tokio::time::timeout(Duration::from_secs(2), async {
                 let _ = tokio::join!(
-                    read_capped(&mut stdout, &mut out),
-                    read_capped(&mut stderr, &mut err),
+                    pump(&mut stdout, &mut out),
+                    pump(&mut stderr, &mut err),
                     child.wait()
                 );
             })
             .await;
             let _ = child.start_kill();
+            let (stdout, out_dropped) = out.finish();
+            let (stderr, err_dropped) = err.finish();
             Ok(ExecOutput {
-                stdout: out,
-                stderr: err,
+                stdout,
+                stderr,
                 exit_code: None,
                 timed_out: true,
+                dropped_bytes: out_dropped + err_dropped,
             })
         }
     }
@@ -174,42 +181,10 @@ async fn kill_group(podman: &Path, container: &str, pgid_file: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(10), killed).await;
 }
 
-/// Reads `reader` to the end, keeping at most [`OUTPUT_CAP`] bytes in `buf`
-/// and noting when more was dropped.
-async fn read_capped<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut dropped = false;
-    loop {
-        let n = reader.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        let room = OUTPUT_CAP.saturating_sub(buf.len());
-        buf.extend_from_slice(&chunk[..n.min(room)]);
-        dropped |= n > room;
-    }
-    if dropped {
-        buf.extend_from_slice(b"\n[ah: output cut at 8 MiB]\n");
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn read_capped_keeps_the_head_and_says_it_cut() {
-        let data = vec![b'x'; OUTPUT_CAP + 1000];
-        let mut buf = Vec::new();
-        let mut reader = &data[..];
-        read_capped(&mut reader, &mut buf).await.unwrap_or_default();
-        assert!(buf.starts_with(&data[..OUTPUT_CAP]));
-        assert!(buf.ends_with(b"[ah: output cut at 8 MiB]\n"));
-    }
 
     #[tokio::test]
     async fn wrapper_and_kill_script_stop_a_group_on_the_host() {

@@ -1,8 +1,12 @@
 //! Keeps a command's output stream in memory without letting it grow without
 //! bound: the first [`HEAD_BYTES`] and the last [`TAIL_BYTES`] are kept, and
-//! what falls between is counted and replaced by one marker line.
+//! what falls between is counted and replaced by one marker line. Both
+//! backends read their commands' output through this.
 
 use std::collections::VecDeque;
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Bytes kept from the start of a stream.
 pub const HEAD_BYTES: usize = 4 * 1024 * 1024;
@@ -66,6 +70,18 @@ impl Capture {
         }
         out.extend(self.tail);
         (out, self.dropped)
+    }
+}
+
+/// Reads `stream` to its end into `capture`.
+pub async fn pump(mut stream: impl AsyncRead + Unpin, capture: &mut Capture) -> io::Result<()> {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        capture.push(&buf[..n]);
     }
 }
 

@@ -1,1 +1,331 @@
-//! Placeholder: owned by a helper, replaced before merge.
+//! The session patch: everything a run changed, baseline..HEAD of the shadow
+//! repo, as the unified diff `git diff --binary --full-index` would print, so
+//! that the host can take it with `git apply --index --3way`.
+//!
+//! Binary files come as `GIT binary patch` (literal or delta), `index` lines
+//! carry full 40-hex object ids (which is what lets `--3way` find the
+//! preimage), and mode changes, new and deleted files, and symbolic links are
+//! spelled out as git does. Renames are not detected, so a rename is a
+//! deletion plus an addition, and a file replaced by a link (or back) is a
+//! deletion plus an addition of the same path, again as git prints it.
+
+use std::path::{Path, PathBuf};
+
+use git2::{DiffOptions, Oid, Patch};
+
+use super::shadow::{ShadowError, ShadowRepo};
+
+/// Hex digits of a full SHA-1 object id.
+const FULL_INDEX: u16 = 40;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    #[error(transparent)]
+    Shadow(#[from] ShadowError),
+    #[error("building the session patch failed: {0}")]
+    Diff(#[from] git2::Error),
+    #[error("cannot write the session patch to {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One file's part of the patch.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PatchFile {
+    /// Path relative to the project root (the old path for a deletion).
+    pub path: String,
+    pub added_lines: usize,
+    pub removed_lines: usize,
+    /// The file's content is binary: the patch carries it whole or as a
+    /// delta, and it has no line counts.
+    pub binary: bool,
+}
+
+/// A session patch and what is in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchInfo {
+    /// The patch, ready for `git apply`. Empty when nothing changed.
+    pub text: Vec<u8>,
+    /// One entry per file section, in patch order.
+    pub files: Vec<PatchFile>,
+    pub added_lines: usize,
+    pub removed_lines: usize,
+}
+
+impl PatchInfo {
+    /// True when the run changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Writes the patch text to `path` (the run's `session.patch`).
+    pub fn write_to(&self, path: &Path) -> Result<(), PatchError> {
+        std::fs::write(path, &self.text).map_err(|source| PatchError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// Builds the patch from commit `baseline` to commit `head` of `repo`.
+pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<PatchInfo, PatchError> {
+    let old = repo.commit_tree(baseline)?;
+    let new = repo.commit_tree(head)?;
+    let mut opts = DiffOptions::new();
+    opts.show_binary(true).id_abbrev(FULL_INDEX);
+    // No `include_typechange`: git prints a type change as a deletion and
+    // an addition, which is the form `git apply` takes.
+    let diff = repo
+        .git()
+        .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+
+    let mut info = PatchInfo {
+        text: Vec::new(),
+        files: Vec::new(),
+        added_lines: 0,
+        removed_lines: 0,
+    };
+    for idx in 0..diff.deltas().len() {
+        let Some(mut patch) = Patch::from_diff(&diff, idx)? else {
+            continue;
+        };
+        let (_, added_lines, removed_lines) = patch.line_stats()?;
+        let delta = patch.delta();
+        let file = if delta.status() == git2::Delta::Deleted {
+            delta.old_file()
+        } else {
+            delta.new_file()
+        };
+        let path = file
+            .path_bytes()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default();
+        let binary = delta.flags().is_binary();
+        info.text.extend_from_slice(&patch.to_buf()?);
+        info.added_lines += added_lines;
+        info.removed_lines += removed_lines;
+        info.files.push(PatchFile {
+            path,
+            added_lines,
+            removed_lines,
+            binary,
+        });
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    use std::path::Path;
+    use std::process::Command;
+
+    use tempfile::TempDir;
+
+    use super::*;
+    use crate::sandbox::workspace::copy_project;
+
+    /// Runs real git in `dir`, isolated from the machine's git config.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// Binary content: NUL bytes and every byte value.
+    fn binary(seed: u8, len: usize) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect()
+    }
+
+    struct Run {
+        dir: TempDir,
+        repo: ShadowRepo,
+        baseline: Oid,
+    }
+
+    impl Run {
+        fn host(&self) -> std::path::PathBuf {
+            self.dir.path().join("host")
+        }
+        fn work(&self) -> std::path::PathBuf {
+            self.dir.path().join("work")
+        }
+        /// Commits the work tree as one step and builds the session patch.
+        fn patch(&self) -> (Oid, PatchInfo) {
+            let head = self.repo.commit_step("step").unwrap().commit.unwrap();
+            (
+                head,
+                session_patch(&self.repo, self.baseline, head).unwrap(),
+            )
+        }
+        /// Applies `patch` to the host as ah does.
+        fn apply(&self, patch: &PatchInfo) {
+            let file = self.dir.path().join("session.patch");
+            patch.write_to(&file).unwrap();
+            git(
+                &self.host(),
+                &["apply", "--index", "--3way", file.to_str().unwrap()],
+            );
+        }
+    }
+
+    /// A committed host repo, its work copy, and the shadow baseline.
+    fn run() -> Run {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("host");
+        fs::create_dir_all(host.join("src")).unwrap();
+        git(&host, &["init", "-q"]);
+        fs::write(host.join("README.md"), "one\ntwo\nthree\n").unwrap();
+        fs::write(host.join("src/lib.rs"), "fn a() {}\n").unwrap();
+        fs::write(host.join("logo.bin"), binary(7, 4000)).unwrap();
+        fs::write(host.join("gone.bin"), binary(9, 100)).unwrap();
+        fs::write(host.join("tool.sh"), "#!/bin/sh\necho hi\n").unwrap();
+        fs::write(host.join("other.txt"), "a\nb\nc\n").unwrap();
+        git(&host, &["add", "-A"]);
+        git(&host, &["commit", "-qm", "base"]);
+        let work = dir.path().join("work");
+        copy_project(&host, &work).unwrap();
+        let repo = ShadowRepo::init(&dir.path().join("shadow.git"), &work).unwrap();
+        let baseline = repo.baseline().unwrap();
+        Run {
+            dir,
+            repo,
+            baseline,
+        }
+    }
+
+    #[test]
+    fn baseline_matches_the_host_commit() {
+        let run = run();
+        let host_tree = git(&run.host(), &["rev-parse", "HEAD^{tree}"]);
+        let base_tree = run.repo.commit_tree(run.baseline).unwrap().id();
+        assert_eq!(host_tree, base_tree.to_string());
+    }
+
+    #[test]
+    fn empty_run_gives_an_empty_patch() {
+        let run = run();
+        let info = session_patch(&run.repo, run.baseline, run.baseline).unwrap();
+        assert!(info.is_empty());
+        assert!(info.text.is_empty());
+        assert_eq!((info.added_lines, info.removed_lines), (0, 0));
+    }
+
+    #[test]
+    fn every_kind_of_change_applies_with_git_apply_3way() {
+        let run = run();
+        let work = run.work();
+        fs::write(work.join("README.md"), "one\n2\nthree\nfour\n").unwrap();
+        let mut logo = binary(7, 4000);
+        logo[100] ^= 0xff;
+        fs::write(work.join("logo.bin"), &logo).unwrap();
+        fs::write(work.join("new.bin"), binary(3, 300)).unwrap();
+        fs::remove_file(work.join("gone.bin")).unwrap();
+        fs::set_permissions(work.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(work.join("empty"), "").unwrap();
+        symlink("src/lib.rs", work.join("link")).unwrap();
+        fs::remove_file(work.join("other.txt")).unwrap();
+        symlink("README.md", work.join("other.txt")).unwrap();
+        fs::create_dir(work.join("dir with space")).unwrap();
+        fs::write(work.join("dir with space/é.txt"), "x\n").unwrap();
+
+        let (head, info) = run.patch();
+        let text = String::from_utf8_lossy(&info.text);
+        assert!(text.contains("GIT binary patch"), "{text}");
+        assert!(text.contains("old mode 100644\nnew mode 100755"), "{text}");
+        assert!(text.contains("new file mode 120000"), "{text}");
+        let full_index = format!("index {}..", "0".repeat(40));
+        assert!(text.contains(&full_index), "{text}");
+
+        run.apply(&info);
+        // The host's index now holds exactly the run's final tree.
+        let host_tree = git(&run.host(), &["write-tree"]);
+        let head_tree = run.repo.commit_tree(head).unwrap().id();
+        assert_eq!(host_tree, head_tree.to_string());
+        assert_eq!(fs::read(run.host().join("logo.bin")).unwrap(), logo);
+        assert_eq!(
+            fs::read_link(run.host().join("other.txt")).unwrap(),
+            Path::new("README.md")
+        );
+    }
+
+    #[test]
+    fn file_stats_count_lines_and_mark_binaries() {
+        let run = run();
+        let work = run.work();
+        fs::write(work.join("README.md"), "one\n2\nthree\nfour\n").unwrap();
+        fs::write(work.join("logo.bin"), binary(8, 4000)).unwrap();
+        fs::remove_file(work.join("src/lib.rs")).unwrap();
+        let (_, info) = run.patch();
+        let entry = |path: &str, added, removed, binary| PatchFile {
+            path: path.to_string(),
+            added_lines: added,
+            removed_lines: removed,
+            binary,
+        };
+        assert_eq!(
+            info.files,
+            [
+                entry("README.md", 2, 1, false),
+                entry("logo.bin", 0, 0, true),
+                entry("src/lib.rs", 0, 1, false),
+            ]
+        );
+        assert_eq!((info.added_lines, info.removed_lines), (2, 2));
+    }
+
+    #[test]
+    fn applies_after_the_host_moved_on_in_another_file() {
+        let run = run();
+        fs::write(run.work().join("README.md"), "one\nTWO\nthree\n").unwrap();
+        let (_, info) = run.patch();
+        // Meanwhile the user commits elsewhere on the host.
+        fs::write(run.host().join("other.txt"), "a\nB\nc\n").unwrap();
+        git(&run.host(), &["commit", "-qam", "host work"]);
+        run.apply(&info);
+        let host = run.host();
+        assert_eq!(
+            fs::read_to_string(host.join("README.md")).unwrap(),
+            "one\nTWO\nthree\n"
+        );
+        assert_eq!(
+            fs::read_to_string(host.join("other.txt")).unwrap(),
+            "a\nB\nc\n"
+        );
+    }
+
+    #[test]
+    fn patch_writes_to_a_file_and_reports_where_it_could_not() {
+        let run = run();
+        fs::write(run.work().join("README.md"), "changed\n").unwrap();
+        let (_, info) = run.patch();
+        let path = run.dir.path().join("session.patch");
+        info.write_to(&path).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), info.text);
+        let err = info.write_to(&run.dir.path().join("missing/session.patch"));
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .contains("missing/session.patch")
+        );
+    }
+}

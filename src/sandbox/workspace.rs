@@ -1,1 +1,366 @@
-//! Placeholder: owned by a helper, replaced before merge.
+//! The work copy of a project: a fresh directory that a run's tools may change
+//! freely, filled from the project directory before the run starts.
+//!
+//! The top-level `.ah/` (ah's own state) and `.git` (a directory, or a file as
+//! in worktrees and submodules) are left out: the shadow repo tracks the copy
+//! and the host repo is never exposed. Everything else is copied as `rsync -a`
+//! would: file modes and modification times are kept, symbolic links are
+//! recreated as links and never followed (a link pointing outside the project
+//! stays a link; the write policy judges it later), and sockets, fifos and
+//! device files are skipped and counted.
+//!
+//! The walk runs on the calling thread and creates directories and links; the
+//! file copies, which dominate on large trees, are spread over a few threads.
+//! Each copy goes through `std::io::copy` between two files, which on Linux
+//! uses `copy_file_range` (a reflink where the filesystem can).
+
+use std::fs::{self, File, FileTimes, OpenOptions, Permissions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Top-level names never copied into the work directory.
+const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
+
+/// Threads copying files. Two keep both cores of a small machine busy while
+/// the kernel does the copying; more only add contention.
+const COPY_THREADS: usize = 2;
+
+/// What a copy did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CopyStats {
+    /// Regular files copied.
+    pub files: u64,
+    /// Directories created, not counting the work directory itself.
+    pub dirs: u64,
+    /// Symbolic links recreated.
+    pub symlinks: u64,
+    /// Bytes of regular-file content copied.
+    pub bytes: u64,
+    /// Sockets, fifos and device files left out.
+    pub skipped: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("project {0} is not a directory: pass the project's root directory")]
+    NotADirectory(PathBuf),
+    #[error("work directory {0} already exists and is not empty: each run needs a fresh directory")]
+    NotEmpty(PathBuf),
+    #[error("cannot read {path}: {source} (check its permissions)")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {path}: {source} (check free space and permissions)")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot copy {from} to {to}: {source}")]
+    Copy {
+        from: PathBuf,
+        to: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// Copies `project` into `work`, which must not exist yet or be empty.
+pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceError> {
+    let root_meta = fs::metadata(project).map_err(|source| WorkspaceError::Read {
+        path: project.to_path_buf(),
+        source,
+    })?;
+    if !root_meta.is_dir() {
+        return Err(WorkspaceError::NotADirectory(project.to_path_buf()));
+    }
+    prepare_destination(work)?;
+
+    let mut stats = CopyStats::default();
+    let mut files = Vec::new();
+    // Directory modes are applied last, deepest first, so that a read-only
+    // directory can still be filled.
+    let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
+    let mut pending = vec![(project.to_path_buf(), work.to_path_buf())];
+
+    while let Some((src_dir, dst_dir)) = pending.pop() {
+        let top_level = src_dir == project;
+        let entries = fs::read_dir(&src_dir).map_err(|source| WorkspaceError::Read {
+            path: src_dir.clone(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| WorkspaceError::Read {
+                path: src_dir.clone(),
+                source,
+            })?;
+            let name = entry.file_name();
+            if top_level && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
+                continue;
+            }
+            let src = entry.path();
+            let dst = dst_dir.join(&name);
+            // The entry's own type: symbolic links are not followed.
+            let file_type = entry.file_type().map_err(|source| WorkspaceError::Read {
+                path: src.clone(),
+                source,
+            })?;
+            if file_type.is_dir() {
+                let meta = entry.metadata().map_err(|source| WorkspaceError::Read {
+                    path: src.clone(),
+                    source,
+                })?;
+                fs::create_dir(&dst).map_err(|source| WorkspaceError::Write {
+                    path: dst.clone(),
+                    source,
+                })?;
+                stats.dirs += 1;
+                dir_modes.push((dst.clone(), meta.permissions().mode()));
+                pending.push((src, dst));
+            } else if file_type.is_symlink() {
+                let target = fs::read_link(&src).map_err(|source| WorkspaceError::Read {
+                    path: src.clone(),
+                    source,
+                })?;
+                symlink(&target, &dst).map_err(|source| WorkspaceError::Write {
+                    path: dst.clone(),
+                    source,
+                })?;
+                stats.symlinks += 1;
+            } else if file_type.is_file() {
+                files.push((src, dst));
+            } else {
+                stats.skipped += 1;
+            }
+        }
+    }
+
+    stats.files = files.len() as u64;
+    stats.bytes = copy_files(&files)?;
+    for (dir, mode) in dir_modes.iter().rev() {
+        fs::set_permissions(dir, Permissions::from_mode(*mode)).map_err(|source| {
+            WorkspaceError::Write {
+                path: dir.clone(),
+                source,
+            }
+        })?;
+    }
+    Ok(stats)
+}
+
+/// Creates `work`, or accepts it when it is an empty directory.
+fn prepare_destination(work: &Path) -> Result<(), WorkspaceError> {
+    match fs::read_dir(work) {
+        Ok(mut entries) => match entries.next() {
+            None => Ok(()),
+            Some(_) => Err(WorkspaceError::NotEmpty(work.to_path_buf())),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(work).map_err(|source| WorkspaceError::Write {
+                path: work.to_path_buf(),
+                source,
+            })
+        }
+        Err(source) => Err(WorkspaceError::Read {
+            path: work.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Copies every `(from, to)` pair on a few threads; returns the bytes copied.
+/// The first error stops all threads.
+fn copy_files(files: &[(PathBuf, PathBuf)]) -> Result<u64, WorkspaceError> {
+    let next = AtomicUsize::new(0);
+    let failure: Mutex<Option<WorkspaceError>> = Mutex::new(None);
+    let threads = COPY_THREADS.min(files.len()).max(1);
+    let bytes: u64 = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut bytes = 0;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((from, to)) = files.get(i) else {
+                            break;
+                        };
+                        match copy_file(from, to) {
+                            Ok(n) => bytes += n,
+                            Err(e) => {
+                                // Make every thread stop at its next pick.
+                                next.store(files.len(), Ordering::Relaxed);
+                                let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
+                                slot.get_or_insert(e);
+                                break;
+                            }
+                        }
+                    }
+                    bytes
+                })
+            })
+            .collect();
+        // A worker only panics on a bug in this function; pass the panic on.
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .sum()
+    });
+    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(bytes),
+    }
+}
+
+/// Copies one regular file with its mode and modification time.
+fn copy_file(from: &Path, to: &Path) -> Result<u64, WorkspaceError> {
+    let copy_err = |source| WorkspaceError::Copy {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        source,
+    };
+    let mut reader = File::open(from).map_err(|source| WorkspaceError::Read {
+        path: from.to_path_buf(),
+        source,
+    })?;
+    let meta = reader.metadata().map_err(|source| WorkspaceError::Read {
+        path: from.to_path_buf(),
+        source,
+    })?;
+    let mode = meta.permissions().mode();
+    let mut writer = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(to)
+        .map_err(|source| WorkspaceError::Write {
+            path: to.to_path_buf(),
+            source,
+        })?;
+    let bytes = io::copy(&mut reader, &mut writer).map_err(copy_err)?;
+    // The umask may have cleared bits at creation; set the exact mode.
+    writer
+        .set_permissions(Permissions::from_mode(mode))
+        .map_err(copy_err)?;
+    let mut times = FileTimes::new();
+    if let Ok(modified) = meta.modified() {
+        times = times.set_modified(modified);
+    }
+    if let Ok(accessed) = meta.accessed() {
+        times = times.set_accessed(accessed);
+    }
+    writer.set_times(times).map_err(copy_err)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{MetadataExt, symlink};
+    use std::process::Command;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// A project with the things a copy must get right.
+    fn project(root: &Path) {
+        fs::create_dir_all(root.join("src/deep")).unwrap();
+        fs::create_dir_all(root.join(".git/objects")).unwrap();
+        fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        fs::create_dir_all(root.join(".ah/runs")).unwrap();
+        fs::write(root.join(".ah/x.db"), "db").unwrap();
+        fs::write(root.join("README.md"), "hello\n").unwrap();
+        fs::write(root.join("src/deep/data.bin"), vec![0u8; 70_000]).unwrap();
+        fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(root.join("run.sh"), Permissions::from_mode(0o755)).unwrap();
+        fs::write(root.join("private"), "p").unwrap();
+        fs::set_permissions(root.join("private"), Permissions::from_mode(0o600)).unwrap();
+        symlink("README.md", root.join("inside")).unwrap();
+        symlink("/etc/passwd", root.join("outside")).unwrap();
+        symlink("../../missing", root.join("src/dangling")).unwrap();
+        symlink("src", root.join("dirlink")).unwrap();
+        // Nested `.git` and `.ah` are ordinary content.
+        fs::create_dir_all(root.join("src/.ah")).unwrap();
+        fs::write(root.join("src/.ah/keep"), "k").unwrap();
+        let fifo = Command::new("mkfifo").arg(root.join("pipe")).status();
+        assert!(fifo.unwrap().success());
+    }
+
+    #[test]
+    fn copies_content_modes_and_links_but_not_ah_git_or_fifos() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
+        project(&src);
+        let stats = copy_project(&src, &dst).unwrap();
+        assert_eq!(
+            stats,
+            CopyStats {
+                files: 5,
+                dirs: 3,
+                symlinks: 4,
+                bytes: 6 + 70_000 + 10 + 1 + 1,
+                skipped: 1,
+            }
+        );
+        assert!(!dst.join(".git").exists());
+        assert!(!dst.join(".ah").exists());
+        assert!(!dst.join("pipe").exists());
+        assert_eq!(fs::read(dst.join("src/.ah/keep")).unwrap(), b"k");
+        assert_eq!(
+            fs::read(dst.join("src/deep/data.bin")).unwrap().len(),
+            70_000
+        );
+        assert_eq!(mode(&dst.join("run.sh")), 0o755);
+        assert_eq!(mode(&dst.join("private")), 0o600);
+        let mtime = |p: &Path| fs::metadata(p).unwrap().mtime_nsec();
+        assert_eq!(mtime(&dst.join("README.md")), mtime(&src.join("README.md")));
+        for (link, target) in [
+            ("inside", "README.md"),
+            ("outside", "/etc/passwd"),
+            ("src/dangling", "../../missing"),
+            ("dirlink", "src"),
+        ] {
+            let meta = fs::symlink_metadata(dst.join(link)).unwrap();
+            assert!(meta.file_type().is_symlink(), "{link}");
+            assert_eq!(fs::read_link(dst.join(link)).unwrap(), Path::new(target));
+        }
+    }
+
+    #[test]
+    fn a_git_file_is_excluded_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
+        fs::create_dir(&src).unwrap();
+        fs::write(src.join(".git"), "gitdir: /elsewhere/.git/worktrees/x\n").unwrap();
+        fs::write(src.join("a"), "a").unwrap();
+        let stats = copy_project(&src, &dst).unwrap();
+        assert_eq!(stats.files, 1);
+        assert!(!dst.join(".git").exists());
+    }
+
+    #[test]
+    fn read_only_directories_are_copied_with_their_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
+        fs::create_dir_all(src.join("ro")).unwrap();
+        fs::write(src.join("ro/file"), "f").unwrap();
+        fs::set_permissions(src.join("ro"), Permissions::from_mode(0o555)).unwrap();
+        copy_project(&src, &dst).unwrap();
+        assert_eq!(fs::read(dst.join("ro/file")).unwrap(), b"f");
+        assert_eq!(mode(&dst.join("ro")), 0o555);
+    }
+
+    #[test]
+    fn refuses_a_non_empty_destination_and_a_missing_project() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
+        fs::create_dir(&src).unwrap();
+        fs::create_dir(&dst).unwrap();
+        fs::write(dst.join("old"), "").unwrap();
+        let err = copy_project(&src, &dst).unwrap_err();
+        assert!(matches!(err, WorkspaceError::NotEmpty(_)), "{err}");
+        let missing = dir.path().join("nope");
+        let err = copy_project(&missing, &dir.path().join("w2")).unwrap_err();
+        assert!(err.to_string().contains("nope"), "{err}");
+        // An empty existing directory is fine.
+        fs::remove_file(dst.join("old")).unwrap();
+        copy_project(&src, &dst).unwrap();
+    }
+}

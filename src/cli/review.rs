@@ -38,7 +38,7 @@ pub fn review(
         eprintln!("no changes to review");
         return Ok(outcome(mode, "empty", "the run changed no files", false, false));
     }
-    eprintln!("{}", rules::diffstat(&result.patch.stats()));
+    eprintln!("{}", rules::diffstat(&result.patch.files));
     match mode {
         ReviewMode::Never => {
             eprintln!("patch saved: {}", patch_path.display());
@@ -46,7 +46,7 @@ pub fn review(
         }
         ReviewMode::Auto => {
             let clean = apply::check_patch(project, patch_path)?;
-            match rules::decide(&result.patch.stats(), policy, clean) {
+            match rules::decide(&result.patch.files, policy, clean) {
                 AutoDecision::Apply => apply_now(mode, project, patch_path, task, no_commit, "auto: small, clean, unrestricted"),
                 AutoDecision::NothingToApply => Ok(outcome(mode, "empty", "nothing to apply", false, false)),
                 AutoDecision::Save { reasons } => {

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{DiffOptions, Oid, Patch};
 
+use super::review::FileStat;
+use super::rundir::PatchStats;
 use super::shadow::{ShadowError, ShadowRepo};
 
 /// Hex digits of a full SHA-1 object id.
@@ -31,33 +33,31 @@ pub enum PatchError {
     },
 }
 
-/// One file's part of the patch.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PatchFile {
-    /// Path relative to the project root (the old path for a deletion).
-    pub path: String,
-    pub added_lines: usize,
-    pub removed_lines: usize,
-    /// The file's content is binary: the patch carries it whole or as a
-    /// delta, and it has no line counts.
-    pub binary: bool,
-}
-
 /// A session patch and what is in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchInfo {
     /// The patch, ready for `git apply`. Empty when nothing changed.
     pub text: Vec<u8>,
-    /// One entry per file section, in patch order.
-    pub files: Vec<PatchFile>,
-    pub added_lines: usize,
-    pub removed_lines: usize,
+    /// One entry per file section, in patch order (the old path for a
+    /// deletion; binary files have no line counts).
+    pub files: Vec<FileStat>,
+    pub added_lines: u64,
+    pub removed_lines: u64,
 }
 
 impl PatchInfo {
     /// True when the run changed nothing.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// Files and line totals, as the manifest keeps them.
+    pub fn summary(&self) -> PatchStats {
+        PatchStats {
+            files: u32::try_from(self.files.len()).unwrap_or(u32::MAX),
+            added: self.added_lines,
+            removed: self.removed_lines,
+        }
     }
 
     /// Writes the patch text to `path` (the run's `session.patch`).
@@ -91,7 +91,8 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
         let Some(mut patch) = Patch::from_diff(&diff, idx)? else {
             continue;
         };
-        let (_, added_lines, removed_lines) = patch.line_stats()?;
+        let (_, added, removed) = patch.line_stats()?;
+        let (added, removed) = (added as u64, removed as u64);
         let delta = patch.delta();
         let file = if delta.status() == git2::Delta::Deleted {
             delta.old_file()
@@ -104,12 +105,12 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
             .unwrap_or_default();
         let binary = delta.flags().is_binary();
         info.text.extend_from_slice(&patch.to_buf()?);
-        info.added_lines += added_lines;
-        info.removed_lines += removed_lines;
-        info.files.push(PatchFile {
+        info.added_lines += added;
+        info.removed_lines += removed;
+        info.files.push(FileStat {
             path,
-            added_lines,
-            removed_lines,
+            added,
+            removed,
             binary,
         });
     }
@@ -276,10 +277,10 @@ mod tests {
         fs::write(work.join("logo.bin"), binary(8, 4000)).unwrap();
         fs::remove_file(work.join("src/lib.rs")).unwrap();
         let (_, info) = run.patch();
-        let entry = |path: &str, added, removed, binary| PatchFile {
+        let entry = |path: &str, added, removed, binary| FileStat {
             path: path.to_string(),
-            added_lines: added,
-            removed_lines: removed,
+            added,
+            removed,
             binary,
         };
         assert_eq!(

@@ -233,8 +233,8 @@ impl Run {
         let info = patch::session_patch(&self.shadow, self.baseline, self.head)
             .map_err(|e| RunError::Patch(e.to_string()))?;
         let patch_path = self.dir.patch_path();
-        std::fs::write(&patch_path, &info.text)
-            .map_err(|e| RunError::Patch(format!("{}: {e}", patch_path.display())))?;
+        info.write_to(&patch_path)
+            .map_err(|e| RunError::Patch(e.to_string()))?;
         let changes = self
             .shadow
             .changes_between(self.baseline, self.head)

@@ -30,7 +30,7 @@ fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
     let mut turns: Vec<Turn> = attempts
         .iter()
         .enumerate()
-        .map(|(i, (tool, input))| Turn::reply(Reply::new().tool_use(&format!("toolu_{i}"), tool, input.clone())))
+        .map(|(i, (tool, input))| Turn::reply(Reply::new().tool_use(format!("toolu_{i}"), *tool, input.clone())))
         .collect();
     turns.push(Turn::reply(Reply::new().text("gave up")));
     let mock = MockServer::start(turns);

@@ -82,6 +82,7 @@ impl Exec for TestExec {
             stderr: stderr.await.map_err(std::io::Error::other)??,
             exit_code: status.and_then(|s| s.code()),
             timed_out,
+            dropped_bytes: 0,
         })
     }
 

@@ -27,7 +27,10 @@ fn main() {
             std::process::exit(1);
         }
     }
-    println!("{:>7} | {:>12} {:>12} {:>7} | {:>10} {:>10} {:>7}", "files", "prepare ah", "prepare seed", "ratio", "step ah", "step seed", "ratio");
+    println!(
+        "{:>7} | {:>12} {:>12} {:>7} | {:>10} {:>10} {:>7}",
+        "files", "prepare ah", "prepare seed", "ratio", "step ah", "step seed", "ratio"
+    );
     for files in [10_000, 70_000] {
         let tmp = tempfile::tempdir().expect("temp dir");
         let project = tmp.path().join("project");
@@ -44,7 +47,9 @@ fn main() {
             seed_step.as_secs_f64() / ah_step.as_secs_f64(),
         );
     }
-    println!("ratio = seed time / ah time (above 1: ah is faster); step times are medians of {STEPS}");
+    println!(
+        "ratio = seed time / ah time (above 1: ah is faster); step times are medians of {STEPS}"
+    );
 }
 
 fn ms(d: Duration) -> String {
@@ -89,22 +94,42 @@ fn seed_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     let work = run.join("work");
     std::fs::create_dir_all(&work).expect("mkdir");
     let started = Instant::now();
-    sh(run, &format!("rsync -a --exclude=.git --exclude=.ah {}/ {}/", project.display(), work.display()));
-    sh(&work, "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm base");
+    sh(
+        run,
+        &format!(
+            "rsync -a --exclude=.git --exclude=.ah {}/ {}/",
+            project.display(),
+            work.display()
+        ),
+    );
+    sh(
+        &work,
+        "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm base",
+    );
     let prepare = started.elapsed();
 
     let mut times = Vec::new();
     for step in 0..STEPS {
         std::fs::write(work.join("d000/e00/f0.rs"), format!("// step {step}\n")).expect("change");
         let started = Instant::now();
-        sh(&work, &format!("git add -A && git -c user.name=b -c user.email=b@b commit -qm s{step} && git diff --name-only HEAD~1..HEAD >/dev/null"));
+        sh(
+            &work,
+            &format!(
+                "git add -A && git -c user.name=b -c user.email=b@b commit -qm s{step} && git diff --name-only HEAD~1..HEAD >/dev/null"
+            ),
+        );
         times.push(started.elapsed());
     }
     (prepare, median(times))
 }
 
 fn sh(dir: &Path, script: &str) {
-    let status = Command::new("sh").arg("-c").arg(script).current_dir(dir).status().expect("sh");
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .status()
+        .expect("sh");
     assert!(status.success(), "`{script}` failed");
 }
 

@@ -23,14 +23,25 @@ fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
         ("read", json!({"path": "/etc/passwd"})),
         ("read", json!({"path": "passwd-link"})),
         ("read", json!({"path": "etc-dir/hostname"})),
-        ("write", json!({"path": "../outside.txt", "content": "pwned\n"})),
-        ("write", json!({"path": "passwd-link", "content": "pwned\n"})),
-        ("edit", json!({"path": "etc-dir/hostname", "old_string": "a", "new_string": "b"})),
+        (
+            "write",
+            json!({"path": "../outside.txt", "content": "pwned\n"}),
+        ),
+        (
+            "write",
+            json!({"path": "passwd-link", "content": "pwned\n"}),
+        ),
+        (
+            "edit",
+            json!({"path": "etc-dir/hostname", "old_string": "a", "new_string": "b"}),
+        ),
     ];
     let mut turns: Vec<Turn> = attempts
         .iter()
         .enumerate()
-        .map(|(i, (tool, input))| Turn::reply(Reply::new().tool_use(format!("toolu_{i}"), *tool, input.clone())))
+        .map(|(i, (tool, input))| {
+            Turn::reply(Reply::new().tool_use(format!("toolu_{i}"), *tool, input.clone()))
+        })
         .collect();
     turns.push(Turn::reply(Reply::new().text("gave up")));
     let mock = MockServer::start(turns);
@@ -43,13 +54,28 @@ fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
 
     let requests = mock.requests();
     for (i, (tool, input)) in attempts.iter().enumerate() {
-        let result = &requests[i + 1].body["messages"].as_array().unwrap().last().unwrap()["content"][0];
-        assert_eq!(result["is_error"], json!(true), "{tool} {input} must fail: {result}");
+        let result = &requests[i + 1].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"][0];
+        assert_eq!(
+            result["is_error"],
+            json!(true),
+            "{tool} {input} must fail: {result}"
+        );
         let text = result["content"].as_str().unwrap();
-        assert!(text.contains("outside") || text.contains("/work"), "{tool} {input}: unclear error {text}");
+        assert!(
+            text.contains("outside") || text.contains("/work"),
+            "{tool} {input}: unclear error {text}"
+        );
         assert!(!text.contains("root:"), "{tool} {input} leaked /etc/passwd");
     }
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
     assert_eq!(host.git_out(&["status", "--porcelain"]), "");
-    assert_eq!(host.git_out(&["log", "--format=%s"]).lines().count(), 2, "nothing applied");
+    assert_eq!(
+        host.git_out(&["log", "--format=%s"]).lines().count(),
+        2,
+        "nothing applied"
+    );
 }

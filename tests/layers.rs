@@ -91,11 +91,15 @@ fn the_check_catches_an_upward_reference() {
 
 #[test]
 fn every_module_of_the_crate_has_a_layer() {
-    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
     for line in lib.lines() {
         if let Some(name) = line.trim().strip_prefix("pub mod ") {
             let name = name.trim_end_matches(';');
-            assert!(rank(name).is_some(), "module `{name}` is not in the layer list");
+            assert!(
+                rank(name).is_some(),
+                "module `{name}` is not in the layer list"
+            );
         }
     }
 }

@@ -29,11 +29,20 @@ fn overload_is_retried_and_recorded() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(mock.requests().len(), 3);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("retry 1") && stderr.contains("retry 2"), "{stderr}");
+    assert!(
+        stderr.contains("retry 1") && stderr.contains("retry 2"),
+        "{stderr}"
+    );
     let db = &host.sessions()[0];
-    let retries = query(db, "SELECT details FROM events WHERE event_type = 'retry' ORDER BY id");
+    let retries = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'retry' ORDER BY id",
+    );
     assert_eq!(retries.len(), 2);
-    let texts = query(db, "SELECT content FROM content_blocks WHERE block_type = 'text' ORDER BY rowid");
+    let texts = query(
+        db,
+        "SELECT content FROM content_blocks WHERE block_type = 'text' ORDER BY rowid",
+    );
     assert_eq!(texts.last().unwrap()[0], json!("hi"));
 }
 
@@ -47,7 +56,10 @@ fn rate_limits_honour_retry_after() {
     let started = Instant::now();
     let out = run(&host, &mock);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert!(started.elapsed() >= Duration::from_secs(1), "retry-after: 1 must be waited out");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "retry-after: 1 must be waited out"
+    );
     assert_eq!(mock.requests().len(), 2);
 }
 
@@ -64,7 +76,10 @@ fn a_cut_stream_is_retried_and_stored_once() {
     let db = &host.sessions()[0];
     let assistant = query(db, "SELECT id FROM messages WHERE role = 'assistant'");
     assert_eq!(assistant.len(), 1, "the cut attempt is not stored");
-    let texts = query(db, "SELECT content FROM content_blocks WHERE block_type = 'text' ORDER BY rowid");
+    let texts = query(
+        db,
+        "SELECT content FROM content_blocks WHERE block_type = 'text' ORDER BY rowid",
+    );
     assert_eq!(texts.last().unwrap()[0], json!("complete answer"));
 }
 
@@ -80,20 +95,33 @@ fn other_client_errors_fail_at_once_with_the_api_message() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(mock.requests().len(), 1, "a 400 is not retried");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("messages.0.content: field required"), "{stderr}");
-    assert!(!stderr.contains("test-key"), "the key never appears in errors");
+    assert!(
+        stderr.contains("messages.0.content: field required"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("test-key"),
+        "the key never appears in errors"
+    );
 }
 
 #[test]
 fn retries_give_up_after_the_attempt_limit_and_keep_the_run() {
     let host = Host::git(&[("a.txt", "one\n")]);
-    let mock = MockServer::start((0..5).map(|_| Turn::error(529, "overloaded_error", "Overloaded").retry_after(0)).collect());
+    let mock = MockServer::start(
+        (0..5)
+            .map(|_| Turn::error(529, "overloaded_error", "Overloaded").retry_after(0))
+            .collect(),
+    );
     let out = run(&host, &mock);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(mock.requests().len(), 5);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("5 attempts"), "{stderr}");
     let run = host.run();
-    assert!(run.join("session.patch").exists(), "the run's record is kept");
+    assert!(
+        run.join("session.patch").exists(),
+        "the run's record is kept"
+    );
     assert!(run.join("manifest.json").exists());
 }

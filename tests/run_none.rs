@@ -14,7 +14,11 @@ fn write_edit_bash_script() -> Vec<Turn> {
         Turn::reply(
             Reply::new()
                 .text("I'll add the notes file first.")
-                .tool_use("toolu_1", "write", json!({"path": "notes/new.txt", "content": "fresh\n"})),
+                .tool_use(
+                    "toolu_1",
+                    "write",
+                    json!({"path": "notes/new.txt", "content": "fresh\n"}),
+                ),
         ),
         Turn::reply(Reply::new().tool_use(
             "toolu_2",
@@ -36,7 +40,13 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
     let mock = MockServer::start(write_edit_bash_script());
     let out = host
         .ah(&mock.url())
-        .args(["--backend", "none", "--review", "auto", "shorten the greeting"])
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "shorten the greeting",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
@@ -46,10 +56,20 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
     assert_eq!(host.read("greet.txt"), "hi world\n");
     assert_eq!(host.read("notes/new.txt"), "fresh\n");
     assert_eq!(host.read("out.log"), "built\n");
-    assert_eq!(host.git_out(&["log", "-1", "--format=%s"]).trim(), "ah: shorten the greeting");
-    assert_eq!(host.git_out(&["status", "--porcelain"]), "", "host left clean");
+    assert_eq!(
+        host.git_out(&["log", "-1", "--format=%s"]).trim(),
+        "ah: shorten the greeting"
+    );
+    assert_eq!(
+        host.git_out(&["status", "--porcelain"]),
+        "",
+        "host left clean"
+    );
     let touched = host.git_out(&["show", "--name-only", "--format=", "HEAD"]);
-    assert_eq!(touched.lines().collect::<Vec<_>>(), ["greet.txt", "notes/new.txt", "out.log"]);
+    assert_eq!(
+        touched.lines().collect::<Vec<_>>(),
+        ["greet.txt", "notes/new.txt", "out.log"]
+    );
 
     // What ah sent: tools with schemas, the system prompt, auth headers, and
     // each tool result paired with its tool_use.
@@ -71,8 +91,16 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
     for tool in first.body["tools"].as_array().unwrap() {
         assert_eq!(tool["input_schema"]["type"], json!("object"), "{tool}");
     }
-    assert!(first.body["system"].as_str().unwrap().contains("You are ah"));
-    assert_eq!(first.body["messages"][0]["content"][0]["text"], json!("shorten the greeting"));
+    assert!(
+        first.body["system"]
+            .as_str()
+            .unwrap()
+            .contains("You are ah")
+    );
+    assert_eq!(
+        first.body["messages"][0]["content"][0]["text"],
+        json!("shorten the greeting")
+    );
     for (i, id) in ["toolu_1", "toolu_2", "toolu_3"].iter().enumerate() {
         let messages = requests[i + 1].body["messages"].as_array().unwrap();
         let last = messages.last().unwrap();
@@ -82,23 +110,47 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
         let previous = &messages[messages.len() - 2];
         assert_eq!(previous["role"], json!("assistant"));
     }
-    let bash_result = &requests[3].body["messages"].as_array().unwrap().last().unwrap()["content"][0];
+    let bash_result = &requests[3].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0];
     let told = bash_result["content"].as_str().unwrap();
-    assert!(told.contains("hi world") && told.contains("oops") && told.contains("exit code: 0"), "{told}");
+    assert!(
+        told.contains("hi world") && told.contains("oops") && told.contains("exit code: 0"),
+        "{told}"
+    );
 
     // The run directory tells the story on its own.
     let run = host.run();
     let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
-    assert!(patch.contains("diff --git a/greet.txt b/greet.txt"), "{patch}");
-    assert!(patch.lines().any(|l| l.starts_with("index ") && l.len() >= "index ".len() + 81), "full index lines:\n{patch}");
+    assert!(
+        patch.contains("diff --git a/greet.txt b/greet.txt"),
+        "{patch}"
+    );
+    assert!(
+        patch
+            .lines()
+            .any(|l| l.starts_with("index ") && l.len() >= "index ".len() + 81),
+        "full index lines:\n{patch}"
+    );
     let step1 = json_file(&run.join("steps/step-1.meta.json"));
     assert_eq!(step1["tool"], json!("write"));
-    assert!(step1["commit"].as_str().is_some_and(|c| c.len() == 40), "{step1}");
+    assert!(
+        step1["commit"].as_str().is_some_and(|c| c.len() == 40),
+        "{step1}"
+    );
     assert_eq!(step1["changed"][0]["path"], json!("notes/new.txt"));
     let step3 = json_file(&run.join("steps/step-3.meta.json"));
     assert_eq!(step3["exit_code"], json!(0));
-    assert_eq!(std::fs::read_to_string(run.join("steps/step-3.out")).unwrap(), "hi world\n");
-    assert_eq!(std::fs::read_to_string(run.join("steps/step-3.err")).unwrap(), "oops\n");
+    assert_eq!(
+        std::fs::read_to_string(run.join("steps/step-3.out")).unwrap(),
+        "hi world\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.join("steps/step-3.err")).unwrap(),
+        "oops\n"
+    );
     let manifest = json_file(&run.join("manifest.json"));
     assert_eq!(manifest["task"], json!("shorten the greeting"));
     assert_eq!(manifest["backend"], json!("none"));
@@ -110,9 +162,24 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
     // The session DB: 1 prompt + 4 responses + 3 tool-result messages.
     let dbs = host.sessions();
     assert_eq!(dbs.len(), 1);
-    let rows = query(&dbs[0], "SELECT role, seq, stop_reason, model FROM messages ORDER BY seq");
+    let rows = query(
+        &dbs[0],
+        "SELECT role, seq, stop_reason, model FROM messages ORDER BY seq",
+    );
     let roles: Vec<&str> = rows.iter().map(|r| r[0].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]);
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
     assert_eq!(rows[1][2], json!("tool_use"));
     assert_eq!(rows[7][2], json!("end_turn"));
     let results = query(
@@ -125,12 +192,19 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
     assert!(results[2][2].as_str().unwrap().contains("hi world"));
     let details: Value = serde_json::from_str(results[2][3].as_str().unwrap()).unwrap();
     assert_eq!(details["step"], json!(3));
-    assert_eq!(details["run_id"].as_str(), run.file_name().unwrap().to_str());
+    assert_eq!(
+        details["run_id"].as_str(),
+        run.file_name().unwrap().to_str()
+    );
 }
 
 #[test]
 fn unrelated_user_changes_stay_exactly_as_they_were() {
-    let host = Host::git(&[("greet.txt", "hello world\n"), ("mine.txt", "v1\n"), ("staged.txt", "s1\n")]);
+    let host = Host::git(&[
+        ("greet.txt", "hello world\n"),
+        ("mine.txt", "v1\n"),
+        ("staged.txt", "s1\n"),
+    ]);
     host.write("mine.txt", "v2 unstaged\n");
     host.write("staged.txt", "s2 staged\n");
     host.git_out(&["add", "staged.txt"]);
@@ -152,15 +226,26 @@ fn unrelated_user_changes_stay_exactly_as_they_were() {
     assert_eq!(host.read("mine.txt"), "v2 unstaged\n");
     assert_eq!(host.read("staged.txt"), "s2 staged\n");
     let status = host.git_out(&["status", "--porcelain"]);
-    assert!(status.contains(" M mine.txt") && status.contains("M  staged.txt"), "{status}");
-    assert_eq!(host.git_out(&["show", "--name-only", "--format=", "HEAD"]).trim(), "greet.txt");
+    assert!(
+        status.contains(" M mine.txt") && status.contains("M  staged.txt"),
+        "{status}"
+    );
+    assert_eq!(
+        host.git_out(&["show", "--name-only", "--format=", "HEAD"])
+            .trim(),
+        "greet.txt"
+    );
 }
 
 #[test]
 fn review_never_saves_the_patch_and_apply_lands_it_later() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
-        Turn::reply(Reply::new().tool_use("toolu_1", "write", json!({"path": "a.txt", "content": "two\n"}))),
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "write",
+            json!({"path": "a.txt", "content": "two\n"}),
+        )),
         Turn::reply(Reply::new().text("ok")),
     ]);
     let out = host
@@ -175,18 +260,33 @@ fn review_never_saves_the_patch_and_apply_lands_it_later() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(&patch_path.display().to_string()));
 
     let run_id = run.file_name().unwrap().to_str().unwrap().to_string();
-    let out = host.ah(&mock.url()).args(["apply", &run_id[..10], "--no-commit"]).output().unwrap();
+    let out = host
+        .ah(&mock.url())
+        .args(["apply", &run_id[..10], "--no-commit"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(host.read("a.txt"), "two\n");
-    assert_eq!(host.git_out(&["log", "--format=%s"]).trim(), "initial", "--no-commit");
-    assert_eq!(json_file(&run.join("manifest.json"))["applied"], json!(true));
+    assert_eq!(
+        host.git_out(&["log", "--format=%s"]).trim(),
+        "initial",
+        "--no-commit"
+    );
+    assert_eq!(
+        json_file(&run.join("manifest.json"))["applied"],
+        json!(true)
+    );
 }
 
 #[test]
 fn a_host_that_is_not_a_git_repository_gets_a_plain_apply() {
     let host = Host::plain(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
-        Turn::reply(Reply::new().tool_use("toolu_1", "write", json!({"path": "b.txt", "content": "new\n"}))),
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "write",
+            json!({"path": "b.txt", "content": "new\n"}),
+        )),
         Turn::reply(Reply::new().text("ok")),
     ]);
     let out = host
@@ -222,7 +322,12 @@ fn the_next_prompt_continues_the_latest_session_and_n_starts_a_new_one() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|m| m["content"][0]["text"].as_str().unwrap_or_default().to_string())
+            .map(|m| {
+                m["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect()
     };
     assert_eq!(texts(1), ["first", "first answer", "second"]);
@@ -234,13 +339,24 @@ fn the_next_prompt_continues_the_latest_session_and_n_starts_a_new_one() {
 fn usage_errors_exit_2_and_say_what_to_do() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![]);
-    let out = host.ah(&mock.url()).args(["--backend", "none"]).output().unwrap();
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no prompt given"));
-    let out = host.ah(&mock.url()).args(["--review", "sometimes", "x"]).output().unwrap();
+    let out = host
+        .ah(&mock.url())
+        .args(["--review", "sometimes", "x"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(mock.requests().is_empty());
-    assert!(!host.project.join(".ah/runs").exists(), "nothing prepared on a usage error");
+    assert!(
+        !host.project.join(".ah/runs").exists(),
+        "nothing prepared on a usage error"
+    );
 }
 
 #[test]

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 pub use event::{EndReason, Event};
 
-use crate::llm::{Block, LlmError, Message, Provider, Request, Role, StreamEvent};
 use crate::llm::models::ModelInfo;
+use crate::llm::{Block, LlmError, Message, Provider, Request, Role, StreamEvent};
 use crate::sandbox::run::{Run, StepOutcome};
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
 

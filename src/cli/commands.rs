@@ -59,7 +59,11 @@ fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
     match matches.as_slice() {
         [one] => Ok(RunDir::open(ah_dir, one)?),
         [] => bail!("no run matches {prefix:?}: `ah runs` lists them"),
-        many => bail!("{prefix:?} matches {} runs ({}): give more of the id", many.len(), many.join(", ")),
+        many => bail!(
+            "{prefix:?} matches {} runs ({}): give more of the id",
+            many.len(),
+            many.join(", ")
+        ),
     }
 }
 
@@ -85,7 +89,11 @@ pub async fn doctor(image: Option<&str>) -> Result<i32> {
     };
     let checks = doctor::run_checks(&options).await;
     for check in &checks {
-        let mark = if check.ok { style("ok  ").green() } else { style("FAIL").red() };
+        let mark = if check.ok {
+            style("ok  ").green()
+        } else {
+            style("FAIL").red()
+        };
         println!("{mark} {}: {}", check.name, check.detail);
         if let (false, Some(fix)) = (check.ok, &check.fix) {
             println!("     fix: {fix}");
@@ -95,7 +103,9 @@ pub async fn doctor(image: Option<&str>) -> Result<i32> {
         println!("the podman sandbox is ready");
         Ok(EXIT_OK)
     } else {
-        println!("the podman sandbox cannot run here; fix the checks above, or pass --backend none to run tools unsandboxed on a copy");
+        println!(
+            "the podman sandbox cannot run here; fix the checks above, or pass --backend none to run tools unsandboxed on a copy"
+        );
         Ok(EXIT_ERROR)
     }
 }
@@ -123,7 +133,12 @@ fn run_line(run: &rundir::RunSummary) -> String {
         Ok(manifest) => manifest,
         Err(err) => return format!("{}  (no readable manifest: {err})", run.id),
     };
-    let date: String = manifest.started_at.chars().take(16).collect::<String>().replace('T', " ");
+    let date: String = manifest
+        .started_at
+        .chars()
+        .take(16)
+        .collect::<String>()
+        .replace('T', " ");
     let (files, added, removed) = manifest
         .patch
         .map_or((0, 0, 0), |p| (p.files, p.added, p.removed));
@@ -133,5 +148,8 @@ fn run_line(run: &rundir::RunSummary) -> String {
         .map_or("unfinished", |r| r.decision.as_str());
     let task = manifest.task.lines().next().unwrap_or_default();
     let task: String = task.chars().take(60).collect();
-    format!("{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {task}", run.id)
+    format!(
+        "{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {task}",
+        run.id
+    )
 }

@@ -27,7 +27,12 @@ impl Display {
             }
             Event::ToolCallStart { name, input, .. } => {
                 self.end_line();
-                eprintln!("{} {} {}", style("▸").cyan(), style(name).bold(), key_param(name, input));
+                eprintln!(
+                    "{} {} {}",
+                    style("▸").cyan(),
+                    style(name).bold(),
+                    key_param(name, input)
+                );
             }
             Event::ToolCallEnd {
                 is_error: true,
@@ -43,7 +48,10 @@ impl Display {
             }
             Event::Violation { step, report } => {
                 self.end_line();
-                eprintln!("{} step {step} undone by the write policy:", style("⛔").red());
+                eprintln!(
+                    "{} step {step} undone by the write policy:",
+                    style("⛔").red()
+                );
                 for line in report.lines() {
                     eprintln!("    {line}");
                 }
@@ -102,7 +110,12 @@ mod tests {
         assert_eq!(key_param("read", &json!({"path": "src/a.rs"})), "src/a.rs");
         assert_eq!(key_param("bash", &json!({"command": "ls\nrm x"})), "ls…");
         let long = "x".repeat(300);
-        assert_eq!(key_param("bash", &json!({ "command": long })).chars().count(), 101);
+        assert_eq!(
+            key_param("bash", &json!({ "command": long }))
+                .chars()
+                .count(),
+            101
+        );
         assert_eq!(key_param("write", &json!({})), "");
     }
 }

@@ -11,8 +11,8 @@ mod task;
 
 use clap::Parser;
 
-use args::{Cli, Command, ImageAction};
 use crate::sandbox::image::ImageSource;
+use args::{Cli, Command, ImageAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
 pub const EXIT_OK: i32 = 0;
@@ -31,7 +31,11 @@ pub fn main() -> i32 {
             // clap prints help and version to stdout with success, and usage
             // errors to stderr.
             let _ = err.print();
-            return if err.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            return if err.use_stderr() {
+                EXIT_USAGE
+            } else {
+                EXIT_OK
+            };
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -13,8 +13,8 @@ use super::args::ReviewMode;
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::policy::Policy;
 use crate::sandbox::review::{self as rules, AutoDecision};
-use crate::sandbox::rundir::ReviewRecord;
 use crate::sandbox::run::RunResult;
+use crate::sandbox::rundir::ReviewRecord;
 
 /// How the review ended.
 #[derive(Debug, Clone)]
@@ -36,7 +36,13 @@ pub fn review(
     let patch_path = &result.patch_path;
     if result.patch.files.is_empty() {
         eprintln!("no changes to review");
-        return Ok(outcome(mode, "empty", "the run changed no files", false, false));
+        return Ok(outcome(
+            mode,
+            "empty",
+            "the run changed no files",
+            false,
+            false,
+        ));
     }
     eprintln!("{}", rules::diffstat(&result.patch.files));
     match mode {
@@ -47,20 +53,42 @@ pub fn review(
         ReviewMode::Auto => {
             let clean = apply::check_patch(project, patch_path)?;
             match rules::decide(&result.patch.files, policy, clean) {
-                AutoDecision::Apply => apply_now(mode, project, patch_path, task, no_commit, "auto: small, clean, unrestricted"),
-                AutoDecision::NothingToApply => Ok(outcome(mode, "empty", "nothing to apply", false, false)),
+                AutoDecision::Apply => apply_now(
+                    mode,
+                    project,
+                    patch_path,
+                    task,
+                    no_commit,
+                    "auto: small, clean, unrestricted",
+                ),
+                AutoDecision::NothingToApply => {
+                    Ok(outcome(mode, "empty", "nothing to apply", false, false))
+                }
                 AutoDecision::Save { reasons } => {
                     let reason = reasons.join("; ");
                     eprintln!("not applied automatically: {reason}");
-                    eprintln!("patch saved: {} (apply it with: ah apply {})", patch_path.display(), run_id(patch_path));
+                    eprintln!(
+                        "patch saved: {} (apply it with: ah apply {})",
+                        patch_path.display(),
+                        run_id(patch_path)
+                    );
                     Ok(outcome(mode, "saved", &reason, false, false))
                 }
             }
         }
         ReviewMode::Ask => {
             if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-                eprintln!("patch saved: {} (no terminal to ask on)", patch_path.display());
-                return Ok(outcome(mode, "saved", "no terminal to ask on", false, false));
+                eprintln!(
+                    "patch saved: {} (no terminal to ask on)",
+                    patch_path.display()
+                );
+                return Ok(outcome(
+                    mode,
+                    "saved",
+                    "no terminal to ask on",
+                    false,
+                    false,
+                ));
             }
             show_in_pager(patch_path)?;
             let choices = ["apply", "save only", "discard"];
@@ -71,14 +99,30 @@ pub fn review(
                 .interact()
                 .context("the review prompt failed")?;
             match picked {
-                0 => apply_now(mode, project, patch_path, task, no_commit, "chosen by the user"),
+                0 => apply_now(
+                    mode,
+                    project,
+                    patch_path,
+                    task,
+                    no_commit,
+                    "chosen by the user",
+                ),
                 1 => {
                     eprintln!("patch saved: {}", patch_path.display());
                     Ok(outcome(mode, "saved", "chosen by the user", false, false))
                 }
                 _ => {
-                    eprintln!("discarded (the patch file stays at {})", patch_path.display());
-                    Ok(outcome(mode, "discarded", "chosen by the user", false, false))
+                    eprintln!(
+                        "discarded (the patch file stays at {})",
+                        patch_path.display()
+                    );
+                    Ok(outcome(
+                        mode,
+                        "discarded",
+                        "chosen by the user",
+                        false,
+                        false,
+                    ))
                 }
             }
         }
@@ -119,7 +163,13 @@ pub fn commit_message(task: &str) -> String {
     format!("ah: {subject}\n\nTask:\n{}\n", task.trim())
 }
 
-fn outcome(mode: ReviewMode, decision: &str, reason: &str, applied: bool, failed: bool) -> ReviewOutcome {
+fn outcome(
+    mode: ReviewMode,
+    decision: &str,
+    reason: &str,
+    applied: bool,
+    failed: bool,
+) -> ReviewOutcome {
     ReviewOutcome {
         record: ReviewRecord {
             mode: mode.as_str().to_string(),
@@ -163,7 +213,9 @@ fn show_in_pager(patch_path: &Path) -> Result<()> {
             return Ok(());
         }
     }
-    std::io::stdout().write_all(&text).context("cannot print the patch")
+    std::io::stdout()
+        .write_all(&text)
+        .context("cannot print the patch")
 }
 
 #[cfg(test)]

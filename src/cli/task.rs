@@ -22,8 +22,8 @@ use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
-use crate::sandbox::rundir::{Manifest, RunDir};
 use crate::sandbox::run::{Run, RunResult};
+use crate::sandbox::rundir::{Manifest, RunDir};
 use crate::sandbox::{Backend, BackendKind, image, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
 
@@ -48,11 +48,19 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
-    let model = models::resolve(&args.model.clone().unwrap_or_else(models::default_model_name));
+    let model = models::resolve(
+        &args
+            .model
+            .clone()
+            .unwrap_or_else(models::default_model_name),
+    );
     let provider = AnthropicClient::from_env(retry_policy()?)?;
     let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
     let review_mode = args.review.unwrap_or_else(default_review);
-    let image = args.image.clone().unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
+    let image = args
+        .image
+        .clone()
+        .unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
@@ -60,7 +68,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 
     let dir = RunDir::create(&ah_dir)?;
     let started_at = SystemTime::now();
-    eprintln!("run {} ({} backend, model {})", dir.id(), args.backend.as_str(), model.id);
+    eprintln!(
+        "run {} ({} backend, model {})",
+        dir.id(),
+        args.backend.as_str(),
+        model.id
+    );
     let (shadow, baseline) = Run::prepare(&project, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
@@ -75,7 +88,14 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         BackendKind::Podman => Workspace::Container,
         BackendKind::None => Workspace::Host,
     };
-    let mut run = Run::attach(dir, shadow, baseline, backend, policy.clone(), ARTIFACT_CAP_BYTES);
+    let mut run = Run::attach(
+        dir,
+        shadow,
+        baseline,
+        backend,
+        policy.clone(),
+        ARTIFACT_CAP_BYTES,
+    );
 
     let parent = session.head()?;
     let user = session.append(
@@ -91,9 +111,14 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         thinking_budget: None,
     };
     let mut display = Display::default();
-    let outcome = run_agent(&config, &provider, &mut session, &mut run, user.id, &mut |e| {
-        display.show(e)
-    })
+    let outcome = run_agent(
+        &config,
+        &provider,
+        &mut session,
+        &mut run,
+        user.id,
+        &mut |e| display.show(e),
+    )
     .await;
 
     let run_dir = run.dir().clone();
@@ -114,7 +139,14 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         eprintln!("patch so far saved: {}", result.patch_path.display());
         return Err(err.into());
     }
-    let reviewed = review::review(review_mode, &project, &result, &policy, &task, args.no_commit)?;
+    let reviewed = review::review(
+        review_mode,
+        &project,
+        &result,
+        &policy,
+        &task,
+        args.no_commit,
+    )?;
     manifest.review = Some(reviewed.record.clone());
     manifest.applied = reviewed.applied;
     manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
@@ -131,13 +163,21 @@ async fn podman_preflight(image_name: &str) -> Result<()> {
     })?;
     let removed = podman::cleanup_stale().await?;
     if !removed.is_empty() {
-        eprintln!("removed {} container(s) left by an earlier run that did not finish", removed.len());
+        eprintln!(
+            "removed {} container(s) left by an earlier run that did not finish",
+            removed.len()
+        );
     }
     if !image::image_exists(image_name).await? {
         if image_name != podman::DEFAULT_IMAGE {
-            bail!("image {image_name} not found: build or pull it with podman, or drop --image to use {}", podman::DEFAULT_IMAGE);
+            bail!(
+                "image {image_name} not found: build or pull it with podman, or drop --image to use {}",
+                podman::DEFAULT_IMAGE
+            );
         }
-        eprintln!("the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)");
+        eprintln!(
+            "the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)"
+        );
         let options = image::BuildOptions::default();
         image::build_image(&options, &mut |line: &str| eprintln!("  {line}"))
             .await
@@ -162,7 +202,12 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.steps = result.steps;
     manifest.violations = result.violations.clone();
     manifest.patch = Some(result.patch.summary());
-    manifest.artifacts = result.artifacts.copied.iter().map(|c| c.path.clone()).collect();
+    manifest.artifacts = result
+        .artifacts
+        .copied
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
 }
 
 /// The review mode when none is given: ask at a terminal, else only save.
@@ -183,7 +228,10 @@ fn resolve_project(project: Option<&Path>) -> Result<PathBuf> {
         .canonicalize()
         .with_context(|| format!("project directory {} not found", dir.display()))?;
     if !canonical.is_dir() {
-        bail!("{} is not a directory: -C takes the project's folder", dir.display());
+        bail!(
+            "{} is not a directory: -C takes the project's folder",
+            dir.display()
+        );
     }
     Ok(canonical)
 }

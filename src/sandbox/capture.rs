@@ -23,10 +23,17 @@ pub struct Capture {
     dropped: u64,
 }
 
+impl Default for Capture {
+    /// A capture that keeps [`HEAD_BYTES`] + [`TAIL_BYTES`] at most.
+    fn default() -> Capture {
+        Capture::with_limits(HEAD_BYTES, TAIL_BYTES)
+    }
+}
+
 impl Capture {
     /// A capture that keeps [`HEAD_BYTES`] + [`TAIL_BYTES`] at most.
     pub fn new() -> Capture {
-        Capture::with_limits(HEAD_BYTES, TAIL_BYTES)
+        Capture::default()
     }
 
     pub fn with_limits(head_cap: usize, tail_cap: usize) -> Capture {

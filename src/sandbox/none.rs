@@ -9,7 +9,6 @@
 //! them, such processes would keep changing the work copy after the step's
 //! commit and outlive the run on the host.
 
-
 pub use super::capture::{HEAD_BYTES, TAIL_BYTES};
 
 use std::ffi::OsString;

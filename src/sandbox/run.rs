@@ -163,10 +163,12 @@ impl Run {
             commit: outcome.commit.clone(),
             changed: outcome.changes.clone(),
         };
-        if let Err(err) =
-            self.dir
-                .write_step(step, &record, &outcome.output.stdout, &outcome.output.stderr)
-        {
+        if let Err(err) = self.dir.write_step(
+            step,
+            &record,
+            &outcome.output.stdout,
+            &outcome.output.stderr,
+        ) {
             outcome.output.content.push_str(&format!(
                 "\n[ah: the step record could not be written: {err}]"
             ));
@@ -213,7 +215,9 @@ impl Run {
             ));
         }
         if let Err(err) = self.dir.write_violation(step, &text) {
-            text.push_str(&format!("\n(the violation record could not be written: {err})"));
+            text.push_str(&format!(
+                "\n(the violation record could not be written: {err})"
+            ));
         }
         self.violations
             .extend(violations.iter().map(|v| ViolationRecord {

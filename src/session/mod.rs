@@ -44,7 +44,12 @@ pub struct BlockRecord {
 
 impl BlockRecord {
     /// A tool result: `content` is what the model is told.
-    pub fn tool_result(tool_use_id: &str, tool_name: &str, content: String, is_error: bool) -> BlockRecord {
+    pub fn tool_result(
+        tool_use_id: &str,
+        tool_name: &str,
+        content: String,
+        is_error: bool,
+    ) -> BlockRecord {
         BlockRecord {
             block: Block::ToolResult {
                 tool_use_id: tool_use_id.to_string(),

@@ -181,7 +181,6 @@ async fn kill_group(podman: &Path, container: &str, pgid_file: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(10), killed).await;
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

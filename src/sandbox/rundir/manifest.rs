@@ -108,4 +108,3 @@ impl Manifest {
         Ok(())
     }
 }
-

@@ -232,4 +232,3 @@ fn list_runs_reads_manifests_newest_first() {
     assert_eq!(runs[1].path, older.path());
     assert_eq!(runs[1].manifest.as_ref().unwrap().task, "first");
 }
-

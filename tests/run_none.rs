@@ -372,3 +372,86 @@ fn missing_credentials_fail_before_anything_is_copied() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("ANTHROPIC_API_KEY"));
     assert!(host.runs().is_empty());
 }
+
+#[test]
+fn thinking_blocks_are_sent_back_with_their_signature() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(
+            Reply::new()
+                .thinking("let me look at a.txt first", "sig-abc123")
+                .tool_use("toolu_1", "read", json!({"path": "a.txt"})),
+        ),
+        Turn::reply(Reply::new().text("it says one")),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "what is in a.txt?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let assistant = &requests[1].body["messages"][1];
+    assert_eq!(assistant["role"], json!("assistant"));
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "let me look at a.txt first", "signature": "sig-abc123"})
+    );
+    assert_eq!(assistant["content"][1]["type"], json!("tool_use"));
+    assert_eq!(assistant["content"][1]["input"], json!({"path": "a.txt"}));
+    let result = &requests[1].body["messages"][2]["content"][0];
+    assert!(
+        result["content"].as_str().unwrap().contains("one"),
+        "{result}"
+    );
+}
+
+#[test]
+fn max_tools_stops_the_run_and_answers_every_call() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo 1 > one.txt"}),
+        )),
+        Turn::reply(
+            Reply::new()
+                .tool_use("toolu_2", "bash", json!({"command": "echo 2 > two.txt"}))
+                .tool_use("toolu_3", "bash", json!({"command": "echo 3 > three.txt"})),
+        ),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "--max-tools",
+            "2",
+            "count",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(mock.requests().len(), 2, "no request after the limit");
+    assert!(host.project.join("two.txt").exists());
+    assert!(
+        !host.project.join("three.txt").exists(),
+        "the third call never ran"
+    );
+    let db = &host.sessions()[0];
+    let results = query(
+        db,
+        "SELECT tool_id, content FROM content_blocks WHERE block_type = 'tool_result' ORDER BY tool_id",
+    );
+    assert_eq!(results.len(), 3);
+    assert!(results[2][1].as_str().unwrap().contains("--max-tools"));
+}

@@ -263,6 +263,38 @@ impl Emitter<'_> {
     }
 }
 
+/// After the loop was stopped mid-turn: answers every `tool_use` of the
+/// last message that has no result yet with "interrupted", so the stored
+/// conversation stays valid for the API and can be continued.
+pub fn close_interrupted(session: &mut Session) -> Result<(), SessionError> {
+    let Some(head) = session.head()? else {
+        return Ok(());
+    };
+    let Some(last) = session.path_to(&head)?.pop() else {
+        return Ok(());
+    };
+    if last.role != Role::Assistant {
+        return Ok(());
+    }
+    let results: Vec<BlockRecord> = last
+        .blocks
+        .iter()
+        .filter_map(|b| match &b.block {
+            Block::ToolUse { id, name, .. } => Some(BlockRecord::tool_result(
+                id,
+                name,
+                "interrupted: the run was aborted before this tool call finished".into(),
+                true,
+            )),
+            _ => None,
+        })
+        .collect();
+    if !results.is_empty() {
+        session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
+    }
+    Ok(())
+}
+
 /// The live event for a stream event; the start of a streamed tool call is
 /// announced later, with its complete input, as `ToolCallStart`.
 fn stream_event(event: StreamEvent) -> Option<Event> {

@@ -14,6 +14,9 @@ use crate::agent::Event;
 pub struct Display {
     /// The cursor is not at the start of a line on stdout.
     mid_line: bool,
+    /// A violation was just shown for the running call (its error result
+    /// needs no second line).
+    violation_shown: bool,
 }
 
 impl Display {
@@ -33,6 +36,9 @@ impl Display {
                     style(name).bold(),
                     key_param(name, input)
                 );
+            }
+            Event::ToolCallEnd { .. } if self.violation_shown => {
+                self.violation_shown = false;
             }
             Event::ToolCallEnd {
                 is_error: true,
@@ -55,6 +61,7 @@ impl Display {
                 for line in report.lines() {
                     eprintln!("    {line}");
                 }
+                self.violation_shown = true;
             }
             Event::Retry {
                 attempt,

@@ -3,6 +3,7 @@
 //! turns outcomes into exit codes (0 done, 1 error, 2 usage, 3 patch saved but
 //! not applied).
 
+mod abort;
 pub mod args;
 mod commands;
 mod display;

@@ -11,19 +11,20 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
+use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
 use super::display::Display;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, run_agent};
+use crate::agent::{AgentConfig, Event, close_interrupted, run_agent};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
 use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::rundir::{Manifest, RunDir};
+use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
 use crate::sandbox::{Backend, BackendKind, image, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
 
@@ -111,15 +112,21 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         thinking_budget: None,
     };
     let mut display = Display::default();
-    let outcome = run_agent(
-        &config,
-        &provider,
-        &mut session,
-        &mut run,
-        user.id,
-        &mut |e| display.show(e),
-    )
-    .await;
+    let mut on_event = |event: &Event| display.show(event);
+    let outcome = tokio::select! {
+        outcome = run_agent(
+            &config,
+            &provider,
+            &mut session,
+            &mut run,
+            user.id,
+            &mut on_event,
+        ) => Some(outcome),
+        () = abort::first_signal() => None,
+    };
+    if outcome.is_none() {
+        close_interrupted(&mut session)?;
+    }
 
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
@@ -135,7 +142,23 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     fill_manifest(&mut manifest, &result);
     manifest.save(&run_dir.manifest_path())?;
 
-    if let Err(err) = outcome {
+    let finished = match outcome {
+        None => {
+            eprintln!(
+                "aborted; patch so far saved: {}",
+                result.patch_path.display()
+            );
+            manifest.review = Some(ReviewRecord {
+                mode: review_mode.as_str().to_string(),
+                decision: "aborted".to_string(),
+                reason: Some("the run was interrupted".to_string()),
+            });
+            manifest.save(&run_dir.manifest_path())?;
+            return Ok(EXIT_ABORTED);
+        }
+        Some(finished) => finished,
+    };
+    if let Err(err) = finished {
         eprintln!("patch so far saved: {}", result.patch_path.display());
         return Err(err.into());
     }

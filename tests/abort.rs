@@ -1,0 +1,142 @@
+//! SIGINT or SIGTERM in the middle of a tool call: the command's process
+//! group dies, every tool call gets a result, the patch so far is saved (not
+//! applied), and ah exits with 130.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::host::{Host, json_file, query};
+use support::mock::{MockServer, Reply, Turn};
+
+/// Polls until `path` exists under some run's work dir (the tool started).
+fn wait_for_marker(host: &Host, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if host
+            .runs()
+            .iter()
+            .any(|run| run.join("work").join(name).exists())
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the tool never started (no {name} in the work dir)");
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> i32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ah did not exit after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn processes_with(needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+fn abort_mid_tool(signal: libc::c_int) {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "write",
+            json!({"path": "a.txt", "content": "two\n"}),
+        )),
+        Turn::reply(
+            Reply::new()
+                .text("now a long one")
+                .tool_use(
+                    "toolu_2",
+                    "bash",
+                    json!({"command": "touch started && sleep 987654"}),
+                )
+                .tool_use("toolu_3", "read", json!({"path": "a.txt"})),
+        ),
+    ]);
+    let mut child = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "auto", "long task"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_marker(&host, "started");
+    assert_eq!(processes_with("sleep 987654"), 1);
+    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);
+    assert_eq!(
+        processes_with("sleep 987654"),
+        0,
+        "the tool's process group is gone"
+    );
+
+    // Not applied, but saved: the patch holds the finished step.
+    assert_eq!(host.read("a.txt"), "one\n");
+    let run = host.run();
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+two"), "{patch}");
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("aborted"));
+    assert_eq!(manifest["applied"], json!(false));
+
+    // Every tool_use has a result; the interrupted ones say so.
+    let db = &host.sessions()[0];
+    paired(db);
+    let results = query(
+        db,
+        "SELECT tool_id, content, is_error FROM content_blocks WHERE block_type = 'tool_result' ORDER BY tool_id",
+    );
+    assert_eq!(results.len(), 3);
+    assert!(
+        results[1][1].as_str().unwrap().starts_with("interrupted"),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(results[1][2], json!(1));
+}
+
+fn paired(db: &Path) {
+    let unpaired = query(
+        db,
+        "SELECT u.tool_id FROM content_blocks u WHERE u.block_type = 'tool_use' \
+         AND NOT EXISTS (SELECT 1 FROM content_blocks r WHERE r.block_type = 'tool_result' AND r.tool_id = u.tool_id)",
+    );
+    assert!(
+        unpaired.is_empty(),
+        "tool_use without a result: {unpaired:?}"
+    );
+}
+
+#[test]
+fn sigint_mid_tool_kills_the_command_and_keeps_the_session_consistent() {
+    abort_mid_tool(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_mid_tool_does_the_same() {
+    abort_mid_tool(libc::SIGTERM);
+}

@@ -13,15 +13,16 @@
 //! user with `useradd -m ahtest` (Debian's useradd adds the subordinate id
 //! ranges) and sets `AH_TEST_USER=ahtest`.
 
-use std::os::fd::AsRawFd;
+mod support;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ah::sandbox::image::{BuildOptions, build_image, image_exists};
 use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
 use ah::sandbox::{Backend, BackendKind};
+use support::podman::{containers_of, podman_ready};
 
 const IMAGE: &str = ah::sandbox::podman::DEFAULT_IMAGE;
 
@@ -31,50 +32,6 @@ struct Run {
     id: String,
     work: PathBuf,
     backend: PodmanBackend,
-}
-
-fn required() -> bool {
-    std::env::var("AH_REQUIRE_PODMAN").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// `None` when the test should be skipped (no podman, not required).
-async fn podman_ready() -> Option<PathBuf> {
-    let podman = match find_podman() {
-        Ok(podman) => podman,
-        Err(e) if required() => panic!("AH_REQUIRE_PODMAN is set but {e}"),
-        Err(_) => {
-            eprintln!("skipped: podman is not installed (set AH_REQUIRE_PODMAN=1 to fail instead)");
-            return None;
-        }
-    };
-    ensure_image().await;
-    Some(podman)
-}
-
-/// Builds the image if missing, holding an exclusive lock on a file so that
-/// parallel tests (and test binaries) wait for one build.
-async fn ensure_image() {
-    // Per user: image storage is per user, and so must the lock file be.
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
-    let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
-    let lock = std::fs::File::create(&lock_path)
-        .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
-    // SAFETY: flock on a descriptor we own; released when `lock` closes.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", lock_path.display());
-    let present = image_exists(IMAGE).await.unwrap_or_else(|e| panic!("{e}"));
-    if !present {
-        eprintln!("building {IMAGE} (once; about a minute)");
-        let report = build_image(&BuildOptions::default(), &mut |line| eprintln!("  {line}"))
-            .await
-            .unwrap_or_else(|e| panic!("building the sandbox image failed: {e}"));
-        eprintln!(
-            "built {IMAGE} via {:?} in {:?}",
-            report.source, report.duration
-        );
-    }
-    drop(lock);
 }
 
 fn run_id() -> String {
@@ -119,16 +76,6 @@ async fn sh(run: &Run, command: &str) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Containers labelled with this run, as `podman ps -a` lists them.
-fn containers_of(podman: &Path, id: &str) -> String {
-    let out = Command::new(podman)
-        .args(["ps", "-a", "-q", "--filter"])
-        .arg(format!("label=ah.run={id}"))
-        .output()
-        .unwrap_or_else(|e| panic!("podman ps: {e}"));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Command lines of processes in the container that match `pattern`.

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -107,6 +108,58 @@ impl Host {
     pub fn git_out(&self, args: &[&str]) -> String {
         git(&self.project, args)
     }
+
+    /// Stages everything and commits it with `message`.
+    pub fn commit_all(&self, message: &str) {
+        git(&self.project, &["add", "-A"]);
+        git(&self.project, &["commit", "-q", "-m", message]);
+    }
+}
+
+/// The id of a run, i.e. the name of its directory.
+pub fn run_id(run: &Path) -> String {
+    run.file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_else(|| panic!("{} has no run id", run.display()))
+        .to_string()
+}
+
+/// Polls `done` every 50 ms until it holds; panics naming `what` when
+/// `timeout` passes first.
+pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every file under `dir` (recursively, symlinks not followed) whose bytes
+/// contain `needle`.
+pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(next) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&next).unwrap_or_else(|e| panic!("{}: {e}", next.display()));
+        for entry in entries {
+            let path = entry
+                .unwrap_or_else(|e| panic!("{}: {e}", next.display()))
+                .path();
+            let meta = std::fs::symlink_metadata(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if meta.is_dir() {
+                pending.push(path);
+            } else if meta.is_file() {
+                let bytes =
+                    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found
 }
 
 /// Runs git in `dir` and returns stdout; panics with stderr on failure.

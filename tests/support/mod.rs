@@ -8,6 +8,7 @@
 
 pub mod host;
 pub mod mock;
+pub mod podman;
 
 #[allow(unused_imports)]
 pub use mock::{MockServer, RecordedRequest, Reply, Turn};

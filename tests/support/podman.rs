@@ -1,0 +1,87 @@
+//! Whether the podman tests can run here: podman must be installed (or the
+//! tests are skipped, unless `AH_REQUIRE_PODMAN` asks for a failure) and the
+//! sandbox image present. The image is built at most once, under a file
+//! lock, however many tests and test binaries ask at the same time.
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ah::sandbox::image::{BuildOptions, build_image, image_exists};
+use ah::sandbox::podman::{DEFAULT_IMAGE, find_podman};
+
+/// Whether `AH_REQUIRE_PODMAN` turns a missing podman into a failure.
+pub fn required() -> bool {
+    std::env::var("AH_REQUIRE_PODMAN").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The podman executable with the sandbox image in place, or `None` when
+/// the test should be skipped (no podman, not required).
+///
+/// # Panics
+/// If podman is missing while required, or the image cannot be built.
+pub async fn podman_ready() -> Option<PathBuf> {
+    let podman = match find_podman() {
+        Ok(podman) => podman,
+        Err(e) if required() => panic!("AH_REQUIRE_PODMAN is set but {e}"),
+        Err(_) => {
+            eprintln!("skipped: podman is not installed (set AH_REQUIRE_PODMAN=1 to fail instead)");
+            return None;
+        }
+    };
+    ensure_image().await;
+    Some(podman)
+}
+
+/// [`podman_ready`] for plain (non-async) tests.
+pub fn podman_ready_blocking() -> Option<PathBuf> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("tokio runtime: {e}"))
+        .block_on(podman_ready())
+}
+
+/// Builds the image if missing, holding an exclusive lock on a file so that
+/// parallel tests (and test binaries) wait for one build.
+async fn ensure_image() {
+    // Per user: image storage is per user, and so must the lock file be.
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
+    let lock = std::fs::File::create(&lock_path)
+        .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
+    // SAFETY: flock on a descriptor we own; released when `lock` closes.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock {}", lock_path.display());
+    let present = image_exists(DEFAULT_IMAGE)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    if !present {
+        eprintln!("building {DEFAULT_IMAGE} (once; about a minute)");
+        let report = build_image(&BuildOptions::default(), &mut |line| eprintln!("  {line}"))
+            .await
+            .unwrap_or_else(|e| panic!("building the sandbox image failed: {e}"));
+        eprintln!(
+            "built {DEFAULT_IMAGE} via {:?} in {:?}",
+            report.source, report.duration
+        );
+    }
+    drop(lock);
+}
+
+/// IDs of the containers labelled with run `id` (`podman ps -a`), one a
+/// line; empty when there are none.
+pub fn containers_of(podman: &Path, id: &str) -> String {
+    let out = Command::new(podman)
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!("label=ah.run={id}"))
+        .output()
+        .unwrap_or_else(|e| panic!("podman ps: {e}"));
+    assert!(
+        out.status.success(),
+        "podman ps: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

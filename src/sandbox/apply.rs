@@ -49,6 +49,9 @@ pub struct ApplyOutcome {
     pub paths: Vec<PathBuf>,
     /// The host commit made, when asked to and the project is a git work tree.
     pub commit: Option<String>,
+    /// Touched paths that already had the user's own uncommitted changes:
+    /// when there are any, the patch is applied but nothing is committed.
+    pub not_committed: Vec<PathBuf>,
 }
 
 impl std::fmt::Display for ApplyOutcome {
@@ -63,10 +66,23 @@ impl std::fmt::Display for ApplyOutcome {
             ApplyMethod::Plain => "plain apply, not a git repository",
         };
         write!(f, "{files} file{plural} ({how})")?;
-        match &self.commit {
-            Some(commit) => write!(f, ", committed {}", &commit[..commit.len().min(12)]),
-            None => Ok(()),
+        if let Some(commit) = &self.commit {
+            write!(f, ", committed {}", &commit[..commit.len().min(12)])?;
         }
+        if !self.not_committed.is_empty() {
+            let paths: Vec<String> = self
+                .not_committed
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            write!(
+                f,
+                "; not committed, because these files had your own uncommitted changes: {} \
+                 (review them with `git diff`, then commit)",
+                paths.join(", ")
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -175,6 +191,7 @@ impl<'a> Applier<'a> {
             method: ApplyMethod::Nothing,
             paths: Vec::new(),
             commit: None,
+            not_committed: Vec::new(),
         };
         if self.patch_is_empty()? {
             return Ok(nothing);
@@ -194,6 +211,7 @@ impl<'a> Applier<'a> {
                     method: ApplyMethod::Plain,
                     paths,
                     commit: None,
+                    not_committed: Vec::new(),
                 })
             }
             Host::Repo { prefix } => self.apply_in_repo(&prefix, paths, opts),
@@ -217,6 +235,7 @@ impl<'a> Applier<'a> {
         // Stale stat data would make `--index` see every copied or touched
         // file as "does not match index".
         self.git(&["update-index", "-q", "--refresh"])?;
+        let dirty = self.dirty(&paths)?;
         let rejects_before = self.rejects(&paths);
 
         let three_way = self.git_apply(prefix, &["--index", "--3way"])?;
@@ -253,7 +272,9 @@ impl<'a> Applier<'a> {
             }
             ApplyMethod::Direct
         };
-        let commit = if opts.commit {
+        // The user's own uncommitted edits in a touched file must not end up
+        // in ah's commit: then nothing is committed and the user decides.
+        let commit = if opts.commit && dirty.is_empty() {
             Some(self.commit(&paths, &opts.message)?)
         } else {
             None
@@ -262,6 +283,7 @@ impl<'a> Applier<'a> {
             method,
             paths,
             commit,
+            not_committed: if opts.commit { dirty } else { Vec::new() },
         })
     }
 

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::io::{self, BufReader, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -67,6 +68,31 @@ impl Applier<'_> {
         let args = ["diff", "--name-only", "--diff-filter=U", "--relative", "-z"];
         let run = self.git_checked(&args, "diff --diff-filter=U")?;
         Ok(nul_paths(&run.stdout))
+    }
+
+    /// Which of `paths` carry the user's own uncommitted work (staged or
+    /// unstaged changes against HEAD). Committing such a path would put
+    /// their edits into ah's commit.
+    pub(super) fn dirty(&self, paths: &[PathBuf]) -> Result<Vec<PathBuf>, ApplyError> {
+        let mut args: Vec<OsString> = vec![
+            "--literal-pathspecs".into(),
+            "status".into(),
+            "--porcelain=v1".into(),
+            "-z".into(),
+            "--untracked-files=all".into(),
+            "--no-renames".into(),
+            "--".into(),
+        ];
+        args.extend(paths.iter().map(|p| p.into()));
+        let run = self.git_checked(&args, "status")?;
+        // Each entry is "XY path\0"; the path starts after the two status
+        // letters and a space.
+        Ok(run
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|entry| entry.len() > 3)
+            .map(|entry| PathBuf::from(std::ffi::OsStr::from_bytes(&entry[3..])))
+            .collect())
     }
 
     /// The `.rej` files `git apply --reject` would write for `paths`, and

@@ -339,7 +339,7 @@ fn rejected_hunks_are_an_error_listing_only_new_rej_files() {
 }
 
 #[test]
-fn an_untracked_host_file_is_patched_directly_and_committed() {
+fn an_untracked_host_file_is_patched_directly_but_not_committed() {
     let w = World::new();
     let host = w.host(&[("f", LETTERS.as_bytes()), ("other", b"o0\n")]);
     write(&host.join("u.txt"), LETTERS.as_bytes());
@@ -358,15 +358,21 @@ fn an_untracked_host_file_is_patched_directly_and_committed() {
     let patch = w.patch(&work, &host, None);
     write(&host.join("other"), b"o1\n");
 
+    // u.txt is the user's own untracked file: committing it would put
+    // their content into ah's commit, so nothing is committed.
+    let before = w.git(&host, &["rev-parse", "HEAD"]);
     let outcome = w.apply(&host, &patch, true).unwrap();
     assert_eq!(outcome.method, ApplyMethod::Direct);
     assert_eq!(outcome.paths, paths(&["new.txt", "u.txt"]));
+    assert_eq!(outcome.commit, None);
+    assert_eq!(outcome.not_committed, paths(&["u.txt"]));
+    assert_eq!(w.git(&host, &["rev-parse", "HEAD"]), before);
+    assert_eq!(read(&host.join("u.txt")), LETTERS.replace("b\n", "B\n"));
+    assert_eq!(read(&host.join("new.txt")), "new\n");
     assert_eq!(
-        w.git(&host, &["show", "HEAD:u.txt"]),
-        LETTERS.replace("b\n", "B\n")
+        w.git(&host, &["status", "--porcelain"]),
+        " M other\n?? new.txt\n?? u.txt\n"
     );
-    assert_eq!(w.git(&host, &["show", "HEAD:new.txt"]), "new\n");
-    assert_eq!(w.git(&host, &["status", "--porcelain"]), " M other\n");
 }
 
 #[test]
@@ -485,4 +491,30 @@ fn a_missing_patch_file_is_an_error_naming_it() {
     let err = w.apply(&host, &missing, true).unwrap_err();
     assert!(matches!(err, ApplyError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains("nope.patch"), "{err}");
+}
+
+#[test]
+fn user_edits_in_a_touched_file_are_never_committed_as_ah() {
+    let w = World::new();
+    let host = w.host(&[("f", LETTERS.as_bytes()), ("g", b"g\n")]);
+    let work = w.work_copy(&host);
+    write(&work.join("f"), LETTERS.replace("i\n", "I-AH\n").as_bytes());
+    write(&work.join("g"), b"g2\n");
+    let patch = w.patch(&work, &host, None);
+
+    // The user edits another line of the same file and does not commit.
+    write(
+        &host.join("f"),
+        LETTERS.replace("a\n", "a-USER-WIP\n").as_bytes(),
+    );
+    let before = w.git(&host, &["rev-parse", "HEAD"]);
+
+    let outcome = w.apply(&host, &patch, true).unwrap();
+    assert_eq!(outcome.commit, None, "nothing committed");
+    assert_eq!(outcome.not_committed, paths(&["f"]));
+    assert_eq!(w.git(&host, &["rev-parse", "HEAD"]), before);
+    let f = read(&host.join("f"));
+    assert!(f.contains("a-USER-WIP\n") && f.contains("I-AH\n"), "{f}");
+    assert_eq!(read(&host.join("g")), "g2\n");
+    assert!(outcome.to_string().contains("not committed"));
 }

@@ -245,6 +245,16 @@ fn sendable(mut messages: Vec<Message>) -> Vec<Message> {
             .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
     }
     messages.retain(|m| !m.content.is_empty());
+    // Consecutive messages of one role (a stored interruption followed by a
+    // new prompt) are one turn for the API.
+    let mut merged: Vec<Message> = Vec::with_capacity(messages.len());
+    for message in messages {
+        match merged.last_mut() {
+            Some(last) if last.role == message.role => last.content.extend(message.content),
+            _ => merged.push(message),
+        }
+    }
+    let mut messages = merged;
     let mut i = 0;
     while i < messages.len() {
         if messages[i].role == Role::Assistant {
@@ -337,12 +347,9 @@ pub fn close_interrupted(session: &mut Session) -> Result<(), SessionError> {
         .blocks
         .iter()
         .filter_map(|b| match &b.block {
-            Block::ToolUse { id, name, .. } => Some(BlockRecord::tool_result(
-                id,
-                name,
-                "interrupted: the run was aborted before this tool call finished".into(),
-                true,
-            )),
+            Block::ToolUse { id, name, .. } => {
+                Some(BlockRecord::tool_result(id, name, INTERRUPTED.into(), true))
+            }
             _ => None,
         })
         .collect();

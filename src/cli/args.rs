@@ -103,6 +103,9 @@ pub enum Command {
         /// Apply without committing.
         #[arg(long)]
         no_commit: bool,
+        /// Apply even if the run's manifest says it was applied already.
+        #[arg(long)]
+        force: bool,
     },
     /// List the project's runs, newest first.
     Runs,

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use console::style;
 
 use super::review::commit_message;
+use super::safe_text::terminal_safe;
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::rundir::{self, Manifest, RunDir};
@@ -22,12 +23,20 @@ fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
 }
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
-pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool) -> Result<i32> {
+/// A run already applied is refused without `--force` (applying twice
+/// would fail half-way or duplicate changes).
+pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
     let project = project_dir(project)?;
     let ah_dir = project.join(".ah");
     let run = find_run(&ah_dir, run_id)?;
     let manifest_path = run.manifest_path();
     let mut manifest = Manifest::load(&manifest_path).ok();
+    if !force && manifest.as_ref().is_some_and(|m| m.applied) {
+        bail!(
+            "run {} was applied already; pass --force to apply its patch again",
+            run.id()
+        );
+    }
     let task = manifest
         .as_ref()
         .map(|m| m.task.clone())
@@ -37,7 +46,11 @@ pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool) -> Result<i3
         message: commit_message(&task),
     };
     let applied = apply::apply_patch(&project, &run.patch_path(), &options)?;
-    eprintln!("{} {applied}", style("applied:").green().bold());
+    eprintln!(
+        "{} {}",
+        style("applied:").green().bold(),
+        terminal_safe(&applied.to_string())
+    );
     if let Some(manifest) = manifest.as_mut() {
         manifest.applied = true;
         manifest.save(&manifest_path)?;

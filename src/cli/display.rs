@@ -7,6 +7,7 @@ use std::io::Write;
 use console::style;
 use serde_json::Value;
 
+use super::safe_text::terminal_safe;
 use crate::agent::Event;
 
 /// Prints events as they arrive.
@@ -24,7 +25,7 @@ impl Display {
         match event {
             Event::TextDelta { text } => {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
+                let _ = out.write_all(terminal_safe(text).as_bytes());
                 let _ = out.flush();
                 self.mid_line = !text.ends_with('\n');
             }
@@ -59,7 +60,7 @@ impl Display {
                     style("⛔").red()
                 );
                 for line in report.lines() {
-                    eprintln!("    {line}");
+                    eprintln!("    {}", terminal_safe(line));
                 }
                 self.violation_shown = true;
             }
@@ -77,7 +78,11 @@ impl Display {
             }
             Event::Error { message } => {
                 self.end_line();
-                eprintln!("{} {message}", style("error:").red().bold());
+                eprintln!(
+                    "{} {}",
+                    style("error:").red().bold(),
+                    terminal_safe(message)
+                );
             }
             Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),
             _ => {}

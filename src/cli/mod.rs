@@ -8,6 +8,7 @@ pub mod args;
 mod commands;
 mod display;
 mod review;
+mod safe_text;
 mod task;
 
 use clap::Parser;
@@ -52,9 +53,11 @@ pub fn main() -> i32 {
     let result = runtime.block_on(async move {
         match cli.command {
             None => task::run(cli.run).await,
-            Some(Command::Apply { run_id, no_commit }) => {
-                commands::apply(cli.run.project.as_deref(), &run_id, no_commit)
-            }
+            Some(Command::Apply {
+                run_id,
+                no_commit,
+                force,
+            }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Doctor { image }) => commands::doctor(image.as_deref()).await,
             Some(Command::Image {

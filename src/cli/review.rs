@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use console::style;
 
 use super::args::ReviewMode;
+use super::safe_text::{terminal_safe, terminal_safe_bytes};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::policy::Policy;
 use crate::sandbox::review::{self as rules, AutoDecision};
@@ -44,7 +45,7 @@ pub fn review(
             false,
         ));
     }
-    eprintln!("{}", rules::diffstat(&result.patch.files));
+    eprintln!("{}", terminal_safe(&rules::diffstat(&result.patch.files)));
     match mode {
         ReviewMode::Never => {
             eprintln!("patch saved: {}", patch_path.display());
@@ -66,7 +67,7 @@ pub fn review(
                 }
                 AutoDecision::Save { reasons } => {
                     let reason = reasons.join("; ");
-                    eprintln!("not applied automatically: {reason}");
+                    eprintln!("not applied automatically: {}", terminal_safe(&reason));
                     eprintln!(
                         "patch saved: {} (apply it with: ah apply {})",
                         patch_path.display(),
@@ -96,8 +97,18 @@ pub fn review(
                 .with_prompt("What should happen to this patch?")
                 .items(choices)
                 .default(0)
-                .interact()
-                .context("the review prompt failed")?;
+                .interact();
+            // Ctrl+C or a closed terminal at the prompt keeps the patch.
+            let Ok(picked) = picked else {
+                eprintln!("review interrupted; patch saved: {}", patch_path.display());
+                return Ok(outcome(
+                    mode,
+                    "saved",
+                    "the review was interrupted",
+                    false,
+                    false,
+                ));
+            };
             match picked {
                 0 => apply_now(
                     mode,
@@ -143,11 +154,19 @@ fn apply_now(
     };
     match apply::apply_patch(project, patch_path, &options) {
         Ok(applied) => {
-            eprintln!("{} {applied}", style("applied:").green().bold());
+            eprintln!(
+                "{} {}",
+                style("applied:").green().bold(),
+                terminal_safe(&applied.to_string())
+            );
             Ok(outcome(mode, "applied", why, true, false))
         }
         Err(err) => {
-            eprintln!("{} {err}", style("not applied:").red().bold());
+            eprintln!(
+                "{} {}",
+                style("not applied:").red().bold(),
+                terminal_safe(&err.to_string())
+            );
             Ok(outcome(mode, "apply_failed", &err.to_string(), false, true))
         }
     }
@@ -189,10 +208,12 @@ fn run_id(patch_path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints it.
+/// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
+/// it; control characters in it are made visible first, whatever the pager.
 fn show_in_pager(patch_path: &Path) -> Result<()> {
-    let text = std::fs::read(patch_path)
+    let raw = std::fs::read(patch_path)
         .with_context(|| format!("cannot read {}", patch_path.display()))?;
+    let text = terminal_safe_bytes(&raw).into_bytes();
     let pager = ["GIT_PAGER", "PAGER"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))

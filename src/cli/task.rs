@@ -31,6 +31,11 @@ use crate::session::{BlockRecord, MessageMeta, Session};
 /// Added files larger than this are not copied out as artifacts.
 const ARTIFACT_CAP_BYTES: u64 = 10 * 1024 * 1024;
 
+/// Told to the model when a session continues in a new run: its earlier
+/// edits were in another work copy and reach this one only if applied.
+const NEW_RUN_NOTE: &str = "[ah: this message starts a new run. The work directory is a fresh \
+copy of the project as it is now: changes from earlier runs are in it only if the user applied them.]";
+
 /// A mistake on the command line (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -98,11 +103,19 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         ARTIFACT_CAP_BYTES,
     );
 
+    // A session left mid-turn by a crash gets its missing tool results first.
+    close_interrupted(&mut session)?;
     let parent = session.head()?;
+    let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
+    if parent.is_some() {
+        prompt_blocks.push(BlockRecord::from(Block::Text {
+            text: NEW_RUN_NOTE.to_string(),
+        }));
+    }
     let user = session.append(
         parent.as_deref(),
         Role::User,
-        &[BlockRecord::from(Block::Text { text: task.clone() })],
+        &prompt_blocks,
         &MessageMeta::default(),
     )?;
     let config = AgentConfig {
@@ -140,6 +153,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     manifest.session_db = Some(session.path().display().to_string());
     manifest.started_at = crate::session::format_rfc3339(started_at);
     fill_manifest(&mut manifest, &result);
+    for warning in &result.warnings {
+        eprintln!("warning: {warning}");
+    }
     manifest.save(&run_dir.manifest_path())?;
 
     let finished = match outcome {
@@ -225,6 +241,7 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.steps = result.steps;
     manifest.violations = result.violations.clone();
     manifest.patch = Some(result.patch.summary());
+    manifest.warnings = result.warnings.clone();
     manifest.artifacts = result
         .artifacts
         .copied

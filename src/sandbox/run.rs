@@ -31,10 +31,6 @@ pub enum RunError {
     Shadow(String),
     #[error("could not build the session patch: {0}")]
     Patch(String),
-    #[error("could not copy the run's new files out as artifacts: {0}")]
-    Artifacts(String),
-    #[error("could not stop the sandbox: {0}")]
-    Backend(String),
 }
 
 /// What one tool step did.
@@ -60,6 +56,9 @@ pub struct RunResult {
     pub steps: u32,
     pub violations: Vec<ViolationRecord>,
     pub artifacts: ArtifactReport,
+    /// What went wrong after the patch was saved (sandbox removal,
+    /// artifacts, cleanup); the run's outcome stands.
+    pub warnings: Vec<String>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -230,27 +229,44 @@ impl Run {
         outcome.violation = Some(text);
     }
 
-    /// Stops the backend, writes `session.patch` and copies the added files
-    /// out as artifacts.
+    /// Stops the backend, writes `session.patch`, copies the added files out
+    /// as artifacts and removes the work copy (the shadow repo keeps every
+    /// step). Only a patch that cannot be built is an error: the rest are
+    /// warnings in the result, so the run's outcome is never lost.
     pub async fn finish(self) -> Result<RunResult, RunError> {
-        let stopped = self.backend.shutdown().await;
+        let mut warnings = Vec::new();
+        if let Err(err) = self.backend.shutdown().await {
+            warnings.push(format!("the sandbox could not be removed: {err}"));
+        }
         let info = patch::session_patch(&self.shadow, self.baseline, self.head)
             .map_err(|e| RunError::Patch(e.to_string()))?;
         let patch_path = self.dir.patch_path();
         info.write_to(&patch_path)
             .map_err(|e| RunError::Patch(e.to_string()))?;
-        let changes = self
+        let artifacts = self
             .shadow
             .changes_between(self.baseline, self.head)
-            .map_err(|e| RunError::Shadow(e.to_string()))?;
-        let artifacts = artifacts::copy_added(
-            &self.dir.work_dir(),
-            &self.dir.artifacts_dir(),
-            &changes,
-            self.artifact_cap,
-        )
-        .map_err(|e| RunError::Artifacts(e.to_string()))?;
-        stopped.map_err(|e| RunError::Backend(e.to_string()))?;
+            .map_err(|e| e.to_string())
+            .and_then(|changes| {
+                artifacts::copy_added(
+                    &self.dir.work_dir(),
+                    &self.dir.artifacts_dir(),
+                    &changes,
+                    self.artifact_cap,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .unwrap_or_else(|err| {
+                warnings.push(format!("the run's new files were not copied out: {err}"));
+                ArtifactReport::default()
+            });
+        let work = self.dir.work_dir();
+        if let Err(err) = std::fs::remove_dir_all(&work) {
+            warnings.push(format!(
+                "the work copy {} could not be removed: {err}",
+                work.display()
+            ));
+        }
         Ok(RunResult {
             patch: info,
             patch_path,
@@ -259,6 +275,7 @@ impl Run {
             steps: self.steps,
             violations: self.violations,
             artifacts,
+            warnings,
         })
     }
 }

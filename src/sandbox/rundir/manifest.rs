@@ -38,6 +38,9 @@ pub struct Manifest {
     pub applied: bool,
     /// Artifact paths, relative to `artifacts/`.
     pub artifacts: Vec<String>,
+    /// What went wrong after the patch was saved (e.g. the sandbox could not
+    /// be removed).
+    pub warnings: Vec<String>,
 }
 
 /// A path a step wrote against the write policy (the step was reverted).

@@ -50,6 +50,11 @@ pub enum ShadowError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("work directory {path}: {source} (copy the project before creating the shadow repo)")]
+    WorkDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("shadow repo {0} has no baseline commit yet: take the baseline before recording steps")]
     NoBaseline(PathBuf),
     #[error("shadow repo {0} already has a baseline: a run takes its baseline only once")]
@@ -106,6 +111,14 @@ impl ShadowRepo {
     /// Creates the shadow repo at `git_dir` (which must not hold one yet) for
     /// the work tree `work_dir`.
     pub fn init(git_dir: &Path, work_dir: &Path) -> Result<ShadowRepo, ShadowError> {
+        // Checked first so that a wrong path leaves no half-made repo, and
+        // made absolute for `core.worktree`.
+        let work_dir = work_dir
+            .canonicalize()
+            .map_err(|source| ShadowError::WorkDir {
+                path: work_dir.to_path_buf(),
+                source,
+            })?;
         let err = |what| move |e| git_error(git_dir, what, e);
         let mut opts = RepositoryInitOptions::new();
         opts.bare(true)
@@ -145,7 +158,7 @@ impl ShadowRepo {
                 .set_str(key, value)
                 .map_err(err("writing the config"))?;
         }
-        Self::bind(repo, git_dir, work_dir)
+        Self::bind(repo, git_dir, &work_dir)
     }
 
     /// Opens an existing shadow repo for the work tree `work_dir`.

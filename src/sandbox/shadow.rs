@@ -126,8 +126,10 @@ impl ShadowRepo {
             .mkpath(true)
             .initial_head(BRANCH);
         let repo = Repository::init_opts(git_dir, &opts).map_err(err("creating the repo"))?;
-        let exclude = git_dir.join("info").join("exclude");
-        std::fs::create_dir_all(git_dir.join("info"))
+        // Absolute, as config paths must be.
+        let info = repo.path().join("info");
+        let exclude = info.join("exclude");
+        std::fs::create_dir_all(&info)
             .and_then(|()| std::fs::write(&exclude, EXCLUDES))
             .map_err(|source| ShadowError::Io {
                 path: exclude.clone(),
@@ -135,7 +137,7 @@ impl ShadowRepo {
             })?;
         let mut config = repo.config().map_err(err("opening the config"))?;
         let exclude = exclude.to_string_lossy();
-        let attributes = git_dir.join("info").join("attributes");
+        let attributes = info.join("attributes");
         let worktree = work_dir.to_string_lossy();
         let settings: [(&str, &str); 12] = [
             // Lets a person inspect the run with `git --git-dir=shadow.git`.
@@ -179,8 +181,10 @@ impl ShadowRepo {
 
     /// Commits the whole work tree as the run's first commit.
     pub fn baseline(&self) -> Result<Oid, ShadowError> {
-        if self.head_commit().is_ok() {
-            return Err(ShadowError::BaselineExists(self.git_dir.clone()));
+        match self.head_commit() {
+            Err(ShadowError::NoBaseline(_)) => {}
+            Ok(_) => return Err(ShadowError::BaselineExists(self.git_dir.clone())),
+            Err(e) => return Err(e),
         }
         let (tree, _) = self.stage_all()?;
         self.commit(&tree, "baseline", &[])

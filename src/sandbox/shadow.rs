@@ -50,6 +50,11 @@ pub enum ShadowError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("work directory {path}: {source} (copy the project before creating the shadow repo)")]
+    WorkDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("shadow repo {0} has no baseline commit yet: take the baseline before recording steps")]
     NoBaseline(PathBuf),
     #[error("shadow repo {0} already has a baseline: a run takes its baseline only once")]
@@ -106,6 +111,14 @@ impl ShadowRepo {
     /// Creates the shadow repo at `git_dir` (which must not hold one yet) for
     /// the work tree `work_dir`.
     pub fn init(git_dir: &Path, work_dir: &Path) -> Result<ShadowRepo, ShadowError> {
+        // Checked first so that a wrong path leaves no half-made repo, and
+        // made absolute for `core.worktree`.
+        let work_dir = work_dir
+            .canonicalize()
+            .map_err(|source| ShadowError::WorkDir {
+                path: work_dir.to_path_buf(),
+                source,
+            })?;
         let err = |what| move |e| git_error(git_dir, what, e);
         let mut opts = RepositoryInitOptions::new();
         opts.bare(true)
@@ -113,8 +126,10 @@ impl ShadowRepo {
             .mkpath(true)
             .initial_head(BRANCH);
         let repo = Repository::init_opts(git_dir, &opts).map_err(err("creating the repo"))?;
-        let exclude = git_dir.join("info").join("exclude");
-        std::fs::create_dir_all(git_dir.join("info"))
+        // Absolute, as config paths must be.
+        let info = repo.path().join("info");
+        let exclude = info.join("exclude");
+        std::fs::create_dir_all(&info)
             .and_then(|()| std::fs::write(&exclude, EXCLUDES))
             .map_err(|source| ShadowError::Io {
                 path: exclude.clone(),
@@ -122,7 +137,7 @@ impl ShadowRepo {
             })?;
         let mut config = repo.config().map_err(err("opening the config"))?;
         let exclude = exclude.to_string_lossy();
-        let attributes = git_dir.join("info").join("attributes");
+        let attributes = info.join("attributes");
         let worktree = work_dir.to_string_lossy();
         let settings: [(&str, &str); 12] = [
             // Lets a person inspect the run with `git --git-dir=shadow.git`.
@@ -145,7 +160,7 @@ impl ShadowRepo {
                 .set_str(key, value)
                 .map_err(err("writing the config"))?;
         }
-        Self::bind(repo, git_dir, work_dir)
+        Self::bind(repo, git_dir, &work_dir)
     }
 
     /// Opens an existing shadow repo for the work tree `work_dir`.
@@ -166,8 +181,10 @@ impl ShadowRepo {
 
     /// Commits the whole work tree as the run's first commit.
     pub fn baseline(&self) -> Result<Oid, ShadowError> {
-        if self.head_commit().is_ok() {
-            return Err(ShadowError::BaselineExists(self.git_dir.clone()));
+        match self.head_commit() {
+            Err(ShadowError::NoBaseline(_)) => {}
+            Ok(_) => return Err(ShadowError::BaselineExists(self.git_dir.clone())),
+            Err(e) => return Err(e),
         }
         let (tree, _) = self.stage_all()?;
         self.commit(&tree, "baseline", &[])

@@ -9,24 +9,20 @@
 //! stays a link; the write policy judges it later), and sockets, fifos and
 //! device files are skipped and counted.
 //!
-//! The walk runs on the calling thread and creates directories and links; the
-//! file copies, which dominate on large trees, are spread over a few threads.
-//! Each copy goes through `std::io::copy` between two files, which on Linux
-//! uses `copy_file_range` (a reflink where the filesystem can).
+//! Each file goes through `std::io::copy` between two open files, which on
+//! Linux uses `copy_file_range` (a reflink where the filesystem can), and its
+//! mode and times are set on the open descriptor. One thread: the copy is
+//! bound by the kernel and the disk, and on two cores spreading it over
+//! threads measured no faster (20k files: about 1.0 s either way, against
+//! 1.7–2.5 s for `rsync -a`).
 
 use std::fs::{self, File, FileTimes, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Top-level names never copied into the work directory.
 const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
-
-/// Threads copying files. Two keep both cores of a small machine busy while
-/// the kernel does the copying; more only add contention.
-const COPY_THREADS: usize = 2;
 
 /// What a copy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -73,7 +69,6 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
     prepare_destination(work)?;
 
     let mut stats = CopyStats::default();
-    let mut files = Vec::new();
     // Directory modes are applied last, deepest first, so that a read-only
     // directory can still be filled.
     let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
@@ -124,15 +119,14 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
                 })?;
                 stats.symlinks += 1;
             } else if file_type.is_file() {
-                files.push((src, dst));
+                stats.bytes += copy_file(&src, &dst)?;
+                stats.files += 1;
             } else {
                 stats.skipped += 1;
             }
         }
     }
 
-    stats.files = files.len() as u64;
-    stats.bytes = copy_files(&files)?;
     for (dir, mode) in dir_modes.iter().rev() {
         fs::set_permissions(dir, Permissions::from_mode(*mode)).map_err(|source| {
             WorkspaceError::Write {
@@ -161,49 +155,6 @@ fn prepare_destination(work: &Path) -> Result<(), WorkspaceError> {
             path: work.to_path_buf(),
             source,
         }),
-    }
-}
-
-/// Copies every `(from, to)` pair on a few threads; returns the bytes copied.
-/// The first error stops all threads.
-fn copy_files(files: &[(PathBuf, PathBuf)]) -> Result<u64, WorkspaceError> {
-    let next = AtomicUsize::new(0);
-    let failure: Mutex<Option<WorkspaceError>> = Mutex::new(None);
-    let threads = COPY_THREADS.min(files.len()).max(1);
-    let bytes: u64 = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut bytes = 0;
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((from, to)) = files.get(i) else {
-                            break;
-                        };
-                        match copy_file(from, to) {
-                            Ok(n) => bytes += n,
-                            Err(e) => {
-                                // Make every thread stop at its next pick.
-                                next.store(files.len(), Ordering::Relaxed);
-                                let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
-                                slot.get_or_insert(e);
-                                break;
-                            }
-                        }
-                    }
-                    bytes
-                })
-            })
-            .collect();
-        // A worker only panics on a bug in this function; pass the panic on.
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .sum()
-    });
-    match failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        Some(e) => Err(e),
-        None => Ok(bytes),
     }
 }
 

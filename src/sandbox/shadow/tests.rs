@@ -160,6 +160,13 @@ fn gitignored_files_are_not_recorded() {
     fs::create_dir(f.work.join(".ah")).unwrap();
     fs::write(f.work.join(".ah/x.db"), "db").unwrap();
     assert_eq!(f.repo.commit_step("ah").unwrap().commit, None);
+    // A revert leaves ignored files alone.
+    let head = f.repo.head().unwrap();
+    fs::write(f.work.join("added"), "a").unwrap();
+    f.repo.commit_step("add").unwrap();
+    f.repo.revert_to(head).unwrap();
+    assert!(!f.work.join("added").exists());
+    assert!(f.work.join("target/app").exists());
 }
 
 #[test]
@@ -169,6 +176,21 @@ fn a_touched_but_unchanged_file_is_not_a_change() {
     fs::write(&path, "hello\n").unwrap();
     let step = f.repo.commit_step("rewrite same content").unwrap();
     assert_eq!(step.commit, None);
+}
+
+#[test]
+fn same_size_rewrites_in_quick_succession_are_all_seen() {
+    // The stat cache must not hide a change made in the same instant as the
+    // previous commit.
+    let f = fixture();
+    for content in ["jello\n", "mello\n", "hello\n"] {
+        fs::write(f.work.join("README.md"), content).unwrap();
+        let step = f.repo.commit_step(content).unwrap();
+        assert_eq!(
+            step.changes,
+            [change("README.md", ChangeKind::Modified, false)]
+        );
+    }
 }
 
 #[test]
@@ -289,4 +311,31 @@ fn nested_repositories_are_left_out_and_reported() {
     for name in ["full", "empty", "submodule"] {
         assert!(f.work.join(name).join("file").exists(), "{name}");
     }
+}
+
+#[test]
+fn init_refuses_a_missing_work_dir_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let git_dir = dir.path().join("shadow.git");
+    let err = ShadowRepo::init(&git_dir, &dir.path().join("missing")).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+    assert!(!git_dir.exists());
+}
+
+#[test]
+fn a_person_can_inspect_the_repo_with_git() {
+    let f = fixture();
+    fs::write(f.work.join("README.md"), "changed\n").unwrap();
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(f.repo.git_dir())
+        .args(["status", "--porcelain"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), " M README.md\n");
 }

@@ -193,6 +193,13 @@ impl Run {
                 return;
             }
         };
+        if !committed.nested_repos.is_empty() {
+            output.content.push_str(&format!(
+                "\n[ah: {} contain(s) a nested git repository; files inside are not recorded \
+                 and will not be part of the patch]",
+                committed.nested_repos.join(", ")
+            ));
+        }
         let Some(commit) = committed.commit else {
             return;
         };

@@ -39,7 +39,7 @@ pub struct PatchInfo {
     /// The patch, ready for `git apply`. Empty when nothing changed.
     pub text: Vec<u8>,
     /// One entry per file section, in patch order (the old path for a
-    /// deletion; binary files have no line counts).
+    /// deletion; binary files have no line counts), with both sides' modes.
     pub files: Vec<FileStat>,
     pub added_lines: u64,
     pub removed_lines: u64,
@@ -104,6 +104,9 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .unwrap_or_default();
         let binary = delta.flags().is_binary();
+        // Git's octal modes; a side that does not exist reads 0 (`Unreadable`).
+        let old_mode = u32::from(delta.old_file().mode());
+        let new_mode = u32::from(delta.new_file().mode());
         info.text.extend_from_slice(&patch.to_buf()?);
         info.added_lines += added;
         info.removed_lines += removed;
@@ -112,6 +115,8 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
             added,
             removed,
             binary,
+            old_mode,
+            new_mode,
         });
     }
     Ok(info)
@@ -127,6 +132,7 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
+    use crate::sandbox::review;
     use crate::sandbox::workspace::copy_project;
 
     /// Runs real git in `dir`, isolated from the machine's git config.
@@ -277,21 +283,82 @@ mod tests {
         fs::write(work.join("logo.bin"), binary(8, 4000)).unwrap();
         fs::remove_file(work.join("src/lib.rs")).unwrap();
         let (_, info) = run.patch();
-        let entry = |path: &str, added, removed, binary| FileStat {
+        assert_eq!(
+            info.files,
+            [
+                entry("README.md", 2, 1, false, (FILE, FILE)),
+                entry("logo.bin", 0, 0, true, (FILE, FILE)),
+                entry("src/lib.rs", 0, 1, false, (FILE, 0)),
+            ]
+        );
+        assert_eq!((info.added_lines, info.removed_lines), (2, 2));
+    }
+
+    const FILE: u32 = review::MODE_FILE;
+    const EXEC: u32 = review::MODE_EXECUTABLE;
+    const LINK: u32 = review::MODE_SYMLINK;
+
+    fn entry(path: &str, added: u64, removed: u64, binary: bool, modes: (u32, u32)) -> FileStat {
+        FileStat {
             path: path.to_string(),
             added,
             removed,
             binary,
-        };
+            old_mode: modes.0,
+            new_mode: modes.1,
+        }
+    }
+
+    #[test]
+    fn file_stats_carry_modes_of_links_and_executables() {
+        let run = run();
+        let work = run.work();
+        fs::set_permissions(work.join("tool.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        symlink("src/lib.rs", work.join("link")).unwrap();
+        fs::remove_file(work.join("other.txt")).unwrap();
+        symlink("README.md", work.join("other.txt")).unwrap();
+        fs::write(
+            work.join("run.sh"),
+            "#!/bin/sh
+",
+        )
+        .unwrap();
+        fs::set_permissions(work.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        let (_, info) = run.patch();
         assert_eq!(
             info.files,
             [
-                entry("README.md", 2, 1, false),
-                entry("logo.bin", 0, 0, true),
-                entry("src/lib.rs", 0, 1, false),
+                entry("link", 1, 0, false, (0, LINK)),
+                // A file replaced by a link: a deletion, then an addition.
+                entry("other.txt", 0, 3, false, (FILE, 0)),
+                entry("other.txt", 1, 0, false, (0, LINK)),
+                entry("run.sh", 1, 0, false, (0, EXEC)),
+                entry("tool.sh", 0, 0, false, (FILE, EXEC)),
             ]
         );
-        assert_eq!((info.added_lines, info.removed_lines), (2, 2));
+    }
+
+    #[test]
+    fn file_stats_mark_a_submodule_entry() {
+        let run = run();
+        let git = run.repo.git();
+        let base = git.find_commit(run.baseline).unwrap();
+        let mut tree = git.treebuilder(Some(&base.tree().unwrap())).unwrap();
+        // A gitlink names a commit of another repository; any id will do.
+        tree.insert("vendor", run.baseline, i32::from(git2::FileMode::Commit))
+            .unwrap();
+        let tree = git.find_tree(tree.write().unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@t").unwrap();
+        let head = git
+            .commit(None, &who, &who, "add a submodule", &tree, &[&base])
+            .unwrap();
+        let info = session_patch(&run.repo, run.baseline, head).unwrap();
+        assert_eq!(
+            info.files,
+            [entry("vendor", 1, 0, false, (0, review::MODE_SUBMODULE))]
+        );
+        let text = String::from_utf8_lossy(&info.text);
+        assert!(text.contains("new file mode 160000"), "{text}");
     }
 
     #[test]

@@ -135,7 +135,11 @@ fn project_file_then_policy_file_then_command_line() {
     assert_eq!(rule_of(&project_only, ".env"), Ok(()));
     assert_eq!(project_only.review().max_lines, 50);
     assert_eq!(project_only.review().max_files, 3);
-    assert_eq!(project_only.review().restricted.len(), 5);
+    assert_eq!(
+        project_only.review().restricted,
+        defaults().review().restricted,
+        "the built-in restricted list is kept"
+    );
 
     let run_file = project.path().join("run.toml");
     std::fs::write(&run_file, "[review]\nmax_files = 7\n").unwrap();

@@ -85,3 +85,86 @@ pub fn containers_of(podman: &Path, id: &str) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// The unprivileged user named by `AH_TEST_USER` (CI creates it with
+/// `scripts/setup`), for rootless tests run from root.
+pub struct TestUser {
+    pub name: String,
+    pub uid: u32,
+    pub home: PathBuf,
+}
+
+impl TestUser {
+    /// The user, or `None` (skip) when `AH_TEST_USER` is unset or the tests
+    /// do not run as root (switching users needs root).
+    ///
+    /// # Panics
+    /// If `AH_TEST_USER` names a user that does not exist.
+    pub fn from_env() -> Option<TestUser> {
+        let name = std::env::var("AH_TEST_USER")
+            .ok()
+            .filter(|n| !n.is_empty())?;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
+            return None;
+        }
+        let passwd = Command::new("getent")
+            .args(["passwd", &name])
+            .output()
+            .unwrap_or_else(|e| panic!("getent: {e}"));
+        let entry = String::from_utf8_lossy(&passwd.stdout).trim().to_string();
+        let fields: Vec<&str> = entry.split(':').collect();
+        assert!(
+            fields.len() >= 6,
+            "AH_TEST_USER={name}: no such user (scripts/setup creates it)"
+        );
+        Some(TestUser {
+            uid: fields[2]
+                .parse()
+                .unwrap_or_else(|e| panic!("uid of {name}: {e}")),
+            home: PathBuf::from(fields[5]),
+            name,
+        })
+    }
+
+    /// `program` run as this user with a minimal environment plus `env`.
+    pub fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", &self.name, "--", "env", "-i"])
+            .arg(format!("HOME={}", self.home.display()))
+            .arg(format!("USER={}", self.name))
+            .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+            .args(env.iter().map(|(k, v)| format!("{k}={v}")))
+            .arg(program);
+        cmd
+    }
+
+    /// Copies the sandbox image from root's storage into this user's, once.
+    pub fn load_image(&self, podman: &Path) {
+        let has_image = self
+            .command(podman, &[])
+            .args(["image", "exists", DEFAULT_IMAGE])
+            .status()
+            .unwrap_or_else(|e| panic!("runuser: {e}"));
+        if has_image.success() {
+            return;
+        }
+        let copy = format!(
+            "{0} save {DEFAULT_IMAGE} | runuser -u {1} -- env -i HOME={2} {0} load",
+            podman.display(),
+            self.name,
+            self.home.display()
+        );
+        let loaded = Command::new("bash")
+            .args(["-c", &copy])
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            loaded.status.success(),
+            "copying the image to {}: {}",
+            self.name,
+            String::from_utf8_lossy(&loaded.stderr)
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! A run by an unprivileged user: `ah` (the real binary, started with
+//! `runuser`) runs its tools in rootless podman, inside a user namespace, and
+//! the files it writes belong to that user. Needs root to switch users and
+//! `AH_TEST_USER` naming the user (CI sets both).
+
+mod support;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+use support::host::{describe, git};
+use support::mock::{MockServer, Reply, Turn};
+use support::podman::{TestUser, podman_ready_blocking};
+
+fn chown(path: &Path, user: &TestUser) {
+    let status = Command::new("chown")
+        .args(["-R", &format!("{0}:{0}", user.name)])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn an_unprivileged_user_runs_tools_in_rootless_podman() {
+    let Some(user) = TestUser::from_env() else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    user.load_image(&podman);
+
+    // Everything the user touches lives in a folder it can reach, whatever
+    // the permissions of the checkout: the project, and a copy of ah.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ah = root.path().join("ah");
+    std::fs::copy(env!("CARGO_BIN_EXE_ah"), &ah).unwrap();
+    let project = root.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("a.txt"), "one\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "initial"]);
+    chown(&project, &user);
+
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "id -u; cat /proc/self/uid_map; echo made > made.txt; touch /project/x || echo ro"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let url = mock.url();
+    let env = [
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+        ("NO_COLOR", "1"),
+        ("GIT_AUTHOR_NAME", "u"),
+        ("GIT_AUTHOR_EMAIL", "u@u"),
+        ("GIT_COMMITTER_NAME", "u"),
+        ("GIT_COMMITTER_EMAIL", "u@u"),
+    ];
+    let out = user
+        .command(&ah, &env)
+        .arg("-C")
+        .arg(&project)
+        .args(["--review", "auto", "make a file"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let requests = mock.requests();
+    let told = requests[1].body["messages"][2]["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut lines = told.lines();
+    assert_eq!(
+        lines.next(),
+        Some(user.uid.to_string().as_str()),
+        "keep-id keeps the user's uid:\n{told}"
+    );
+    assert!(
+        !told.contains("4294967295"),
+        "the tools run in a user namespace, not with the host's full uid range:\n{told}"
+    );
+    assert!(told.contains("ro"), "/project is read-only:\n{told}");
+
+    let made = project.join("made.txt");
+    assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n");
+    assert_eq!(
+        std::fs::metadata(&made).unwrap().uid(),
+        user.uid,
+        "the user owns what the model wrote"
+    );
+    let log = user
+        .command(Path::new("/usr/bin/git"), &[])
+        .arg("-C")
+        .arg(&project)
+        .args(["log", "-1", "--format=%s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).trim(),
+        "ah: make a file"
+    );
+}

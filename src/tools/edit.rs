@@ -2,12 +2,14 @@
 //! missing matches are errors, so the model never edits the wrong place.
 
 use std::fmt::Write as _;
+use std::fs::File;
+use std::os::unix::fs::FileExt as _;
 
 use serde_json::{Value, json};
 
 use super::read::{is_binary, read_file};
-use super::write::{allowed, write_file};
-use super::{Exec, ToolOutput, input, path, truncate};
+use super::write::allowed;
+use super::{Exec, ToolOutput, fs_beneath, input, path, truncate};
 use crate::llm::ToolDef;
 
 /// Cap on what the model gets (tail kept).
@@ -58,7 +60,7 @@ async fn edit(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
     let shown = resolved.display();
     allowed(&resolved, exec)?;
-    let bytes = read_file(&resolved).await?;
+    let (file, bytes) = read_file(exec.root(), &resolved, true).await?;
     if is_binary(&bytes) {
         return Err(format!("{shown} is a binary file: edit works on text only"));
     }
@@ -85,7 +87,7 @@ async fn edit(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
     } else {
         text.replacen(old, new, 1)
     };
-    if let Err(message) = write_file(&resolved, edited.as_bytes()).await {
+    if let Err(message) = rewrite(file, edited.as_bytes().to_vec(), shown.clone()).await {
         // A failed write may have truncated the file.
         return Ok(ToolOutput {
             may_change_files: true,
@@ -116,6 +118,17 @@ async fn edit(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
         exit_code: None,
         may_change_files: true,
     })
+}
+
+/// Replaces the whole content of the file `edit` opened and read, through the
+/// same descriptor, so the file rewritten is the file read.
+async fn rewrite(file: File, bytes: Vec<u8>, shown: String) -> Result<(), String> {
+    fs_beneath::unblock(move || {
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(&bytes, 0))
+            .map_err(|e| format!("cannot write {shown}: {e}"))
+    })
+    .await?
 }
 
 /// How many lines a piece of text touches: "" → 0, "a" → 1, "a\nb" → 2, "a\n" → 1.

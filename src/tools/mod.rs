@@ -3,11 +3,14 @@
 //!
 //! File tools act directly on the host-side work directory (the same directory
 //! the sandbox mounts at `/work`), always through [`path::resolve`], which
-//! confines every path to that directory. Commands go through [`Exec`], which
-//! the sandbox layer implements, so this layer never knows about containers.
+//! confines every path to that directory, and [`fs_beneath`], which opens it
+//! relative to a handle of that directory so a later swap cannot escape.
+//! Commands go through [`Exec`], which the sandbox layer implements, so this
+//! layer never knows about containers.
 
 pub mod bash;
 pub mod edit;
+pub mod fs_beneath;
 pub mod input;
 pub mod path;
 pub mod read;

@@ -9,8 +9,11 @@
 //! anything outside. An absolute link target under the (canonical) root or
 //! under `/work` — how links made inside the container look — counts as inside.
 //!
-//! The returned host path contains no symlinks at the moment of resolution;
-//! tools open its last component with `O_NOFOLLOW` as a second guard.
+//! The returned `rel` contains no symlinks and no `..` at the moment of
+//! resolution. The tools never open `host` by name: they open `rel` through
+//! [`super::fs_beneath`], relative to a handle of the root and refusing every
+//! symlink, so a folder swapped for a link after this check cannot redirect
+//! them outside the root or to a path other than the one checked.
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};

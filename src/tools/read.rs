@@ -1,10 +1,13 @@
 //! The `read` tool: shows a text file with numbered lines, a page at a time.
 
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Read as _;
+use std::path::Path;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
+use super::fs_beneath::{self, BeneathError};
 use super::path::{self, Resolved};
 use super::{Exec, ToolOutput, input, truncate};
 use crate::llm::ToolDef;
@@ -52,7 +55,7 @@ async fn read(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let limit = input::positive_integer(input, "limit")?.unwrap_or(DEFAULT_LIMIT);
     let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
     let shown = resolved.display();
-    let bytes = read_file(&resolved).await?;
+    let (_, bytes) = read_file(exec.root(), &resolved, false).await?;
     if is_binary(&bytes) {
         return Err(format!(
             "{shown} is a binary file (it has NUL bytes): read shows text only; \
@@ -93,40 +96,50 @@ async fn read(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
     })
 }
 
-/// Reads a regular file without following a symlink at its last component
-/// and without blocking on FIFOs. Errors are messages for the model.
-pub(super) async fn read_file(resolved: &Resolved) -> Result<Vec<u8>, String> {
-    let shown = resolved.display();
-    let mut file = tokio::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&resolved.host)
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                format!("{shown} does not exist: check the path (bash `ls` shows what is there)")
-            }
-            _ => format!("cannot open {shown}: {e}"),
-        })?;
-    let meta = file
-        .metadata()
-        .await
-        .map_err(|e| format!("cannot inspect {shown}: {e}"))?;
-    if meta.is_dir() {
-        return Err(format!(
-            "{shown} is a directory, not a file: use bash (`ls {shown}`) to list it"
-        ));
+/// Opens the regular file at `resolved` beneath `root`, so that no symlink
+/// swapped in after [`path::resolve`] is followed, and reads it; never blocks
+/// on a FIFO. With `write` the file stays open for `edit` to rewrite it.
+/// Errors are messages for the model.
+pub(super) async fn read_file(
+    root: &Path,
+    resolved: &Resolved,
+    write: bool,
+) -> Result<(File, Vec<u8>), String> {
+    let (root, rel, shown) = (root.to_path_buf(), resolved.rel.clone(), resolved.display());
+    let outcome = if write {
+        "nothing was changed"
+    } else {
+        "nothing was read"
+    };
+    fs_beneath::unblock(move || {
+        let mut file = fs_beneath::open_file(&root, &rel, write)
+            .map_err(|e| open_error(&shown, e, outcome))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        Ok((file, bytes))
+    })
+    .await?
+}
+
+/// The model's message for a file that `read` or `edit` could not open;
+/// `outcome` says what did not happen (for a path changed under us).
+fn open_error(shown: &str, e: BeneathError, outcome: &str) -> String {
+    match e {
+        BeneathError::NotFound => {
+            format!("{shown} does not exist: check the path (bash `ls` shows what is there)")
+        }
+        BeneathError::Directory => {
+            format!("{shown} is a directory, not a file: use bash (`ls {shown}`) to list it")
+        }
+        BeneathError::NotRegular => {
+            format!("{shown} is not a regular file (a device, socket or FIFO)")
+        }
+        BeneathError::Changed => {
+            format!("{shown} changed while it was being opened: {e}; {outcome}. Try again.")
+        }
+        e => format!("cannot open {shown}: {e}"),
     }
-    if !meta.is_file() {
-        return Err(format!(
-            "{shown} is not a regular file (a device, socket or FIFO)"
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .await
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    Ok(bytes)
 }
 
 /// Whether the file looks binary: a NUL byte among its first bytes.

@@ -1,9 +1,12 @@
 //! The `write` tool: creates or replaces a file, creating parent folders.
 //! The write policy is asked first; a refused path is never touched.
 
-use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use std::io::Write as _;
+use std::path::Path;
 
+use serde_json::{Value, json};
+
+use super::fs_beneath::{self, BeneathError};
 use super::path::{self, Resolved};
 use super::{Exec, ToolOutput, input, truncate};
 use crate::llm::ToolDef;
@@ -46,22 +49,10 @@ pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
     if let Err(reason) = allowed(&resolved, exec) {
         return ToolOutput::error(reason);
     }
-    let created = match tokio::fs::symlink_metadata(&resolved.host).await {
-        Ok(meta) if meta.is_dir() => {
-            return ToolOutput::error(format!(
-                "{shown} is a directory: give the path of a file inside it"
-            ));
-        }
-        Ok(_) => false,
-        Err(_) => true,
+    let created = match write_file(exec.root(), &resolved, content.as_bytes()).await {
+        Ok(created) => created,
+        Err(refused) => return refused,
     };
-    if let Err(message) = write_file(&resolved, content.as_bytes()).await {
-        // Parent folders may already have been created.
-        return ToolOutput {
-            may_change_files: true,
-            ..ToolOutput::error(message)
-        };
-    }
     let bytes = content.len();
     let verb = if created { "Created" } else { "Overwrote" };
     ToolOutput {
@@ -85,29 +76,47 @@ pub(super) fn allowed(resolved: &Resolved, exec: &dyn Exec) -> Result<(), String
     })
 }
 
-/// Writes `bytes` to the file (creating parents), never following a symlink
-/// at the last component. Errors are messages for the model.
-pub(super) async fn write_file(resolved: &Resolved, bytes: &[u8]) -> Result<(), String> {
-    let shown = resolved.display();
-    if let Some(parent) = resolved.host.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| format!("cannot create the folders for {shown}: {e}"))?;
+/// Writes `bytes` to the file at `resolved`, opened beneath `root` so that no
+/// symlink swapped in after [`path::resolve`] is followed; missing parent
+/// folders are created one by one beneath it. Returns whether the file was
+/// created; an error is the tool's result.
+async fn write_file(root: &Path, resolved: &Resolved, bytes: &[u8]) -> Result<bool, ToolOutput> {
+    let (root, rel, shown) = (root.to_path_buf(), resolved.rel.clone(), resolved.display());
+    let bytes = bytes.to_vec();
+    fs_beneath::unblock(move || {
+        let (mut file, created) = match fs_beneath::create_file(&root, &rel) {
+            Ok(opened) => opened,
+            // An existing directory: nothing was created or changed.
+            Err(BeneathError::Directory) => {
+                return Err(ToolOutput::error(format!(
+                    "{shown} is a directory: give the path of a file inside it"
+                )));
+            }
+            Err(BeneathError::Changed) => {
+                return Err(changed(format!(
+                    "{shown} changed while it was being written: {}; the file was not \
+                     written. Try again.",
+                    BeneathError::Changed
+                )));
+            }
+            Err(e) => return Err(changed(format!("cannot write {shown}: {e}"))),
+        };
+        file.write_all(&bytes)
+            .and_then(|()| file.flush())
+            .map_err(|e| changed(format!("cannot write {shown}: {e}")))?;
+        Ok(created)
+    })
+    .await
+    .unwrap_or_else(|message| Err(changed(message)))
+}
+
+/// An error after which files may have changed: parent folders may have been
+/// created, the file truncated.
+fn changed(message: String) -> ToolOutput {
+    ToolOutput {
+        may_change_files: true,
+        ..ToolOutput::error(message)
     }
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&resolved.host)
-        .await
-        .map_err(|e| format!("cannot open {shown} for writing: {e}"))?;
-    file.write_all(bytes)
-        .await
-        .map_err(|e| format!("cannot write {shown}: {e}"))?;
-    file.flush()
-        .await
-        .map_err(|e| format!("cannot write {shown}: {e}"))
 }
 
 #[cfg(test)]
@@ -183,8 +192,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn write_file_never_follows_a_final_symlink() {
-        // Second guard for a link swapped in after `resolve`: open uses O_NOFOLLOW.
+    async fn write_file_never_follows_a_symlink_swapped_in_after_resolve() {
+        // `rel` as `resolve` computed it before the swap: the open refuses the link.
         let exec = TestExec::new();
         let victim = exec.outside("victim");
         std::fs::write(&victim, "original").unwrap();
@@ -193,8 +202,14 @@ mod tests {
             host: exec.path("swapped"),
             rel: "swapped".to_string(),
         };
-        let err = write_file(&raced, b"pwned").await.unwrap_err();
-        assert!(err.starts_with("cannot open /work/swapped"), "{err}");
+        let err = write_file(exec.root(), &raced, b"pwned").await.unwrap_err();
+        assert!(
+            err.content
+                .starts_with("/work/swapped changed while it was being written: "),
+            "{}",
+            err.content
+        );
+        assert!(err.content.ends_with("Try again."), "{}", err.content);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "original");
     }
 

@@ -183,8 +183,8 @@ async fn a_fifo_is_refused_without_blocking() {
 }
 
 #[tokio::test]
-async fn read_file_never_follows_a_final_symlink() {
-    // Second guard for a link swapped in after `resolve`: open uses O_NOFOLLOW.
+async fn read_file_never_follows_a_symlink_swapped_in_after_resolve() {
+    // `rel` as `resolve` computed it before the swap: the open refuses the link.
     let exec = TestExec::new();
     let secret = exec.outside("secret");
     std::fs::write(&secret, "secret").unwrap();
@@ -193,6 +193,13 @@ async fn read_file_never_follows_a_final_symlink() {
         host: exec.path("swapped"),
         rel: "swapped".to_string(),
     };
-    let err = read_file(&raced).await.unwrap_err();
-    assert!(err.starts_with("cannot open /work/swapped"), "{err}");
+    let err = read_file(exec.root(), &raced, false).await.unwrap_err();
+    assert!(
+        err.starts_with(
+            "/work/swapped changed while it was being opened: a folder or file in \
+             its path was replaced (e.g. by a symlink) after the path was checked; nothing was \
+             read. Try again."
+        ),
+        "{err}"
+    );
 }

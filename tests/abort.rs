@@ -42,23 +42,26 @@ fn wait_exit(child: &mut Child, within: Duration) -> i32 {
     }
 }
 
-fn processes_with(needle: &str) -> usize {
+/// Processes whose command line is exactly `cmdline` (arguments joined by
+/// spaces).
+fn processes_running(cmdline: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(needle)
-                })
-                .unwrap_or(false)
+            std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c)
+                    .trim_end_matches('\0')
+                    .replace('\0', " ")
+                    == cmdline
+            })
         })
         .count()
 }
 
 fn abort_mid_tool(signal: libc::c_int) {
+    // A sleep of its own per test: the tests run in parallel.
+    let sleep = format!("sleep {}", 987_000 + signal);
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
@@ -72,7 +75,7 @@ fn abort_mid_tool(signal: libc::c_int) {
                 .tool_use(
                     "toolu_2",
                     "bash",
-                    json!({"command": "touch started && sleep 987654"}),
+                    json!({"command": format!("touch started && {sleep}")}),
                 )
                 .tool_use("toolu_3", "read", json!({"path": "a.txt"})),
         ),
@@ -85,11 +88,11 @@ fn abort_mid_tool(signal: libc::c_int) {
         .spawn()
         .unwrap();
     wait_for_marker(&host, "started");
-    assert_eq!(processes_with("sleep 987654"), 1);
+    assert_eq!(processes_running(&sleep), 1);
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);
     assert_eq!(
-        processes_with("sleep 987654"),
+        processes_running(&sleep),
         0,
         "the tool's process group is gone"
     );

@@ -38,6 +38,9 @@ pub struct Manifest {
     pub applied: bool,
     /// Artifact paths, relative to `artifacts/`.
     pub artifacts: Vec<String>,
+    /// Why the run is poisoned (a violating step could not be undone), when
+    /// it is: such a run's patch must never be applied.
+    pub poisoned: Option<String>,
 }
 
 /// A path a step wrote against the write policy (the step was reverted).

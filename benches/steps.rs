@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ah::sandbox::policy::Policy;
-use ah::sandbox::shadow::ShadowRepo;
+use ah::sandbox::shadow::{MAX_FILE_BYTES, ShadowRepo};
 use ah::sandbox::workspace;
 
 const STEPS: usize = 15;
@@ -73,7 +73,7 @@ fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     let started = Instant::now();
     workspace::copy_project(project, &work).expect("copy");
     let shadow = ShadowRepo::init(&run.join("shadow.git"), &work).expect("init");
-    shadow.baseline().expect("baseline");
+    let mut head = shadow.baseline().expect("baseline");
     let prepare = started.elapsed();
 
     let policy = Policy::load(project, None, &[], &[]).expect("default policy");
@@ -81,8 +81,14 @@ fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     for step in 0..STEPS {
         std::fs::write(work.join("d000/e00/f0.rs"), format!("// step {step}\n")).expect("change");
         let started = Instant::now();
-        let commit = shadow.commit_step(&format!("step {step}")).expect("commit");
-        let violations = policy.check_changes(&work, &commit.changes);
+        let message = format!("step {step}");
+        let commit = shadow
+            .commit_step(head, &message, MAX_FILE_BYTES)
+            .expect("commit");
+        let id = commit.commit.expect("a commit");
+        let links = shadow.committed_links(id).expect("links");
+        let violations = policy.check_changes(&work, &commit.changes, &|p| links.target(p));
+        head = id;
         times.push(started.elapsed());
         assert_eq!(commit.changes.len(), 1);
         assert!(violations.is_empty());

@@ -114,4 +114,6 @@ pub enum EndReason {
     Stopped,
     /// The model call failed for good.
     Failed,
+    /// A violating step could not be undone; no more tools may run.
+    Poisoned,
 }

@@ -212,6 +212,20 @@ pub async fn run_agent(
         let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
         head = stored.id;
         out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+        if run.poisoned().is_some() {
+            out.emit(
+                session,
+                Some(&head),
+                Event::AgentEnd {
+                    reason: EndReason::Poisoned,
+                },
+            );
+            return Ok(AgentSummary {
+                reason: EndReason::Poisoned,
+                turns,
+                tool_calls,
+            });
+        }
         if limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
             out.emit(
                 session,

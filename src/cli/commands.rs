@@ -31,6 +31,12 @@ pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool)
     let run = find_run(&ah_dir, run_id)?;
     let manifest_path = run.manifest_path();
     let mut manifest = Manifest::load(&manifest_path).ok();
+    if let Some(why) = manifest.as_ref().and_then(|m| m.poisoned.as_deref()) {
+        bail!(
+            "run {} must not be applied: {why}; its patch is kept only for inspection",
+            run.id()
+        );
+    }
     if !force && manifest.as_ref().is_some_and(|m| m.applied) {
         bail!(
             "run {} was applied already; pass --force to apply its patch again",

@@ -46,6 +46,15 @@ pub fn review(
         ));
     }
     eprintln!("{}", terminal_safe(&rules::diffstat(&result.patch.files)));
+    if let Some(why) = &result.poisoned {
+        eprintln!(
+            "{} this run's patch must not be applied: {}",
+            style("refused:").red().bold(),
+            terminal_safe(why)
+        );
+        eprintln!("the patch is kept for inspection: {}", patch_path.display());
+        return Ok(outcome(mode, "refused", why, false, true));
+    }
     match mode {
         ReviewMode::Never => {
             eprintln!("patch saved: {}", patch_path.display());

@@ -242,6 +242,7 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.violations = result.violations.clone();
     manifest.patch = Some(result.patch.summary());
     manifest.warnings = result.warnings.clone();
+    manifest.poisoned = result.poisoned.clone();
     manifest.artifacts = result
         .artifacts
         .copied

@@ -133,6 +133,7 @@ mod tests {
 
     use super::*;
     use crate::sandbox::review;
+    use crate::sandbox::shadow::MAX_FILE_BYTES;
     use crate::sandbox::workspace::copy_project;
 
     /// Runs real git in `dir`, isolated from the machine's git config.
@@ -178,7 +179,9 @@ mod tests {
         }
         /// Commits the work tree as one step and builds the session patch.
         fn patch(&self) -> (Oid, PatchInfo) {
-            let head = self.repo.commit_step("step").unwrap().commit.unwrap();
+            let parent = self.repo.head().unwrap();
+            let step = self.repo.commit_step(parent, "step", MAX_FILE_BYTES);
+            let head = step.unwrap().commit.unwrap();
             (
                 head,
                 session_patch(&self.repo, self.baseline, head).unwrap(),

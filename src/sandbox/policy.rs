@@ -10,7 +10,7 @@ mod symlink;
 mod tests;
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use globset::GlobSet;
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,12 @@ use serde::{Deserialize, Serialize};
 use super::{Change, ChangeKind};
 
 pub use load::{Origin, PolicyError};
+
+/// Where the policy reads symlinks: given a path relative to the work root,
+/// the target of the link the step's commit holds there (`Ok(None)` when the
+/// commit holds no link there; `Err` with why when it cannot be read). Links
+/// are checked as committed, never as found on disk.
+pub type LinkLookup<'a> = dyn Fn(&Path) -> Result<Option<PathBuf>, String> + 'a;
 
 /// Where a project keeps its own policy, relative to the project root.
 pub const PROJECT_POLICY_FILE: &str = ".ah/policy.toml";
@@ -99,6 +105,8 @@ pub enum Reason {
     },
     /// The link could not be followed: unreadable, or too many hops (a loop).
     SymlinkUnchecked { target: String, detail: String },
+    /// A file over the size cap for staging: it was never recorded.
+    TooLarge { limit: u64 },
 }
 
 impl Violation {
@@ -136,23 +144,38 @@ impl fmt::Display for Violation {
                 f,
                 "{path:?} is a symlink to {target:?} that cannot be followed: {detail}"
             ),
+            Reason::TooLarge { limit } => write!(
+                f,
+                "{path:?} is larger than {}: a file that large cannot be part of the patch",
+                size_text(*limit)
+            ),
         }
     }
 }
 
 /// The text of `steps/step-N.violation.txt`, also sent to the model as the
-/// step's result: which paths broke which rule, and that the step was undone.
-pub fn violation_report(violations: &[Violation]) -> String {
-    let mut out = String::from("step undone: these paths broke the write policy:\n");
+/// step's result: which paths broke which rule, and that the step was undone,
+/// or, given `undo_failure`, that it could not be and the run is stopped.
+pub fn violation_report(violations: &[Violation], undo_failure: Option<&str>) -> String {
+    let mut out = String::from(match undo_failure {
+        None => "step undone: these paths broke the write policy:\n",
+        Some(_) => "step NOT undone: these paths broke the write policy:\n",
+    });
     for violation in violations {
         out.push_str("  ");
         out.push_str(&violation.to_string());
         out.push('\n');
     }
-    out.push_str(
-        "All changes of this step were reverted. Write only to paths the policy allows; \
-         do not retry these paths.\n",
-    );
+    match undo_failure {
+        None => out.push_str(
+            "All changes of this step were reverted. Write only to paths the policy allows; \
+             do not retry these paths.\n",
+        ),
+        Some(err) => out.push_str(&format!(
+            "The step could not be reverted ({err}). The run is stopped and its changes will \
+             not be applied: make no more tool calls, and tell the user what happened.\n"
+        )),
+    }
     out
 }
 
@@ -194,10 +217,17 @@ impl Policy {
     }
 
     /// Checks every change of a step, deletions included. A change whose new
-    /// side is a symlink (by its flag, or by what is on disk, so a wrong flag
-    /// cannot skip the check) must lead, through any chain of links inside
-    /// `work_dir`, to a path inside the work root that no deny rule matches.
-    pub fn check_changes(&self, work_dir: &Path, changes: &[Change]) -> Vec<Violation> {
+    /// side is a symlink (by its flag, or by what `links` finds in the commit,
+    /// so a wrong flag cannot skip the check) must lead, through any chain of
+    /// committed links, to a path inside the work root that no deny rule
+    /// matches. `work_dir` is the work root's host path, which absolute link
+    /// targets may name (the `none` backend); nothing is read from it.
+    pub fn check_changes(
+        &self,
+        work_dir: &Path,
+        changes: &[Change],
+        links: &LinkLookup<'_>,
+    ) -> Vec<Violation> {
         let mut violations = Vec::new();
         for change in changes {
             if let Err(violation) = self.check_path(&change.path) {
@@ -207,17 +237,21 @@ impl Policy {
             if change.kind == ChangeKind::Deleted {
                 continue;
             }
-            let on_disk_link = std::fs::symlink_metadata(work_dir.join(&change.path))
-                .is_ok_and(|meta| meta.file_type().is_symlink());
-            if change.symlink || on_disk_link {
-                violations.extend(self.check_symlink(work_dir, &change.path));
+            let committed_link = !matches!(links(Path::new(&change.path)), Ok(None));
+            if change.symlink || committed_link {
+                violations.extend(self.check_symlink(work_dir, &change.path, links));
             }
         }
         violations
     }
 
-    fn check_symlink(&self, work_dir: &Path, link: &str) -> Option<Violation> {
-        let (target, resolution) = symlink::resolve(work_dir, link);
+    fn check_symlink(
+        &self,
+        work_dir: &Path,
+        link: &str,
+        links: &LinkLookup<'_>,
+    ) -> Option<Violation> {
+        let (target, resolution) = symlink::resolve(work_dir, link, links);
         let reason = match resolution {
             symlink::Resolution::Inside(resolved) => {
                 let rule = self.deny.first_match(&resolved)?;
@@ -234,6 +268,16 @@ impl Policy {
             path: link.to_string(),
             reason,
         })
+    }
+}
+
+/// A byte count for people: whole MiB when it is one, else bytes.
+fn size_text(bytes: u64) -> String {
+    const MIB: u64 = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
     }
 }
 

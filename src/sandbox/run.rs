@@ -4,7 +4,12 @@
 //! Each tool call is a step. A step that may change files is committed in the
 //! shadow repo and its changed paths are checked against the policy; a step
 //! that broke the policy is reverted, recorded in `steps/step-N.violation.txt`
-//! and the model is told. `finish` stops the backend and builds the patch.
+//! and the model is told. A violating step that cannot be reverted poisons the
+//! run: no further tool runs, and its changes must not be applied. `finish`
+//! stops the backend and builds the patch.
+
+#[cfg(test)]
+mod tests;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -14,9 +19,9 @@ use serde_json::Value;
 
 use super::artifacts::{self, ArtifactReport};
 use super::patch::{self, PatchInfo};
-use super::policy::{self, Policy};
+use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
-use super::shadow::ShadowRepo;
+use super::shadow::{self, ShadowRepo};
 use super::{Backend, BackendKind, Change, workspace};
 use crate::tools::{self, Exec, ExecOutput, ToolOutput};
 
@@ -59,6 +64,9 @@ pub struct RunResult {
     /// What went wrong after the patch was saved (sandbox removal,
     /// artifacts, cleanup); the run's outcome stands.
     pub warnings: Vec<String>,
+    /// Why the patch must never be applied, when a violating step could not
+    /// be undone.
+    pub poisoned: Option<String>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -72,6 +80,9 @@ pub struct Run {
     steps: u32,
     violations: Vec<ViolationRecord>,
     artifact_cap: u64,
+    /// Why the run must stop and never be applied, once a violating step
+    /// could not be undone.
+    poisoned: Option<String>,
 }
 
 impl Run {
@@ -108,6 +119,7 @@ impl Run {
             steps: 0,
             violations: Vec::new(),
             artifact_cap,
+            poisoned: None,
         }
     }
 
@@ -127,6 +139,13 @@ impl Run {
         self.baseline.to_string()
     }
 
+    /// Why the run is poisoned, if it is: a step broke the write policy and
+    /// could not be undone, so the work tree holds what the policy forbids.
+    /// A poisoned run runs no more tools, and its patch must not be applied.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
     /// Runs one tool call as step N: the tool, then (if it may have changed
     /// files) the commit and the policy check, then the step files.
     pub async fn tool_step(&mut self, name: &str, input: &Value) -> StepOutcome {
@@ -138,7 +157,12 @@ impl Run {
             backend: self.backend.as_ref(),
             policy: &self.policy,
         };
-        let mut output = tools::call(name, input, &view).await;
+        let mut output = match &self.poisoned {
+            Some(reason) => ToolOutput::error(format!(
+                "[ah: not run: the run is stopped because {reason}; make no more tool calls]"
+            )),
+            None => tools::call(name, input, &view).await,
+        };
         let duration_ms = started.elapsed().as_millis() as u64;
         let mut outcome = StepOutcome {
             step,
@@ -175,7 +199,8 @@ impl Run {
         outcome
     }
 
-    /// Commits what the step changed, or undoes it when it broke the policy.
+    /// Commits what the step changed on the last accepted commit, or undoes
+    /// it when it broke the policy (a file over the size cap counts as that).
     fn commit_step(
         &mut self,
         step: u32,
@@ -183,7 +208,9 @@ impl Run {
         output: &mut ToolOutput,
         outcome: &mut StepOutcome,
     ) {
-        let committed = match self.shadow.commit_step(&format!("step {step}: {name}")) {
+        let message = format!("step {step}: {name}");
+        let limit = shadow::MAX_FILE_BYTES;
+        let committed = match self.shadow.commit_step(self.head, &message, limit) {
             Ok(committed) => committed,
             Err(err) => {
                 output.is_error = true;
@@ -200,24 +227,62 @@ impl Run {
                 committed.nested_repos.join(", ")
             ));
         }
-        let Some(commit) = committed.commit else {
-            return;
-        };
-        outcome.changes = committed.changes;
-        let violations = self
-            .policy
-            .check_changes(&self.dir.work_dir(), &outcome.changes);
-        if violations.is_empty() {
-            self.head = commit;
-            outcome.commit = Some(commit.to_string());
-            return;
+        let mut violations: Vec<Violation> = committed
+            .too_large
+            .into_iter()
+            .map(|path| Violation {
+                path,
+                reason: Reason::TooLarge { limit },
+            })
+            .collect();
+        if let Some(commit) = committed.commit {
+            outcome.changes = committed.changes;
+            violations.extend(self.check_commit(commit, &outcome.changes));
+            if violations.is_empty() {
+                self.head = commit;
+                outcome.commit = Some(commit.to_string());
+                return;
+            }
         }
-        let report = policy::violation_report(&violations);
-        let undone = self.shadow.revert_to(self.head);
-        let mut text = report.clone();
-        if let Err(err) = &undone {
-            text.push_str(&format!(
-                "\nthe step could NOT be undone ({err}); the run must not be applied"
+        if !violations.is_empty() {
+            self.undo_step(step, &violations, output, outcome);
+        }
+    }
+
+    /// The policy check of a step's commit; symlinks are read from the commit.
+    fn check_commit(&self, commit: Oid, changes: &[Change]) -> Vec<Violation> {
+        let work_dir = self.dir.work_dir();
+        match self.shadow.committed_links(commit) {
+            Ok(links) => self
+                .policy
+                .check_changes(&work_dir, changes, &|path| links.target(path)),
+            // Fails closed: every change counts as a link that cannot be read.
+            Err(err) => {
+                let err = err.to_string();
+                self.policy
+                    .check_changes(&work_dir, changes, &|_| Err(err.clone()))
+            }
+        }
+    }
+
+    /// Reverts a violating step to the last accepted commit and records it;
+    /// poisons the run when the revert fails.
+    fn undo_step(
+        &mut self,
+        step: u32,
+        violations: &[Violation],
+        output: &mut ToolOutput,
+        outcome: &mut StepOutcome,
+    ) {
+        let undo_failure = self
+            .shadow
+            .revert_to(self.head)
+            .err()
+            .map(|e| e.to_string());
+        let mut text = policy::violation_report(violations, undo_failure.as_deref());
+        if let Some(err) = undo_failure {
+            self.poisoned = Some(format!(
+                "step {step} broke the write policy and could not be undone: {err}"
             ));
         }
         if let Err(err) = self.dir.write_violation(step, &text) {
@@ -256,7 +321,8 @@ impl Run {
             .map_err(|e| e.to_string())
             .and_then(|changes| {
                 artifacts::copy_added(
-                    &self.dir.work_dir(),
+                    &self.shadow,
+                    self.head,
                     &self.dir.artifacts_dir(),
                     &changes,
                     self.artifact_cap,
@@ -283,6 +349,7 @@ impl Run {
             violations: self.violations,
             artifacts,
             warnings,
+            poisoned: self.poisoned,
         })
     }
 }

@@ -12,20 +12,31 @@
 //! What is recorded: everything in the work tree except what the project's
 //! own `.gitignore` files ignore (as `git add -A` would; build outputs and
 //! such are never committed, never checked by the policy, never in the patch)
-//! and a top-level `.ah/`. The user's global git configuration (excludes file,
-//! attributes file, autocrlf) is overridden in the shadow repo's own config so
-//! that what is recorded does not depend on who runs ah.
+//! and a top-level `.ah/`. Content is recorded byte for byte: the user's
+//! global git configuration (excludes file, attributes file, autocrlf) is
+//! overridden in the shadow repo's own config, and `info/attributes`, which
+//! outranks every `.gitattributes`, switches off what the work tree's
+//! attributes could do to stored content (line endings, `ident`, filters) or
+//! to the review (`binary`, `-diff`), so the model cannot disguise a change.
+//!
+//! The repo's HEAD is not trusted: a step is committed on the parent the
+//! caller names (the run's last accepted commit), so a rejected commit that a
+//! failed revert left at HEAD never becomes part of the run.
 
+mod links;
+mod revert;
+mod stage;
 #[cfg(test)]
 mod tests;
+mod unlock;
 
-use std::os::unix::ffi::OsStrExt;
+pub use links::CommittedLinks;
+pub use revert::Reverted;
+
 use std::path::{Path, PathBuf};
 
-use git2::build::CheckoutBuilder;
 use git2::{
-    Commit, Delta, DiffOptions, FileMode, Index, Oid, Repository, RepositoryInitOptions, Signature,
-    Tree,
+    Commit, Delta, DiffOptions, FileMode, Oid, Repository, RepositoryInitOptions, Signature, Tree,
 };
 
 use super::{Change, ChangeKind};
@@ -33,9 +44,24 @@ use super::{Change, ChangeKind};
 const COMMITTER_NAME: &str = "ah";
 const COMMITTER_EMAIL: &str = "ah@localhost";
 const BRANCH: &str = "main";
+const BRANCH_REF: &str = "refs/heads/main";
+
+/// The largest file a step may add or change: 50 MiB. Larger files are not
+/// staged (hashing whatever the container creates could exhaust the host).
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
 
 /// Patterns never recorded, written to the shadow repo's `info/exclude`.
 const EXCLUDES: &str = "# Written by ah: ah's own state is never part of a run's changes.\n/.ah/\n";
+
+/// Written to the shadow repo's `info/attributes`, which outranks the work
+/// tree's `.gitattributes`: content is stored and checked out byte for byte
+/// (`-text` never converts line endings; `eol`, `crlf`, `ident`, `filter` and
+/// `working-tree-encoding` are unspecified, so they do nothing), and whether a
+/// file diffs as text is decided by its content alone (`diff` unspecified,
+/// which also undoes the `binary` macro's `-diff`).
+const ATTRIBUTES: &str = "# Written by ah: the work tree's .gitattributes must not change what is \
+recorded or how it is shown.\n\
+* -text !eol !crlf !ident !filter !working-tree-encoding !diff\n";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShadowError {
@@ -55,6 +81,21 @@ pub enum ShadowError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot stage {path}: {source}; the file changed while it was read, or cannot be read")]
+    Stage {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "shadow repo {git_dir}: the work tree could not be reset to commit {commit} ({first}), \
+         not even after making its folders writable again ({retry})"
+    )]
+    RevertFailed {
+        git_dir: PathBuf,
+        commit: Oid,
+        first: git2::Error,
+        retry: git2::Error,
+    },
     #[error("shadow repo {0} has no baseline commit yet: take the baseline before recording steps")]
     NoBaseline(PathBuf),
     #[error("shadow repo {0} already has a baseline: a run takes its baseline only once")]
@@ -64,45 +105,34 @@ pub enum ShadowError {
 /// The outcome of [`ShadowRepo::commit_step`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepCommit {
-    /// The new commit, or `None` when the step changed nothing.
+    /// The new commit, or `None` when the step changed nothing that could be
+    /// staged.
     pub commit: Option<Oid>,
-    /// What changed versus the previous commit, sorted by path.
+    /// What changed versus the parent commit, sorted by path.
     pub changes: Vec<Change>,
     /// Directories in the work tree that hold a git repository of their own
     /// (a nested repo, or a submodule whose `.git` file was copied). Their
     /// contents are not recorded: not checked, not reverted, not in the
     /// patch. Git itself treats such directories the same way.
     pub nested_repos: Vec<String>,
-}
-
-/// The outcome of [`ShadowRepo::revert_to`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reverted {
-    /// The commit HEAD and the work tree now match.
-    pub head: Oid,
-    /// The commit HEAD pointed at before, when it was a different one. It is
-    /// no longer on the branch but stays in the object store until pruned.
-    pub dropped: Option<Oid>,
-}
-
-/// What one scan of the work tree found.
-#[derive(Default)]
-struct WorkTreeScan {
-    /// Paths that differ from the index, each with whether it was deleted.
-    changes: Vec<(bool, Vec<u8>)>,
-    nested_repos: Vec<String>,
+    /// Files the step added or changed that are over the size cap, sorted by
+    /// path. They were not staged, so they are in neither `changes` nor the
+    /// commit; the caller must treat them as a violation and revert.
+    pub too_large: Vec<String>,
 }
 
 /// A shadow repository bound to one work tree.
 pub struct ShadowRepo {
     repo: Repository,
     git_dir: PathBuf,
+    work_dir: PathBuf,
 }
 
 impl std::fmt::Debug for ShadowRepo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShadowRepo")
             .field("git_dir", &self.git_dir)
+            .field("work_dir", &self.work_dir)
             .finish_non_exhaustive()
     }
 }
@@ -129,15 +159,18 @@ impl ShadowRepo {
         // Absolute, as config paths must be.
         let info = repo.path().join("info");
         let exclude = info.join("exclude");
-        std::fs::create_dir_all(&info)
-            .and_then(|()| std::fs::write(&exclude, EXCLUDES))
-            .map_err(|source| ShadowError::Io {
-                path: exclude.clone(),
-                source,
-            })?;
+        let attributes = info.join("attributes");
+        for (path, text) in [(&exclude, EXCLUDES), (&attributes, ATTRIBUTES)] {
+            std::fs::create_dir_all(&info)
+                .and_then(|()| std::fs::write(path, text))
+                .map_err(|source| ShadowError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+        }
         let mut config = repo.config().map_err(err("opening the config"))?;
         let exclude = exclude.to_string_lossy();
-        let attributes = info.join("attributes");
+        let attributes = attributes.to_string_lossy();
         let worktree = work_dir.to_string_lossy();
         let settings: [(&str, &str); 12] = [
             // Lets a person inspect the run with `git --git-dir=shadow.git`.
@@ -151,7 +184,7 @@ impl ShadowRepo {
             ("core.safecrlf", "false"),
             // Shadow the user's global excludes and attributes.
             ("core.excludesfile", &exclude),
-            ("core.attributesfile", &attributes.to_string_lossy()),
+            ("core.attributesfile", &attributes),
             ("user.name", COMMITTER_NAME),
             ("user.email", COMMITTER_EMAIL),
         ];
@@ -176,66 +209,56 @@ impl ShadowRepo {
         Ok(ShadowRepo {
             repo,
             git_dir: git_dir.to_path_buf(),
+            work_dir: work_dir.to_path_buf(),
         })
     }
 
-    /// Commits the whole work tree as the run's first commit.
+    /// Commits the whole work tree as the run's first commit. The project's
+    /// own files are the user's: no size cap applies to them.
     pub fn baseline(&self) -> Result<Oid, ShadowError> {
         match self.head_commit() {
             Err(ShadowError::NoBaseline(_)) => {}
             Ok(_) => return Err(ShadowError::BaselineExists(self.git_dir.clone())),
             Err(e) => return Err(e),
         }
-        let (tree, _) = self.stage_all()?;
-        self.commit(&tree, "baseline", &[])
+        let staged = self.stage_all(u64::MAX)?;
+        self.commit(&staged.tree, "baseline", &[])
     }
 
-    /// Stages every change in the work tree and commits it when there is
-    /// one. The changes are listed versus the previous commit.
-    pub fn commit_step(&self, message: &str) -> Result<StepCommit, ShadowError> {
-        let parent = self.head_commit()?;
-        let parent_tree = parent.tree().map_err(self.err("reading HEAD's tree"))?;
-        let (tree, nested_repos) = self.stage_all()?;
-        if tree.id() == parent_tree.id() {
-            return Ok(StepCommit {
-                commit: None,
-                changes: Vec::new(),
-                nested_repos,
-            });
-        }
-        let changes = self.tree_changes(&parent_tree, &tree)?;
-        let commit = self.commit(&tree, message, &[&parent])?;
-        Ok(StepCommit {
-            commit: Some(commit),
-            changes,
-            nested_repos,
-        })
-    }
-
-    /// Makes the work tree, the index and HEAD match `commit`: tracked files
-    /// are restored, and files not in `commit` are removed, whether the later
-    /// commits added them or they were never staged. Ignored files and nested
-    /// repositories are left alone, as they were never recorded.
-    pub fn revert_to(&self, commit: Oid) -> Result<Reverted, ShadowError> {
-        let previous = self.head()?;
-        let target = self
+    /// Stages every change in the work tree and, when the staged tree differs
+    /// from `parent`'s, commits it on `parent`. The changes are listed versus
+    /// `parent`, whatever HEAD points at; the branch ends on the new commit,
+    /// or on `parent` when nothing changed. Files over `max_file_bytes` are
+    /// not staged but listed in [`StepCommit::too_large`].
+    pub fn commit_step(
+        &self,
+        parent: Oid,
+        message: &str,
+        max_file_bytes: u64,
+    ) -> Result<StepCommit, ShadowError> {
+        // Only a repo with a baseline records steps.
+        self.head_commit()?;
+        let parent = self
             .repo
-            .find_commit(commit)
-            .map_err(self.err("finding the commit to revert to"))?;
-        // A hard reset would ignore `remove_untracked`: check out first,
-        // then move the branch.
-        let mut checkout = CheckoutBuilder::new();
-        checkout.force().remove_untracked(true);
-        self.repo
-            .checkout_tree(target.as_object(), Some(&mut checkout))
-            .map_err(self.err("checking out the commit to revert to"))?;
-        self.repo
-            .head()
-            .and_then(|mut branch| branch.set_target(commit, "ah: revert a step"))
-            .map_err(self.err("moving the branch"))?;
-        Ok(Reverted {
-            head: commit,
-            dropped: (previous != commit).then_some(previous),
+            .find_commit(parent)
+            .map_err(self.err("finding the step's parent commit"))?;
+        let parent_tree = parent
+            .tree()
+            .map_err(self.err("reading the parent's tree"))?;
+        let staged = self.stage_all(max_file_bytes)?;
+        let (commit, changes) = if staged.tree.id() == parent_tree.id() {
+            (None, Vec::new())
+        } else {
+            let changes = self.tree_changes(&parent_tree, &staged.tree)?;
+            let commit = self.commit(&staged.tree, message, &[&parent])?;
+            (Some(commit), changes)
+        };
+        self.set_branch(commit.unwrap_or(parent.id()), "ah: record a step")?;
+        Ok(StepCommit {
+            commit,
+            changes,
+            nested_repos: staged.nested_repos,
+            too_large: staged.too_large,
         })
     }
 
@@ -256,7 +279,8 @@ impl ShadowRepo {
         &self.git_dir
     }
 
-    /// The underlying repository, for building the session patch.
+    /// The underlying repository, for building the session patch and
+    /// copying artifacts.
     pub(super) fn git(&self) -> &Repository {
         &self.repo
     }
@@ -269,70 +293,6 @@ impl ShadowRepo {
             .map_err(self.err("reading a commit's tree"))
     }
 
-    /// Brings the index in line with the work tree, saves it, and writes its
-    /// tree; also returns the nested repositories left out. One scan of the
-    /// work tree: files whose stat data matches the index are not read;
-    /// files read and found unchanged get their stat data refreshed so they
-    /// are not read again.
-    fn stage_all(&self) -> Result<(Tree<'_>, Vec<String>), ShadowError> {
-        let mut index = self.repo.index().map_err(self.err("opening the index"))?;
-        index.read(false).map_err(self.err("reading the index"))?;
-        let scan = self.scan_work_tree(&index)?;
-        for (deleted, path) in scan.changes {
-            let path = Path::new(std::ffi::OsStr::from_bytes(&path));
-            if deleted {
-                index.remove_path(path)
-            } else {
-                index.add_path(path)
-            }
-            .map_err(self.err("staging a change"))?;
-        }
-        index.write().map_err(self.err("saving the index"))?;
-        let tree = index
-            .write_tree()
-            .map_err(self.err("writing the index's tree"))?;
-        let tree = self
-            .repo
-            .find_tree(tree)
-            .map_err(self.err("reading the index's tree"))?;
-        Ok((tree, scan.nested_repos))
-    }
-
-    fn scan_work_tree(&self, index: &Index) -> Result<WorkTreeScan, ShadowError> {
-        let mut opts = DiffOptions::new();
-        opts.include_untracked(true)
-            .recurse_untracked_dirs(true)
-            .include_typechange(true)
-            .update_index(true);
-        let diff = self
-            .repo
-            .diff_index_to_workdir(Some(index), Some(&mut opts))
-            .map_err(self.err("scanning the work tree"))?;
-        // Paths are copied out: deltas may point into index entries that
-        // staging replaces.
-        let mut scan = WorkTreeScan::default();
-        for delta in diff.deltas() {
-            let deleted = delta.status() == Delta::Deleted;
-            let file = if deleted {
-                delta.old_file()
-            } else {
-                delta.new_file()
-            };
-            let Some(path) = file.path_bytes() else {
-                continue;
-            };
-            // The only untracked directories a recursive scan reports whole
-            // are those holding a `.git` of their own.
-            if let Some(dir) = path.strip_suffix(b"/") {
-                scan.nested_repos
-                    .push(String::from_utf8_lossy(dir).into_owned());
-            } else {
-                scan.changes.push((deleted, path.to_vec()));
-            }
-        }
-        Ok(scan)
-    }
-
     fn tree_changes(&self, from: &Tree<'_>, to: &Tree<'_>) -> Result<Vec<Change>, ShadowError> {
         let mut opts = DiffOptions::new();
         opts.include_typechange(true);
@@ -343,6 +303,9 @@ impl ShadowRepo {
         Ok(diff.deltas().filter_map(to_change).collect())
     }
 
+    /// Writes a commit without moving any reference; the branch is moved by
+    /// the caller (libgit2 refuses to update a ref whose tip is not the
+    /// first parent, and HEAD may hold a rejected commit).
     fn commit(
         &self,
         tree: &Tree<'_>,
@@ -351,9 +314,21 @@ impl ShadowRepo {
     ) -> Result<Oid, ShadowError> {
         let who = Signature::now(COMMITTER_NAME, COMMITTER_EMAIL)
             .map_err(self.err("making the committer signature"))?;
+        let commit = self
+            .repo
+            .commit(None, &who, &who, message, tree, parents)
+            .map_err(self.err("committing"))?;
+        if parents.is_empty() {
+            self.set_branch(commit, "ah: baseline")?;
+        }
+        Ok(commit)
+    }
+
+    fn set_branch(&self, commit: Oid, log: &str) -> Result<(), ShadowError> {
         self.repo
-            .commit(Some("HEAD"), &who, &who, message, tree, parents)
-            .map_err(self.err("committing"))
+            .reference(BRANCH_REF, commit, true, log)
+            .map(drop)
+            .map_err(self.err("moving the branch"))
     }
 
     fn head_commit(&self) -> Result<Commit<'_>, ShadowError> {

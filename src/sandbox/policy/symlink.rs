@@ -1,7 +1,10 @@
 //! Follows a symlink the model made, confined to the work root: the target is
 //! resolved component by component against the link's folder, expanding links
-//! met on the way only while they stay inside the work dir. Nothing outside the
-//! work dir is ever read: the first step out is the answer.
+//! met on the way only while they stay inside the work dir. Links are read
+//! from the step's commit (through a [`LinkLookup`]), never from the disk, so
+//! a process still running cannot flip a link between the commit and the
+//! check; and nothing outside the work dir is ever consulted: the first step
+//! out is the answer.
 //!
 //! Absolute targets are read as the container sees them: `/work/...` (and the
 //! work dir's host path, for the `none` backend) is inside, anything else is out.
@@ -9,6 +12,8 @@
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
+
+use super::LinkLookup;
 
 /// Where the container mounts the work copy.
 const CONTAINER_ROOT: &str = "/work";
@@ -25,12 +30,17 @@ pub(super) enum Resolution {
     Unchecked(String),
 }
 
-/// Resolves the link at `link` (relative to `work_dir`). Returns the link's
-/// own target, as written, with where it leads.
-pub(super) fn resolve(work_dir: &Path, link: &str) -> (String, Resolution) {
-    let target = match std::fs::read_link(work_dir.join(link)) {
-        Ok(target) => target,
-        Err(err) => return (String::new(), Resolution::Unchecked(err.to_string())),
+/// Resolves the link at `link` (relative to the work root) through the
+/// committed links. Returns the link's own target, as written, with where it
+/// leads. `work_dir` is only used to recognise absolute targets.
+pub(super) fn resolve(work_dir: &Path, link: &str, links: &LinkLookup<'_>) -> (String, Resolution) {
+    let target = match links(Path::new(link)) {
+        Ok(Some(target)) => target,
+        Ok(None) => {
+            let detail = "the step's commit holds no symlink at this path".to_string();
+            return (String::new(), Resolution::Unchecked(detail));
+        }
+        Err(detail) => return (String::new(), Resolution::Unchecked(detail)),
     };
     let shown = target.to_string_lossy().into_owned();
     // Start in the link's folder; git never reports a path below a link.
@@ -38,6 +48,7 @@ pub(super) fn resolve(work_dir: &Path, link: &str) -> (String, Resolution) {
     resolved.pop();
     let mut walk = Walk {
         work_dir,
+        links,
         resolved,
         pending: VecDeque::new(),
     };
@@ -51,6 +62,7 @@ pub(super) fn resolve(work_dir: &Path, link: &str) -> (String, Resolution) {
 
 struct Walk<'a> {
     work_dir: &'a Path,
+    links: &'a LinkLookup<'a>,
     /// Components resolved so far, relative to the work root; none is a link.
     resolved: Vec<OsString>,
     /// Components still to walk.
@@ -103,21 +115,18 @@ impl Walk<'_> {
             }
             self.resolved.push(part);
             let here: PathBuf = self.resolved.iter().collect();
-            let on_disk = self.work_dir.join(&here);
-            let is_link =
-                std::fs::symlink_metadata(&on_disk).is_ok_and(|meta| meta.file_type().is_symlink());
-            if !is_link {
-                // A real folder or file, or nothing yet: `..` after it is lexical.
-                continue;
-            }
+            let next = match (self.links)(&here) {
+                Ok(Some(next)) => next,
+                // A folder or file, or nothing: `..` after it is lexical.
+                Ok(None) => continue,
+                Err(detail) => {
+                    return Resolution::Unchecked(format!("{}: {detail}", here.display()));
+                }
+            };
             hops += 1;
             if hops > MAX_HOPS {
                 return Resolution::Unchecked(format!("more than {MAX_HOPS} links in a chain"));
             }
-            let next = match std::fs::read_link(&on_disk) {
-                Ok(next) => next,
-                Err(err) => return Resolution::Unchecked(format!("{}: {err}", here.display())),
-            };
             self.resolved.pop();
             if !self.enter(&next) {
                 return Resolution::Outside;

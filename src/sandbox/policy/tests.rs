@@ -1,8 +1,7 @@
 //! The write policy as behaviour: what the defaults deny, how layers merge,
-//! what a bad file says, and where symlinks may point (real links on disk).
+//! and what a bad file says. Symlinks: `links`.
 
-use std::os::unix::fs::symlink;
-use std::path::Path;
+mod links;
 
 use super::*;
 
@@ -90,10 +89,30 @@ fn violations_render_for_people_and_the_model() {
         outside.to_string(),
         r#""link" is a symlink to "/etc/passwd", outside /work"#
     );
-    let report = violation_report(&[env, outside]);
+    let huge = Violation {
+        path: "x.bin".into(),
+        reason: Reason::TooLarge {
+            limit: 50 * 1024 * 1024,
+        },
+    };
+    assert_eq!(
+        huge.to_string(),
+        r#""x.bin" is larger than 50 MiB: a file that large cannot be part of the patch"#
+    );
+    assert_eq!(huge.rule(), None);
+    let report = violation_report(&[env, outside], None);
     assert!(report.starts_with("step undone: these paths broke the write policy:\n"));
     assert!(report.contains("  \".env\" is denied by rule \"**/.env\"\n"));
     assert!(report.contains("  \"link\" is a symlink to \"/etc/passwd\", outside /work\n"));
+    assert!(report.contains("were reverted"), "{report}");
+    let stuck = violation_report(&[huge], Some("permission denied"));
+    assert!(stuck.starts_with("step NOT undone: these paths broke the write policy:\n"));
+    assert!(
+        stuck.contains("could not be reverted (permission denied)"),
+        "{stuck}"
+    );
+    assert!(stuck.contains("make no more tool calls"), "{stuck}");
+    assert!(!stuck.contains("were reverted"), "{stuck}");
     let json = serde_json::to_value(policy.check_path(".ah/x").unwrap_err()).unwrap();
     assert_eq!(
         json,
@@ -204,161 +223,4 @@ fn missing_policy_file_is_an_error_but_missing_project_file_is_not() {
     let err = Policy::load(project.path(), Some(&missing), &[], &[]).unwrap_err();
     assert!(matches!(err, PolicyError::Read { .. }), "{err}");
     assert!(err.to_string().contains("nope.toml"), "{err}");
-}
-
-fn change(path: &str, kind: ChangeKind, symlink: bool) -> Change {
-    Change {
-        path: path.to_string(),
-        kind,
-        symlink,
-    }
-}
-
-fn check_links(work: &Path, links: &[&str]) -> Vec<Violation> {
-    let changes: Vec<Change> = links
-        .iter()
-        .map(|path| change(path, ChangeKind::Added, true))
-        .collect();
-    defaults().check_changes(work, &changes)
-}
-
-#[test]
-fn symlinks_must_stay_inside_the_work_root() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path();
-    std::fs::create_dir_all(root.join("a/b")).unwrap();
-    std::fs::write(root.join("a/file.txt"), "x").unwrap();
-    symlink("/etc/passwd", root.join("passwd")).unwrap();
-    symlink("../../../outside", root.join("a/b/escape")).unwrap();
-    symlink("../file.txt", root.join("a/b/inside")).unwrap();
-    symlink("/work/a/file.txt", root.join("container_abs")).unwrap();
-    symlink(root.join("a/file.txt"), root.join("host_abs")).unwrap();
-    symlink("/work/../etc", root.join("sneaky_abs")).unwrap();
-    symlink("not/there/yet", root.join("dangling")).unwrap();
-
-    let violations = check_links(
-        root,
-        &[
-            "passwd",
-            "a/b/escape",
-            "a/b/inside",
-            "container_abs",
-            "host_abs",
-            "sneaky_abs",
-            "dangling",
-        ],
-    );
-    let outside: Vec<(&str, String)> = violations
-        .iter()
-        .map(|v| (v.path.as_str(), v.to_string()))
-        .collect();
-    assert_eq!(
-        outside,
-        vec![
-            (
-                "passwd",
-                r#""passwd" is a symlink to "/etc/passwd", outside /work"#.to_string()
-            ),
-            (
-                "a/b/escape",
-                r#""a/b/escape" is a symlink to "../../../outside", outside /work"#.to_string()
-            ),
-            (
-                "sneaky_abs",
-                r#""sneaky_abs" is a symlink to "/work/../etc", outside /work"#.to_string()
-            ),
-        ]
-    );
-}
-
-#[test]
-fn symlink_chains_are_followed_inside_but_never_out() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path();
-    std::fs::create_dir_all(root.join("d")).unwrap();
-    std::fs::write(root.join("d/real.txt"), "x").unwrap();
-    // good -> hop1 -> d/hop2 -> real.txt: all inside.
-    symlink("d/hop2", root.join("hop1")).unwrap();
-    symlink("real.txt", root.join("d/hop2")).unwrap();
-    symlink("hop1", root.join("good")).unwrap();
-    // bad -> up -> ..: the second hop leaves.
-    symlink("..", root.join("up")).unwrap();
-    symlink("up/etc/passwd", root.join("bad")).unwrap();
-    // via a linked folder: etcdir -> /etc, sneaky -> etcdir/passwd.
-    symlink("/etc", root.join("etcdir")).unwrap();
-    symlink("etcdir/passwd", root.join("sneaky")).unwrap();
-    // A loop.
-    symlink("loop_b", root.join("loop_a")).unwrap();
-    symlink("loop_a", root.join("loop_b")).unwrap();
-    // Leads to a denied path inside the work root.
-    symlink("sub/../.git/hooks", root.join("hooks")).unwrap();
-
-    let violations = check_links(root, &["good", "bad", "sneaky", "loop_a", "hooks"]);
-    let reasons: Vec<(&str, &Reason)> = violations
-        .iter()
-        .map(|v| (v.path.as_str(), &v.reason))
-        .collect();
-    assert_eq!(reasons.len(), 4, "{violations:?}");
-    assert_eq!(
-        reasons[0],
-        (
-            "bad",
-            &Reason::SymlinkOutside {
-                target: "up/etc/passwd".into()
-            }
-        )
-    );
-    assert_eq!(
-        reasons[1],
-        (
-            "sneaky",
-            &Reason::SymlinkOutside {
-                target: "etcdir/passwd".into()
-            }
-        )
-    );
-    assert!(
-        matches!(reasons[2], ("loop_a", Reason::SymlinkUnchecked { .. })),
-        "{violations:?}"
-    );
-    assert_eq!(
-        reasons[3],
-        (
-            "hooks",
-            &Reason::SymlinkToDenied {
-                target: "sub/../.git/hooks".into(),
-                resolved: ".git/hooks".into(),
-                rule: "**/.git/**".into(),
-            }
-        )
-    );
-}
-
-#[test]
-fn unflagged_links_are_still_checked_and_deletions_are_checked_too() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path();
-    symlink("/etc/passwd", root.join("quiet")).unwrap();
-    std::fs::write(root.join("plain.txt"), "x").unwrap();
-    let changes = [
-        change("quiet", ChangeKind::Modified, false),
-        change("plain.txt", ChangeKind::Added, false),
-        change(".git/config", ChangeKind::Deleted, false),
-        change("gone.txt", ChangeKind::Deleted, true),
-        change(".env", ChangeKind::Added, false),
-    ];
-    let violations = defaults().check_changes(root, &changes);
-    let paths: Vec<&str> = violations.iter().map(|v| v.path.as_str()).collect();
-    assert_eq!(paths, vec!["quiet", ".git/config", ".env"]);
-}
-
-#[test]
-fn a_flagged_link_that_cannot_be_read_fails_closed() {
-    let work = tempfile::tempdir().unwrap();
-    let violations = check_links(work.path(), &["vanished"]);
-    assert_eq!(violations.len(), 1);
-    assert!(matches!(
-        violations[0].reason,
-        Reason::SymlinkUnchecked { .. }
-    ));
 }

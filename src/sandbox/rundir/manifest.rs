@@ -41,6 +41,9 @@ pub struct Manifest {
     /// What went wrong after the patch was saved (e.g. the sandbox could not
     /// be removed).
     pub warnings: Vec<String>,
+    /// Why the run is poisoned (a violating step could not be undone), when
+    /// it is: such a run's patch must never be applied.
+    pub poisoned: Option<String>,
 }
 
 /// A path a step wrote against the write policy (the step was reverted).

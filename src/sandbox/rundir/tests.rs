@@ -161,6 +161,7 @@ fn full_manifest(run: &RunDir) -> Manifest {
     });
     manifest.applied = true;
     manifest.artifacts = vec!["out/report.txt".into()];
+    manifest.poisoned = Some("step 4 could not be undone".into());
     manifest
 }
 

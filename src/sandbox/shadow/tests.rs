@@ -1,12 +1,16 @@
 //! Behaviour of the shadow repo on real directories.
 
+mod attacks;
+
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use super::{ShadowError, ShadowRepo};
+use git2::Oid;
+
+use super::{MAX_FILE_BYTES, ShadowError, ShadowRepo, StepCommit};
 use crate::sandbox::{Change, ChangeKind};
 
 struct Fixture {
@@ -40,6 +44,12 @@ fn change(path: &str, kind: ChangeKind, symlink: bool) -> Change {
     }
 }
 
+/// Records a step on the current HEAD, with the default size cap.
+fn record(repo: &ShadowRepo, message: &str) -> StepCommit {
+    repo.commit_step(repo.head().unwrap(), message, MAX_FILE_BYTES)
+        .unwrap()
+}
+
 fn chmod(path: &Path, mode: u32) {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -65,7 +75,7 @@ fn no_work_dot_git_and_baseline_records_everything() {
 fn step_without_changes_is_unchanged() {
     let f = fixture();
     let base = f.repo.head().unwrap();
-    let step = f.repo.commit_step("nothing").unwrap();
+    let step = record(&f.repo, "nothing");
     assert_eq!(step.commit, None);
     assert!(step.changes.is_empty());
     assert_eq!(f.repo.head().unwrap(), base);
@@ -77,7 +87,7 @@ fn steps_report_additions_modifications_and_deletions() {
     fs::write(f.work.join("src/new.rs"), "new\n").unwrap();
     fs::write(f.work.join("README.md"), "changed\n").unwrap();
     fs::remove_file(f.work.join("run.sh")).unwrap();
-    let step = f.repo.commit_step("edit").unwrap();
+    let step = record(&f.repo, "edit");
     let commit = step.commit.expect("a commit");
     assert_eq!(f.repo.head().unwrap(), commit);
     assert_eq!(
@@ -94,7 +104,7 @@ fn steps_report_additions_modifications_and_deletions() {
 fn rename_is_deletion_plus_addition() {
     let f = fixture();
     fs::rename(f.work.join("src/lib.rs"), f.work.join("src/main.rs")).unwrap();
-    let step = f.repo.commit_step("mv").unwrap();
+    let step = record(&f.repo, "mv");
     assert_eq!(
         step.changes,
         [
@@ -108,7 +118,7 @@ fn rename_is_deletion_plus_addition() {
 fn mode_change_is_a_modification() {
     let f = fixture();
     chmod(&f.work.join("run.sh"), 0o755);
-    let step = f.repo.commit_step("chmod").unwrap();
+    let step = record(&f.repo, "chmod");
     assert_eq!(
         step.changes,
         [change("run.sh", ChangeKind::Modified, false)]
@@ -120,7 +130,7 @@ fn symlinks_are_recorded_as_links() {
     let f = fixture();
     symlink("/etc/passwd", f.work.join("out")).unwrap();
     symlink("missing", f.work.join("dangling")).unwrap();
-    let step = f.repo.commit_step("links").unwrap();
+    let step = record(&f.repo, "links");
     assert_eq!(
         step.changes,
         [
@@ -131,7 +141,7 @@ fn symlinks_are_recorded_as_links() {
     // File replaced by a link: a modification whose new side is a link.
     fs::remove_file(f.work.join("README.md")).unwrap();
     symlink("src/lib.rs", f.work.join("README.md")).unwrap();
-    let step = f.repo.commit_step("file to link").unwrap();
+    let step = record(&f.repo, "file to link");
     assert_eq!(
         step.changes,
         [change("README.md", ChangeKind::Modified, true)]
@@ -139,7 +149,7 @@ fn symlinks_are_recorded_as_links() {
     // And back.
     fs::remove_file(f.work.join("README.md")).unwrap();
     fs::write(f.work.join("README.md"), "plain\n").unwrap();
-    let step = f.repo.commit_step("link to file").unwrap();
+    let step = record(&f.repo, "link to file");
     assert_eq!(
         step.changes,
         [change("README.md", ChangeKind::Modified, false)]
@@ -150,20 +160,20 @@ fn symlinks_are_recorded_as_links() {
 fn gitignored_files_are_not_recorded() {
     let f = fixture();
     fs::write(f.work.join(".gitignore"), "/target/\n*.log\n").unwrap();
-    f.repo.commit_step("ignore").unwrap();
+    record(&f.repo, "ignore");
     fs::create_dir(f.work.join("target")).unwrap();
     fs::write(f.work.join("target/app"), "bin").unwrap();
     fs::write(f.work.join("src/debug.log"), "log").unwrap();
-    let step = f.repo.commit_step("build").unwrap();
+    let step = record(&f.repo, "build");
     assert_eq!(step.commit, None);
     // A top-level .ah/ in the work tree is never recorded either.
     fs::create_dir(f.work.join(".ah")).unwrap();
     fs::write(f.work.join(".ah/x.db"), "db").unwrap();
-    assert_eq!(f.repo.commit_step("ah").unwrap().commit, None);
+    assert_eq!(record(&f.repo, "ah").commit, None);
     // A revert leaves ignored files alone.
     let head = f.repo.head().unwrap();
     fs::write(f.work.join("added"), "a").unwrap();
-    f.repo.commit_step("add").unwrap();
+    record(&f.repo, "add");
     f.repo.revert_to(head).unwrap();
     assert!(!f.work.join("added").exists());
     assert!(f.work.join("target/app").exists());
@@ -174,7 +184,7 @@ fn a_touched_but_unchanged_file_is_not_a_change() {
     let f = fixture();
     let path = f.work.join("README.md");
     fs::write(&path, "hello\n").unwrap();
-    let step = f.repo.commit_step("rewrite same content").unwrap();
+    let step = record(&f.repo, "rewrite same content");
     assert_eq!(step.commit, None);
 }
 
@@ -185,7 +195,7 @@ fn same_size_rewrites_in_quick_succession_are_all_seen() {
     let f = fixture();
     for content in ["jello\n", "mello\n", "hello\n"] {
         fs::write(f.work.join("README.md"), content).unwrap();
-        let step = f.repo.commit_step(content).unwrap();
+        let step = record(&f.repo, content);
         assert_eq!(
             step.changes,
             [change("README.md", ChangeKind::Modified, false)]
@@ -202,7 +212,7 @@ fn revert_restores_the_earlier_commit_exactly() {
     fs::create_dir_all(f.work.join("new/deep")).unwrap();
     fs::write(f.work.join("new/deep/file"), "x").unwrap();
     chmod(&f.work.join("run.sh"), 0o755);
-    let bad = f.repo.commit_step("violating").unwrap().commit.unwrap();
+    let bad = record(&f.repo, "violating").commit.unwrap();
     // Written after the commit, never staged.
     fs::write(f.work.join("untracked.txt"), "later").unwrap();
 
@@ -226,7 +236,7 @@ fn revert_restores_the_earlier_commit_exactly() {
         .mode();
     assert_eq!(mode & 0o111, 0);
     // The work tree matches the index and HEAD again.
-    assert_eq!(f.repo.commit_step("after revert").unwrap().commit, None);
+    assert_eq!(record(&f.repo, "after revert").commit, None);
     // The dropped commit is still readable, for the record.
     assert!(f.repo.changes_between(base, bad).unwrap().len() >= 3);
 }
@@ -236,10 +246,10 @@ fn changes_between_lists_the_whole_range() {
     let f = fixture();
     let base = f.repo.head().unwrap();
     fs::write(f.work.join("a"), "1").unwrap();
-    f.repo.commit_step("one").unwrap();
+    record(&f.repo, "one");
     fs::write(f.work.join("b"), "2").unwrap();
     fs::remove_file(f.work.join("a")).unwrap();
-    let head = f.repo.commit_step("two").unwrap().commit.unwrap();
+    let head = record(&f.repo, "two").commit.unwrap();
     assert_eq!(
         f.repo.changes_between(base, head).unwrap(),
         [change("b", ChangeKind::Added, false)]
@@ -253,7 +263,7 @@ fn open_continues_where_init_left_off() {
     let reopened = ShadowRepo::open(f.repo.git_dir(), &f.work).unwrap();
     assert_eq!(reopened.head().unwrap(), base);
     fs::write(f.work.join("c"), "3").unwrap();
-    let step = reopened.commit_step("after reopen").unwrap();
+    let step = record(&reopened, "after reopen");
     assert_eq!(step.changes, [change("c", ChangeKind::Added, false)]);
 }
 
@@ -264,7 +274,7 @@ fn steps_need_a_baseline() {
     fs::create_dir(&work).unwrap();
     let repo = ShadowRepo::init(&dir.path().join("shadow.git"), &work).unwrap();
     assert!(matches!(
-        repo.commit_step("x"),
+        repo.commit_step(Oid::ZERO_SHA1, "x", MAX_FILE_BYTES),
         Err(ShadowError::NoBaseline(_))
     ));
 }
@@ -302,7 +312,7 @@ fn nested_repositories_are_left_out_and_reported() {
     // Empty directories are not recorded, as in git.
     fs::create_dir(f.work.join("nothing")).unwrap();
     fs::write(f.work.join("plain"), "x").unwrap();
-    let step = f.repo.commit_step("nested").unwrap();
+    let step = record(&f.repo, "nested");
     assert_eq!(step.changes, [change("plain", ChangeKind::Added, false)]);
     assert_eq!(step.nested_repos, ["empty", "full", "submodule"]);
     // A revert leaves them alone too.

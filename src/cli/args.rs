@@ -38,6 +38,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
 
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
     /// What to do with the patch: ask (terminal default), auto (apply only small,
     /// clean, unrestricted patches), never (save only; default without a terminal).
     #[arg(long, value_enum)]
@@ -74,6 +77,55 @@ pub struct RunArgs {
     /// Also deny writes matching this glob (repeatable).
     #[arg(long = "deny", value_name = "GLOB")]
     pub deny: Vec<String>,
+
+    /// Files the run added that are larger than this (MiB) are not copied out
+    /// as artifacts.
+    #[arg(long, value_name = "MIB", default_value_t = 10)]
+    pub max_artifact_size: u64,
+}
+
+/// How the podman sandbox is started. The defaults work on hosts like the
+/// design's (cgroup v1 hybrid, runc); limits are clamped to the host's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    /// The OCI runtime podman uses (`runc`, `crun`, or a path); default: runc
+    /// when installed, since crun fails on cgroup v1/hybrid hosts.
+    #[arg(long, value_name = "RUNTIME", global = true)]
+    pub runtime: Option<String>,
+
+    /// Memory limit of the sandbox, as podman takes it (e.g. 4g).
+    #[arg(long, value_name = "SIZE", default_value = "4g")]
+    pub memory: String,
+
+    /// Most processes the sandbox may run at once.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub pids_limit: u32,
+
+    /// A resource limit inside the sandbox, `nofile=N` or `nproc=N`
+    /// (repeatable); lowered to the caller's hard limits when higher.
+    #[arg(long = "ulimit", value_name = "KIND=N", value_parser = parse_ulimit)]
+    pub ulimits: Vec<(UlimitKind, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UlimitKind {
+    Nofile,
+    Nproc,
+}
+
+fn parse_ulimit(text: &str) -> Result<(UlimitKind, u64), String> {
+    let (kind, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected nofile=N or nproc=N"))?;
+    let kind = match kind {
+        "nofile" => UlimitKind::Nofile,
+        "nproc" => UlimitKind::Nproc,
+        other => return Err(format!("unknown limit {other:?}: ah sets nofile and nproc")),
+    };
+    let value = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a whole number"))?;
+    Ok((kind, value))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]

@@ -101,10 +101,10 @@ pub fn runs(project: Option<&Path>) -> Result<i32> {
 }
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
-pub async fn doctor(image: Option<&str>) -> Result<i32> {
+pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32> {
     let options = doctor::DoctorOptions {
         image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
-        ..doctor::DoctorOptions::default()
+        runtime,
     };
     let checks = doctor::run_checks(&options).await;
     for check in &checks {

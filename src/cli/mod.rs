@@ -59,7 +59,9 @@ pub fn main() -> i32 {
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
-            Some(Command::Doctor { image }) => commands::doctor(image.as_deref()).await,
+            Some(Command::Doctor { image }) => {
+                commands::doctor(image.as_deref(), task::runtime(&cli.run.sandbox)).await
+            }
             Some(Command::Image {
                 action:
                     ImageAction::Build {

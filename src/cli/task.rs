@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
-use super::args::{ReviewMode, RunArgs};
+use super::args::{ReviewMode, RunArgs, SandboxArgs, UlimitKind};
 use super::display::Display;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
@@ -27,9 +27,6 @@ use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
 use crate::sandbox::{Backend, BackendKind, image, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
-
-/// Added files larger than this are not copied out as artifacts.
-const ARTIFACT_CAP_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Told to the model when a session continues in a new run: its earlier
 /// edits were in another work copy and reach this one only if applied.
@@ -87,6 +84,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
             let mut options =
                 podman::PodmanOptions::new(&dir.id().to_string(), &project, &dir.work_dir());
             options.image = image.clone();
+            configure_sandbox(&mut options, &args.sandbox);
             Box::new(podman::PodmanBackend::start(&options).await?)
         }
     };
@@ -100,7 +98,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         baseline,
         backend,
         policy.clone(),
-        ARTIFACT_CAP_BYTES,
+        args.max_artifact_size.saturating_mul(1024 * 1024),
     );
 
     // A session left mid-turn by a crash gets its missing tool results first.
@@ -191,6 +189,26 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
     manifest.save(&run_dir.manifest_path())?;
     Ok(exit_code(review_mode, &result, &reviewed))
+}
+
+/// Applies the sandbox flags to the container options.
+fn configure_sandbox(options: &mut podman::PodmanOptions, args: &SandboxArgs) {
+    options.runtime = runtime(args);
+    options.memory = args.memory.clone();
+    options.pids_limit = args.pids_limit;
+    for (kind, value) in &args.ulimits {
+        match kind {
+            UlimitKind::Nofile => options.ulimits.nofile = *value,
+            UlimitKind::Nproc => options.ulimits.nproc = *value,
+        }
+    }
+}
+
+/// The runtime the flags ask for.
+pub fn runtime(args: &SandboxArgs) -> podman::Runtime {
+    args.runtime
+        .clone()
+        .map_or(podman::Runtime::Auto, podman::Runtime::Named)
 }
 
 /// Before anything is copied: podman must be there (never a silent fallback

@@ -1,0 +1,123 @@
+//! The subcommands and flags around a run: `ah runs`, `ah doctor`, `--db`,
+//! and the sandbox flags' validation.
+
+mod support;
+
+use serde_json::json;
+use support::host::{Host, describe, query};
+use support::mock::{MockServer, Reply, Turn};
+use support::podman::podman_ready_blocking;
+
+fn write_run(host: &Host, mock: &MockServer, task: &str) {
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", task])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+}
+
+#[test]
+fn runs_lists_each_run_newest_first_with_its_patch_and_decision() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "t1",
+            "write",
+            json!({"path": "a.txt", "content": "1\n2\n"}),
+        )),
+        Turn::reply(Reply::new().text("ok")),
+        Turn::reply(Reply::new().text("nothing to do")),
+    ]);
+    write_run(&host, &mock, "first task");
+    write_run(&host, &mock, "second task");
+    let out = host.ah(&mock.url()).arg("runs").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("second task") && lines[0].contains("empty"),
+        "{text}"
+    );
+    assert!(lines[1].contains("first task"), "{text}");
+    assert!(
+        lines[1].contains("1 files") && lines[1].contains("+2") && lines[1].contains("-1"),
+        "{text}"
+    );
+    assert!(lines[1].contains("saved"), "{text}");
+    let runs = host.runs();
+    assert!(lines[1].starts_with(runs[0].file_name().unwrap().to_str().unwrap()));
+}
+
+#[test]
+fn db_picks_the_session_file() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let db = host.root.path().join("elsewhere.db");
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("hi"))]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "--db"])
+        .arg(&db)
+        .arg("hello")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(host.sessions().is_empty(), "no session in .ah/");
+    let rows = query(&db, "SELECT role FROM messages ORDER BY seq");
+    assert_eq!(rows, vec![vec![json!("user")], vec![json!("assistant")]]);
+}
+
+#[test]
+fn bad_sandbox_flags_are_usage_errors() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    for flag in ["nofile", "core=1", "nproc=many"] {
+        let out = host
+            .ah("http://127.0.0.1:9")
+            .args(["--ulimit", flag, "task"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "--ulimit {flag}: {}",
+            describe(&out)
+        );
+    }
+}
+
+#[test]
+fn doctor_passes_here_and_names_the_fix_for_a_missing_image() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let out = host
+        .ah("http://127.0.0.1:9")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for check in ["podman:", "runtime:", "image:", "git:"] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.contains(check)),
+            "{check}\n{text}"
+        );
+    }
+
+    let out = host
+        .ah("http://127.0.0.1:9")
+        .args(["doctor", "--image", "localhost/ah-missing-image:never"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("image")),
+        "{text}"
+    );
+    assert!(text.contains("ah image build"), "{text}");
+}

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ah::sandbox::doctor::{DoctorOptions, Severity, run_checks};
 use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
 use ah::sandbox::{Backend, BackendKind};
 use support::podman::{containers_of, podman_ready};
@@ -209,6 +210,41 @@ async fn work_writes_reach_the_host_owned_by_the_caller() {
         let meta = std::fs::metadata(run.work.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(meta.uid(), me, "{path} is owned by uid {}", meta.uid());
     }
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Whether the run's container really has the limits a run asks for by
+/// default (4 GiB of memory, 1024 processes), read from its cgroup files.
+async fn limits_hold(run: &Run) -> bool {
+    let files = "/sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes \
+                 /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max";
+    let (_, out, _) = sh(run, &format!("cat {files} 2>/dev/null; true")).await;
+    let values: Vec<&str> = out.lines().collect();
+    values.contains(&"4294967296") && values.contains(&"1024")
+}
+
+/// What `ah doctor` says about resource limits on this host; a warning
+/// either way, never a reason the backend is not ready.
+async fn doctor_says_limits_hold() -> bool {
+    let checks = run_checks(&DoctorOptions::default()).await;
+    let check = checks
+        .iter()
+        .find(|c| c.name == "resource limits")
+        .unwrap_or_else(|| panic!("no resource limits check in {checks:?}"));
+    assert_eq!(check.severity, Severity::Warning);
+    eprintln!("doctor: {}", check.detail);
+    check.ok
+}
+
+#[tokio::test]
+async fn doctor_tells_the_truth_about_resource_limits() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);
     run.backend
         .shutdown()
         .await
@@ -654,6 +690,7 @@ async fn rootless_inner() {
     assert_eq!(sh(&run, "ls -A /project/.git").await.1, "");
     assert_eq!(sh(&run, "sleep 1011 & setsid sleep 1012 & true").await.0, 0);
     assert!(!all_processes(&run).contains("sleep 101"));
+    assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);
     let (_, caps, _) = sh(&run, "grep CapEff /proc/self/status").await;
     assert!(caps.trim().ends_with("0000000000000000"), "{caps}");
     assert_eq!(sh(&run, "ls /sys/class/net").await.1, "lo\n");

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ah::sandbox::doctor::{DoctorOptions, Severity, run_checks};
 use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
 use ah::sandbox::{Backend, BackendKind};
 use support::podman::{containers_of, podman_ready};
@@ -38,8 +39,29 @@ fn run_id() -> String {
     format!("t{}", ulid::Ulid::generate()).to_lowercase()
 }
 
-/// A project with a hidden `.ah/`, its work copy, and a started backend.
+/// A repository config with a token in its remote URL.
+const GIT_CONFIG: &str = "[remote \"origin\"]\n\turl = https://me:TOKEN123@example.com/r.git\n";
+
+/// A project with a hidden `.ah/` and `.git/`, its work copy, and a started
+/// backend.
 async fn start_run(read_only_work: bool) -> Option<Run> {
+    start_run_with(git_dir_with_a_token, |opts| {
+        opts.read_only_work = read_only_work
+    })
+    .await
+}
+
+fn git_dir_with_a_token(project: &Path) {
+    std::fs::create_dir_all(project.join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join(".git/config"), GIT_CONFIG).unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// [`start_run`] with `make_git` making the project's `.git` and
+/// `configure` changing the options.
+async fn start_run_with(
+    make_git: impl FnOnce(&Path),
+    configure: impl FnOnce(&mut PodmanOptions),
+) -> Option<Run> {
     podman_ready().await?;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let project = dir.path().join("project");
@@ -48,11 +70,12 @@ async fn start_run(read_only_work: bool) -> Option<Run> {
     std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(project.join(".ah/session.db"), "secret session")
         .unwrap_or_else(|e| panic!("{e}"));
+    make_git(&project);
     std::fs::write(project.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(work.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
     let id = run_id();
     let mut opts = PodmanOptions::new(&id, &project, &work);
-    opts.read_only_work = read_only_work;
+    configure(&mut opts);
     let backend = PodmanBackend::start(&opts)
         .await
         .unwrap_or_else(|e| panic!("start: {e}"));
@@ -78,10 +101,32 @@ async fn sh(run: &Run, command: &str) -> (i32, String, String) {
     )
 }
 
+/// Runs `command` in the run's container with a plain `podman exec`, not
+/// through the backend (whose wrapper would clean up first): what is left
+/// between two steps.
+fn raw_exec(run: &Run, command: &str) -> String {
+    let podman = find_podman().unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(podman)
+        .args(["exec", run.backend.container(), "bash", "-c", command])
+        .output()
+        .unwrap_or_else(|e| panic!("podman exec: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Command lines of processes in the container that match `pattern`.
-async fn processes_matching(run: &Run, pattern: &str) -> String {
-    let (_, out, _) = sh(run, &format!("ps -eo args= | grep -x '{pattern}' || true")).await;
-    out.trim().to_string()
+fn processes_matching(run: &Run, pattern: &str) -> String {
+    let found = raw_exec(run, &format!("ps -eo args= | grep -x '{pattern}' || true"));
+    found.trim().to_string()
+}
+
+/// Every process in the container: pid, session and command line.
+fn all_processes(run: &Run) -> String {
+    raw_exec(run, "ps -eo pid=,sid=,args=")
 }
 
 #[tokio::test]
@@ -109,7 +154,7 @@ async fn commands_run_in_work_and_report_exit_codes_and_streams() {
 }
 
 #[tokio::test]
-async fn the_project_is_read_only_and_its_ah_dir_hidden() {
+async fn the_project_is_read_only_and_its_ah_and_git_dirs_hidden() {
     let Some(run) = start_run(false).await else {
         return;
     };
@@ -121,6 +166,29 @@ async fn the_project_is_read_only_and_its_ah_dir_hidden() {
     assert_eq!(listing, "", "/project/.ah shows {listing}");
     let (code, _, _) = sh(&run, "cat /project/.ah/session.db").await;
     assert_ne!(code, 0);
+    let (_, listing, _) = sh(&run, "ls -A /project/.git").await;
+    assert_eq!(listing, "", "/project/.git shows {listing}");
+    let (_, found, _) = sh(&run, "grep -rs TOKEN123 /project /work; true").await;
+    assert_eq!(found, "", "the token is readable in the container");
+    assert_eq!(sh(&run, "cat /work/README").await.1, "hello\n");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_worktree_git_file_is_hidden_too() {
+    let worktree_git = |project: &Path| {
+        let gitdir = "gitdir: /home/me/secret/worktrees/x\n";
+        std::fs::write(project.join(".git"), gitdir).unwrap_or_else(|e| panic!("{e}"))
+    };
+    let Some(run) = start_run_with(worktree_git, |_| {}).await else {
+        return;
+    };
+    let (code, text, err) = sh(&run, "cat /project/.git").await;
+    assert_eq!((code, text.as_str()), (0, ""), "{err}");
+    assert_eq!(sh(&run, "cat /project/README").await.1, "hello\n");
     run.backend
         .shutdown()
         .await
@@ -142,6 +210,41 @@ async fn work_writes_reach_the_host_owned_by_the_caller() {
         let meta = std::fs::metadata(run.work.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(meta.uid(), me, "{path} is owned by uid {}", meta.uid());
     }
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Whether the run's container really has the limits a run asks for by
+/// default (4 GiB of memory, 1024 processes), read from its cgroup files.
+async fn limits_hold(run: &Run) -> bool {
+    let files = "/sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes \
+                 /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max";
+    let (_, out, _) = sh(run, &format!("cat {files} 2>/dev/null; true")).await;
+    let values: Vec<&str> = out.lines().collect();
+    values.contains(&"4294967296") && values.contains(&"1024")
+}
+
+/// What `ah doctor` says about resource limits on this host; a warning
+/// either way, never a reason the backend is not ready.
+async fn doctor_says_limits_hold() -> bool {
+    let checks = run_checks(&DoctorOptions::default()).await;
+    let check = checks
+        .iter()
+        .find(|c| c.name == "resource limits")
+        .unwrap_or_else(|| panic!("no resource limits check in {checks:?}"));
+    assert_eq!(check.severity, Severity::Warning);
+    eprintln!("doctor: {}", check.detail);
+    check.ok
+}
+
+#[tokio::test]
+async fn doctor_tells_the_truth_about_resource_limits() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);
     run.backend
         .shutdown()
         .await
@@ -249,7 +352,7 @@ async fn a_timeout_kills_the_command_and_its_children() {
     let out = run
         .backend
         .exec(
-            "echo started; sleep 1000 & sleep 1001; echo never",
+            "echo started; setsid sleep 1000 & sleep 1001; echo never",
             Duration::from_secs(2),
         )
         .await
@@ -262,7 +365,96 @@ async fn a_timeout_kills_the_command_and_its_children() {
         "took {:?}",
         started.elapsed()
     );
-    assert_eq!(processes_matching(&run, "sleep 100[01]").await, "");
+    assert_eq!(processes_matching(&run, "sleep 100[01]"), "");
+    assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn nothing_a_step_starts_outlives_it() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    // A new session, a nohup job, a double fork, and a job holding stdout.
+    let started = Instant::now();
+    let escapes = "setsid sleep 1004 & nohup sleep 1005 >/dev/null 2>&1 & (sleep 1006 &); \
+                   (setsid bash -c 'sleep 1007 & sleep 1008' &); sleep 0.3; echo started";
+    let (code, out, err) = sh(&run, escapes).await;
+    assert_eq!((code, out.as_str()), (0, "started\n"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "a background job held the step for {:?}",
+        started.elapsed()
+    );
+    let left = all_processes(&run);
+    assert!(!left.contains("sleep 100"), "survivors:\n{left}");
+    // The container's init is untouched and the next step runs.
+    let (_, init, _) = sh(&run, "tr '\\0' ' ' < /proc/1/cmdline").await;
+    assert_eq!(
+        init.trim(),
+        ah::sandbox::podman::INIT_PATH.to_string() + " -P"
+    );
+    assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
+    // The exit status is the command's.
+    assert_eq!(sh(&run, "sleep 1009 & exit 3").await.0, 3);
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn killing_the_wrapper_does_not_let_a_process_escape() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    // The command kills the shell that would clean up after it, leaving a
+    // job that starts a new session a moment later.
+    let out = run
+        .backend
+        .exec(
+            "(sleep 1; setsid sleep 1010 &) & kill -KILL $PPID",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.exit_code, Some(137));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let left = all_processes(&run);
+    assert!(!left.contains("sleep 1010"), "survivors:\n{left}");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_full_process_table_or_a_stopped_init_leaves_a_working_sandbox() {
+    let Some(run) = start_run_with(git_dir_with_a_token, |opts| opts.pids_limit = 30).await else {
+        return;
+    };
+    // Where the limit holds, no `podman exec` can enter to kill these.
+    let out = run
+        .backend
+        .exec(
+            "for i in $(seq 60); do sleep 1013 & done 2>/dev/null; wait",
+            Duration::from_secs(3),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.timed_out);
+    assert_eq!(processes_matching(&run, "sleep 1013"), "");
+    assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
+    // The container's init stops on SIGINT; the next step still runs.
+    let _ = run
+        .backend
+        .exec("setsid sleep 1014 & kill -INT 1", Duration::from_secs(30))
+        .await;
+    assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
+    assert_eq!(processes_matching(&run, "sleep 1014"), "");
     run.backend
         .shutdown()
         .await
@@ -277,7 +469,7 @@ async fn dropping_an_exec_kills_the_command_inside() {
     let cancelled = tokio::time::timeout(
         Duration::from_secs(2),
         run.backend
-            .exec("sleep 1002 & sleep 1003", Duration::from_secs(600)),
+            .exec("setsid sleep 1002 & sleep 1003", Duration::from_secs(600)),
     )
     .await;
     assert!(
@@ -285,10 +477,10 @@ async fn dropping_an_exec_kills_the_command_inside() {
         "the command should still have been running"
     );
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut left = processes_matching(&run, "sleep 100[23]").await;
+    let mut left = processes_matching(&run, "sleep 100[23]");
     while !left.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        left = processes_matching(&run, "sleep 100[23]").await;
+        left = processes_matching(&run, "sleep 100[23]");
     }
     assert_eq!(left, "", "processes survived the cancelled exec");
     run.backend
@@ -495,6 +687,10 @@ async fn rootless_inner() {
     assert_eq!(meta.uid(), uid);
     assert_ne!(sh(&run, "touch /project/x").await.0, 0);
     assert_eq!(sh(&run, "ls -A /project/.ah").await.1, "");
+    assert_eq!(sh(&run, "ls -A /project/.git").await.1, "");
+    assert_eq!(sh(&run, "sleep 1011 & setsid sleep 1012 & true").await.0, 0);
+    assert!(!all_processes(&run).contains("sleep 101"));
+    assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);
     let (_, caps, _) = sh(&run, "grep CapEff /proc/self/status").await;
     assert!(caps.trim().ends_with("0000000000000000"), "{caps}");
     assert_eq!(sh(&run, "ls /sys/class/net").await.1, "lo\n");

@@ -1,5 +1,6 @@
 //! The `podman run` command line that makes a run's sandbox, and the host
-//! facts it depends on: resource limits, the OCI runtime, rootless or not.
+//! facts it depends on: resource limits, the OCI runtime, rootless or not,
+//! the init program, which paths of the project to hide.
 //! Kept pure where it can be so the flags that make the sandbox are checked
 //! by unit tests without podman.
 
@@ -8,6 +9,20 @@ use std::path::{Path, PathBuf};
 
 /// `PATH` inside the container; the environment is built from nothing.
 pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Where the host's catatonit is mounted in the container. It runs as PID 1
+/// in pause mode (`-P`): it starts no child and reaps orphans, so every other
+/// process in the container belongs to a command and may be killed when the
+/// command ends (see `exec`).
+pub const INIT_PATH: &str = "/run/ah-init";
+
+/// Where podman's own `--init` looks for catatonit (containers.conf
+/// `init_path`), tried before `PATH`.
+const PODMAN_INIT: &str = "/usr/libexec/podman/catatonit";
+
+/// Entries of the project hidden from the container: ah's own sessions and
+/// runs, and the repository (its config may hold a remote URL with a token).
+pub const HIDDEN: &[&str] = &[".ah", ".git"];
 
 /// Directories searched for runtimes besides `PATH` (a non-root user's `PATH`
 /// often lacks the sbin directories where Debian puts `runc`).
@@ -43,6 +58,46 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
             .map(|dir| Path::new(dir).join(name))
             .find(|path| path.is_file())
     })
+}
+
+/// The host's catatonit, which the container runs as its init.
+pub fn find_init() -> Option<PathBuf> {
+    let podmans = Path::new(PODMAN_INIT);
+    let found = if podmans.is_file() {
+        Some(podmans.to_path_buf())
+    } else {
+        find_tool("catatonit")
+    };
+    // The bind mount needs the file itself, not a symlink to it.
+    found.map(|path| std::fs::canonicalize(&path).unwrap_or(path))
+}
+
+/// A path under `/project` covered so the container sees it empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mask {
+    /// A directory, covered by an empty read-only tmpfs.
+    Dir(String),
+    /// A file (a worktree's `.git`), covered by `/dev/null`.
+    File(String),
+}
+
+/// The [`HIDDEN`] entries `project_dir` has, as masks of their container
+/// paths. A symlink is followed: the mount lands on its target.
+pub fn project_masks(project_dir: &Path) -> Vec<Mask> {
+    HIDDEN
+        .iter()
+        .filter_map(|name| {
+            let meta = std::fs::metadata(project_dir.join(name)).ok()?;
+            let target = format!("/project/{name}");
+            if meta.is_dir() {
+                Some(Mask::Dir(target))
+            } else if meta.is_file() {
+                Some(Mask::File(target))
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// The caller's hard limits, which bound what the container may ask for:
@@ -133,8 +188,10 @@ pub struct RunSpec<'a> {
     pub work_dir: &'a Path,
     pub project_dir: &'a Path,
     pub read_only_work: bool,
-    /// Mask `/project/.ah` (set when the project has one).
-    pub hide_ah_dir: bool,
+    /// Paths under `/project` to hide ([`project_masks`]).
+    pub masks: Vec<Mask>,
+    /// The host's catatonit ([`find_init`]).
+    pub init: &'a Path,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,
     /// Rootful podman: run as this uid:gid (the work dir's owner).
@@ -148,7 +205,6 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     for arg in [
         "run",
         "-d",
-        "--init",
         "--pull=never",
         "--cap-drop=all",
         "--security-opt=no-new-privileges",
@@ -189,14 +245,17 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
     args.push(volume(spec.work_dir, "/work", work_mode));
     args.push(volume(spec.project_dir, "/project", ":ro"));
-    if spec.hide_ah_dir {
-        // notmpcopyup: podman would otherwise copy the hidden files in.
-        args.push("--tmpfs=/project/.ah:ro,notmpcopyup,size=4k,mode=0500".into());
+    for mask in &spec.masks {
+        args.push(match mask {
+            // notmpcopyup: podman would otherwise copy the hidden files in.
+            Mask::Dir(path) => format!("--tmpfs={path}:ro,notmpcopyup,size=4k,mode=0500").into(),
+            Mask::File(path) => volume(Path::new("/dev/null"), path, ":ro"),
+        });
     }
+    args.push(volume(spec.init, INIT_PATH, ":ro"));
     args.push(spec.image.into());
-    for arg in ["sleep", "infinity"] {
-        args.push(arg.into());
-    }
+    args.push(INIT_PATH.into());
+    args.push("-P".into());
     args
 }
 
@@ -228,7 +287,11 @@ mod tests {
             work_dir: work,
             project_dir: project,
             read_only_work: false,
-            hide_ah_dir: true,
+            masks: vec![
+                Mask::Dir("/project/.ah".to_string()),
+                Mask::File("/project/.git".to_string()),
+            ],
+            init: Path::new("/usr/bin/catatonit"),
             rootless: false,
             user: Some((0, 0)),
         }
@@ -248,7 +311,6 @@ mod tests {
             "--security-opt=no-new-privileges",
             "--network=none",
             "--read-only",
-            "--init",
             "--pull=never",
             "--http-proxy=false",
             "--unsetenv-all",
@@ -259,6 +321,8 @@ mod tests {
             "--label=ah.run=r1",
             "--runtime=runc",
             "--user=0:0",
+            "--volume=/dev/null:/project/.git:ro",
+            "--volume=/usr/bin/catatonit:/run/ah-init:ro",
         ] {
             assert!(
                 args.contains(&flag.to_string()),
@@ -270,9 +334,11 @@ mod tests {
                 .any(|a| a.starts_with("--tmpfs=/project/.ah:ro,notmpcopyup"))
         );
         assert!(!args.iter().any(|a| a.contains("keep-id")));
+        // catatonit is PID 1 and starts nothing: no keeper process to spare.
+        assert!(!args.contains(&"--init".to_string()));
         assert_eq!(
             &args[args.len() - 3..],
-            ["localhost/ah-sandbox:latest", "sleep", "infinity"]
+            ["localhost/ah-sandbox:latest", "/run/ah-init", "-P"]
         );
     }
 
@@ -281,12 +347,31 @@ mod tests {
         let mut spec = spec(Path::new("/w"), Path::new("/p"));
         spec.rootless = true;
         spec.read_only_work = true;
-        spec.hide_ah_dir = false;
+        spec.masks = Vec::new();
         let args = strings(&run_args(&spec));
         assert!(args.contains(&"--userns=keep-id".to_string()));
         assert!(!args.iter().any(|a| a.starts_with("--user=")));
         assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
-        assert!(!args.iter().any(|a| a.contains("/project/.ah")));
+        assert!(!args.iter().any(|a| a.contains("/project/.")));
+    }
+
+    #[test]
+    fn masks_cover_the_hidden_entries_a_project_has() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        assert_eq!(project_masks(dir.path()), []);
+        std::fs::create_dir(dir.path().join(".ah")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join(".git"), "gitdir: /elsewhere\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            project_masks(dir.path()),
+            [
+                Mask::Dir("/project/.ah".to_string()),
+                Mask::File("/project/.git".to_string())
+            ]
+        );
+        std::fs::remove_file(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(project_masks(dir.path()).contains(&Mask::Dir("/project/.git".to_string())));
     }
 
     #[test]

@@ -1,15 +1,32 @@
-//! Running one command in the run's container with `podman exec`, and
-//! killing it for real: killing the host-side `podman exec` client leaves the
-//! command running in the container, so each command starts in its own
-//! session (`setsid`), records its process group id in a file under the
-//! container's `/tmp`, and a timeout or a dropped future sends TERM, then
-//! KILL, to that group from inside the container.
+//! Running one command in the run's container with `podman exec`, and making
+//! sure nothing it started outlives it. A background job, a `setsid` or
+//! `nohup` process, a double fork: any of them could keep changing `/work`
+//! while the host commits the step and checks it against the policy. So when
+//! a command ends, every process in the container but its init (PID 1,
+//! catatonit in pause mode, which starts nothing) is killed:
+//!
+//! - normally by the wrapper the command runs under, right after the command
+//!   exits and before the wrapper itself exits, so no extra `podman exec` is
+//!   needed: `kill -KILL -1` reaches every process the wrapper may signal
+//!   (all of them: everything runs as one user) except PID 1 and itself, in
+//!   one go that a forking process cannot outrun;
+//! - from a second `podman exec` when the command times out, when the exec
+//!   future is dropped, or when the wrapper was killed before it could do it
+//!   (its status is then 128 or more); should that fail too (a fork bomb
+//!   filled the process limit, the command stopped the init), the container
+//!   is restarted.
+//!
+//! Execs take turns (a lock per container): killing everything at the end of
+//! one must never hit another, and a dropped exec's kill must finish before
+//! the next command starts.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::process::Command;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::sandbox::capture::{Capture, HEAD_BYTES, TAIL_BYTES, pump};
 use crate::tools::ExecOutput;
@@ -18,87 +35,163 @@ use crate::tools::ExecOutput;
 /// and dropped.
 pub const OUTPUT_CAP: usize = HEAD_BYTES + TAIL_BYTES;
 
-/// How long a group gets between TERM and KILL.
-const TERM_GRACE_TENTHS: u32 = 20;
+/// How long the kill from outside may take before it is given up on.
+const END_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Where commands record their process group ids inside the container.
-const PGID_DIR: &str = "/tmp/.ah-exec";
-
-/// The wrapper that runs `$2` in a new session and records its group id in
-/// `$1`. `$$` of the bash that `setsid` starts is the new group's id.
-const WRAPPER: &str = "mkdir -p /tmp/.ah-exec && echo $$ > \"$1\"; \
-bash -c \"$2\"; status=$?; rm -f \"$1\"; exit $status";
-
-/// Where the group id of exec number `n` is written.
-pub fn pgid_file(n: u64) -> String {
-    format!("{PGID_DIR}/{n}.pgid")
+/// Bash functions both scripts use. `ah_live`: is any process other than
+/// PID 1 and this shell still running (not a zombie)? `/proc/PID/stat` is
+/// read whole, and the state taken after the last `) `, since a command name
+/// may hold spaces, parentheses and newlines. `ah_end SIG ROUNDS PAUSE`:
+/// sends SIG to every process but PID 1 and this shell, then waits for them
+/// to end, at most ROUNDS pauses of PAUSE seconds, sending KILL again each
+/// round (children forked meanwhile); fails when some are left. Only
+/// builtins run between the signal and the check, so the check never sees
+/// a process of its own.
+macro_rules! reaper {
+    () => {
+        r#"ah_live() {
+  local d s
+  for d in /proc/[0-9]*; do
+    case ${d#/proc/} in 1|$$) continue ;; esac
+    s=
+    { read -r -d '' s < "$d/stat"; } 2>/dev/null
+    s=${s##*) }
+    [ -n "$s" ] && [ "${s%% *}" != Z ] && return 0
+  done
+  return 1
+}
+ah_end() {
+  local n=0
+  kill -"$1" -1 2>/dev/null
+  while ah_live; do
+    [ "$n" -ge "$2" ] && return 1
+    [ "$1" = KILL ] && kill -KILL -1 2>/dev/null
+    sleep "$3"
+    n=$((n+1))
+  done
+  return 0
+}
+"#
+    };
 }
 
-/// A bash script, run in the container, that waits briefly for the group id
-/// file, sends TERM to the group, waits up to 2 s, then sends KILL.
-pub fn kill_script(pgid_file: &str) -> String {
-    format!(
-        "f={pgid_file}; i=0; \
-         while [ ! -s \"$f\" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; \
-         p=$(cat \"$f\" 2>/dev/null) || exit 0; [ -n \"$p\" ] || exit 0; \
-         kill -TERM -- -$p 2>/dev/null; i=0; \
-         while kill -0 -- -$p 2>/dev/null && [ $i -lt {TERM_GRACE_TENTHS} ]; do sleep 0.1; i=$((i+1)); done; \
-         kill -KILL -- -$p 2>/dev/null; rm -f \"$f\"; exit 0"
-    )
+/// Runs `$1` with `bash -c` and ends every other process before exiting with
+/// its status. The first `ah_end` clears what a dropped exec may have left
+/// if its command started after the kill sent for it.
+const WRAPPER: &str = concat!(
+    reaper!(),
+    r#"ah_end KILL 300 0.01
+bash -c "$1"
+status=$?
+ah_end KILL 300 0.01 || echo "ah: some processes in the sandbox did not end after SIGKILL" >&2
+exit $status
+"#
+);
+
+/// Ends every process but PID 1 from outside: TERM, up to `$1` tenths of a
+/// second for them to exit, then KILL; fails when some are left.
+const END_SCRIPT: &str = concat!(
+    reaper!(),
+    r#"[ "$1" -gt 0 ] && ah_end TERM "$1" 0.1
+ah_end KILL 300 0.01
+"#
+);
+
+/// Grace (tenths of a second) a timed-out or dropped command gets between
+/// TERM and KILL, to flush what it has.
+const TERM_GRACE_TENTHS: &str = "20";
+
+/// The `podman exec` arguments that run `script` with `arg` as `$1`.
+fn exec_args<'a>(container: &'a str, script: &'a str, arg: &'a str) -> [&'a str; 8] {
+    [
+        "exec",
+        "--workdir=/work",
+        container,
+        "bash",
+        "-c",
+        script,
+        "ah-exec",
+        arg,
+    ]
 }
 
-/// Kills the in-container group when dropped while armed: this is what makes
-/// cancelling an exec future stop the command, not just the host client.
-struct GroupKiller {
+/// While armed, dropping it (a cancelled exec) ends every process in the
+/// container from outside, and lets the next exec in only after that.
+struct EndOnDrop {
     podman: PathBuf,
     container: String,
-    pgid_file: String,
+    turn: Option<OwnedMutexGuard<()>>,
     armed: bool,
 }
 
-impl Drop for GroupKiller {
+impl Drop for EndOnDrop {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let spawned = std::process::Command::new(&self.podman)
-            .args(["exec", &self.container, "bash", "-c"])
-            .arg(kill_script(&self.pgid_file))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        if let Ok(mut child) = spawned {
-            // Reap it without blocking the dropping task.
-            std::thread::spawn(move || child.wait());
-        }
+        let turn = self.turn.take();
+        let podman = self.podman.clone();
+        let container = self.container.clone();
+        // Wait on a thread: a drop must not block its task. The turn is
+        // released when the kill is done (or the thread cannot start).
+        let _ = std::thread::Builder::new()
+            .name("ah-exec-end".to_string())
+            .spawn(move || {
+                let quiet = |args: &[&str]| {
+                    std::process::Command::new(&podman)
+                        .args(args)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .is_ok_and(|child| wait_bounded(child, END_TIMEOUT))
+                };
+                if !quiet(&exec_args(&container, END_SCRIPT, TERM_GRACE_TENTHS)) {
+                    quiet(&["restart", "--time=0", &container]);
+                }
+                drop(turn);
+            });
     }
 }
 
-/// Runs `command` with `bash -c` in `/work` of `container`.
+/// Waits for `child` up to `limit` (then kills it); true when it exited
+/// with status 0.
+fn wait_bounded(mut child: std::process::Child, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        match child.try_wait() {
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(Some(status)) => return status.success(),
+            Err(_) => return false,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Runs `command` with `bash -c` in `/work` of `container`, once `turns`
+/// lets it in.
 pub async fn run(
     podman: &Path,
     container: &str,
-    exec_number: u64,
+    turns: &Arc<Mutex<()>>,
     command: &str,
     timeout: Duration,
 ) -> std::io::Result<ExecOutput> {
-    let pgid_file = pgid_file(exec_number);
+    let turn = Arc::clone(turns).lock_owned().await;
     let mut child = Command::new(podman)
-        .args(["exec", "--workdir=/work", container])
-        .args(["setsid", "-w", "bash", "-c", WRAPPER, "ah-exec"])
-        .arg(&pgid_file)
-        .arg(command)
+        .args(exec_args(container, WRAPPER, command))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("could not run podman exec: {e}")))?;
-    let mut killer = GroupKiller {
+    let mut on_drop = EndOnDrop {
         podman: podman.to_path_buf(),
         container: container.to_string(),
-        pgid_file: pgid_file.clone(),
+        turn: Some(turn),
         armed: true,
     };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
@@ -123,8 +216,12 @@ pub async fn run(
 
     match finished {
         Ok(status) => {
-            killer.armed = false;
             let status = status?;
+            if status.code().is_none_or(|code| code >= 128) {
+                // The wrapper may have been killed before its cleanup.
+                end_all(podman, container, "0").await;
+            }
+            on_drop.armed = false;
             let (stdout, out_dropped) = out.finish();
             let (stderr, err_dropped) = err.finish();
             if status.code() == Some(125) && stderr.starts_with(b"Error: ") {
@@ -142,10 +239,10 @@ pub async fn run(
             })
         }
         Err(_elapsed) => {
-            killer.armed = false;
-            kill_group(podman, container, &pgid_file).await;
-            // The group is dead: collect what is still buffered in the pipes,
-            // but never wait long for a descendant that escaped the group.
+            end_all(podman, container, TERM_GRACE_TENTHS).await;
+            on_drop.armed = false;
+            // Everything is dead: collect what is still buffered in the
+            // pipes, but never wait long.
             let _ = tokio::time::timeout(Duration::from_secs(2), async {
                 let _ = tokio::join!(
                     pump(&mut stdout, &mut out),
@@ -168,52 +265,30 @@ pub async fn run(
     }
 }
 
-/// Sends TERM then KILL to the command's group inside the container.
-async fn kill_group(podman: &Path, container: &str, pgid_file: &str) {
-    let killed = Command::new(podman)
-        .args(["exec", container, "bash", "-c"])
-        .arg(kill_script(pgid_file))
+/// Ends every process in the container but PID 1, from a second `podman
+/// exec`, giving them `grace_tenths` between TERM and KILL. When that cannot
+/// be done (the container is out of process ids, or stopped, or something
+/// would not die), the container is restarted instead: its `/tmp` is lost,
+/// but no process survives the step and the next step has a sandbox.
+async fn end_all(podman: &Path, container: &str, grace_tenths: &str) {
+    let ended = Command::new(podman)
+        .args(exec_args(container, END_SCRIPT, grace_tenths))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .status();
-    let _ = tokio::time::timeout(Duration::from_secs(10), killed).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn wrapper_and_kill_script_stop_a_group_on_the_host() {
-        // The same scripts the container runs, run by the host's bash: the
-        // wrapper records the group id, the kill script ends the group.
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-        let file = dir.path().join("1.pgid");
-        let file = file.to_string_lossy().into_owned();
-        let wrapper = WRAPPER.replace("mkdir -p /tmp/.ah-exec && ", "");
-        let mut child = Command::new("setsid")
-            .args([
-                "-w",
-                "bash",
-                "-c",
-                &wrapper,
-                "ah-exec",
-                &file,
-                "sleep 1000 & sleep 1000",
-            ])
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn: {e}"));
-        let killed = Command::new("bash")
-            .args(["-c", &kill_script(&file)])
-            .status()
-            .await
-            .unwrap_or_else(|e| panic!("kill script: {e}"));
-        assert!(killed.success());
-        let waited = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-        assert!(waited.is_ok(), "the group survived the kill script");
-        assert!(!Path::new(&file).exists());
+    if let Ok(Ok(status)) = tokio::time::timeout(END_TIMEOUT, ended).await
+        && status.success()
+    {
+        return;
     }
+    let killed = Command::new(podman)
+        .args(["restart", "--time=0", container])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let _ = tokio::time::timeout(END_TIMEOUT, killed).await;
 }

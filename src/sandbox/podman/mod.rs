@@ -1,8 +1,9 @@
 //! The podman backend: one container per run, started once and closed like a
 //! box (no network, no capabilities, read-only root, the project read-only,
-//! `.ah/` hidden, an environment built from nothing); commands enter it with
-//! `podman exec`. See `args` for the flags, `exec` for running and killing a
-//! command, `stale` for cleaning up after crashed runs.
+//! its `.ah/` and `.git` hidden, an environment built from nothing); commands
+//! enter it with `podman exec`, and nothing a command starts outlives it. See
+//! `args` for the flags, `exec` for running a command and ending everything
+//! it started, `stale` for cleaning up after crashed runs.
 
 mod args;
 mod exec;
@@ -10,15 +11,19 @@ mod stale;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::process::Command;
+use tokio::sync::Mutex;
 
 use super::{Backend, BackendKind};
 use crate::tools::ExecOutput;
 
-pub use args::{CONTAINER_PATH, HostLimits, Runtime, Ulimits, find_tool, rootless};
+pub use args::{
+    CONTAINER_PATH, HIDDEN, HostLimits, INIT_PATH, Runtime, Ulimits, find_init, find_tool, rootless,
+};
 pub use exec::OUTPUT_CAP;
 pub use stale::RUN_LABEL;
 
@@ -33,6 +38,11 @@ pub enum PodmanError {
          or use --backend none to run tools unsandboxed on a copy"
     )]
     NotFound,
+    #[error(
+        "catatonit not found: the sandbox runs it as its init (apt-get install catatonit), \
+         or use --backend none to run tools unsandboxed on a copy"
+    )]
+    InitMissing,
     #[error("the sandbox image {image} is missing: run 'ah image build'")]
     ImageMissing { image: String },
     #[error("run id {0:?} is not usable in a container name: use letters, digits, '-', '_' or '.'")]
@@ -95,7 +105,8 @@ pub struct PodmanBackend {
     podman: PathBuf,
     container: String,
     work_dir: PathBuf,
-    execs: AtomicU64,
+    /// Execs take turns: the end of one kills every process in the container.
+    turns: Arc<Mutex<()>>,
     stopped: AtomicBool,
 }
 
@@ -137,6 +148,7 @@ impl PodmanBackend {
         }
         let work_meta = mountable(&opts.work_dir)?;
         mountable(&opts.project_dir)?;
+        let init = find_init().ok_or(PodmanError::InitMissing)?;
         stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
             return Err(PodmanError::ImageMissing {
@@ -160,7 +172,8 @@ impl PodmanBackend {
             work_dir: &opts.work_dir,
             project_dir: &opts.project_dir,
             read_only_work: opts.read_only_work,
-            hide_ah_dir: opts.project_dir.join(".ah").is_dir(),
+            masks: args::project_masks(&opts.project_dir),
+            init: &init,
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
         };
@@ -184,7 +197,7 @@ impl PodmanBackend {
             podman,
             container,
             work_dir: opts.work_dir.clone(),
-            execs: AtomicU64::new(0),
+            turns: Arc::new(Mutex::new(())),
             stopped: AtomicBool::new(false),
         })
     }
@@ -199,12 +212,13 @@ impl PodmanBackend {
         &self.work_dir
     }
 
-    /// Runs `command` with `bash -c` in `/work`; on timeout (or when the
-    /// future is dropped) the command's process group in the container is
-    /// killed. Output is kept up to [`OUTPUT_CAP`] bytes per stream.
+    /// Runs `command` with `bash -c` in `/work`. When it exits, times out,
+    /// or the future is dropped, every process in the container but its
+    /// init is killed, whatever session or group it moved to. Execs of one
+    /// backend run one at a time. Output is kept up to [`OUTPUT_CAP`] bytes
+    /// per stream.
     pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        let n = self.execs.fetch_add(1, Ordering::Relaxed);
-        exec::run(&self.podman, &self.container, n, command, timeout).await
+        exec::run(&self.podman, &self.container, &self.turns, command, timeout).await
     }
 
     /// Removes the container; safe to call twice.

@@ -1,18 +1,37 @@
 //! `ah doctor`: checks that the podman backend can run on this host and, for
 //! each thing that cannot, says how to fix it. Each check is one line of the
-//! CLI's output; the backend is ready only when every check passes.
+//! CLI's output; the backend is ready when every check of
+//! [`Severity::Error`] passes. A [`Severity::Warning`] check that fails
+//! (resource limits not enforced, see `limits`) weakens the sandbox without
+//! stopping it.
+
+mod limits;
 
 use std::path::Path;
 
 use tokio::process::Command;
 
-use super::podman::{self, DEFAULT_IMAGE, HostLimits, Runtime, Ulimits, find_tool, rootless};
+use super::podman::{
+    self, DEFAULT_IMAGE, HostLimits, Runtime, Ulimits, find_init, find_tool, rootless,
+};
+
+/// What a failed check means for the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The podman backend cannot run until it is fixed.
+    Error,
+    /// The backend runs, with less protection than it should have.
+    Warning,
+}
 
 /// The result of one check.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
     pub name: String,
     pub ok: bool,
+    /// What it means when `ok` is false.
+    pub severity: Severity,
     /// What was found.
     pub detail: String,
     /// What to do when `ok` is false.
@@ -24,6 +43,7 @@ impl Check {
         Check {
             name: name.to_string(),
             ok: true,
+            severity: Severity::Error,
             detail: detail.into(),
             fix: None,
         }
@@ -33,8 +53,17 @@ impl Check {
         Check {
             name: name.to_string(),
             ok: false,
+            severity: Severity::Error,
             detail: detail.into(),
             fix: Some(fix.into()),
+        }
+    }
+
+    /// The same check, made a warning.
+    fn warning(self) -> Check {
+        Check {
+            severity: Severity::Warning,
+            ..self
         }
     }
 }
@@ -86,6 +115,14 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         return checks;
     };
     checks.push(podman_check(&podman).await);
+    checks.push(match find_init() {
+        Some(path) => Check::pass("init", format!("{} present", path.display())),
+        None => Check::fail(
+            "init",
+            "catatonit not found; the sandbox runs it as its init",
+            "apt-get install catatonit",
+        ),
+    });
     let cgroups = cgroup_mode(Path::new("/sys/fs/cgroup"));
     checks.push(Check::pass(
         "cgroups",
@@ -113,14 +150,21 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     };
     let image_ok = image.ok;
     checks.push(runtime_check(&podman, opts, cgroups, ulimits, image_ok).await);
+    let probe_image = image_ok.then_some(opts.image.as_str());
+    let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
+    checks.push(limits::check(&podman, run, probe_image, rootless()).await);
     checks.push(image);
     checks.push(git_check());
     checks
 }
 
-/// True when the podman backend can run (every check passed).
+/// True when the podman backend can run (every check of
+/// [`Severity::Error`] passed; warnings do not count).
 pub fn backend_ready(checks: &[Check]) -> bool {
-    !checks.is_empty() && checks.iter().all(|c| c.ok)
+    !checks.is_empty()
+        && checks
+            .iter()
+            .all(|c| c.ok || c.severity == Severity::Warning)
 }
 
 async fn podman_check(podman: &Path) -> Check {
@@ -172,19 +216,7 @@ async fn runtime_check(
             Check::pass("runtime", format!("{name} (not tried: image missing)"))
         };
     }
-    let mut cmd = Command::new(podman);
-    cmd.args([
-        "run",
-        "--rm",
-        "--pull=never",
-        "--network=none",
-        "--cap-drop=all",
-    ])
-    .arg(format!("--ulimit=nofile={0}:{0}", ulimits.nofile))
-    .arg(format!("--ulimit=nproc={0}:{0}", ulimits.nproc));
-    if let Some(runtime) = &runtime {
-        cmd.arg(format!("--runtime={runtime}"));
-    }
+    let mut cmd = confined_run(podman, runtime.clone(), ulimits);
     cmd.args([&opts.image, "true"]);
     match cmd.output().await {
         Ok(out) if out.status.success() => {
@@ -201,6 +233,25 @@ async fn runtime_check(
         }
         Err(e) => Check::fail("runtime", e.to_string(), "reinstall podman"),
     }
+}
+
+/// `podman run` with a run's runtime and confinement flags, up to the
+/// image.
+fn confined_run(podman: &Path, runtime: Option<String>, ulimits: Ulimits) -> Command {
+    let mut cmd = Command::new(podman);
+    cmd.args([
+        "run",
+        "--rm",
+        "--pull=never",
+        "--network=none",
+        "--cap-drop=all",
+    ])
+    .arg(format!("--ulimit=nofile={0}:{0}", ulimits.nofile))
+    .arg(format!("--ulimit=nproc={0}:{0}", ulimits.nproc));
+    if let Some(runtime) = runtime {
+        cmd.arg(format!("--runtime={runtime}"));
+    }
+    cmd
 }
 
 fn rlimit_check(limits: &HostLimits, ulimits: Ulimits) -> Check {
@@ -306,12 +357,14 @@ mod tests {
     }
 
     #[test]
-    fn ready_only_when_every_check_passes() {
+    fn ready_when_every_error_check_passes_whatever_the_warnings() {
         assert!(!backend_ready(&[]));
         let ok = Check::pass("a", "fine");
         let bad = Check::fail("b", "broken", "fix it");
+        let weak = Check::fail("c", "weaker", "fix it").warning();
         assert!(backend_ready(std::slice::from_ref(&ok)));
-        assert!(!backend_ready(&[ok, bad]));
+        assert!(backend_ready(&[ok.clone(), weak.clone()]));
+        assert!(!backend_ready(&[ok, weak, bad]));
     }
 
     #[test]
@@ -332,6 +385,11 @@ mod tests {
         let names: Vec<&str> = checks.iter().map(|c| c.name.as_str()).collect();
         assert!(names.contains(&"podman"));
         assert!(names.contains(&"git"));
+        if find_tool("podman").is_some() {
+            assert!(names.contains(&"init"));
+            let limits = checks.iter().find(|c| c.name == limits::NAME);
+            assert!(limits.is_some_and(|c| c.severity == Severity::Warning));
+        }
         for check in &checks {
             assert_eq!(check.ok, check.fix.is_none(), "{check:?}");
         }

@@ -108,10 +108,10 @@ pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32
     };
     let checks = doctor::run_checks(&options).await;
     for check in &checks {
-        let mark = if check.ok {
-            style("ok  ").green()
-        } else {
-            style("FAIL").red()
+        let mark = match (check.ok, check.severity) {
+            (true, _) => style("ok  ").green(),
+            (false, doctor::Severity::Warning) => style("warn").yellow(),
+            (false, doctor::Severity::Error) => style("FAIL").red(),
         };
         println!("{mark} {}: {}", check.name, check.detail);
         if let (false, Some(fix)) = (check.ok, &check.fix) {

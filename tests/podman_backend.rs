@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use ah::sandbox::doctor::{DoctorOptions, Severity, run_checks};
 use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
 use ah::sandbox::{Backend, BackendKind};
-use support::podman::{containers_of, podman_ready};
+use support::podman::{TestUser, containers_of, podman_ready};
 
 const IMAGE: &str = ah::sandbox::podman::DEFAULT_IMAGE;
 
@@ -604,58 +604,17 @@ async fn a_missing_image_says_how_to_build_it() {
 
 #[tokio::test]
 async fn rootless_podman_runs_as_an_unprivileged_user() {
-    let Ok(user) = std::env::var("AH_TEST_USER") else {
+    let Some(user) = TestUser::from_env() else {
         return;
     };
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
-        return;
-    }
     let Some(podman) = podman_ready().await else {
         return;
     };
-    let passwd = Command::new("getent")
-        .args(["passwd", &user])
-        .output()
-        .unwrap_or_else(|e| panic!("getent: {e}"));
-    let entry = String::from_utf8_lossy(&passwd.stdout).into_owned();
-    let home = entry
-        .trim()
-        .split(':')
-        .nth(5)
-        .unwrap_or_else(|| panic!("no user {user}"));
-    let as_user = |program: &Path| {
-        let mut cmd = Command::new("runuser");
-        cmd.args(["-u", &user, "--", "env", "-i"])
-            .arg(format!("HOME={home}"))
-            .arg(format!("USER={user}"))
-            .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-            .arg(program);
-        cmd
-    };
-    // Copy the image into the user's storage when it is not there yet.
-    let has_image = as_user(&podman)
-        .args(["image", "exists", IMAGE])
-        .status()
-        .unwrap_or_else(|e| panic!("runuser: {e}"));
-    if !has_image.success() {
-        let copy = format!(
-            "{0} save {IMAGE} | runuser -u {user} -- env -i HOME={home} {0} load",
-            podman.display()
-        );
-        let loaded = Command::new("bash")
-            .args(["-c", &copy])
-            .output()
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert!(
-            loaded.status.success(),
-            "{}",
-            String::from_utf8_lossy(&loaded.stderr)
-        );
-    }
+    user.load_image(&podman);
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
-    let inner = as_user(&exe)
+    let (_dir, exe) = user.reachable_copy(&exe);
+    let inner = user
+        .command(&exe, &[])
         .args(["--exact", "rootless_inner", "--nocapture"])
         .output()
         .unwrap_or_else(|e| panic!("runuser: {e}"));

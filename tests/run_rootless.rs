@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -35,10 +35,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
 
     // Everything the user touches lives in a folder it can reach, whatever
     // the permissions of the checkout: the project, and a copy of ah.
-    let root = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ah = root.path().join("ah");
-    std::fs::copy(env!("CARGO_BIN_EXE_ah"), &ah).unwrap();
+    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");
     std::fs::create_dir(&project).unwrap();
     std::fs::write(project.join("a.txt"), "one\n").unwrap();

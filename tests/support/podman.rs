@@ -140,6 +140,22 @@ impl TestUser {
         cmd
     }
 
+    /// A copy of `program` this user can run whatever the permissions of the
+    /// checkout it was built in: a 0755 temp folder with a 0755 copy. Keep
+    /// the folder alive while the copy runs.
+    pub fn reachable_copy(&self, program: &Path) -> (tempfile::TempDir, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .unwrap_or_else(|e| panic!("chmod: {e}"));
+        let name = program
+            .file_name()
+            .unwrap_or_else(|| panic!("{} has no name", program.display()));
+        let copy = dir.path().join(name);
+        std::fs::copy(program, &copy).unwrap_or_else(|e| panic!("copy {}: {e}", program.display()));
+        (dir, copy)
+    }
+
     /// Copies the sandbox image from root's storage into this user's, once.
     pub fn load_image(&self, podman: &Path) {
         let has_image = self

@@ -171,10 +171,14 @@ fn a_revert_gets_through_folders_the_step_made_read_only() {
         );
         return;
     };
-    let exe = std::env::current_exe().unwrap();
+    // A copy in a 0755 folder: the user may not reach the checkout.
+    let dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("lib-tests");
+    fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     let out = Command::new("runuser")
         .args(["-u", &user, "--", "env", "-i", "PATH=/usr/bin:/bin"])
-        .arg(exe)
+        .arg(&exe)
         .args([
             "--exact",
             "sandbox::shadow::tests::attacks::read_only_folders_as_another_user",

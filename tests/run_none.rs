@@ -455,3 +455,52 @@ fn max_tools_stops_the_run_and_answers_every_call() {
     assert_eq!(results.len(), 3);
     assert!(results[2][1].as_str().unwrap().contains("--max-tools"));
 }
+
+#[test]
+fn a_tool_call_cut_off_by_the_output_limit_is_not_run_and_the_model_is_told() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let content = "x".repeat(500);
+    let mock = MockServer::start(vec![
+        Turn::reply(
+            Reply::new()
+                .text("writing it all at once")
+                .tool_use_cut_off(
+                    "toolu_1",
+                    "write",
+                    json!({"path": "big.txt", "content": content}),
+                    60,
+                ),
+        ),
+        Turn::reply(Reply::new().text("I will split it")),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "auto", "write big"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(!host.project.join("big.txt").exists());
+    let requests = mock.requests();
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1]["content"][1]["input"],
+        json!({}),
+        "stored as a valid call"
+    );
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["tool_use_id"], json!("toolu_1"));
+    assert_eq!(result["is_error"], json!(true));
+    assert!(
+        result["content"].as_str().unwrap().contains("max_tokens"),
+        "{result}"
+    );
+    assert!(
+        host.run()
+            .join("steps")
+            .read_dir()
+            .unwrap()
+            .next()
+            .is_none(),
+        "no step ran"
+    );
+}

@@ -183,6 +183,10 @@ pub async fn run_agent(
         let mut results = Vec::with_capacity(calls.len());
         let mut limited = false;
         for (id, name, input) in calls {
+            if response.truncated_tool_calls.contains(&id) {
+                results.push(BlockRecord::tool_result(&id, &name, CUT_OFF.into(), true));
+                continue;
+            }
             if config.max_tools.is_some_and(|max| tool_calls >= max) {
                 limited = true;
                 results.push(BlockRecord::tool_result(
@@ -247,6 +251,11 @@ pub async fn run_agent(
 /// (ah was killed or crashed while the step ran).
 const INTERRUPTED: &str = "interrupted: ah stopped before this tool call finished, so its \
                            result is unknown; check the files it may have changed before relying on it";
+
+/// The result of a tool call whose input the output limit cut off.
+const CUT_OFF: &str = "not run: your response reached the output token limit (max_tokens) in the \
+middle of this tool call, so its input was cut off. Split large content into several smaller \
+write or edit calls.";
 
 /// The stored conversation as the API accepts it: empty text blocks (a
 /// model may stream one) are rejected by the API, so they are left out; a

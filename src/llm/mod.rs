@@ -112,6 +112,9 @@ pub struct Response {
     /// `end_turn`, `tool_use`, `max_tokens`, `stop_sequence`, `pause_turn`, `refusal`, …
     pub stop_reason: Option<String>,
     pub usage: Usage,
+    /// Tool calls whose input the output limit (`max_tokens`) cut off; their
+    /// input is `{}` and they must not run.
+    pub truncated_tool_calls: Vec<String>,
 }
 
 /// Live progress while a response streams in. Consumers (the agent) forward

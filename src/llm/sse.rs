@@ -103,7 +103,10 @@ impl Accumulator {
                 apply_delta(index, block, delta, on_event)?;
             }
             WireEvent::ContentBlockStop { index } => {
-                finish_tool_input(self.block_mut(index)?)?;
+                // A call cut off by the output limit has incomplete JSON;
+                // whether that is an error is known only at the end, from
+                // the stop reason.
+                let _ = finish_tool_input(self.block_mut(index)?);
             }
             WireEvent::MessageDelta { delta, usage } => {
                 if delta.stop_reason.is_some() {
@@ -129,9 +132,19 @@ impl Accumulator {
         if !self.complete {
             return Err(StreamError::Incomplete);
         }
+        let cut_off = self.stop_reason.as_deref() == Some("max_tokens");
         let mut content = Vec::with_capacity(self.blocks.len());
+        let mut truncated_tool_calls = Vec::new();
         for (_, mut partial) in self.blocks {
-            finish_tool_input(&mut partial)?;
+            if let Err(err) = finish_tool_input(&mut partial) {
+                match &mut partial {
+                    Partial::ToolUse { id, input, .. } if cut_off => {
+                        truncated_tool_calls.push(id.clone());
+                        *input = Some(empty_object());
+                    }
+                    _ => return Err(err),
+                }
+            }
             let block = match partial {
                 Partial::Text(text) => Block::Text { text },
                 Partial::Thinking {
@@ -159,6 +172,7 @@ impl Accumulator {
             content,
             stop_reason: self.stop_reason,
             usage: self.usage,
+            truncated_tool_calls,
         })
     }
 

@@ -171,7 +171,37 @@ fn empty_tool_input_is_an_empty_object() {
 
 #[test]
 fn malformed_tool_input_is_a_protocol_error() {
-    let events = vec![
+    let mut events = cut_tool_call();
+    events.extend(message_end("tool_use", 5));
+    let (result, _, acc) = feed(&events);
+    result.expect("the events themselves are well formed");
+    match acc.finish() {
+        Err(StreamError::Protocol(msg)) => {
+            assert!(msg.contains("bash") && msg.contains("toolu_3"), "{msg}")
+        }
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_tool_call_cut_off_by_max_tokens_is_kept_empty_and_flagged() {
+    let mut events = cut_tool_call();
+    events.extend(message_end("max_tokens", 5));
+    let (response, _) = assemble(&events);
+    assert_eq!(response.truncated_tool_calls, ["toolu_3"]);
+    assert_eq!(
+        response.content,
+        [Block::ToolUse {
+            id: "toolu_3".into(),
+            name: "bash".into(),
+            input: json!({}),
+        }]
+    );
+}
+
+/// A tool call whose input JSON stops half-way.
+fn cut_tool_call() -> Vec<String> {
+    vec![
         message_start(),
         block_start(
             0,
@@ -182,14 +212,7 @@ fn malformed_tool_input_is_a_protocol_error() {
             json!({"type": "input_json_delta", "partial_json": "{\"command\": "}),
         ),
         block_stop(0),
-    ];
-    let (result, _, _) = feed(&events);
-    match result {
-        Err(StreamError::Protocol(msg)) => {
-            assert!(msg.contains("bash") && msg.contains("toolu_3"), "{msg}")
-        }
-        other => panic!("expected a protocol error, got {other:?}"),
-    }
+    ]
 }
 
 #[test]

@@ -28,6 +28,9 @@ pub(super) enum Block {
         id: String,
         name: String,
         input: Value,
+        /// Send only this many characters of the input JSON, as when the
+        /// output limit cuts a call off.
+        cut_at: Option<usize>,
     },
 }
 
@@ -83,7 +86,28 @@ impl Reply {
             id: id.into(),
             name: name.into(),
             input,
+            cut_at: None,
         });
+        self
+    }
+
+    /// Appends a `tool_use` block whose input JSON stops after `chars`
+    /// characters and ends the reply with `max_tokens`, as the API does when
+    /// the output limit is reached mid-call.
+    pub fn tool_use_cut_off(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: Value,
+        chars: usize,
+    ) -> Reply {
+        self.blocks.push(Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+            cut_at: Some(chars),
+        });
+        self.stop_reason = Some("max_tokens".into());
         self
     }
 

@@ -85,12 +85,22 @@ fn block_events(block: &Block, pieces: &mut Pieces) -> (Value, Vec<Value>) {
             json!({"type": "redacted_thinking", "data": data}),
             Vec::new(),
         ),
-        Block::ToolUse { id, name, input } => {
+        Block::ToolUse {
+            id,
+            name,
+            input,
+            cut_at,
+        } => {
             let is_empty_object = input.as_object().is_some_and(|map| map.is_empty());
+            let json = input.to_string();
+            let json: String = match cut_at {
+                Some(chars) => json.chars().take(*chars).collect(),
+                None => json,
+            };
             let partials = if is_empty_object {
                 vec![String::new()]
             } else {
-                pieces.split(&input.to_string())
+                pieces.split(&json)
             };
             (
                 json!({"type": "tool_use", "id": id, "name": name, "input": {}}),

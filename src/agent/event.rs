@@ -69,6 +69,22 @@ pub enum Event {
     AgentEnd {
         reason: EndReason,
     },
+    /// The session's state changed (kept in its `context` as `state`).
+    StateChange {
+        state: SessionState,
+    },
+    /// The run's patch was reviewed: what was decided and whether it reached
+    /// the project.
+    ReviewDone {
+        patch: String,
+        files: usize,
+        added: u64,
+        removed: u64,
+        mode: String,
+        decision: String,
+        reason: Option<String>,
+        applied: bool,
+    },
     Error {
         message: String,
     },
@@ -91,6 +107,8 @@ impl Event {
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
             Event::AgentEnd { .. } => "agent_end",
+            Event::StateChange { .. } => "state_change",
+            Event::ReviewDone { .. } => "review_done",
             Event::Error { .. } => "error",
         }
     }
@@ -99,6 +117,28 @@ impl Event {
     /// in the stored message.
     pub fn is_persisted(&self) -> bool {
         !matches!(self, Event::TextDelta { .. } | Event::ThinkingDelta { .. })
+    }
+}
+
+/// Whether a session is being worked on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// The agent loop is running (model calls, tools).
+    Processing,
+    /// The loop is done; the process is still attached (e.g. reviewing).
+    Idle,
+    /// No process is working on the session.
+    Closed,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionState::Processing => "processing",
+            SessionState::Idle => "idle",
+            SessionState::Closed => "closed",
+        }
     }
 }
 

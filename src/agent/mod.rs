@@ -6,7 +6,10 @@
 //! sandbox [`Run`], the [`Session`] store and an event callback.
 
 pub mod event;
+mod interrupt;
 pub mod prompt;
+
+pub use interrupt::{PartialText, close_interrupted, set_state};
 
 use std::time::Instant;
 
@@ -351,35 +354,6 @@ impl Emitter<'_> {
         // not stop the run; the message rows stay authoritative.
         let _ = session.record_event(message_id, event.name(), &details);
     }
-}
-
-/// After the loop was stopped mid-turn: answers every `tool_use` of the
-/// last message that has no result yet with "interrupted", so the stored
-/// conversation stays valid for the API and can be continued.
-pub fn close_interrupted(session: &mut Session) -> Result<(), SessionError> {
-    let Some(head) = session.head()? else {
-        return Ok(());
-    };
-    let Some(last) = session.path_to(&head)?.pop() else {
-        return Ok(());
-    };
-    if last.role != Role::Assistant {
-        return Ok(());
-    }
-    let results: Vec<BlockRecord> = last
-        .blocks
-        .iter()
-        .filter_map(|b| match &b.block {
-            Block::ToolUse { id, name, .. } => {
-                Some(BlockRecord::tool_result(id, name, INTERRUPTED.into(), true))
-            }
-            _ => None,
-        })
-        .collect();
-    if !results.is_empty() {
-        session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
-    }
-    Ok(())
 }
 
 /// The live event for a stream event; the start of a streamed tool call is

@@ -58,6 +58,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
+    /// Print the run's events as JSON lines on stdout (and nothing else on
+    /// stdout); human messages stay on stderr. Implies --review never unless
+    /// --review auto is given.
+    #[arg(long)]
+    pub json: bool,
+
     /// Stop after this many tool calls.
     #[arg(long, value_name = "N")]
     pub max_tools: Option<u32>,

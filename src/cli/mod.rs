@@ -7,6 +7,7 @@ mod abort;
 pub mod args;
 mod commands;
 mod display;
+mod output;
 mod review;
 mod safe_text;
 mod task;

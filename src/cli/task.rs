@@ -13,11 +13,12 @@ use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs, SandboxArgs, UlimitKind};
-use super::display::Display;
+use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use crate::agent::event::SessionState;
 use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, Event, close_interrupted, run_agent};
+use crate::agent::{AgentConfig, Event, close_interrupted, run_agent, set_state};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
@@ -59,7 +60,19 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     );
     let provider = AnthropicClient::from_env(retry_policy()?)?;
     let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
-    let review_mode = args.review.unwrap_or_else(default_review);
+    let review_mode = match (args.review, args.json) {
+        (Some(mode), _) => mode,
+        // JSON consumers are programs: nobody to ask.
+        (None, true) => ReviewMode::Never,
+        (None, false) => default_review(),
+    };
+    if args.json && review_mode == ReviewMode::Ask {
+        return Err(UsageError(
+            "--json cannot ask for a review (stdout carries the events): use --review auto or never"
+                .into(),
+        )
+        .into());
+    }
     let image = args
         .image
         .clone()
@@ -68,8 +81,55 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         podman_preflight(&image).await?;
     }
     let mut session = open_session(&args, &ah_dir)?;
+    let mut output = Output::new(args.json);
+    let setup = RunSetup {
+        project,
+        ah_dir,
+        model,
+        policy,
+        review_mode,
+        image,
+        task,
+    };
+    let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
+    // Whatever happened, no process works on the session any more.
+    if let Ok(event) = set_state(&session, SessionState::Closed) {
+        output.show(&event);
+    }
+    code
+}
 
-    let dir = RunDir::create(&ah_dir)?;
+/// What `run` settled before the session was opened.
+struct RunSetup {
+    project: PathBuf,
+    ah_dir: PathBuf,
+    model: models::ModelInfo,
+    policy: Policy,
+    review_mode: ReviewMode,
+    image: String,
+    task: String,
+}
+
+/// The run proper: prepare the work copy and the sandbox, run the agent,
+/// save the patch and the manifest, review.
+async fn run_in_session(
+    args: &RunArgs,
+    setup: &RunSetup,
+    provider: &AnthropicClient,
+    session: &mut Session,
+    output: &mut Output,
+) -> Result<i32> {
+    let RunSetup {
+        project,
+        ah_dir,
+        model,
+        policy,
+        review_mode,
+        image,
+        task,
+    } = setup;
+    let review_mode = *review_mode;
+    let dir = RunDir::create(ah_dir)?;
     let started_at = SystemTime::now();
     eprintln!(
         "run {} ({} backend, model {})",
@@ -77,12 +137,12 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         args.backend.as_str(),
         model.id
     );
-    let (shadow, baseline) = Run::prepare(&project, &dir)?;
+    let (shadow, baseline) = Run::prepare(project, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
         BackendKind::Podman => {
             let mut options =
-                podman::PodmanOptions::new(&dir.id().to_string(), &project, &dir.work_dir());
+                podman::PodmanOptions::new(&dir.id().to_string(), project, &dir.work_dir());
             options.image = image.clone();
             configure_sandbox(&mut options, &args.sandbox);
             Box::new(podman::PodmanBackend::start(&options).await?)
@@ -102,7 +162,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     );
 
     // A session left mid-turn by a crash gets its missing tool results first.
-    close_interrupted(&mut session)?;
+    close_interrupted(session, None)?;
     let parent = session.head()?;
     let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
     if parent.is_some() {
@@ -118,32 +178,35 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     )?;
     let config = AgentConfig {
         model: model.clone(),
-        system: prompt::system_prompt(&ah_dir, workspace)?,
+        system: prompt::system_prompt(ah_dir, workspace)?,
         max_tools: args.max_tools,
         thinking_budget: None,
     };
-    let mut display = Display::default();
-    let mut on_event = |event: &Event| display.show(event);
-    let outcome = tokio::select! {
-        outcome = run_agent(
-            &config,
-            &provider,
-            &mut session,
-            &mut run,
-            user.id,
-            &mut on_event,
-        ) => Some(outcome),
-        () = abort::first_signal() => None,
+    output.show(&set_state(session, SessionState::Processing)?);
+    let outcome = {
+        let mut on_event = |event: &Event| output.show(event);
+        tokio::select! {
+            outcome = run_agent(
+                &config,
+                provider,
+                session,
+                &mut run,
+                user.id,
+                &mut on_event,
+            ) => Some(outcome),
+            () = abort::first_signal() => None,
+        }
     };
     if outcome.is_none() {
-        close_interrupted(&mut session)?;
+        close_interrupted(session, output.pending_text())?;
     }
+    output.show(&set_state(session, SessionState::Idle)?);
 
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
-        &task,
+        task,
         &model.id,
         args.backend.as_str(),
     );
@@ -162,11 +225,13 @@ pub async fn run(args: RunArgs) -> Result<i32> {
                 "aborted; patch so far saved: {}",
                 result.patch_path.display()
             );
-            manifest.review = Some(ReviewRecord {
+            let record = ReviewRecord {
                 mode: review_mode.as_str().to_string(),
                 decision: "aborted".to_string(),
                 reason: Some("the run was interrupted".to_string()),
-            });
+            };
+            announce(session, output, review_event(&result, &record, false));
+            manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
             return Ok(EXIT_ABORTED);
         }
@@ -176,19 +241,39 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         eprintln!("patch so far saved: {}", result.patch_path.display());
         return Err(err.into());
     }
-    let reviewed = review::review(
-        review_mode,
-        &project,
-        &result,
-        &policy,
-        &task,
-        args.no_commit,
-    )?;
+    let reviewed = review::review(review_mode, project, &result, policy, task, args.no_commit)?;
+    announce(
+        session,
+        output,
+        review_event(&result, &reviewed.record, reviewed.applied),
+    );
     manifest.review = Some(reviewed.record.clone());
     manifest.applied = reviewed.applied;
     manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
     manifest.save(&run_dir.manifest_path())?;
     Ok(exit_code(review_mode, &result, &reviewed))
+}
+
+/// Shows an event of the run's end and keeps it in the session's event log
+/// (a failed insert only loses the log entry; the manifest has the facts).
+fn announce(session: &Session, output: &mut Output, event: Event) {
+    let details = serde_json::to_value(&event).unwrap_or_default();
+    let _ = session.record_event(None, event.name(), &details);
+    output.show(&event);
+}
+
+/// The event that tells consumers what became of the patch.
+fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Event {
+    Event::ReviewDone {
+        patch: result.patch_path.display().to_string(),
+        files: result.patch.files.len(),
+        added: result.patch.added_lines,
+        removed: result.patch.removed_lines,
+        mode: record.mode.clone(),
+        decision: record.decision.clone(),
+        reason: record.reason.clone(),
+        applied,
+    }
 }
 
 /// Applies the sandbox flags to the container options.

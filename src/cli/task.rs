@@ -16,8 +16,9 @@ use super::args::{ReviewMode, RunArgs, SandboxArgs, UlimitKind};
 use super::display::Display;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, Event, close_interrupted, run_agent};
+use crate::agent::{AgentConfig, EndReason, Event, close_interrupted, run_agent};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
@@ -120,6 +121,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         model: model.clone(),
         system: prompt::system_prompt(&ah_dir, workspace)?,
         max_tools: args.max_tools,
+        loop_window: args.loop_window,
         thinking_budget: None,
     };
     let mut display = Display::default();
@@ -172,9 +174,32 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         }
         Some(finished) => finished,
     };
-    if let Err(err) = finished {
-        eprintln!("patch so far saved: {}", result.patch_path.display());
-        return Err(err.into());
+    let summary = match finished {
+        Ok(summary) => summary,
+        Err(err) => {
+            eprintln!("patch so far saved: {}", result.patch_path.display());
+            return Err(err.into());
+        }
+    };
+    if summary.reason == EndReason::Looping {
+        // A run that went in circles is not offered for applying: its
+        // patch is kept for `ah apply` after a look.
+        let why = format!("the model repeated itself {MAX_DETECTIONS} times");
+        eprintln!(
+            "stopped: {why}; the patch so far is saved, not applied: {}\n\
+             look at it and apply it with `ah apply {}`, or continue with a clearer prompt \
+             (--loop-window 0 turns loop detection off)",
+            result.patch_path.display(),
+            run_dir.id()
+        );
+        manifest.review = Some(ReviewRecord {
+            mode: review_mode.as_str().to_string(),
+            decision: "stopped".to_string(),
+            reason: Some(why),
+        });
+        manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+        manifest.save(&run_dir.manifest_path())?;
+        return Ok(EXIT_ERROR);
     }
     let reviewed = review::review(
         review_mode,

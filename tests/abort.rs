@@ -60,8 +60,9 @@ fn processes_running(cmdline: &str) -> usize {
 }
 
 fn abort_mid_tool(signal: libc::c_int) {
-    // A sleep of its own per test: the tests run in parallel.
-    let sleep = format!("sleep {}", 987_000 + signal);
+    // A sleep of its own per test process: tests (and other checkouts'
+    // tests) may run at the same time on this machine.
+    let sleep = format!("sleep 9{:07}{signal:02}", std::process::id());
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(

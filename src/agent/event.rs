@@ -66,6 +66,14 @@ pub enum Event {
     TurnEnd {
         turn: u32,
     },
+    /// The last calls repeated one pattern of `pattern_len` calls `repeats`
+    /// times; the model was told to change approach.
+    LoopDetected {
+        pattern_len: u32,
+        repeats: u32,
+        /// The tool of each call of the pattern, in order.
+        tools: Vec<String>,
+    },
     AgentEnd {
         reason: EndReason,
     },
@@ -106,6 +114,7 @@ impl Event {
             Event::StepCommitted { .. } => "step_committed",
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
+            Event::LoopDetected { .. } => "loop_detected",
             Event::AgentEnd { .. } => "agent_end",
             Event::StateChange { .. } => "state_change",
             Event::ReviewDone { .. } => "review_done",
@@ -156,4 +165,7 @@ pub enum EndReason {
     Failed,
     /// A violating step could not be undone; no more tools may run.
     Poisoned,
+    /// The model kept repeating its tool calls after being told to stop
+    /// (see `loop_detect`).
+    Looping,
 }

@@ -7,6 +7,7 @@
 
 pub mod event;
 mod interrupt;
+pub mod loop_detect;
 pub mod prompt;
 
 pub use interrupt::{PartialText, close_interrupted, set_state};
@@ -16,6 +17,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 pub use event::{EndReason, Event};
+use loop_detect::LoopDetector;
 
 use crate::llm::models::ModelInfo;
 use crate::llm::{Block, LlmError, Message, Provider, Request, Role, StreamEvent};
@@ -29,6 +31,8 @@ pub struct AgentConfig {
     pub system: String,
     /// Stop after this many tool calls.
     pub max_tools: Option<u32>,
+    /// How many recent tool calls loop detection looks at; 0 turns it off.
+    pub loop_window: usize,
     pub thinking_budget: Option<u32>,
 }
 
@@ -50,7 +54,8 @@ pub struct AgentSummary {
 }
 
 /// Runs the loop from the message `head` (normally the user's prompt) until
-/// the model ends its turn, the tool limit is reached or a call fails.
+/// the model ends its turn, the tool limit is reached, the model keeps
+/// repeating its calls (see [`loop_detect`]) or a call fails.
 /// Every assistant response and every batch of tool results is one stored
 /// message; `on_event` sees everything as it happens.
 pub async fn run_agent(
@@ -74,6 +79,7 @@ pub async fn run_agent(
     );
     let mut turns = 0;
     let mut tool_calls = 0;
+    let mut loops = LoopDetector::new(config.loop_window);
     loop {
         turns += 1;
         out.emit(session, Some(&head), Event::TurnStart { turn: turns });
@@ -184,6 +190,7 @@ pub async fn run_agent(
         // Every tool_use gets a result, even past the limit, so the stored
         // conversation stays valid for the API.
         let mut results = Vec::with_capacity(calls.len());
+        let mut steering = Vec::new();
         let mut limited = false;
         for (id, name, input) in calls {
             if response.truncated_tool_calls.contains(&id) {
@@ -215,7 +222,13 @@ pub async fn run_agent(
                 out.emit(session, Some(&head), event);
             }
             results.push(result_record(&id, &name, &run.id(), &outcome));
+            if let Some(repetition) = loops.record(&name, &input) {
+                out.emit(session, Some(&head), repetition.event());
+                steering.push(repetition.steering_block());
+            }
         }
+        // Text after the results: the API wants tool results first.
+        results.append(&mut steering);
         let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
         head = stored.id;
         out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
@@ -229,6 +242,20 @@ pub async fn run_agent(
             );
             return Ok(AgentSummary {
                 reason: EndReason::Poisoned,
+                turns,
+                tool_calls,
+            });
+        }
+        if loops.should_stop() {
+            out.emit(
+                session,
+                Some(&head),
+                Event::AgentEnd {
+                    reason: EndReason::Looping,
+                },
+            );
+            return Ok(AgentSummary {
+                reason: EndReason::Looping,
                 turns,
                 tool_calls,
             });

@@ -68,6 +68,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub max_tools: Option<u32>,
 
+    /// Loop detection: when the last N tool calls repeat one pattern of 1 to 3
+    /// calls, tell the model to change approach; the third time, stop the run.
+    /// 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = crate::agent::loop_detect::DEFAULT_WINDOW)]
+    pub loop_window: usize,
+
     /// Apply the patch without committing it on the host.
     #[arg(long)]
     pub no_commit: bool,

@@ -76,6 +76,23 @@ impl Display {
                     *delay_ms as f64 / 1000.0
                 );
             }
+            Event::LoopDetected {
+                pattern_len,
+                repeats,
+                tools,
+            } => {
+                self.end_line();
+                let calls = if *pattern_len == 1 {
+                    "call".to_string()
+                } else {
+                    format!("{pattern_len} calls")
+                };
+                eprintln!(
+                    "{} the model repeated the same {calls} ({}) {repeats} times; told it to change approach",
+                    style("⟳").yellow(),
+                    terminal_safe(&tools.join(", "))
+                );
+            }
             Event::Error { message } => {
                 self.end_line();
                 eprintln!(

@@ -17,8 +17,9 @@ use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
+use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, Event, close_interrupted, run_agent, set_state};
+use crate::agent::{AgentConfig, EndReason, Event, close_interrupted, run_agent, set_state};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
@@ -180,6 +181,7 @@ async fn run_in_session(
         model: model.clone(),
         system: prompt::system_prompt(ah_dir, workspace)?,
         max_tools: args.max_tools,
+        loop_window: args.loop_window,
         thinking_budget: None,
     };
     output.show(&set_state(session, SessionState::Processing)?);
@@ -237,9 +239,34 @@ async fn run_in_session(
         }
         Some(finished) => finished,
     };
-    if let Err(err) = finished {
-        eprintln!("patch so far saved: {}", result.patch_path.display());
-        return Err(err.into());
+    let summary = match finished {
+        Ok(summary) => summary,
+        Err(err) => {
+            eprintln!("patch so far saved: {}", result.patch_path.display());
+            return Err(err.into());
+        }
+    };
+    if summary.reason == EndReason::Looping {
+        // A run that went in circles is not offered for applying: its
+        // patch is kept for `ah apply` after a look.
+        let why = format!("the model repeated itself {MAX_DETECTIONS} times");
+        eprintln!(
+            "stopped: {why}; the patch so far is saved, not applied: {}\n\
+             look at it and apply it with `ah apply {}`, or continue with a clearer prompt \
+             (--loop-window 0 turns loop detection off)",
+            result.patch_path.display(),
+            run_dir.id()
+        );
+        let record = ReviewRecord {
+            mode: review_mode.as_str().to_string(),
+            decision: "stopped".to_string(),
+            reason: Some(why),
+        };
+        announce(session, output, review_event(&result, &record, false));
+        manifest.review = Some(record);
+        manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+        manifest.save(&run_dir.manifest_path())?;
+        return Ok(EXIT_ERROR);
     }
     let reviewed = review::review(review_mode, project, &result, policy, task, args.no_commit)?;
     announce(
@@ -303,7 +330,12 @@ async fn podman_preflight(image_name: &str) -> Result<()> {
     podman::find_podman().map_err(|err| {
         anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
     })?;
-    let removed = podman::cleanup_stale().await?;
+    // Leftovers of crashed runs are removed; failing to do so is worth a
+    // warning, not a refusal to run.
+    let removed = podman::cleanup_stale().await.unwrap_or_else(|err| {
+        eprintln!("warning: could not remove containers left by crashed runs: {err}");
+        Vec::new()
+    });
     if !removed.is_empty() {
         eprintln!(
             "removed {} container(s) left by an earlier run that did not finish",

@@ -108,8 +108,14 @@ pub async fn cleanup_stale(podman: &Path) -> Result<Vec<String>, PodmanError> {
         .filter(|c| !c.owner_alive())
         .filter_map(|c| c.names.first().cloned())
         .collect();
+    // Another ah may be cleaning up at the same time: a container that is
+    // gone after a failed removal was removed by it, which is fine.
     for name in &stale {
-        super::remove_container(podman, name).await?;
+        if let Err(err) = super::remove_container(podman, name).await
+            && container_exists(podman, name).await
+        {
+            return Err(err);
+        }
     }
     Ok(stale)
 }
@@ -150,4 +156,14 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert!(!listed[0].owner_alive());
     }
+}
+
+/// Whether a container named `name` exists (`podman container exists`).
+async fn container_exists(podman: &Path, name: &str) -> bool {
+    Command::new(podman)
+        .args(["container", "exists", name])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .await
+        .map_or(true, |status| status.success())
 }

@@ -1,0 +1,206 @@
+//! Loop detection through the real binary (`--backend none`) and a scripted
+//! mock model: a model that repeats its tool calls is told so in the
+//! conversation, the detection is recorded in the session, and a model that
+//! goes on repeating is stopped with its patch saved, not applied.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::host::{Host, describe, json_file, query};
+use support::mock::{MockServer, Reply, Turn};
+
+/// `count` turns that each read a.txt, then a closing answer.
+fn same_read_turns(count: usize) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = (1..=count)
+        .map(|i| {
+            Turn::reply(Reply::new().tool_use(
+                format!("toolu_{i}"),
+                "read",
+                json!({"path": "a.txt"}),
+            ))
+        })
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("I will try something else.")));
+    turns
+}
+
+fn last_message(body: &Value) -> &Value {
+    body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .unwrap_or_else(|| panic!("no messages in {body}"))
+}
+
+#[test]
+fn ten_identical_calls_get_a_steering_message_after_their_result() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(same_read_turns(10));
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "look at a.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the model repeated the same call (read) 10 times"),
+        "{stderr}"
+    );
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 11);
+    for request in &requests[1..10] {
+        let last = last_message(&request.body);
+        assert_eq!(
+            last["content"].as_array().map(Vec::len),
+            Some(1),
+            "no steering before the window is full: {last}"
+        );
+    }
+    let last = last_message(&requests[10].body);
+    assert_eq!(last["role"], json!("user"));
+    assert_eq!(last["content"][0]["type"], json!("tool_result"));
+    assert_eq!(last["content"][0]["tool_use_id"], json!("toolu_10"));
+    assert_eq!(last["content"][1]["type"], json!("text"));
+    let steering = last["content"][1]["text"].as_str().unwrap();
+    assert!(
+        steering.contains("Your last 10 tool calls repeat the same call 10 times"),
+        "{steering}"
+    );
+    assert!(steering.contains(r#"read {"path":"a.txt"}"#), "{steering}");
+    assert!(steering.contains("Change approach"), "{steering}");
+
+    let db = &host.sessions()[0];
+    let events = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'loop_detected'",
+    );
+    assert_eq!(events.len(), 1);
+    let details: Value = serde_json::from_str(events[0][0].as_str().unwrap()).unwrap();
+    assert_eq!(
+        details,
+        json!({"type": "loop_detected", "pattern_len": 1, "repeats": 10, "tools": ["read"]})
+    );
+    let stored = query(
+        db,
+        "SELECT b.content FROM content_blocks b JOIN messages m ON m.id = b.message_id
+         WHERE m.role = 'user' AND b.block_type = 'text' AND b.content LIKE '%loop detected%'",
+    );
+    assert_eq!(
+        stored.len(),
+        1,
+        "the steering text is stored like any block"
+    );
+}
+
+#[test]
+fn loop_window_zero_turns_detection_off() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(same_read_turns(10));
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "--loop-window",
+            "0",
+            "look at a.txt",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 11);
+    let last = last_message(&requests[10].body);
+    assert_eq!(last["content"].as_array().map(Vec::len), Some(1), "{last}");
+    let events = query(
+        &host.sessions()[0],
+        "SELECT id FROM events WHERE event_type = 'loop_detected'",
+    );
+    assert!(events.is_empty());
+}
+
+#[test]
+fn a_model_that_keeps_repeating_is_stopped_after_three_detections() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // Each turn: write, read, bash — a pattern of three calls. With a window
+    // of 10, detections fall on calls 10, 20 and 30: turns 4, 7 and 10.
+    let mut turns: Vec<Turn> = (1..=10)
+        .map(|turn| {
+            Turn::reply(
+                Reply::new()
+                    .tool_use(
+                        format!("toolu_{turn}_w"),
+                        "write",
+                        json!({"path": "a.txt", "content": "two\n"}),
+                    )
+                    .tool_use(format!("toolu_{turn}_r"), "read", json!({"path": "a.txt"}))
+                    .tool_use(
+                        format!("toolu_{turn}_b"),
+                        "bash",
+                        json!({"command": "cat a.txt"}),
+                    ),
+            )
+        })
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("never asked for")));
+    let mock = MockServer::start(turns);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "auto", "change a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped: the model repeated itself 3 times"),
+        "{stderr}"
+    );
+
+    // No request after the third detection.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 10);
+    assert_eq!(mock.pending_turns(), 1);
+
+    // The first detection came mid-turn (turn 4, first call): the steering
+    // text follows all three results of that turn.
+    let last = last_message(&requests[4].body);
+    let kinds: Vec<&str> = last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["tool_result", "tool_result", "tool_result", "text"]);
+    let steering = last["content"][3]["text"].as_str().unwrap();
+    assert!(
+        steering.contains("repeat the same 3 calls 3 times"),
+        "{steering}"
+    );
+    assert!(steering.contains("warning 1 of 3"), "{steering}");
+
+    let db = &host.sessions()[0];
+    let detected = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'loop_detected' ORDER BY id",
+    );
+    assert_eq!(detected.len(), 3);
+    let ends = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'agent_end'",
+    );
+    let end: Value = serde_json::from_str(ends[0][0].as_str().unwrap()).unwrap();
+    assert_eq!(end["reason"], json!("looping"));
+
+    // The patch is saved, not applied, and the manifest says why.
+    assert_eq!(host.read("a.txt"), "one\n", "nothing reaches the host");
+    let run = host.run();
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+two"), "{patch}");
+    assert!(stderr.contains(&run.join("session.patch").display().to_string()));
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("stopped"));
+    assert_eq!(manifest["applied"], json!(false));
+}

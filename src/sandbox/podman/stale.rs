@@ -120,6 +120,16 @@ pub async fn cleanup_stale(podman: &Path) -> Result<Vec<String>, PodmanError> {
     Ok(stale)
 }
 
+/// Whether a container named `name` exists (`podman container exists`).
+async fn container_exists(podman: &Path, name: &str) -> bool {
+    Command::new(podman)
+        .args(["container", "exists", name])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .await
+        .map_or(true, |status| status.success())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,14 +166,4 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert!(!listed[0].owner_alive());
     }
-}
-
-/// Whether a container named `name` exists (`podman container exists`).
-async fn container_exists(podman: &Path, name: &str) -> bool {
-    Command::new(podman)
-        .args(["container", "exists", name])
-        .stdin(std::process::Stdio::null())
-        .status()
-        .await
-        .map_or(true, |status| status.success())
 }

@@ -1,17 +1,19 @@
 //! The `bash` tool: runs a shell command in the work directory through
 //! [`Exec`] (the sandbox) and reports its output and exit status.
 //!
-//! A `timeout` above the maximum is an error rather than silently clamped, so
-//! the model learns the limit instead of being cut off at a time it did not ask for.
+//! The schema states the `timeout` bounds, so a call over the maximum is
+//! refused (by [`super::call`]) rather than silently clamped: the model learns
+//! the limit instead of being cut off at a time it did not ask for.
 //! A non-zero exit is not an error result (the exit code is in the text: `grep`
 //! finding nothing is an answer); a timeout, a kill or a failure to start is.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{Exec, ToolOutput, input, truncate};
+use super::input::Input;
+use super::{Exec, ToolOutput, truncate};
 use crate::llm::ToolDef;
 
 /// Seconds a command may run when the model gives no `timeout`.
@@ -36,7 +38,7 @@ pub fn spec() -> ToolDef {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command line to run"},
-                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": "Seconds before the command is killed"}
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": "Seconds before the command is killed; run longer jobs in the background and check on them"}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -44,20 +46,10 @@ pub fn spec() -> ToolDef {
     }
 }
 
-pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
-    let args = input::string(input, "command")
-        .and_then(|command| Ok((command, input::positive_integer(input, "timeout")?)));
-    let (command, timeout) = match args {
-        Ok(args) => args,
-        Err(message) => return ToolOutput::error(message),
-    };
-    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT);
-    if timeout > MAX_TIMEOUT {
-        return ToolOutput::error(format!(
-            "timeout {timeout} is over the maximum of {MAX_TIMEOUT} seconds: use at most \
-             {MAX_TIMEOUT}, or run long jobs in the background and check on them"
-        ));
-    }
+pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
+    let command = input.string("command");
+    // The schema keeps it within 1..=MAX_TIMEOUT.
+    let timeout = input.integer("timeout").unwrap_or(DEFAULT_TIMEOUT);
     if command.trim().is_empty() {
         return ToolOutput::error("command is empty: give a shell command to run");
     }
@@ -123,15 +115,21 @@ fn body(stdout: &[u8], stderr: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::tools::test_exec::TestExec;
 
+    /// The tool as the model reaches it: through [`crate::tools::call`] and its
+    /// schema check.
+    async fn call(input: &Value, exec: &TestExec) -> ToolOutput {
+        crate::tools::call("bash", input, exec).await
+    }
+
     #[tokio::test]
     async fn stdout_then_marked_stderr_then_exit_code() {
         let exec = TestExec::new();
-        let out = run(&json!({"command": "echo out; echo err >&2; exit 3"}), &exec).await;
+        let out = call(&json!({"command": "echo out; echo err >&2; exit 3"}), &exec).await;
         assert_eq!(out.content, "out\n--- stderr ---\nerr\nexit code: 3");
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
@@ -149,7 +147,7 @@ mod tests {
     #[tokio::test]
     async fn runs_in_the_work_directory() {
         let exec = TestExec::new();
-        let out = run(&json!({"command": "echo made > f.txt && pwd"}), &exec).await;
+        let out = call(&json!({"command": "echo made > f.txt && pwd"}), &exec).await;
         let pwd = std::fs::canonicalize(exec.path("")).unwrap();
         assert_eq!(out.content, format!("{}\nexit code: 0", pwd.display()));
         assert_eq!(
@@ -161,7 +159,7 @@ mod tests {
     #[tokio::test]
     async fn timeout_kills_and_says_so() {
         let exec = TestExec::new();
-        let out = run(
+        let out = call(
             &json!({"command": "echo started; sleep 30", "timeout": 1}),
             &exec,
         )
@@ -180,7 +178,7 @@ mod tests {
     #[tokio::test]
     async fn long_output_is_capped_but_raw_output_is_whole() {
         let exec = TestExec::new();
-        let out = run(&json!({"command": "seq 1 100000"}), &exec).await;
+        let out = call(&json!({"command": "seq 1 100000"}), &exec).await;
         assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 100_000);
         assert!(out.content.lines().count() <= MAX_LINES + 1);
         assert!(out.content.starts_with("1\n2\n"));
@@ -193,26 +191,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn bad_timeouts_and_missing_command_are_errors() {
+    async fn bad_input_is_refused_before_anything_runs() {
         let exec = TestExec::new();
-        let out = run(&json!({"command": "true", "timeout": 601}), &exec).await;
-        assert!(
-            out.is_error && out.content.contains("maximum of 600"),
-            "{}",
-            out.content
-        );
-        let out = run(&json!({"command": "true", "timeout": 0}), &exec).await;
-        assert!(
-            out.is_error && out.content.contains("\"timeout\""),
-            "{}",
-            out.content
-        );
-        let out = run(&json!({"timeout": 5}), &exec).await;
-        assert!(
-            out.is_error && out.content.contains("\"command\""),
-            "{}",
-            out.content
-        );
-        assert!(!out.may_change_files);
+        for (input, message) in [
+            (
+                json!({"command": "touch ran", "timeout": 601}),
+                "field \"timeout\" must be at most 600, got 601",
+            ),
+            (
+                json!({"command": "touch ran", "timeout": 0}),
+                "field \"timeout\" must be at least 1, got 0",
+            ),
+            (
+                json!({"command": "touch ran", "timeout": 1.5}),
+                "field \"timeout\" must be an integer, got the number 1.5",
+            ),
+            (
+                json!({"timeout": 5, "cwd": "/"}),
+                "missing required field \"command\"; \
+                 unknown field \"cwd\" (the fields are command, timeout)",
+            ),
+        ] {
+            let out = call(&input, &exec).await;
+            assert!(out.is_error);
+            assert_eq!(out.content, format!("invalid input for bash: {message}"));
+            assert!(!out.may_change_files);
+        }
+        assert!(!exec.path("ran").exists(), "no command ran");
+        let out = call(&json!({"command": "  "}), &exec).await;
+        assert_eq!(out.content, "command is empty: give a shell command to run");
     }
 }

@@ -5,11 +5,12 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+use super::input::Input;
 use super::read::{is_binary, read_file};
 use super::write::allowed;
-use super::{Exec, ToolOutput, fs_beneath, input, path, truncate};
+use super::{Exec, ToolOutput, fs_beneath, path, truncate};
 use crate::llm::ToolDef;
 
 /// Cap on what the model gets (tail kept).
@@ -40,15 +41,15 @@ pub fn spec() -> ToolDef {
     }
 }
 
-pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
+pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     edit(input, exec).await.unwrap_or_else(ToolOutput::error)
 }
 
-async fn edit(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
-    let path = input::string(input, "path")?;
-    let old = input::string(input, "old_string")?;
-    let new = input::string(input, "new_string")?;
-    let replace_all = input::boolean(input, "replace_all")?.unwrap_or(false);
+async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
+    let path = input.string("path");
+    let old = input.string("old_string");
+    let new = input.string("new_string");
+    let replace_all = input.boolean("replace_all").unwrap_or(false);
     if old.is_empty() {
         return Err("old_string is empty: give the exact text to replace \
                     (use write to create a file)"

@@ -1,112 +1,127 @@
-//! Minimal input checks for tool calls: the required fields are present and of
-//! the right JSON type, and errors name the field so the model can fix its call.
+//! A tool call's input once it has passed its tool's schema ([`Input::check`],
+//! called by [`super::call`] before any tool runs), with typed getters that
+//! cannot fail: the schema already guaranteed what they return.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-/// A required string field.
-pub fn string<'a>(input: &'a Value, field: &str) -> Result<&'a str, String> {
-    match field_of(input, field)? {
-        Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(wrong_type(field, "a string", other)),
-        None => Err(format!("missing required field \"{field}\" (a string)")),
+use super::schema;
+use crate::llm::ToolDef;
+
+/// The fields of an input that conforms to its tool's `input_schema`. Only
+/// [`Input::check`] makes one, so a tool that takes it never re-checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    fields: &'a Map<String, Value>,
+}
+
+impl<'a> Input<'a> {
+    /// Checks `value` against `spec.input_schema`. The error lists every
+    /// violation in one message for the model:
+    /// `invalid input for edit: missing required field "old_string"; field
+    /// "replace_all" must be a boolean, got a string`.
+    pub fn check(spec: &ToolDef, value: &'a Value) -> Result<Input<'a>, String> {
+        let mut violations = schema::violations(&spec.input_schema, value);
+        match value {
+            Value::Object(fields) if violations.is_empty() => Ok(Input { fields }),
+            _ => {
+                // Every tool schema is an object schema (tested), so this only
+                // guards a schema that forgot to say so.
+                if violations.is_empty() {
+                    violations.push("the input must be an object".to_string());
+                }
+                Err(format!(
+                    "invalid input for {}: {}",
+                    spec.name,
+                    violations.join("; ")
+                ))
+            }
+        }
     }
-}
 
-/// An optional integer field that must be at least 1 when given.
-pub fn positive_integer(input: &Value, field: &str) -> Result<Option<u64>, String> {
-    match field_of(input, field)? {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => match value.as_u64() {
-            Some(n) if n >= 1 => Ok(Some(n)),
-            _ => Err(wrong_type(field, "an integer of at least 1", value)),
-        },
+    /// A string field the schema requires.
+    pub fn string(&self, field: &str) -> &'a str {
+        let value = self.fields.get(field).and_then(Value::as_str);
+        debug_assert!(value.is_some(), "\"{field}\" is not a required string");
+        value.unwrap_or_default()
     }
-}
 
-/// An optional boolean field.
-pub fn boolean(input: &Value, field: &str) -> Result<Option<bool>, String> {
-    match field_of(input, field)? {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(wrong_type(field, "true or false", other)),
+    /// An optional integer field with a schema `minimum` of 0 or more; `None`
+    /// when not given.
+    pub fn integer(&self, field: &str) -> Option<u64> {
+        self.fields.get(field).and_then(Value::as_u64)
     }
-}
 
-fn field_of<'a>(input: &'a Value, field: &str) -> Result<Option<&'a Value>, String> {
-    match input {
-        Value::Object(map) => Ok(map.get(field)),
-        other => Err(format!(
-            "tool input must be a JSON object with the field \"{field}\", got {}",
-            kind(other)
-        )),
-    }
-}
-
-fn wrong_type(field: &str, expected: &str, got: &Value) -> String {
-    format!(
-        "field \"{field}\" must be {expected}, got {}",
-        describe(got)
-    )
-}
-
-fn describe(value: &Value) -> String {
-    match value {
-        Value::Number(n) => format!("the number {n}"),
-        other => kind(other).to_string(),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+    /// An optional boolean field; `None` when not given.
+    pub fn boolean(&self, field: &str) -> Option<bool> {
+        self.fields.get(field).and_then(Value::as_bool)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
 
-    #[test]
-    fn string_field_present_missing_and_wrong_type() {
-        let input = json!({"path": "a.txt", "n": 3});
-        assert_eq!(string(&input, "path"), Ok("a.txt"));
-        let missing = string(&input, "content").unwrap_err();
-        assert!(
-            missing.contains("missing required field \"content\""),
-            "{missing}"
-        );
-        let wrong = string(&input, "n").unwrap_err();
-        assert_eq!(wrong, "field \"n\" must be a string, got the number 3");
-    }
+    use super::*;
 
-    #[test]
-    fn positive_integer_rejects_zero_negative_fraction_and_strings() {
-        let input = json!({"a": 5, "b": 0, "c": -1, "d": 1.5, "e": "7", "f": null});
-        assert_eq!(positive_integer(&input, "a"), Ok(Some(5)));
-        assert_eq!(positive_integer(&input, "f"), Ok(None));
-        assert_eq!(positive_integer(&input, "absent"), Ok(None));
-        for field in ["b", "c", "d", "e"] {
-            let err = positive_integer(&input, field).unwrap_err();
-            assert!(
-                err.starts_with(&format!("field \"{field}\" must be")),
-                "{err}"
-            );
+    fn spec() -> ToolDef {
+        ToolDef {
+            name: "demo".to_string(),
+            description: String::new(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1},
+                    "all": {"type": "boolean"}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            }),
         }
     }
 
     #[test]
-    fn boolean_and_non_object_input() {
-        let input = json!({"yes": true, "no": "false"});
-        assert_eq!(boolean(&input, "yes"), Ok(Some(true)));
-        assert_eq!(boolean(&input, "absent"), Ok(None));
-        assert!(boolean(&input, "no").unwrap_err().contains("true or false"));
-        let err = string(&json!(["path"]), "path").unwrap_err();
-        assert!(err.contains("must be a JSON object"), "{err}");
+    fn a_conforming_input_gives_typed_fields() {
+        let value = json!({"path": "a.txt", "limit": 5, "all": true});
+        let input = Input::check(&spec(), &value).unwrap();
+        assert_eq!(input.string("path"), "a.txt");
+        assert_eq!(input.integer("limit"), Some(5));
+        assert_eq!(input.boolean("all"), Some(true));
+    }
+
+    #[test]
+    fn optional_fields_absent_or_null_are_none() {
+        let value = json!({"path": "a.txt", "limit": null});
+        let input = Input::check(&spec(), &value).unwrap();
+        assert_eq!(input.integer("limit"), None);
+        assert_eq!(input.boolean("all"), None);
+    }
+
+    #[test]
+    fn every_violation_is_in_one_message_naming_the_tool() {
+        let value = json!({"limit": 0, "all": "yes", "extra": 1});
+        let err = Input::check(&spec(), &value).unwrap_err();
+        assert_eq!(
+            err,
+            "invalid input for demo: missing required field \"path\"; \
+             field \"all\" must be a boolean, got a string; \
+             field \"limit\" must be at least 1, got 0; \
+             unknown field \"extra\" (the fields are all, limit, path)"
+        );
+        let err = Input::check(&spec(), &json!("a.txt")).unwrap_err();
+        assert_eq!(
+            err,
+            "invalid input for demo: the input must be an object, got a string"
+        );
+    }
+
+    #[test]
+    fn a_schema_that_is_not_an_object_schema_still_refuses_a_non_object() {
+        let spec = ToolDef {
+            input_schema: json!({}),
+            ..spec()
+        };
+        let err = Input::check(&spec, &json!([1])).unwrap_err();
+        assert_eq!(err, "invalid input for demo: the input must be an object");
     }
 }

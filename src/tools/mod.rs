@@ -1,5 +1,9 @@
-//! The model's tools: their specs (sent to the API), input handling, and the
+//! The model's tools: their specs (sent to the API), input validation, and the
 //! implementations of `read`, `write`, `edit` and `bash`.
+//!
+//! [`call`] checks every input against its tool's `input_schema` ([`schema`])
+//! before the tool runs, so a bad call has no side effect and the model gets
+//! every violation at once; the tools then read typed fields ([`input::Input`]).
 //!
 //! File tools act directly on the host-side work directory (the same directory
 //! the sandbox mounts at `/work`), always through [`path::resolve`], which
@@ -14,6 +18,7 @@ pub mod fs_beneath;
 pub mod input;
 pub mod path;
 pub mod read;
+pub mod schema;
 #[cfg(test)]
 mod test_exec;
 pub mod truncate;
@@ -25,6 +30,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::llm::ToolDef;
+use input::Input;
 
 /// What running one command produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,21 +93,102 @@ impl ToolOutput {
     }
 }
 
-/// The tool definitions sent to the API, in a stable order.
-pub fn specs() -> Vec<ToolDef> {
-    vec![read::spec(), write::spec(), edit::spec(), bash::spec()]
+/// The tools, in the order the API sees them.
+#[derive(Debug, Clone, Copy)]
+enum Tool {
+    Read,
+    Write,
+    Edit,
+    Bash,
 }
 
-/// Runs the tool `name` with `input`. Unknown tools and bad input are error
-/// results for the model, never a crash.
+impl Tool {
+    const ALL: [Tool; 4] = [Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
+
+    fn spec(self) -> ToolDef {
+        match self {
+            Tool::Read => read::spec(),
+            Tool::Write => write::spec(),
+            Tool::Edit => edit::spec(),
+            Tool::Bash => bash::spec(),
+        }
+    }
+
+    async fn run(self, input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
+        match self {
+            Tool::Read => read::run(input, exec).await,
+            Tool::Write => write::run(input, exec).await,
+            Tool::Edit => edit::run(input, exec).await,
+            Tool::Bash => bash::run(input, exec).await,
+        }
+    }
+}
+
+/// The tool definitions sent to the API, in a stable order.
+pub fn specs() -> Vec<ToolDef> {
+    Tool::ALL.map(Tool::spec).into()
+}
+
+/// Runs the tool `name` with `input` once `input` has passed the tool's
+/// schema. Unknown tools and bad input are error results for the model that
+/// changed nothing, never a crash.
 pub async fn call(name: &str, input: &Value, exec: &dyn Exec) -> ToolOutput {
-    match name {
-        "read" => read::run(input, exec).await,
-        "write" => write::run(input, exec).await,
-        "edit" => edit::run(input, exec).await,
-        "bash" => bash::run(input, exec).await,
-        other => ToolOutput::error(format!(
-            "unknown tool \"{other}\": the tools are read, write, edit and bash"
-        )),
+    let Some((tool, spec)) = Tool::ALL
+        .into_iter()
+        .map(|tool| (tool, tool.spec()))
+        .find(|(_, spec)| spec.name == name)
+    else {
+        return ToolOutput::error(format!(
+            "unknown tool \"{name}\": the tools are {}",
+            tool_names()
+        ));
+    };
+    match Input::check(&spec, input) {
+        Ok(input) => tool.run(input, exec).await,
+        Err(message) => ToolOutput::error(message),
+    }
+}
+
+/// `read, write, edit and bash`.
+fn tool_names() -> String {
+    let names: Vec<String> = specs().into_iter().map(|spec| spec.name).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tools::test_exec::TestExec;
+
+    #[tokio::test]
+    async fn an_unknown_tool_is_an_error_naming_the_tools() {
+        let exec = TestExec::new();
+        let out = call("apply_patch", &json!({"patch": ""}), &exec).await;
+        assert!(out.is_error && !out.may_change_files);
+        assert_eq!(
+            out.content,
+            "unknown tool \"apply_patch\": the tools are read, write, edit and bash"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_tool_refuses_a_non_object_input_before_running() {
+        let exec = TestExec::new();
+        for spec in specs() {
+            let out = call(&spec.name, &json!("touch ran"), &exec).await;
+            assert!(out.is_error && !out.may_change_files, "{}", spec.name);
+            assert_eq!(
+                out.content,
+                format!(
+                    "invalid input for {}: the input must be an object, got a string",
+                    spec.name
+                )
+            );
+        }
     }
 }

@@ -5,11 +5,12 @@ use std::fs::File;
 use std::io::Read as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::fs_beneath::{self, BeneathError};
+use super::input::Input;
 use super::path::{self, Resolved};
-use super::{Exec, ToolOutput, input, truncate};
+use super::{Exec, ToolOutput, truncate};
 use crate::llm::ToolDef;
 
 /// Lines shown when the model gives no `limit`.
@@ -45,14 +46,15 @@ pub fn spec() -> ToolDef {
     }
 }
 
-pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
+pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     read(input, exec).await.unwrap_or_else(ToolOutput::error)
 }
 
-async fn read(input: &Value, exec: &dyn Exec) -> Result<ToolOutput, String> {
-    let path = input::string(input, "path")?;
-    let offset = input::positive_integer(input, "offset")?.unwrap_or(1);
-    let limit = input::positive_integer(input, "limit")?.unwrap_or(DEFAULT_LIMIT);
+async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
+    let path = input.string("path");
+    // The schema's minimum keeps both at 1 or more.
+    let offset = input.integer("offset").unwrap_or(1);
+    let limit = input.integer("limit").unwrap_or(DEFAULT_LIMIT);
     let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
     let shown = resolved.display();
     let (_, bytes) = read_file(exec.root(), &resolved, false).await?;

@@ -4,11 +4,12 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::fs_beneath::{self, BeneathError};
+use super::input::Input;
 use super::path::{self, Resolved};
-use super::{Exec, ToolOutput, input, truncate};
+use super::{Exec, ToolOutput, truncate};
 use crate::llm::ToolDef;
 
 /// Cap on what the model gets (tail kept).
@@ -33,14 +34,8 @@ pub fn spec() -> ToolDef {
     }
 }
 
-pub async fn run(input: &Value, exec: &dyn Exec) -> ToolOutput {
-    let (path, content) = match (
-        input::string(input, "path"),
-        input::string(input, "content"),
-    ) {
-        (Ok(path), Ok(content)) => (path, content),
-        (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
-    };
+pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
+    let (path, content) = (input.string("path"), input.string("content"));
     let resolved = match path::resolve(exec.root(), path) {
         Ok(resolved) => resolved,
         Err(e) => return ToolOutput::error(e.to_string()),
@@ -121,15 +116,21 @@ fn changed(message: String) -> ToolOutput {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::tools::test_exec::{DENIED, TestExec};
 
+    /// The tool as the model reaches it: through [`crate::tools::call`] and its
+    /// schema check.
+    async fn call(input: &Value, exec: &TestExec) -> ToolOutput {
+        crate::tools::call("write", input, exec).await
+    }
+
     #[tokio::test]
     async fn creates_parents_and_reports_created_then_overwrites() {
         let exec = TestExec::new();
-        let out = run(&json!({"path": "a/b/c.txt", "content": "hi\n"}), &exec).await;
+        let out = call(&json!({"path": "a/b/c.txt", "content": "hi\n"}), &exec).await;
         assert!(!out.is_error, "{}", out.content);
         assert_eq!(
             std::fs::read_to_string(exec.path("a/b/c.txt")).unwrap(),
@@ -141,7 +142,7 @@ mod tests {
         );
         assert!(out.may_change_files);
 
-        let out = run(&json!({"path": "/work/a/b/c.txt", "content": "bye"}), &exec).await;
+        let out = call(&json!({"path": "/work/a/b/c.txt", "content": "bye"}), &exec).await;
         assert_eq!(out.details["created"], json!(false));
         assert_eq!(
             std::fs::read_to_string(exec.path("a/b/c.txt")).unwrap(),
@@ -153,7 +154,7 @@ mod tests {
     async fn policy_refusal_touches_nothing() {
         let exec = TestExec::new();
         let path = format!("{DENIED}/deep/new.txt");
-        let out = run(&json!({"path": path, "content": "x"}), &exec).await;
+        let out = call(&json!({"path": path, "content": "x"}), &exec).await;
         assert!(out.is_error);
         assert!(out.content.contains("is not allowed"), "{}", out.content);
         assert!(!out.may_change_files);
@@ -172,7 +173,7 @@ mod tests {
         std::os::unix::fs::symlink(&dangling, exec.path("dangling")).unwrap();
 
         for path in ["link", "passwd", "dangling"] {
-            let out = run(&json!({"path": path, "content": "pwned"}), &exec).await;
+            let out = call(&json!({"path": path, "content": "pwned"}), &exec).await;
             assert!(out.is_error, "{path}");
             assert!(out.content.contains("outside /work"), "{}", out.content);
         }
@@ -186,7 +187,7 @@ mod tests {
         let outside_dir = exec.outside("elsewhere");
         std::fs::create_dir(&outside_dir).unwrap();
         std::os::unix::fs::symlink(&outside_dir, exec.path("dir")).unwrap();
-        let out = run(&json!({"path": "dir/sub/f.txt", "content": "x"}), &exec).await;
+        let out = call(&json!({"path": "dir/sub/f.txt", "content": "x"}), &exec).await;
         assert!(out.is_error);
         assert!(!outside_dir.join("sub").exists());
     }
@@ -216,20 +217,21 @@ mod tests {
     #[tokio::test]
     async fn bad_input_and_directories_are_errors() {
         let exec = TestExec::new();
-        let out = run(&json!({"path": "x"}), &exec).await;
-        assert!(
-            out.is_error && out.content.contains("\"content\""),
-            "{}",
-            out.content
+        let out = call(&json!({"path": "x"}), &exec).await;
+        assert_eq!(
+            out.content,
+            "invalid input for write: missing required field \"content\""
         );
-        let out = run(&json!({"path": 3, "content": ""}), &exec).await;
-        assert!(
-            out.is_error && out.content.contains("\"path\""),
-            "{}",
-            out.content
+        let out = call(&json!({"path": 3, "content": "", "mode": "0644"}), &exec).await;
+        assert_eq!(
+            out.content,
+            "invalid input for write: field \"path\" must be a string, got the number 3; \
+             unknown field \"mode\" (the fields are content, path)"
         );
+        assert!(out.is_error && !out.may_change_files);
+        assert!(!exec.path("x").exists());
         std::fs::create_dir(exec.path("d")).unwrap();
-        let out = run(&json!({"path": "d", "content": ""}), &exec).await;
+        let out = call(&json!({"path": "d", "content": ""}), &exec).await;
         assert!(
             out.is_error && out.content.contains("is a directory"),
             "{}",

@@ -1,9 +1,15 @@
 //! The `edit` tool against real files and a denying write policy.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::tools::test_exec::{DENIED, TestExec};
+
+/// The tool as the model reaches it: through [`crate::tools::call`] and its
+/// schema check.
+async fn call(input: &Value, exec: &TestExec) -> ToolOutput {
+    crate::tools::call("edit", input, exec).await
+}
 
 fn edit_input(path: &str, old: &str, new: &str) -> Value {
     json!({"path": path, "old_string": old, "new_string": new})
@@ -14,7 +20,7 @@ async fn one_match_is_replaced_and_the_region_shown() {
     let exec = TestExec::new();
     let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
     std::fs::write(exec.path("f.txt"), &text).unwrap();
-    let out = run(&edit_input("f.txt", "line 5\n", "five\nFIVE\n"), &exec).await;
+    let out = call(&edit_input("f.txt", "line 5\n", "five\nFIVE\n"), &exec).await;
     assert!(!out.is_error, "{}", out.content);
     let expected = text.replace("line 5\n", "five\nFIVE\n");
     assert_eq!(
@@ -37,8 +43,8 @@ async fn one_match_is_replaced_and_the_region_shown() {
 #[tokio::test]
 async fn zero_matches_is_an_error_with_a_hint() {
     let exec = TestExec::new();
-    std::fs::write(exec.path("f.rs"), "fn main() {\n    run();\n}\n").unwrap();
-    let out = run(&edit_input("f.rs", "run();\n}  ", "go();"), &exec).await;
+    std::fs::write(exec.path("f.rs"), "fn main() {\n    call();\n}\n").unwrap();
+    let out = call(&edit_input("f.rs", "call();\n}  ", "go();"), &exec).await;
     assert!(out.is_error);
     assert!(
         out.content
@@ -47,7 +53,7 @@ async fn zero_matches_is_an_error_with_a_hint() {
         out.content
     );
     assert!(out.content.contains("after trimming"), "{}", out.content);
-    let out = run(&edit_input("f.rs", "absent", "x"), &exec).await;
+    let out = call(&edit_input("f.rs", "absent", "x"), &exec).await;
     assert!(
         out.content.contains("copy the text exactly"),
         "{}",
@@ -55,7 +61,7 @@ async fn zero_matches_is_an_error_with_a_hint() {
     );
 
     std::fs::write(exec.path("crlf.txt"), "a\r\nb\r\n").unwrap();
-    let out = run(&edit_input("crlf.txt", "a\nb", "c"), &exec).await;
+    let out = call(&edit_input("crlf.txt", "a\nb", "c"), &exec).await;
     assert!(out.content.contains("CRLF"), "{}", out.content);
     assert_eq!(
         std::fs::read_to_string(exec.path("crlf.txt")).unwrap(),
@@ -67,7 +73,7 @@ async fn zero_matches_is_an_error_with_a_hint() {
 async fn many_matches_need_replace_all() {
     let exec = TestExec::new();
     std::fs::write(exec.path("f.txt"), "x = 1\nx = 2\nx = 3\n").unwrap();
-    let out = run(&edit_input("f.txt", "x =", "y ="), &exec).await;
+    let out = call(&edit_input("f.txt", "x =", "y ="), &exec).await;
     assert!(out.is_error);
     assert!(out.content.contains("occurs 3 times"), "{}", out.content);
     assert!(out.content.contains("replace_all"), "{}", out.content);
@@ -78,7 +84,7 @@ async fn many_matches_need_replace_all() {
 
     let mut input = edit_input("f.txt", "x =", "y =");
     input["replace_all"] = json!(true);
-    let out = run(&input, &exec).await;
+    let out = call(&input, &exec).await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(
         std::fs::read_to_string(exec.path("f.txt")).unwrap(),
@@ -92,31 +98,25 @@ async fn many_matches_need_replace_all() {
 async fn empty_or_identical_strings_are_errors() {
     let exec = TestExec::new();
     std::fs::write(exec.path("f.txt"), "abc").unwrap();
-    let out = run(&edit_input("f.txt", "", "x"), &exec).await;
+    let out = call(&edit_input("f.txt", "", "x"), &exec).await;
     assert!(
         out.is_error && out.content.contains("old_string is empty"),
         "{}",
         out.content
     );
-    let out = run(&edit_input("f.txt", "abc", "abc"), &exec).await;
+    let out = call(&edit_input("f.txt", "abc", "abc"), &exec).await;
     assert!(
         out.is_error && out.content.contains("are the same"),
         "{}",
         out.content
     );
-    let out = run(&json!({"path": "f.txt", "old_string": "a"}), &exec).await;
-    assert!(
-        out.is_error && out.content.contains("\"new_string\""),
-        "{}",
-        out.content
-    );
-    let mut input = edit_input("f.txt", "a", "b");
-    input["replace_all"] = json!("yes");
-    let out = run(&input, &exec).await;
-    assert!(
-        out.is_error && out.content.contains("\"replace_all\""),
-        "{}",
-        out.content
+    let input = json!({"path": "f.txt", "new_string": "b", "replace_all": "yes"});
+    let out = call(&input, &exec).await;
+    assert!(out.is_error && !out.may_change_files);
+    assert_eq!(
+        out.content,
+        "invalid input for edit: missing required field \"old_string\"; \
+         field \"replace_all\" must be a boolean, got a string"
     );
     assert_eq!(std::fs::read_to_string(exec.path("f.txt")).unwrap(), "abc");
 }
@@ -128,7 +128,7 @@ async fn policy_refusal_leaves_the_file_untouched() {
     let file = exec.path(&format!("{DENIED}/config"));
     std::fs::write(&file, "key = old\n").unwrap();
     let before = std::fs::metadata(&file).unwrap().modified().unwrap();
-    let out = run(
+    let out = call(
         &edit_input(&format!("/work/{DENIED}/config"), "old", "new"),
         &exec,
     )
@@ -144,7 +144,7 @@ async fn policy_refusal_leaves_the_file_untouched() {
 
     // A link inside the root is checked where it points, not by its name.
     std::os::unix::fs::symlink(format!("{DENIED}/config"), exec.path("innocent")).unwrap();
-    let out = run(&edit_input("innocent", "old", "new"), &exec).await;
+    let out = call(&edit_input("innocent", "old", "new"), &exec).await;
     assert!(
         out.is_error && out.content.contains("is not allowed"),
         "{}",
@@ -159,7 +159,7 @@ async fn symlink_outside_is_refused() {
     let victim = exec.outside("victim");
     std::fs::write(&victim, "old").unwrap();
     std::os::unix::fs::symlink(&victim, exec.path("link")).unwrap();
-    let out = run(&edit_input("link", "old", "new"), &exec).await;
+    let out = call(&edit_input("link", "old", "new"), &exec).await;
     assert!(
         out.is_error && out.content.contains("outside /work"),
         "{}",

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::*;
 use crate::tools::test_exec::{DENIED, TestExec};
-use crate::tools::{Exec as _, edit, read, write};
+use crate::tools::{Exec as _, call};
 
 const BOTH: [Lookup; 2] = [Lookup::Openat2, Lookup::Walk];
 
@@ -255,7 +255,7 @@ async fn write_never_lands_outside_while_a_folder_is_swapped() {
     let mut written = 0;
     for round in 0..RACE_ROUNDS {
         let input = json!({"path": "d/sub/x", "content": format!("round {round}")});
-        let out = write::run(&input, &exec).await;
+        let out = call("write", &input, &exec).await;
         if !out.is_error {
             written += 1;
         } else {
@@ -278,7 +278,7 @@ async fn read_never_shows_outside_content_while_a_folder_is_swapped() {
     let swapper = Swapper::start(exec.path("d"), exec.path("swap"));
     let mut shown = 0;
     for _ in 0..RACE_ROUNDS {
-        let out = read::run(&json!({"path": "d/secret"}), &exec).await;
+        let out = call("read", &json!({"path": "d/secret"}), &exec).await;
         if out.is_error {
             assert!(race_error(&out.content), "{}", out.content);
         } else {
@@ -303,7 +303,7 @@ async fn edit_never_touches_outside_while_a_folder_is_swapped() {
             ("b", "a")
         };
         let input = json!({"path": "d/secret", "old_string": old, "new_string": new});
-        edit::run(&input, &exec).await;
+        call("edit", &input, &exec).await;
     }
     assert!(swapper.stop() > 0);
     assert_eq!(
@@ -321,7 +321,7 @@ async fn a_swap_cannot_redirect_a_write_into_a_denied_folder() {
     symlink(DENIED, exec.path("swap")).unwrap();
     let swapper = Swapper::start(exec.path("a"), exec.path("swap"));
     for _ in 0..RACE_ROUNDS {
-        let out = write::run(&json!({"path": "a/x", "content": "hook"}), &exec).await;
+        let out = call("write", &json!({"path": "a/x", "content": "hook"}), &exec).await;
         if out.is_error {
             assert!(race_error(&out.content), "{}", out.content);
         }
@@ -355,13 +355,13 @@ async fn links_that_stay_inside_still_work_for_the_tools() {
     symlink("/work/real", exec.path("work-link")).unwrap();
     for (link, name) in [("rel-link", "one"), ("work-link", "two")] {
         let path = format!("{link}/new/{name}.txt");
-        let out = write::run(&json!({"path": path, "content": "hi\n"}), &exec).await;
+        let out = call("write", &json!({"path": path, "content": "hi\n"}), &exec).await;
         assert!(!out.is_error, "{}", out.content);
         assert_eq!(
             out.details["path"],
             json!(format!("/work/real/new/{name}.txt"))
         );
-        let out = read::run(&json!({"path": path}), &exec).await;
+        let out = call("read", &json!({"path": path}), &exec).await;
         assert_eq!(out.content, "     1\thi\n");
     }
     assert_eq!(listing(&exec.path("real/new")), ["one.txt", "two.txt"]);
@@ -373,14 +373,14 @@ async fn a_folder_link_to_outside_is_refused_with_the_resolver_message() {
     let outside = exec.outside("outside");
     std::fs::create_dir(&outside).unwrap();
     symlink("../outside", exec.path("d")).unwrap();
-    let out = write::run(&json!({"path": "d/sub/x", "content": "x"}), &exec).await;
+    let out = call("write", &json!({"path": "d/sub/x", "content": "x"}), &exec).await;
     assert_eq!(
         out.content,
         "path \"d/sub/x\" goes through the symlink /work/d whose target \"../outside\" is \
          outside /work: only links that stay inside the work directory can be used"
     );
     assert!(!out.may_change_files);
-    let out = read::run(&json!({"path": "d/x"}), &exec).await;
+    let out = call("read", &json!({"path": "d/x"}), &exec).await;
     assert!(
         out.content
             .contains("whose target \"../outside\" is outside /work")

@@ -1,9 +1,15 @@
 //! The `read` tool against real files.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::tools::test_exec::TestExec;
+
+/// The tool as the model reaches it: through [`crate::tools::call`] and its
+/// schema check.
+async fn call(input: &Value, exec: &TestExec) -> ToolOutput {
+    crate::tools::call("read", input, exec).await
+}
 
 fn numbered(lines: usize) -> String {
     (1..=lines).map(|i| format!("line {i}\n")).collect()
@@ -13,7 +19,7 @@ fn numbered(lines: usize) -> String {
 async fn shows_numbered_lines_like_cat_n() {
     let exec = TestExec::new();
     std::fs::write(exec.path("f.txt"), "alpha\nbeta\n\ngamma").unwrap();
-    let out = run(&json!({"path": "/work/f.txt"}), &exec).await;
+    let out = call(&json!({"path": "/work/f.txt"}), &exec).await;
     assert!(!out.is_error, "{}", out.content);
     assert_eq!(
         out.content,
@@ -30,7 +36,7 @@ async fn shows_numbered_lines_like_cat_n() {
 async fn default_limit_pages_and_says_where_to_continue() {
     let exec = TestExec::new();
     std::fs::write(exec.path("big.txt"), numbered(5000)).unwrap();
-    let out = run(&json!({"path": "big.txt"}), &exec).await;
+    let out = call(&json!({"path": "big.txt"}), &exec).await;
     assert!(out.content.starts_with("     1\tline 1\n"));
     assert!(out.content.contains("  2000\tline 2000\n"));
     assert!(!out.content.contains("line 2001"));
@@ -48,24 +54,25 @@ async fn default_limit_pages_and_says_where_to_continue() {
 async fn offset_and_limit_select_lines() {
     let exec = TestExec::new();
     std::fs::write(exec.path("f.txt"), numbered(10)).unwrap();
-    let out = run(&json!({"path": "f.txt", "offset": 4, "limit": 2}), &exec).await;
+    let out = call(&json!({"path": "f.txt", "offset": 4, "limit": 2}), &exec).await;
     assert_eq!(
         out.content,
         "     4\tline 4\n     5\tline 5\n\n(file has 10 lines; showing 4-5; use offset=6 to continue)"
     );
-    let out = run(&json!({"path": "f.txt", "offset": 9}), &exec).await;
+    let out = call(&json!({"path": "f.txt", "offset": 9}), &exec).await;
     assert_eq!(out.content, "     9\tline 9\n    10\tline 10\n");
-    let out = run(&json!({"path": "f.txt", "offset": 11}), &exec).await;
+    let out = call(&json!({"path": "f.txt", "offset": 11}), &exec).await;
     assert!(out.is_error);
     assert_eq!(
         out.content,
         "offset 11 is past the end of /work/f.txt, which has 10 lines"
     );
-    let out = run(&json!({"path": "f.txt", "offset": "2"}), &exec).await;
-    assert!(
-        out.is_error && out.content.contains("\"offset\""),
-        "{}",
-        out.content
+    let out = call(&json!({"path": "f.txt", "offset": "2", "limit": 0}), &exec).await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "invalid input for read: field \"limit\" must be at least 1, got 0; \
+         field \"offset\" must be an integer, got a string"
     );
 }
 
@@ -74,7 +81,7 @@ async fn long_lines_are_cut_with_a_marker() {
     let exec = TestExec::new();
     let long = "é".repeat(2500);
     std::fs::write(exec.path("f.txt"), format!("{long}\nshort\n")).unwrap();
-    let out = run(&json!({"path": "f.txt"}), &exec).await;
+    let out = call(&json!({"path": "f.txt"}), &exec).await;
     let first = out.content.lines().next().unwrap();
     assert_eq!(
         first,
@@ -88,7 +95,7 @@ async fn huge_pages_are_capped_head_and_tail() {
     let exec = TestExec::new();
     let line = "x".repeat(1000);
     std::fs::write(exec.path("f.txt"), format!("{line}\n").repeat(200)).unwrap();
-    let out = run(&json!({"path": "f.txt"}), &exec).await;
+    let out = call(&json!({"path": "f.txt"}), &exec).await;
     assert!(out.content.chars().count() <= MAX_CHARS);
     assert!(out.content.starts_with("     1\t"));
     assert!(out.content.contains("lines omitted ...]"));
@@ -99,14 +106,14 @@ async fn huge_pages_are_capped_head_and_tail() {
 async fn directories_missing_binary_and_empty_files() {
     let exec = TestExec::new();
     std::fs::create_dir(exec.path("dir")).unwrap();
-    let out = run(&json!({"path": "dir"}), &exec).await;
+    let out = call(&json!({"path": "dir"}), &exec).await;
     assert!(
         out.is_error && out.content.contains("/work/dir is a directory"),
         "{}",
         out.content
     );
 
-    let out = run(&json!({"path": "nope.txt"}), &exec).await;
+    let out = call(&json!({"path": "nope.txt"}), &exec).await;
     assert!(
         out.is_error && out.content.contains("/work/nope.txt does not exist"),
         "{}",
@@ -117,7 +124,7 @@ async fn directories_missing_binary_and_empty_files() {
     binary.push(0);
     binary.extend_from_slice(b"more");
     std::fs::write(exec.path("bin"), binary).unwrap();
-    let out = run(&json!({"path": "bin"}), &exec).await;
+    let out = call(&json!({"path": "bin"}), &exec).await;
     assert!(
         out.is_error && out.content.contains("binary file"),
         "{}",
@@ -125,7 +132,7 @@ async fn directories_missing_binary_and_empty_files() {
     );
 
     std::fs::write(exec.path("empty"), "").unwrap();
-    let out = run(&json!({"path": "empty"}), &exec).await;
+    let out = call(&json!({"path": "empty"}), &exec).await;
     assert!(!out.is_error);
     assert_eq!(out.content, "(/work/empty is empty)");
     assert_eq!(out.details["total_lines"], json!(0));
@@ -137,7 +144,7 @@ async fn a_nul_after_the_first_8_kib_is_still_text() {
     let mut bytes = vec![b'a'; BINARY_SNIFF];
     bytes.push(0);
     std::fs::write(exec.path("late-nul"), bytes).unwrap();
-    let out = run(&json!({"path": "late-nul"}), &exec).await;
+    let out = call(&json!({"path": "late-nul"}), &exec).await;
     assert!(!out.is_error, "{}", out.content);
 }
 
@@ -145,7 +152,7 @@ async fn a_nul_after_the_first_8_kib_is_still_text() {
 async fn symlinks_outside_are_refused_inside_followed() {
     let exec = TestExec::new();
     std::os::unix::fs::symlink("/etc/passwd", exec.path("passwd")).unwrap();
-    let out = run(&json!({"path": "passwd"}), &exec).await;
+    let out = call(&json!({"path": "passwd"}), &exec).await;
     assert!(
         out.is_error && out.content.contains("outside /work"),
         "{}",
@@ -155,7 +162,7 @@ async fn symlinks_outside_are_refused_inside_followed() {
 
     std::fs::write(exec.path("real.txt"), "inside\n").unwrap();
     std::os::unix::fs::symlink("real.txt", exec.path("alias.txt")).unwrap();
-    let out = run(&json!({"path": "alias.txt"}), &exec).await;
+    let out = call(&json!({"path": "alias.txt"}), &exec).await;
     assert_eq!(out.content, "     1\tinside\n");
     assert_eq!(out.details["path"], json!("/work/real.txt"));
 }
@@ -171,7 +178,7 @@ async fn a_fifo_is_refused_without_blocking() {
     assert!(made.success());
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(5),
-        run(&json!({"path": "pipe"}), &exec),
+        call(&json!({"path": "pipe"}), &exec),
     )
     .await
     .expect("read blocked on a FIFO");

@@ -66,6 +66,18 @@ pub enum Event {
     TurnEnd {
         turn: u32,
     },
+    /// The conversation is being summarised; `tokens` is its size (reported
+    /// by the API, or estimated) when compaction began.
+    CompactionStart {
+        reason: CompactReason,
+        tokens: u64,
+    },
+    /// The summary is stored; requests now carry it and the
+    /// `kept_messages` most recent messages.
+    CompactionEnd {
+        summary_chars: usize,
+        kept_messages: usize,
+    },
     AgentEnd {
         reason: EndReason,
     },
@@ -90,6 +102,8 @@ impl Event {
             Event::StepCommitted { .. } => "step_committed",
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
+            Event::CompactionStart { .. } => "compaction_start",
+            Event::CompactionEnd { .. } => "compaction_end",
             Event::AgentEnd { .. } => "agent_end",
             Event::Error { .. } => "error",
         }
@@ -116,4 +130,16 @@ pub enum EndReason {
     Failed,
     /// A violating step could not be undone; no more tools may run.
     Poisoned,
+}
+
+/// Why the conversation was compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactReason {
+    /// The last known size came within the reserve of the context window.
+    Threshold,
+    /// The API refused a request as too long for the context window.
+    Overflow,
+    /// `ah compact` asked for it.
+    Manual,
 }

@@ -121,6 +121,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         system: prompt::system_prompt(&ah_dir, workspace)?,
         max_tools: args.max_tools,
         thinking_budget: None,
+        compact_reserve: args.compact_reserve,
+        compact_prompt: prompt::compact_prompt(&ah_dir)?,
     };
     let mut display = Display::default();
     let mut on_event = |event: &Event| display.show(event);
@@ -309,7 +311,7 @@ fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
 
 /// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,
 /// `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
-fn retry_policy() -> Result<RetryPolicy> {
+pub(super) fn retry_policy() -> Result<RetryPolicy> {
     let mut policy = RetryPolicy::default();
     if let Some(n) = env_number("AH_RETRY_ATTEMPTS")? {
         policy.max_attempts = n as u32;

@@ -74,6 +74,18 @@ pub enum Event {
         /// The tool of each call of the pattern, in order.
         tools: Vec<String>,
     },
+    /// The conversation is being summarised; `tokens` is its size (reported
+    /// by the API, or estimated) when compaction began.
+    CompactionStart {
+        reason: CompactReason,
+        tokens: u64,
+    },
+    /// The summary is stored; requests now carry it and the
+    /// `kept_messages` most recent messages.
+    CompactionEnd {
+        summary_chars: usize,
+        kept_messages: usize,
+    },
     AgentEnd {
         reason: EndReason,
     },
@@ -115,6 +127,8 @@ impl Event {
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
             Event::LoopDetected { .. } => "loop_detected",
+            Event::CompactionStart { .. } => "compaction_start",
+            Event::CompactionEnd { .. } => "compaction_end",
             Event::AgentEnd { .. } => "agent_end",
             Event::StateChange { .. } => "state_change",
             Event::ReviewDone { .. } => "review_done",
@@ -168,4 +182,16 @@ pub enum EndReason {
     /// The model kept repeating its tool calls after being told to stop
     /// (see `loop_detect`).
     Looping,
+}
+
+/// Why the conversation was compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactReason {
+    /// The last known size came within the reserve of the context window.
+    Threshold,
+    /// The API refused a request as too long for the context window.
+    Overflow,
+    /// `ah compact` asked for it.
+    Manual,
 }

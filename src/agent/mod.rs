@@ -5,6 +5,7 @@
 //! The loop talks to the outside only through the [`Provider`] trait, the
 //! sandbox [`Run`], the [`Session`] store and an event callback.
 
+pub mod compact;
 pub mod event;
 mod interrupt;
 pub mod loop_detect;
@@ -16,13 +17,13 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-pub use event::{EndReason, Event};
+pub use event::{CompactReason, EndReason, Event};
 use loop_detect::LoopDetector;
 
 use crate::llm::models::ModelInfo;
-use crate::llm::{Block, LlmError, Message, Provider, Request, Role, StreamEvent};
+use crate::llm::{Block, LlmError, Message, Provider, Request, Response, Role, StreamEvent};
 use crate::sandbox::run::{Run, StepOutcome};
-use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
+use crate::session::{BlockRecord, MessageMeta, Session, SessionError, StoredMessage};
 
 /// What the loop needs to know besides its collaborators.
 #[derive(Debug, Clone)]
@@ -34,6 +35,11 @@ pub struct AgentConfig {
     /// How many recent tool calls loop detection looks at; 0 turns it off.
     pub loop_window: usize,
     pub thinking_budget: Option<u32>,
+    /// Compact when the conversation comes within this many tokens of the
+    /// context window.
+    pub compact_reserve: u64,
+    /// The instructions for summarising the conversation.
+    pub compact_prompt: String,
 }
 
 /// Why the loop could not go on.
@@ -43,6 +49,8 @@ pub enum AgentError {
     Llm(#[from] LlmError),
     #[error(transparent)]
     Session(#[from] SessionError),
+    #[error("compacting the conversation failed: {0}")]
+    Compaction(String),
 }
 
 /// The outcome of [`run_agent`].
@@ -83,42 +91,12 @@ pub async fn run_agent(
     loop {
         turns += 1;
         out.emit(session, Some(&head), Event::TurnStart { turn: turns });
-        let request = Request {
-            model: config.model.id.clone(),
-            system: config.system.clone(),
-            messages: sendable(session.api_messages(&head)?),
-            tools: crate::tools::specs(),
-            max_tokens: config.model.max_output_tokens,
-            thinking_budget: config.thinking_budget,
-        };
-        out.emit(
-            session,
-            Some(&head),
-            Event::ApiCallStart {
-                turn: turns,
-                model: config.model.id.clone(),
-            },
-        );
-        let started = Instant::now();
-        // Stream events reach consumers live; the few worth keeping (retries)
-        // are stored once the call is over, since the store is not shared
-        // with the provider's callback.
-        let mut to_store = Vec::new();
-        let result = provider
-            .stream(&request, &mut |ev| {
-                if let Some(event) = stream_event(ev) {
-                    (out.on_event)(&event);
-                    if event.is_persisted() {
-                        to_store.push(event);
-                    }
-                }
-            })
-            .await;
-        for event in to_store {
-            out.store(session, Some(&head), &event);
-        }
-        let response = match result {
-            Ok(response) => response,
+        let (response, latency_ms) = match compact::call_model(
+            config, provider, session, &mut head, turns, &mut out,
+        )
+        .await
+        {
+            Ok(answer) => answer,
             Err(err) => {
                 out.emit(
                     session,
@@ -134,10 +112,9 @@ pub async fn run_agent(
                         reason: EndReason::Failed,
                     },
                 );
-                return Err(err.into());
+                return Err(err);
             }
         };
-        let latency_ms = started.elapsed().as_millis() as u64;
         let blocks: Vec<BlockRecord> = response
             .content
             .iter()
@@ -275,6 +252,55 @@ pub async fn run_agent(
             });
         }
     }
+}
+
+/// Sends the conversation along `path` (root to head) to the model, as
+/// compaction left it, streaming the answer's events to the consumer.
+/// Returns the answer and how long the call took, in milliseconds.
+async fn stream_call(
+    config: &AgentConfig,
+    provider: &dyn Provider,
+    session: &Session,
+    path: &[StoredMessage],
+    turn: u32,
+    out: &mut Emitter<'_>,
+) -> Result<(Response, u64), AgentError> {
+    let head = path.last().map(|message| message.id.as_str());
+    let request = Request {
+        model: config.model.id.clone(),
+        system: config.system.clone(),
+        messages: sendable(compact::request_messages(path)),
+        tools: crate::tools::specs(),
+        max_tokens: config.model.max_output_tokens,
+        thinking_budget: config.thinking_budget,
+    };
+    out.emit(
+        session,
+        head,
+        Event::ApiCallStart {
+            turn,
+            model: config.model.id.clone(),
+        },
+    );
+    let started = Instant::now();
+    // Stream events reach consumers live; the few worth keeping (retries)
+    // are stored once the call is over, since the store is not shared
+    // with the provider's callback.
+    let mut to_store = Vec::new();
+    let result = provider
+        .stream(&request, &mut |ev| {
+            if let Some(event) = stream_event(ev) {
+                (out.on_event)(&event);
+                if event.is_persisted() {
+                    to_store.push(event);
+                }
+            }
+        })
+        .await;
+    for event in to_store {
+        out.store(session, head, &event);
+    }
+    Ok((result?, started.elapsed().as_millis() as u64))
 }
 
 /// What the model is told for a tool call whose result was never stored

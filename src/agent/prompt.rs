@@ -1,10 +1,12 @@
-//! The system prompt: `sys/system.md` and `sys/claude.md` built into the
-//! binary, each replaceable by a project file of the same name in `.ah/sys/`.
+//! The prompts: the system prompt (`sys/system.md` and `sys/claude.md`) and
+//! the compaction prompt (`sys/compact.md`), built into the binary, each
+//! replaceable by a project file of the same name in `.ah/sys/`.
 
 use std::path::Path;
 
 const SYSTEM: &str = include_str!("../../sys/system.md");
 const CLAUDE: &str = include_str!("../../sys/claude.md");
+const COMPACT: &str = include_str!("../../sys/compact.md");
 
 /// Where the model's commands run, as the prompt tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +38,11 @@ pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<Str
         system.trim_end().replace("{{workspace}}", place),
         claude.trim_end()
     ))
+}
+
+/// The instructions for summarising a conversation when it is compacted.
+pub fn compact_prompt(ah_dir: &Path) -> std::io::Result<String> {
+    Ok(part(ah_dir, "compact.md", COMPACT)?.trim_end().to_string())
 }
 
 fn part(ah_dir: &Path, name: &str, builtin: &str) -> std::io::Result<String> {
@@ -72,5 +79,17 @@ mod tests {
         assert!(text.contains("CUSTOM TOOL RULES"));
         assert!(!text.contains("# Tool use"));
         assert!(text.contains("You are ah"));
+    }
+
+    #[test]
+    fn compact_prompt_is_built_in_unless_the_project_overrides_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let builtin = compact_prompt(dir.path()).unwrap();
+        for section in ["## Goal", "## Constraints", "### Blocked", "## Next steps"] {
+            assert!(builtin.contains(section), "{section}");
+        }
+        std::fs::create_dir_all(dir.path().join("sys")).unwrap();
+        std::fs::write(dir.path().join("sys/compact.md"), "SHORT SUMMARY\n").unwrap();
+        assert_eq!(compact_prompt(dir.path()).unwrap(), "SHORT SUMMARY");
     }
 }

@@ -74,6 +74,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = crate::agent::loop_detect::DEFAULT_WINDOW)]
     pub loop_window: usize,
 
+    /// Summarise the conversation when it comes within N tokens of the model's
+    /// context window.
+    #[arg(long, value_name = "N", default_value_t = crate::agent::compact::DEFAULT_RESERVE)]
+    pub compact_reserve: u64,
+
     /// Apply the patch without committing it on the host.
     #[arg(long)]
     pub no_commit: bool,
@@ -173,6 +178,16 @@ pub enum Command {
     },
     /// List the project's runs, newest first.
     Runs,
+    /// Summarise the session's conversation now: later requests carry the
+    /// summary and the most recent messages (the session keeps everything).
+    Compact {
+        /// The session database (default: the project's most recent session).
+        #[arg(long, value_name = "PATH")]
+        db: Option<PathBuf>,
+        /// The model that writes the summary (default: the session's model).
+        #[arg(short = 'm', long = "model", value_name = "MODEL")]
+        model: Option<String>,
+    },
     /// Check that the sandbox can run here, and say how to fix what cannot.
     Doctor {
         /// The sandbox image to check.

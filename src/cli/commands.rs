@@ -13,7 +13,7 @@ use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::rundir::{self, Manifest, RunDir};
 use crate::sandbox::{doctor, image, podman};
 
-fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
+pub(super) fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
     let dir = match project {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir().context("cannot read the current directory")?,

@@ -8,7 +8,7 @@ use console::style;
 use serde_json::Value;
 
 use super::safe_text::terminal_safe;
-use crate::agent::Event;
+use crate::agent::{CompactReason, Event};
 
 /// Prints events as they arrive.
 #[derive(Default)]
@@ -99,6 +99,27 @@ impl Display {
                     "{} {}",
                     style("error:").red().bold(),
                     terminal_safe(message)
+                );
+            }
+            Event::CompactionStart { reason, tokens } => {
+                self.end_line();
+                let why = match reason {
+                    CompactReason::Threshold => "it nears the context window",
+                    CompactReason::Overflow => "the API found it too long",
+                    CompactReason::Manual => "asked",
+                };
+                eprintln!(
+                    "{} compacting the conversation (~{tokens} tokens; {why})",
+                    style("⇣").cyan()
+                );
+            }
+            Event::CompactionEnd {
+                summary_chars,
+                kept_messages,
+            } => {
+                eprintln!(
+                    "{} compacted: a summary of {summary_chars} characters and the {kept_messages} most recent messages",
+                    style("⇣").cyan()
                 );
             }
             Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),

@@ -6,6 +6,7 @@
 mod abort;
 pub mod args;
 mod commands;
+mod compact;
 mod display;
 mod output;
 mod review;
@@ -60,6 +61,9 @@ pub fn main() -> i32 {
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Compact { db, model }) => {
+                compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
+            }
             Some(Command::Doctor { image }) => {
                 commands::doctor(image.as_deref(), task::runtime(&cli.run.sandbox)).await
             }

@@ -183,6 +183,8 @@ async fn run_in_session(
         max_tools: args.max_tools,
         loop_window: args.loop_window,
         thinking_budget: None,
+        compact_reserve: args.compact_reserve,
+        compact_prompt: prompt::compact_prompt(ah_dir)?,
     };
     output.show(&set_state(session, SessionState::Processing)?);
     let outcome = {
@@ -426,7 +428,7 @@ fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
 
 /// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,
 /// `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
-fn retry_policy() -> Result<RetryPolicy> {
+pub(super) fn retry_policy() -> Result<RetryPolicy> {
     let mut policy = RetryPolicy::default();
     if let Some(n) = env_number("AH_RETRY_ATTEMPTS")? {
         policy.max_attempts = n as u32;

@@ -1,0 +1,90 @@
+//! `ah compact`: summarises a session's conversation on demand, as a run
+//! does when it nears the context window, and says how much smaller the
+//! next request is.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use super::EXIT_OK;
+use super::commands::project_dir;
+use super::display::Display;
+use super::task::retry_policy;
+use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
+use crate::agent::prompt::{self, Workspace};
+use crate::agent::{AgentConfig, Event};
+use crate::llm::anthropic::AnthropicClient;
+use crate::llm::{Role, models};
+use crate::session::Session;
+
+/// Compacts the session in `db`, else the project's most recent one. The
+/// summary is written by `model`, else the model the session last used.
+pub async fn compact(
+    project: Option<&Path>,
+    db: Option<&Path>,
+    model: Option<&str>,
+) -> Result<i32> {
+    let project = project_dir(project)?;
+    let ah_dir = project.join(".ah");
+    let path = match db {
+        Some(db) => db.to_path_buf(),
+        None => Session::latest(&ah_dir)?.with_context(|| {
+            format!(
+                "no session in {}: run a task first, or pass --db",
+                ah_dir.display()
+            )
+        })?,
+    };
+    // Opening a missing file would create an empty session.
+    if !path.is_file() {
+        bail!(
+            "session database {} not found: pass the path of an existing session to --db",
+            path.display()
+        );
+    }
+    let mut session = Session::open(&path)?;
+    let name = match model {
+        Some(name) => name.to_string(),
+        None => last_model(&session)?.unwrap_or_else(models::default_model_name),
+    };
+    let config = AgentConfig {
+        model: models::resolve(&name),
+        system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
+        max_tools: None,
+        thinking_budget: None,
+        compact_reserve: DEFAULT_RESERVE,
+        loop_window: 0,
+        compact_prompt: prompt::compact_prompt(&ah_dir)?,
+    };
+    let provider = AnthropicClient::from_env(retry_policy()?)?;
+    let mut display = Display::default();
+    let mut on_event = |event: &Event| display.show(event);
+    match compact_session(&config, &provider, &mut session, &mut on_event).await? {
+        None => println!(
+            "nothing to compact: session {} holds only its most recent messages",
+            session.id()
+        ),
+        Some(done) => println!(
+            "compacted session {}: ~{} tokens before, ~{} after (a summary of {} characters and the {} most recent messages)",
+            session.id(),
+            done.tokens_before,
+            done.tokens_after,
+            done.summary_chars,
+            done.kept_messages
+        ),
+    }
+    Ok(EXIT_OK)
+}
+
+/// The model of the session's latest answer on the path to its head.
+fn last_model(session: &Session) -> Result<Option<String>> {
+    let Some(head) = session.head()? else {
+        return Ok(None);
+    };
+    Ok(session
+        .path_to(&head)?
+        .into_iter()
+        .rev()
+        .filter(|message| message.role == Role::Assistant)
+        .find_map(|message| message.meta.model))
+}

@@ -1,0 +1,359 @@
+//! Compaction through the real binary (`--backend none`) and the mock model:
+//! a conversation near the context window, or one the API refuses as too
+//! long, is summarised with a request that offers no tools; later requests
+//! carry the summary instead of the old turns; the session keeps them all.
+//! `ah compact` does the same on demand.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::host::{Host, describe, query};
+use support::mock::{MockServer, RecordedRequest, Reply, Turn};
+
+const HAIKU: &str = "claude-haiku-4-5-20251001";
+const SUMMARY: &str = "## Goal\nFix the build. SUMMARY-MARKER";
+
+/// Three bash calls whose outputs are easy to look for, the last reply
+/// reporting `last_input_tokens`.
+fn three_steps(last_input_tokens: u64) -> Vec<Turn> {
+    let step = |n: usize, word: &str| {
+        Reply::new().tool_use(
+            format!("toolu_{n}"),
+            "bash",
+            json!({ "command": format!("echo {word}_OUTPUT") }),
+        )
+    };
+    vec![
+        Turn::reply(step(1, "FIRST")),
+        Turn::reply(step(2, "SECOND")),
+        Turn::reply(step(3, "THIRD").usage(last_input_tokens, 50)),
+    ]
+}
+
+fn messages_text(request: &RecordedRequest) -> String {
+    request.body["messages"].to_string()
+}
+
+/// The summary request: the compaction prompt, the old turns as a text
+/// transcript, and no tools.
+fn assert_is_summary_request(request: &RecordedRequest) {
+    assert!(request.body.get("tools").is_none(), "{}", request.body);
+    let system = request.body["system"].as_str().unwrap_or_default();
+    for section in [
+        "## Goal",
+        "## Constraints",
+        "### Blocked",
+        "## Next steps",
+        "### Modified",
+    ] {
+        assert!(system.contains(section), "{section} in {system}");
+    }
+    let messages = request.body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1);
+    let transcript = messages[0]["content"][0]["text"].as_str().unwrap();
+    assert!(transcript.starts_with("<conversation>"), "{transcript}");
+    assert!(transcript.contains("fix the build"), "{transcript}");
+    assert!(transcript.contains("FIRST_OUTPUT"), "{transcript}");
+    assert!(!transcript.contains("\"tool_use\""), "{transcript}");
+}
+
+/// A request after compaction: the summary first, then the kept turns; the
+/// summarised ones are gone.
+fn assert_carries_summary_not(request: &RecordedRequest, gone: &[&str], kept: &[&str]) {
+    assert!(request.body["tools"].is_array(), "tools are offered again");
+    let first = &request.body["messages"][0];
+    assert_eq!(first["role"], json!("user"));
+    let summary = first["content"][0]["text"].as_str().unwrap();
+    assert!(summary.contains(SUMMARY), "{summary}");
+    assert!(summary.contains("was compacted"), "{summary}");
+    let text = messages_text(request);
+    for old in gone {
+        assert!(
+            !text.contains(old),
+            "{old} should be summarised away: {text}"
+        );
+    }
+    for recent in kept {
+        assert!(text.contains(recent), "{recent} should be kept: {text}");
+    }
+}
+
+fn events(db: &std::path::Path, kind: &str) -> Vec<Value> {
+    query(
+        db,
+        &format!("SELECT details FROM events WHERE event_type = '{kind}' ORDER BY id"),
+    )
+    .into_iter()
+    .map(|row| serde_json::from_str(row[0].as_str().unwrap()).unwrap())
+    .collect()
+}
+
+#[test]
+fn a_conversation_near_the_window_is_summarised_before_the_next_call() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(190_000);
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "-m",
+            "haiku",
+            "fix the build",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("compacting the conversation"), "{stderr}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("SUMMARY-MARKER"));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    assert!(requests[2].body["tools"].is_array());
+    assert_is_summary_request(&requests[3]);
+    assert_eq!(requests[3].body["model"], json!(HAIKU));
+    assert_carries_summary_not(
+        &requests[4],
+        &["toolu_1", "FIRST_OUTPUT"],
+        &["toolu_2", "SECOND_OUTPUT", "toolu_3", "THIRD_OUTPUT"],
+    );
+    // The cut fell inside the user's turn: the request is quoted.
+    assert!(
+        requests[4].body["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("fix the build")
+    );
+
+    // The session keeps every message, and the summary says what it kept.
+    let db = &host.sessions()[0];
+    let roles = query(db, "SELECT role FROM messages ORDER BY seq");
+    assert_eq!(roles.len(), 9, "prompt, 3 steps × 2, summary, answer");
+    let tool_uses = query(
+        db,
+        "SELECT tool_id FROM content_blocks WHERE block_type = 'tool_use'",
+    );
+    assert_eq!(tool_uses.len(), 3);
+    let marked = query(
+        db,
+        "SELECT b.details, m.role FROM content_blocks b JOIN messages m ON m.id = b.message_id \
+         WHERE b.details LIKE '%compaction%'",
+    );
+    assert_eq!(marked.len(), 1);
+    assert_eq!(marked[0][1], json!("user"));
+    let details: Value = serde_json::from_str(marked[0][0].as_str().unwrap()).unwrap();
+    let kept_from = details["compaction"]["kept_from"].as_str().unwrap();
+    let kept = query(
+        db,
+        &format!("SELECT tool_id FROM content_blocks WHERE message_id = '{kept_from}'"),
+    );
+    assert_eq!(kept[0][0], json!("toolu_2"), "kept from the second call");
+    assert!(details["compaction"]["tokens_before"].as_u64().unwrap() >= 190_050);
+
+    let start = events(db, "compaction_start");
+    assert_eq!(start.len(), 1);
+    assert_eq!(start[0]["reason"], json!("threshold"));
+    let end = events(db, "compaction_end");
+    assert_eq!(end[0]["kept_messages"], json!(4));
+    assert_eq!(end[0]["summary_chars"], json!(SUMMARY.chars().count()));
+}
+
+#[test]
+fn a_smaller_reserve_lets_the_same_conversation_go_on_uncompacted() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(190_000);
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .args(["--compact-reserve", "5000", "fix the build"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(messages_text(&requests[3]).contains("FIRST_OUTPUT"));
+}
+
+fn overflow() -> Turn {
+    Turn::error(
+        400,
+        "invalid_request_error",
+        "prompt is too long: 210000 tokens > 200000 maximum",
+    )
+}
+
+#[test]
+fn a_context_overflow_compacts_and_retries_the_call_once() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(120);
+    script.push(overflow());
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "-m",
+            "haiku",
+            "fix the build",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("All done."));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6);
+    assert!(
+        messages_text(&requests[3]).contains("FIRST_OUTPUT"),
+        "the refused call"
+    );
+    assert_is_summary_request(&requests[4]);
+    assert_carries_summary_not(
+        &requests[5],
+        &["toolu_1", "FIRST_OUTPUT"],
+        &["toolu_2", "toolu_3", "THIRD_OUTPUT"],
+    );
+    let db = &host.sessions()[0];
+    let start = events(db, "compaction_start");
+    assert_eq!(
+        start,
+        [json!({"type": "compaction_start", "reason": "overflow", "tokens": 210_000})]
+    );
+}
+
+#[test]
+fn an_overflow_after_compaction_fails_the_run_without_another_retry() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(120);
+    script.push(overflow());
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(overflow());
+    script.push(Turn::reply(Reply::new().text("never sent")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "-m",
+            "haiku",
+            "fix the build",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("context window is full"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(mock.requests().len(), 6);
+    assert_eq!(mock.pending_turns(), 1);
+}
+
+#[test]
+fn ah_compact_summarises_the_latest_session_and_the_next_run_continues_from_it() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(120);
+    script.push(Turn::reply(Reply::new().text("Fixed.").usage(60_000, 20)));
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(Turn::reply(Reply::new().text("Docs updated.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "-m",
+            "haiku",
+            "fix the build",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let out = host.ah(&mock.url()).arg("compact").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("~60020 tokens before"), "{stdout}");
+    let after: u64 = stdout
+        .split("tokens before, ~")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size after in {stdout}"));
+    assert!(after < 60_020, "{stdout}");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    assert_is_summary_request(&requests[4]);
+    assert_eq!(
+        requests[4].body["model"],
+        json!(HAIKU),
+        "the session's model"
+    );
+
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "never",
+            "-m",
+            "haiku",
+            "now the docs",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6);
+    assert_carries_summary_not(
+        &requests[5],
+        &["toolu_1", "toolu_2", "SECOND_OUTPUT"],
+        &["toolu_3", "THIRD_OUTPUT", "Fixed.", "now the docs"],
+    );
+    let db = &host.sessions()[0];
+    assert_eq!(host.sessions().len(), 1);
+    assert_eq!(
+        query(db, "SELECT id FROM messages").len(),
+        11,
+        "nothing was deleted"
+    );
+    assert_eq!(events(db, "compaction_start")[0]["reason"], json!("manual"));
+}
+
+#[test]
+fn ah_compact_on_a_missing_session_says_what_to_do() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mock = MockServer::start(Vec::new());
+    let out = host.ah(&mock.url()).arg("compact").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run a task first"));
+    let out = host
+        .ah(&mock.url())
+        .args(["compact", "--db", "nope.db"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found"));
+    assert!(!host.project.join("nope.db").exists());
+    assert!(mock.requests().is_empty());
+}

@@ -74,6 +74,11 @@ pub enum Event {
         /// The tool of each call of the pattern, in order.
         tools: Vec<String>,
     },
+    /// A message from ah (or, later, the user) was added to the conversation
+    /// for the model's next request.
+    SteeringInjected {
+        text: String,
+    },
     /// The conversation is being summarised; `tokens` is its size (reported
     /// by the API, or estimated) when compaction began.
     CompactionStart {
@@ -127,6 +132,7 @@ impl Event {
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
             Event::LoopDetected { .. } => "loop_detected",
+            Event::SteeringInjected { .. } => "steering_injected",
             Event::CompactionStart { .. } => "compaction_start",
             Event::CompactionEnd { .. } => "compaction_end",
             Event::AgentEnd { .. } => "agent_end",

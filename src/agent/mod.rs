@@ -201,6 +201,13 @@ pub async fn run_agent(
             results.push(result_record(&id, &name, &run.id(), &outcome));
             if let Some(repetition) = loops.record(&name, &input) {
                 out.emit(session, Some(&head), repetition.event());
+                out.emit(
+                    session,
+                    Some(&head),
+                    Event::SteeringInjected {
+                        text: repetition.steering(),
+                    },
+                );
                 steering.push(repetition.steering_block());
             }
         }

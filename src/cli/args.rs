@@ -95,6 +95,13 @@ pub struct RunArgs {
     #[arg(long = "deny", value_name = "GLOB")]
     pub deny: Vec<String>,
 
+    /// How much of a tool's output the model gets, `TOOL=CHARS` for read,
+    /// bash, edit, write, or `bash-lines=N` (repeatable; defaults read=50000,
+    /// bash=30000, bash-lines=256, edit=10000, write=1000). The whole output
+    /// is always kept in the step files and the session.
+    #[arg(long = "output-limit", value_name = "TOOL=N", value_parser = parse_output_limit)]
+    pub output_limits: Vec<(OutputLimit, usize)>,
+
     /// Files the run added that are larger than this (MiB) are not copied out
     /// as artifacts.
     #[arg(long, value_name = "MIB", default_value_t = 10)]
@@ -122,6 +129,41 @@ pub struct SandboxArgs {
     /// (repeatable); lowered to the caller's hard limits when higher.
     #[arg(long = "ulimit", value_name = "KIND=N", value_parser = parse_ulimit)]
     pub ulimits: Vec<(UlimitKind, u64)>,
+}
+
+/// Which output cap `--output-limit` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputLimit {
+    Read,
+    Bash,
+    BashLines,
+    Edit,
+    Write,
+}
+
+fn parse_output_limit(text: &str) -> Result<(OutputLimit, usize), String> {
+    let (tool, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: expected TOOL=N, e.g. bash=50000"))?;
+    let limit = match tool {
+        "read" => OutputLimit::Read,
+        "bash" => OutputLimit::Bash,
+        "bash-lines" => OutputLimit::BashLines,
+        "edit" => OutputLimit::Edit,
+        "write" => OutputLimit::Write,
+        other => {
+            return Err(format!(
+                "unknown output limit {other:?}: use read, bash, bash-lines, edit or write"
+            ));
+        }
+    };
+    let value: usize = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a whole number"))?;
+    if value == 0 {
+        return Err("an output limit must be at least 1".into());
+    }
+    Ok((limit, value))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,16 +42,21 @@ impl Display {
                 self.violation_shown = false;
             }
             Event::ToolCallEnd {
-                is_error: true,
+                name,
+                is_error,
+                duration_ms,
                 details,
                 ..
             } => {
-                let what = details
-                    .get("exit_code")
-                    .and_then(Value::as_i64)
-                    .map(|c| format!("exit {c}"))
-                    .unwrap_or_else(|| "error".to_string());
-                eprintln!("  {} {what}", style("✗").red());
+                let mark = if *is_error {
+                    style("✗").red()
+                } else {
+                    style("✓").green()
+                };
+                eprintln!(
+                    "  {mark} {}",
+                    terminal_safe(&outcome(name, *is_error, *duration_ms, details))
+                );
             }
             Event::Violation { step, report } => {
                 self.end_line();
@@ -135,6 +140,44 @@ impl Display {
     }
 }
 
+/// One line on how a call went, from its structured details.
+fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> String {
+    let number = |key: &str| details.get(key).and_then(Value::as_i64);
+    let seconds = format!("{:.1}s", duration_ms as f64 / 1000.0);
+    if details.get("timed_out").and_then(Value::as_bool) == Some(true) {
+        return format!("timed out after {seconds}");
+    }
+    match (tool, number("exit_code")) {
+        ("bash", Some(code)) => return format!("exit {code} in {seconds}"),
+        ("bash", None) if is_error => return format!("killed after {seconds}"),
+        _ => {}
+    }
+    if is_error {
+        return "error".to_string();
+    }
+    match tool {
+        "edit" => format!(
+            "-{} +{} lines",
+            number("lines_removed").unwrap_or(0),
+            number("lines_added").unwrap_or(0)
+        ),
+        "write" => {
+            let verb = if details.get("created").and_then(Value::as_bool) == Some(true) {
+                "created"
+            } else {
+                "overwritten"
+            };
+            format!("{verb}, {} bytes", number("bytes").unwrap_or(0))
+        }
+        "read" => format!(
+            "{} of {} lines",
+            number("lines_shown").unwrap_or(0),
+            number("total_lines").unwrap_or(0)
+        ),
+        _ => format!("done in {seconds}"),
+    }
+}
+
 /// The parameter that says most about a call, shortened to one line.
 fn key_param(tool: &str, input: &Value) -> String {
     let key = match tool {
@@ -154,6 +197,50 @@ fn key_param(tool: &str, input: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn outcome_lines_come_from_the_details() {
+        assert_eq!(
+            outcome("bash", false, 1234, &json!({"exit_code": 0})),
+            "exit 0 in 1.2s"
+        );
+        assert_eq!(
+            outcome("bash", false, 10, &json!({"exit_code": 2})),
+            "exit 2 in 0.0s"
+        );
+        assert_eq!(
+            outcome(
+                "bash",
+                true,
+                3000,
+                &json!({"exit_code": null, "timed_out": true})
+            ),
+            "timed out after 3.0s"
+        );
+        assert_eq!(
+            outcome(
+                "edit",
+                false,
+                1,
+                &json!({"lines_removed": 2, "lines_added": 5})
+            ),
+            "-2 +5 lines"
+        );
+        assert_eq!(
+            outcome("write", false, 1, &json!({"created": true, "bytes": 12})),
+            "created, 12 bytes"
+        );
+        assert_eq!(
+            outcome(
+                "read",
+                false,
+                1,
+                &json!({"lines_shown": 10, "total_lines": 99})
+            ),
+            "10 of 99 lines"
+        );
+        assert_eq!(outcome("edit", true, 1, &Value::Null), "error");
+    }
 
     #[test]
     fn key_param_shows_one_short_line() {

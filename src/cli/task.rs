@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
-use super::args::{ReviewMode, RunArgs, SandboxArgs, UlimitKind};
+use super::args::{OutputLimit, ReviewMode, RunArgs, SandboxArgs, UlimitKind};
 use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
@@ -29,6 +29,7 @@ use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
 use crate::sandbox::{Backend, BackendKind, image, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
+use crate::tools::OutputLimits;
 
 /// Told to the model when a session continues in a new run: its earlier
 /// edits were in another work copy and reach this one only if applied.
@@ -161,6 +162,7 @@ async fn run_in_session(
         policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
     );
+    run.set_output_limits(output_limits(&args.output_limits));
 
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session, None)?;
@@ -303,6 +305,22 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         reason: record.reason.clone(),
         applied,
     }
+}
+
+/// The output caps, defaults overridden by `--output-limit`.
+fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {
+    let mut limits = OutputLimits::default();
+    for (which, value) in flags {
+        let slot = match which {
+            OutputLimit::Read => &mut limits.read,
+            OutputLimit::Bash => &mut limits.bash,
+            OutputLimit::BashLines => &mut limits.bash_lines,
+            OutputLimit::Edit => &mut limits.edit,
+            OutputLimit::Write => &mut limits.write,
+        };
+        *slot = *value;
+    }
+    limits
 }
 
 /// Applies the sandbox flags to the container options.

@@ -23,7 +23,7 @@ use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
 use super::shadow::{self, ShadowRepo};
 use super::{Backend, BackendKind, Change, workspace};
-use crate::tools::{self, Exec, ExecOutput, ToolOutput};
+use crate::tools::{self, Exec, ExecOutput, OutputLimits, ToolOutput};
 
 /// Why a run could not be prepared or finished.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +83,7 @@ pub struct Run {
     /// Why the run must stop and never be applied, once a violating step
     /// could not be undone.
     poisoned: Option<String>,
+    limits: OutputLimits,
 }
 
 impl Run {
@@ -120,7 +121,13 @@ impl Run {
             violations: Vec::new(),
             artifact_cap,
             poisoned: None,
+            limits: OutputLimits::default(),
         }
+    }
+
+    /// Sets how much of each tool's output the model gets.
+    pub fn set_output_limits(&mut self, limits: OutputLimits) {
+        self.limits = limits;
     }
 
     pub fn id(&self) -> String {
@@ -156,6 +163,8 @@ impl Run {
             root: self.dir.work_dir(),
             backend: self.backend.as_ref(),
             policy: &self.policy,
+            limits: self.limits,
+            full_output: self.dir.step_file(step, "out"),
         };
         let mut output = match &self.poisoned {
             Some(reason) => ToolOutput::error(format!(
@@ -359,6 +368,9 @@ struct ExecView<'a> {
     root: PathBuf,
     backend: &'a dyn Backend,
     policy: &'a Policy,
+    limits: OutputLimits,
+    /// The step's `.out` file, where the whole output is kept.
+    full_output: PathBuf,
 }
 
 #[async_trait::async_trait]
@@ -373,5 +385,13 @@ impl Exec for ExecView<'_> {
 
     fn check_write(&self, rel_path: &str) -> Result<(), String> {
         self.policy.check_path(rel_path).map_err(|v| v.to_string())
+    }
+
+    fn limits(&self) -> OutputLimits {
+        self.limits
+    }
+
+    fn full_output(&self) -> Option<String> {
+        Some(self.full_output.display().to_string())
     }
 }

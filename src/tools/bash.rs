@@ -13,16 +13,13 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::input::Input;
-use super::{Exec, ToolOutput, truncate};
+use super::{Exec, ToolOutput, note_full_output, truncate};
 use crate::llm::ToolDef;
 
 /// Seconds a command may run when the model gives no `timeout`.
 const DEFAULT_TIMEOUT: u64 = 120;
 /// The largest `timeout` accepted, in seconds.
 const MAX_TIMEOUT: u64 = 600;
-/// Caps on what the model gets (head and tail kept).
-const MAX_CHARS: usize = 30_000;
-const MAX_LINES: usize = 256;
 
 pub fn spec() -> ToolDef {
     ToolDef {
@@ -73,14 +70,10 @@ pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
         (false, Some(code)) => format!("exit code: {code}"),
         (false, None) => "the command was killed by a signal".to_string(),
     };
-    let content = format!(
-        "{}{status}",
-        truncate::head_tail(
-            &body(&output.stdout, &output.stderr),
-            MAX_CHARS,
-            Some(MAX_LINES)
-        )
-    );
+    let limits = exec.limits();
+    let whole = body(&output.stdout, &output.stderr);
+    let shown = truncate::head_tail(&whole, limits.bash, Some(limits.bash_lines));
+    let content = format!("{}{status}", note_full_output(shown, &whole, exec));
     ToolOutput {
         content,
         is_error: output.exit_code.is_none(),
@@ -180,7 +173,9 @@ mod tests {
         let exec = TestExec::new();
         let out = call(&json!({"command": "seq 1 100000"}), &exec).await;
         assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 100_000);
-        assert!(out.content.lines().count() <= MAX_LINES + 1);
+        assert!(
+            out.content.lines().count() <= crate::tools::OutputLimits::default().bash_lines + 1
+        );
         assert!(out.content.starts_with("1\n2\n"));
         assert!(
             out.content.contains("lines omitted ...]"),

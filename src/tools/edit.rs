@@ -10,11 +10,9 @@ use serde_json::json;
 use super::input::Input;
 use super::read::{is_binary, read_file};
 use super::write::allowed;
-use super::{Exec, ToolOutput, fs_beneath, path, truncate};
+use super::{Exec, ToolOutput, fs_beneath, note_full_output, path, truncate};
 use crate::llm::ToolDef;
 
-/// Cap on what the model gets (tail kept).
-const MAX_CHARS: usize = 10_000;
 /// Lines of unchanged context shown around the edit.
 const CONTEXT_LINES: usize = 3;
 
@@ -104,9 +102,10 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
          {lines_added} added.\n"
     );
     let region = snippet(&edited, start, start + new.len());
-    let budget = MAX_CHARS.saturating_sub(summary.chars().count());
+    let budget = exec.limits().edit.saturating_sub(summary.chars().count());
+    let kept = truncate::tail(&region, budget);
     Ok(ToolOutput {
-        content: format!("{summary}{}", truncate::tail(&region, budget)),
+        content: format!("{summary}{}", note_full_output(kept, &region, exec)),
         is_error: false,
         details: json!({
             "path": shown,

@@ -59,6 +59,49 @@ pub trait Exec: Send + Sync {
     /// Says whether the write policy allows writing `rel_path` (relative to the
     /// work root). `Err` carries the reason given to the model.
     fn check_write(&self, rel_path: &str) -> Result<(), String>;
+
+    /// How much of each tool's output the model gets.
+    fn limits(&self) -> OutputLimits {
+        OutputLimits::default()
+    }
+
+    /// Where this call's whole output is kept, named when the model's copy
+    /// is cut.
+    fn full_output(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Caps on what the model gets of a tool's output, in characters (bash also
+/// in lines). The whole output is kept in the step files and the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub read: usize,
+    pub bash: usize,
+    pub bash_lines: usize,
+    pub edit: usize,
+    pub write: usize,
+}
+
+impl Default for OutputLimits {
+    fn default() -> OutputLimits {
+        OutputLimits {
+            read: 50_000,
+            bash: 30_000,
+            bash_lines: 256,
+            edit: 10_000,
+            write: 1_000,
+        }
+    }
+}
+
+/// `shown` (what the model gets of `whole`), with a line saying where the
+/// whole output is when `shown` was cut.
+fn note_full_output(shown: String, whole: &str, exec: &dyn Exec) -> String {
+    match exec.full_output() {
+        Some(path) if shown != whole => format!("{shown}\n[the whole output is in {path}]"),
+        _ => shown,
+    }
 }
 
 /// The result of one tool call.

@@ -10,15 +10,13 @@ use serde_json::json;
 use super::fs_beneath::{self, BeneathError};
 use super::input::Input;
 use super::path::{self, Resolved};
-use super::{Exec, ToolOutput, truncate};
+use super::{Exec, ToolOutput, note_full_output, truncate};
 use crate::llm::ToolDef;
 
 /// Lines shown when the model gives no `limit`.
 const DEFAULT_LIMIT: u64 = 2000;
 /// Longer lines are cut to this many characters.
 const MAX_LINE_CHARS: usize = 2000;
-/// Cap on what the model gets (head and tail kept).
-const MAX_CHARS: usize = 50_000;
 /// A NUL byte in this many leading bytes marks a file as binary.
 const BINARY_SNIFF: usize = 8192;
 
@@ -69,7 +67,8 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
         format!("offset {offset} is past the end of {shown}, which has {total} lines")
     })?;
 
-    let mut content = truncate::head_tail(&page.text, MAX_CHARS, None);
+    let kept = truncate::head_tail(&page.text, exec.limits().read, None);
+    let mut content = note_full_output(kept, &page.text, exec);
     if page.total == 0 {
         content = format!("({shown} is empty)");
     } else if page.last < page.total {

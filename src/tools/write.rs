@@ -12,8 +12,6 @@ use super::path::{self, Resolved};
 use super::{Exec, ToolOutput, truncate};
 use crate::llm::ToolDef;
 
-/// Cap on what the model gets (tail kept).
-const MAX_CHARS: usize = 1_000;
 
 pub fn spec() -> ToolDef {
     ToolDef {
@@ -51,7 +49,10 @@ pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     let bytes = content.len();
     let verb = if created { "Created" } else { "Overwrote" };
     ToolOutput {
-        content: truncate::tail(&format!("{verb} {shown} ({bytes} bytes)"), MAX_CHARS),
+        content: truncate::tail(
+            &format!("{verb} {shown} ({bytes} bytes)"),
+            exec.limits().write,
+        ),
         is_error: false,
         details: json!({"path": shown, "bytes": bytes, "created": created}),
         stdout: Vec::new(),

@@ -96,7 +96,7 @@ async fn huge_pages_are_capped_head_and_tail() {
     let line = "x".repeat(1000);
     std::fs::write(exec.path("f.txt"), format!("{line}\n").repeat(200)).unwrap();
     let out = call(&json!({"path": "f.txt"}), &exec).await;
-    assert!(out.content.chars().count() <= MAX_CHARS);
+    assert!(out.content.chars().count() <= crate::tools::OutputLimits::default().read);
     assert!(out.content.starts_with("     1\t"));
     assert!(out.content.contains("lines omitted ...]"));
     assert!(out.content.contains("   200\t"));

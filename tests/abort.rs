@@ -144,3 +144,59 @@ fn sigint_mid_tool_kills_the_command_and_keeps_the_session_consistent() {
 fn sigterm_mid_tool_does_the_same() {
     abort_mid_tool(libc::SIGTERM);
 }
+
+#[test]
+fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
+    let Some(podman) = support::podman::podman_ready_blocking() else {
+        return;
+    };
+    let sleep = format!("sleep 8{:07}", std::process::id());
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": format!("touch started && {sleep}")}),
+        )),
+        Turn::reply(Reply::new().text("continued fine")),
+    ]);
+    let mut child = host
+        .ah(&mock.url())
+        .args(["--review", "never", "long task"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_marker(&host, "started");
+    let pid = child.id() as libc::pid_t;
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(30));
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);
+
+    let db = &host.sessions()[0];
+    let check = query(db, "PRAGMA integrity_check");
+    assert_eq!(check[0][0], json!("ok"));
+
+    // The next run continues the session (a missing result is answered)
+    // and removes anything the hurried exit left behind.
+    let out = host
+        .ah(&mock.url())
+        .args(["--review", "never", "go on"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        support::host::describe(&out)
+    );
+    paired(db);
+    let first_run = host.runs()[0]
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(support::podman::containers_of(&podman, &first_run), "");
+}

@@ -12,7 +12,6 @@ use super::path::{self, Resolved};
 use super::{Exec, ToolOutput, truncate};
 use crate::llm::ToolDef;
 
-
 pub fn spec() -> ToolDef {
     ToolDef {
         name: "write".to_string(),

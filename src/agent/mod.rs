@@ -6,23 +6,29 @@
 //! sandbox [`Run`], the [`Session`] store and an event callback.
 
 pub mod compact;
+mod emit;
 pub mod event;
 mod interrupt;
 pub mod loop_detect;
 pub mod prompt;
+mod request;
+mod step;
 
 pub use interrupt::{PartialText, close_interrupted, set_state};
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
 use loop_detect::LoopDetector;
+use request::{INTERRUPTED, sendable};
+use step::{CUT_OFF, result_record, step_events};
 
 use crate::llm::models::ModelInfo;
-use crate::llm::{Block, LlmError, Message, Provider, Request, Response, Role, StreamEvent};
-use crate::sandbox::run::{Run, StepOutcome};
+use crate::llm::{Block, LlmError, Provider, Request, Response, Role};
+use crate::sandbox::run::Run;
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError, StoredMessage};
 
 /// What the loop needs to know besides its collaborators.
@@ -308,288 +314,4 @@ async fn stream_call(
         out.store(session, head, &event);
     }
     Ok((result?, started.elapsed().as_millis() as u64))
-}
-
-/// What the model is told for a tool call whose result was never stored
-/// (ah was killed or crashed while the step ran).
-const INTERRUPTED: &str = "interrupted: ah stopped before this tool call finished, so its \
-                           result is unknown; check the files it may have changed before relying on it";
-
-/// The result of a tool call whose input the output limit cut off.
-const CUT_OFF: &str = "not run: your response reached the output token limit (max_tokens) in the \
-middle of this tool call, so its input was cut off. Split large content into several smaller \
-write or edit calls.";
-
-/// The stored conversation as the API accepts it: empty text blocks (a
-/// model may stream one) are rejected by the API, so they are left out; a
-/// tool call without a stored result (ah was killed during the step) gets
-/// an error result, since the API rejects a `tool_use` left unanswered.
-fn sendable(mut messages: Vec<Message>) -> Vec<Message> {
-    for message in &mut messages {
-        message
-            .content
-            .retain(|b| !matches!(b, Block::Text { text } if text.is_empty()));
-    }
-    messages.retain(|m| !m.content.is_empty());
-    // Consecutive messages of one role (a stored interruption followed by a
-    // new prompt) are one turn for the API.
-    let mut merged: Vec<Message> = Vec::with_capacity(messages.len());
-    for message in messages {
-        match merged.last_mut() {
-            Some(last) if last.role == message.role => last.content.extend(message.content),
-            _ => merged.push(message),
-        }
-    }
-    let mut messages = merged;
-    let mut i = 0;
-    while i < messages.len() {
-        if messages[i].role == Role::Assistant {
-            answer_interrupted(&mut messages, i);
-        }
-        i += 1;
-    }
-    messages
-}
-
-/// Gives every `tool_use` of the assistant message at `at` a result in the
-/// next message (results first, as the API requires), making one if needed.
-fn answer_interrupted(messages: &mut Vec<Message>, at: usize) {
-    let answered: Vec<String> = match messages.get(at + 1) {
-        Some(next) if next.role == Role::User => next
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.clone()),
-                _ => None,
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let missing: Vec<Block> = messages[at]
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            Block::ToolUse { id, .. } if !answered.contains(id) => Some(Block::ToolResult {
-                tool_use_id: id.clone(),
-                content: INTERRUPTED.to_string(),
-                is_error: true,
-            }),
-            _ => None,
-        })
-        .collect();
-    if missing.is_empty() {
-        return;
-    }
-    match messages.get_mut(at + 1) {
-        Some(next) if next.role == Role::User => {
-            next.content.splice(0..0, missing);
-        }
-        _ => messages.insert(
-            at + 1,
-            Message {
-                role: Role::User,
-                content: missing,
-            },
-        ),
-    }
-}
-
-/// Hands events to the consumer and stores the ones worth keeping.
-struct Emitter<'a> {
-    on_event: &'a mut (dyn FnMut(&Event) + Send),
-}
-
-impl Emitter<'_> {
-    fn emit(&mut self, session: &Session, message_id: Option<&str>, event: Event) {
-        self.store(session, message_id, &event);
-        (self.on_event)(&event);
-    }
-
-    fn store(&self, session: &Session, message_id: Option<&str>, event: &Event) {
-        if !event.is_persisted() {
-            return;
-        }
-        let details = serde_json::to_value(event).unwrap_or(Value::Null);
-        // The event log is a record, not a dependency: a failed insert must
-        // not stop the run; the message rows stay authoritative.
-        let _ = session.record_event(message_id, event.name(), &details);
-    }
-}
-
-/// The live event for a stream event; the start of a streamed tool call is
-/// announced later, with its complete input, as `ToolCallStart`.
-fn stream_event(event: StreamEvent) -> Option<Event> {
-    match event {
-        StreamEvent::TextDelta(text) => Some(Event::TextDelta { text }),
-        StreamEvent::ThinkingDelta(text) => Some(Event::ThinkingDelta { text }),
-        StreamEvent::ToolUseStart { .. } => None,
-        StreamEvent::Retry {
-            attempt,
-            delay_ms,
-            reason,
-        } => Some(Event::Retry {
-            attempt,
-            delay_ms,
-            reason,
-        }),
-    }
-}
-
-fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Event> {
-    let mut events = Vec::new();
-    if let Some(commit) = &outcome.commit {
-        events.push(Event::StepCommitted {
-            step: outcome.step,
-            commit: commit.clone(),
-            changes: outcome.changes.clone(),
-        });
-    }
-    if let Some(report) = &outcome.violation {
-        events.push(Event::Violation {
-            step: outcome.step,
-            report: report.clone(),
-        });
-    }
-    events.push(Event::ToolCallEnd {
-        id: id.to_string(),
-        name: name.to_string(),
-        is_error: outcome.output.is_error,
-        duration_ms: outcome.duration_ms,
-        details: outcome.output.details.clone(),
-    });
-    events
-}
-
-/// The stored tool result: what the model was told, the full output, and
-/// where the step lives on disk.
-fn result_record(id: &str, name: &str, run_id: &str, outcome: &StepOutcome) -> BlockRecord {
-    let out = &outcome.output;
-    let mut full = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.stderr.is_empty() {
-        if !full.is_empty() {
-            full.push('\n');
-        }
-        full.push_str(&String::from_utf8_lossy(&out.stderr));
-    }
-    let mut record = BlockRecord::tool_result(id, name, out.content.clone(), out.is_error);
-    record.tool_output = Some(full);
-    record.duration_ms = Some(outcome.duration_ms);
-    record.details = Some(json!({
-        "run_id": run_id,
-        "step": outcome.step,
-        "commit": outcome.commit,
-        "exit_code": out.exit_code,
-        "tool": out.details,
-        "violation": outcome.violation,
-    }));
-    record
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tool_use(id: &str) -> Block {
-        Block::ToolUse {
-            id: id.to_string(),
-            name: "bash".to_string(),
-            input: json!({"command": "true"}),
-        }
-    }
-
-    fn result(id: &str, content: &str, is_error: bool) -> Block {
-        Block::ToolResult {
-            tool_use_id: id.to_string(),
-            content: content.to_string(),
-            is_error,
-        }
-    }
-
-    fn message(role: Role, content: Vec<Block>) -> Message {
-        Message { role, content }
-    }
-
-    #[test]
-    fn empty_text_blocks_and_emptied_messages_are_left_out() {
-        let sent = sendable(vec![
-            Message::user_text("go"),
-            message(
-                Role::Assistant,
-                vec![
-                    Block::Text {
-                        text: String::new(),
-                    },
-                    Block::Text {
-                        text: "ok".to_string(),
-                    },
-                ],
-            ),
-            Message::user_text(""),
-        ]);
-        assert_eq!(
-            sent,
-            vec![
-                Message::user_text("go"),
-                message(
-                    Role::Assistant,
-                    vec![Block::Text {
-                        text: "ok".to_string()
-                    }]
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn answered_tool_calls_are_sent_as_stored() {
-        let stored = vec![
-            Message::user_text("go"),
-            message(Role::Assistant, vec![tool_use("a"), tool_use("b")]),
-            message(
-                Role::User,
-                vec![result("a", "1", false), result("b", "2", true)],
-            ),
-        ];
-        assert_eq!(sendable(stored.clone()), stored);
-    }
-
-    #[test]
-    fn a_tool_call_cut_short_by_a_crash_gets_an_error_result_before_the_next_prompt() {
-        let sent = sendable(vec![
-            Message::user_text("first"),
-            message(Role::Assistant, vec![tool_use("a")]),
-            Message::user_text("second"),
-        ]);
-        assert_eq!(
-            sent[2],
-            message(
-                Role::User,
-                vec![
-                    result("a", INTERRUPTED, true),
-                    Block::Text {
-                        text: "second".to_string()
-                    }
-                ]
-            )
-        );
-        assert_eq!(sent.len(), 3);
-    }
-
-    #[test]
-    fn only_the_unanswered_calls_get_results_and_a_trailing_call_gets_a_message() {
-        let sent = sendable(vec![
-            Message::user_text("go"),
-            message(Role::Assistant, vec![tool_use("a"), tool_use("b")]),
-            message(Role::User, vec![result("a", "1", false)]),
-            message(Role::Assistant, vec![tool_use("c")]),
-        ]);
-        assert_eq!(
-            sent[2].content,
-            vec![result("b", INTERRUPTED, true), result("a", "1", false)]
-        );
-        assert_eq!(
-            sent[4],
-            message(Role::User, vec![result("c", INTERRUPTED, true)])
-        );
-    }
 }

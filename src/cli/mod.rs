@@ -11,6 +11,7 @@ mod display;
 mod output;
 mod review;
 mod safe_text;
+mod sandbox_setup;
 mod task;
 
 use clap::Parser;
@@ -65,7 +66,7 @@ pub fn main() -> i32 {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
             }
             Some(Command::Doctor { image }) => {
-                commands::doctor(image.as_deref(), task::runtime(&cli.run.sandbox)).await
+                commands::doctor(image.as_deref(), sandbox_setup::runtime(&cli.run.sandbox)).await
             }
             Some(Command::Image {
                 action:

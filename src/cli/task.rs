@@ -12,9 +12,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
-use super::args::{OutputLimit, ReviewMode, RunArgs, SandboxArgs, UlimitKind};
+use super::args::{ReviewMode, RunArgs};
 use super::output::Output;
 use super::review::{self, ReviewOutcome};
+use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
@@ -27,9 +28,8 @@ use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
-use crate::sandbox::{Backend, BackendKind, image, podman};
+use crate::sandbox::{Backend, BackendKind, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
-use crate::tools::OutputLimits;
 
 /// Told to the model when a session continues in a new run: its earlier
 /// edits were in another work copy and reach this one only if applied.
@@ -305,79 +305,6 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         reason: record.reason.clone(),
         applied,
     }
-}
-
-/// The output caps, defaults overridden by `--output-limit`.
-fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {
-    let mut limits = OutputLimits::default();
-    for (which, value) in flags {
-        let slot = match which {
-            OutputLimit::Read => &mut limits.read,
-            OutputLimit::Bash => &mut limits.bash,
-            OutputLimit::BashLines => &mut limits.bash_lines,
-            OutputLimit::Edit => &mut limits.edit,
-            OutputLimit::Write => &mut limits.write,
-        };
-        *slot = *value;
-    }
-    limits
-}
-
-/// Applies the sandbox flags to the container options.
-fn configure_sandbox(options: &mut podman::PodmanOptions, args: &SandboxArgs) {
-    options.runtime = runtime(args);
-    options.memory = args.memory.clone();
-    options.pids_limit = args.pids_limit;
-    for (kind, value) in &args.ulimits {
-        match kind {
-            UlimitKind::Nofile => options.ulimits.nofile = *value,
-            UlimitKind::Nproc => options.ulimits.nproc = *value,
-        }
-    }
-}
-
-/// The runtime the flags ask for.
-pub fn runtime(args: &SandboxArgs) -> podman::Runtime {
-    args.runtime
-        .clone()
-        .map_or(podman::Runtime::Auto, podman::Runtime::Named)
-}
-
-/// Before anything is copied: podman must be there (never a silent fallback
-/// to no sandbox), containers left by a crashed run are removed, and a missing
-/// image is built, with progress, as `ah image build` would.
-async fn podman_preflight(image_name: &str) -> Result<()> {
-    podman::find_podman().map_err(|err| {
-        anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
-    })?;
-    // Leftovers of crashed runs are removed; failing to do so is worth a
-    // warning, not a refusal to run.
-    let removed = podman::cleanup_stale().await.unwrap_or_else(|err| {
-        eprintln!("warning: could not remove containers left by crashed runs: {err}");
-        Vec::new()
-    });
-    if !removed.is_empty() {
-        eprintln!(
-            "removed {} container(s) left by an earlier run that did not finish",
-            removed.len()
-        );
-    }
-    if !image::image_exists(image_name).await? {
-        if image_name != podman::DEFAULT_IMAGE {
-            bail!(
-                "image {image_name} not found: build or pull it with podman, or drop --image to use {}",
-                podman::DEFAULT_IMAGE
-            );
-        }
-        eprintln!(
-            "the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)"
-        );
-        let options = image::BuildOptions::default();
-        image::build_image(&options, &mut |line: &str| eprintln!("  {line}"))
-            .await
-            .context("could not build the sandbox image; run `ah doctor` to see what is missing")?;
-    }
-    Ok(())
 }
 
 fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {

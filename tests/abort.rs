@@ -89,6 +89,11 @@ fn abort_mid_tool(signal: libc::c_int) {
         .spawn()
         .unwrap();
     wait_for_marker(&host, "started");
+    // `touch` ran; the sleep starts a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_running(&sleep) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(processes_running(&sleep), 1);
     unsafe { libc::kill(child.id() as libc::pid_t, signal) };
     assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);

@@ -12,7 +12,7 @@ use crate::llm::{Block, LlmError, Message, Provider, Request, Response, Role, St
 use crate::session::{BlockRecord, MessageMeta, Session, StoredMessage};
 
 use super::event::CompactReason;
-use super::{AgentConfig, AgentError, Emitter, Event, close_interrupted};
+use super::{AgentConfig, AgentError, Emitter, Event, close_interrupted, record_event};
 
 /// Tokens kept free below the context window by default (`--compact-reserve`).
 pub const DEFAULT_RESERVE: u64 = 16_384;
@@ -117,13 +117,13 @@ pub async fn compact_session(
 ) -> Result<Option<Compaction>, AgentError> {
     // A summary placed after an unanswered tool call would split the call
     // from its result.
-    close_interrupted(session, None)?;
+    close_interrupted(session)?;
     let Some(head) = session.head()? else {
         return Ok(None);
     };
     let mut path = session.path_to(&head)?;
     let tokens = size(config, &path);
-    let mut out = Emitter { on_event };
+    let mut out = Emitter::new(on_event);
     compact(
         config,
         provider,
@@ -178,13 +178,13 @@ async fn compact(
                     delay_ms,
                     reason,
                 };
-                (out.on_event)(&event);
+                out.live(&event);
                 retries.push(event);
             }
         })
         .await;
     for event in retries {
-        out.store(session, Some(head), &event);
+        record_event(session, Some(head), &event);
     }
     let response = result?;
     let summary = response_text(&response);

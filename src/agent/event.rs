@@ -53,6 +53,8 @@ pub enum Event {
         is_error: bool,
         duration_ms: u64,
         details: Value,
+        /// What the model was told (already capped by the output limits).
+        output: String,
     },
     StepCommitted {
         step: u32,
@@ -185,6 +187,9 @@ pub enum EndReason {
     Failed,
     /// A violating step could not be undone; no more tools may run.
     Poisoned,
+    /// Stopped from outside (Ctrl+C, SIGTERM): what was streamed is kept and
+    /// every pending tool call was answered as interrupted.
+    Aborted,
     /// The model kept repeating its tool calls after being told to stop
     /// (see `loop_detect`).
     Looping,

@@ -1,67 +1,41 @@
 //! What an interrupted run leaves behind must be a valid conversation: the
 //! text the model had streamed so far is kept as an assistant message, and
 //! every `tool_use` without a result gets one saying it was interrupted. The
-//! session's state (`processing`, `idle`, `closed`) lives in its `context`
-//! table so another process can tell whether a run is live.
+//! session's state (`processing`, `idle`, `closed`) and the id of the process
+//! working on it live in its `context` table, so another process can tell
+//! whether a run is live.
 
 use super::INTERRUPTED;
+use super::emit::record_event;
 use super::event::{Event, SessionState};
 use crate::llm::{Block, Role};
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
 
-/// Collects the text of the model call in flight from the event stream, so
-/// that an abort mid-stream can keep it.
-#[derive(Debug, Default)]
-pub struct PartialText {
-    text: String,
+/// Stores `text`, streamed by a model call that was stopped, as an
+/// assistant message under `head` with stop reason `aborted`. Returns the
+/// new message's id, or `None` when nothing had been streamed.
+pub(super) fn keep_partial(
+    session: &mut Session,
+    head: &str,
+    text: &str,
+) -> Result<Option<String>, SessionError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let meta = MessageMeta {
+        stop_reason: Some("aborted".to_string()),
+        ..MessageMeta::default()
+    };
+    let block = BlockRecord::from(Block::Text {
+        text: text.to_string(),
+    });
+    let stored = session.append(Some(head), Role::Assistant, &[block], &meta)?;
+    Ok(Some(stored.id))
 }
 
-impl PartialText {
-    /// Follows one event: a new call or a retry starts over; a finished
-    /// call is stored by the loop itself, so nothing is pending after it.
-    pub fn observe(&mut self, event: &Event) {
-        match event {
-            Event::TextDelta { text } => self.text.push_str(text),
-            Event::ApiCallStart { .. } | Event::ApiCallEnd { .. } | Event::Retry { .. } => {
-                self.text.clear()
-            }
-            _ => {}
-        }
-    }
-
-    /// The text streamed by the unfinished call, if any.
-    pub fn pending(&self) -> Option<&str> {
-        Some(self.text.as_str()).filter(|t| !t.is_empty())
-    }
-}
-
-/// After the loop was stopped mid-turn: stores `partial` (the text of an
-/// unfinished model call) as an assistant message with stop reason
-/// `aborted`, then answers every `tool_use` of the last message that has no
-/// result yet with "interrupted", so the stored conversation stays valid for
-/// the API and can be continued.
-pub fn close_interrupted(session: &mut Session, partial: Option<&str>) -> Result<(), SessionError> {
-    let Some(head) = session.head()? else {
-        return Ok(());
-    };
-    let Some(last) = session.path_to(&head)?.pop() else {
-        return Ok(());
-    };
-    if last.role == Role::User {
-        if let Some(text) = partial {
-            let meta = MessageMeta {
-                stop_reason: Some("aborted".to_string()),
-                ..MessageMeta::default()
-            };
-            let block = BlockRecord::from(Block::Text {
-                text: text.to_string(),
-            });
-            session.append(Some(&head), Role::Assistant, &[block], &meta)?;
-        }
-        return Ok(());
-    }
-    let results: Vec<BlockRecord> = last
-        .blocks
+/// The "interrupted" results for every `tool_use` in `blocks`.
+fn interrupted_results(blocks: &[BlockRecord]) -> Vec<BlockRecord> {
+    blocks
         .iter()
         .filter_map(|b| match &b.block {
             Block::ToolUse { id, name, .. } => {
@@ -69,21 +43,64 @@ pub fn close_interrupted(session: &mut Session, partial: Option<&str>) -> Result
             }
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Repairs a session left mid-turn by a crash or a hurried exit: when the
+/// last message is an assistant message with tool calls, they all get an
+/// "interrupted" result, so the stored conversation is valid for the API.
+pub fn close_interrupted(session: &mut Session) -> Result<(), SessionError> {
+    let Some(head) = session.head()? else {
+        return Ok(());
+    };
+    let Some(last) = session.path_to(&head)?.pop() else {
+        return Ok(());
+    };
+    if last.role != Role::Assistant {
+        return Ok(());
+    }
+    let results = interrupted_results(&last.blocks);
     if !results.is_empty() {
         session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
     }
     Ok(())
 }
 
-/// Records the session's state in its `context` (key `state`) and the
-/// event log, and returns the event for the consumer.
+/// Records the session's state, and this process as the one working on it,
+/// in its `context` (keys `state` and `pid`) and its event log, and returns
+/// the event for the consumer.
 pub fn set_state(session: &Session, state: SessionState) -> Result<Event, SessionError> {
     session.set_context("state", state.as_str())?;
+    session.set_context("pid", &std::process::id().to_string())?;
     let event = Event::StateChange { state };
-    let details = serde_json::to_value(&event).unwrap_or_default();
-    session.record_event(None, event.name(), &details)?;
+    record_event(session, None, &event);
     Ok(event)
+}
+
+/// The process id of another live process working on the session, if any:
+/// its state is not `closed` and the recorded process still exists. A state
+/// left by a process that died counts as closed.
+pub fn busy(session: &Session) -> Result<Option<u32>, SessionError> {
+    let state = session.context("state")?;
+    if state.is_none() || state.as_deref() == Some(SessionState::Closed.as_str()) {
+        return Ok(None);
+    }
+    let Some(pid) = session.context("pid")?.and_then(|p| p.parse::<u32>().ok()) else {
+        return Ok(None);
+    };
+    if pid == std::process::id() {
+        return Ok(None);
+    }
+    Ok(process_alive(pid).then_some(pid))
+}
+
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]
@@ -101,39 +118,17 @@ mod tests {
     }
 
     #[test]
-    fn partial_text_follows_the_call_in_flight() {
-        let mut partial = PartialText::default();
-        partial.observe(&Event::ApiCallStart {
-            turn: 1,
-            model: "m".into(),
-        });
-        partial.observe(&Event::TextDelta { text: "Hel".into() });
-        partial.observe(&Event::Retry {
-            attempt: 1,
-            delay_ms: 0,
-            reason: "cut".into(),
-        });
-        assert_eq!(partial.pending(), None, "a retry starts over");
-        partial.observe(&Event::TextDelta {
-            text: "Hello".into(),
-        });
-        partial.observe(&Event::TextDelta {
-            text: " there".into(),
-        });
-        assert_eq!(partial.pending(), Some("Hello there"));
-    }
-
-    #[test]
-    fn an_abort_mid_stream_keeps_the_partial_text() {
+    fn partial_text_is_kept_as_an_aborted_answer() {
         let (_dir, mut session) = session();
         let user = session
             .append(None, Role::User, &[text("go")], &MessageMeta::default())
             .unwrap();
-        close_interrupted(&mut session, Some("I was say")).unwrap();
-        let path = session.path_to(&session.head().unwrap().unwrap()).unwrap();
+        assert_eq!(keep_partial(&mut session, &user.id, "").unwrap(), None);
+        let kept = keep_partial(&mut session, &user.id, "I was say")
+            .unwrap()
+            .unwrap();
+        let path = session.path_to(&kept).unwrap();
         assert_eq!(path.len(), 2);
-        assert_eq!(path[0].id, user.id);
-        assert_eq!(path[1].role, Role::Assistant);
         assert_eq!(path[1].meta.stop_reason.as_deref(), Some("aborted"));
         assert_eq!(
             path[1].blocks[0].block,
@@ -162,7 +157,7 @@ mod tests {
                 &MessageMeta::default(),
             )
             .unwrap();
-        close_interrupted(&mut session, Some("ignored: the call was stored")).unwrap();
+        close_interrupted(&mut session).unwrap();
         let path = session.path_to(&session.head().unwrap().unwrap()).unwrap();
         assert_eq!(path.len(), 3);
         match &path[2].blocks[0].block {
@@ -176,10 +171,18 @@ mod tests {
             }
             other => panic!("expected a tool result, got {other:?}"),
         }
+        close_interrupted(&mut session).unwrap();
+        assert_eq!(
+            session
+                .path_to(&session.head().unwrap().unwrap())
+                .unwrap()
+                .len(),
+            3
+        );
     }
 
     #[test]
-    fn state_is_kept_in_the_context_and_logged() {
+    fn state_and_process_are_kept_in_the_context() {
         let (_dir, session) = session();
         let event = set_state(&session, SessionState::Processing).unwrap();
         assert_eq!(
@@ -192,7 +195,32 @@ mod tests {
             session.context("state").unwrap().as_deref(),
             Some("processing")
         );
-        set_state(&session, SessionState::Closed).unwrap();
-        assert_eq!(session.context("state").unwrap().as_deref(), Some("closed"));
+        assert_eq!(
+            session.context("pid").unwrap(),
+            Some(std::process::id().to_string())
+        );
+        assert_eq!(
+            busy(&session).unwrap(),
+            None,
+            "this process does not block itself"
+        );
+    }
+
+    #[test]
+    fn a_live_other_process_makes_the_session_busy_and_a_dead_one_does_not() {
+        let (_dir, session) = session();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        session.set_context("state", "processing").unwrap();
+        session.set_context("pid", &child.id().to_string()).unwrap();
+        assert_eq!(busy(&session).unwrap(), Some(child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(busy(&session).unwrap(), None);
+        session.set_context("pid", "1").unwrap();
+        session.set_context("state", "closed").unwrap();
+        assert_eq!(busy(&session).unwrap(), None, "closed is never busy");
     }
 }

@@ -5,6 +5,7 @@
 //! The loop talks to the outside only through the [`Provider`] trait, the
 //! sandbox [`Run`], the [`Session`] store and an event callback.
 
+pub mod abort;
 pub mod compact;
 mod emit;
 pub mod event;
@@ -14,14 +15,17 @@ pub mod prompt;
 mod request;
 mod step;
 
-pub use interrupt::{PartialText, close_interrupted, set_state};
+pub use abort::{AbortHandle, AbortSignal, abort_channel};
+pub use emit::record_event;
+pub use interrupt::{busy, close_interrupted, set_state};
 
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
+use interrupt::keep_partial;
 use loop_detect::LoopDetector;
 use request::{INTERRUPTED, sendable};
 use step::{CUT_OFF, result_record, step_events};
@@ -69,7 +73,7 @@ pub struct AgentSummary {
 
 /// Runs the loop from the message `head` (normally the user's prompt) until
 /// the model ends its turn, the tool limit is reached, the model keeps
-/// repeating its calls (see [`loop_detect`]) or a call fails.
+/// repeating its calls (see [`loop_detect`]), `abort` fires, or a call fails.
 /// Every assistant response and every batch of tool results is one stored
 /// message; `on_event` sees everything as it happens.
 pub async fn run_agent(
@@ -78,9 +82,10 @@ pub async fn run_agent(
     session: &mut Session,
     run: &mut Run,
     mut head: String,
+    abort: &mut AbortSignal,
     on_event: &mut (dyn FnMut(&Event) + Send),
 ) -> Result<AgentSummary, AgentError> {
-    let mut out = Emitter { on_event };
+    let mut out = Emitter::new(on_event);
     out.emit(
         session,
         Some(&head),
@@ -97,11 +102,28 @@ pub async fn run_agent(
     loop {
         turns += 1;
         out.emit(session, Some(&head), Event::TurnStart { turn: turns });
-        let (response, latency_ms) = match compact::call_model(
-            config, provider, session, &mut head, turns, &mut out,
-        )
-        .await
-        {
+        let called = tokio::select! {
+            called = compact::call_model(config, provider, session, &mut head, turns, &mut out) => {
+                Some(called)
+            }
+            () = abort.requested() => None,
+        };
+        let Some(called) = called else {
+            // Stopped mid-stream: what was streamed is kept.
+            let partial = out.take_partial();
+            if let Some(kept) = keep_partial(session, &head, &partial)? {
+                head = kept;
+            }
+            return Ok(end(
+                &mut out,
+                session,
+                &head,
+                EndReason::Aborted,
+                turns,
+                tool_calls,
+            ));
+        };
+        let (response, latency_ms) = match called {
             Ok(answer) => answer,
             Err(err) => {
                 out.emit(
@@ -162,12 +184,7 @@ pub async fn run_agent(
                 Some("end_turn") | Some("stop_sequence") | None => EndReason::Done,
                 Some(_) => EndReason::Stopped,
             };
-            out.emit(session, Some(&head), Event::AgentEnd { reason });
-            return Ok(AgentSummary {
-                reason,
-                turns,
-                tool_calls,
-            });
+            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
         }
 
         // Every tool_use gets a result, even past the limit, so the stored
@@ -175,7 +192,18 @@ pub async fn run_agent(
         let mut results = Vec::with_capacity(calls.len());
         let mut steering = Vec::new();
         let mut limited = false;
+        let mut aborted = false;
         for (id, name, input) in calls {
+            if aborted || abort.is_requested() {
+                aborted = true;
+                results.push(BlockRecord::tool_result(
+                    &id,
+                    &name,
+                    INTERRUPTED.into(),
+                    true,
+                ));
+                continue;
+            }
             if response.truncated_tool_calls.contains(&id) {
                 results.push(BlockRecord::tool_result(&id, &name, CUT_OFF.into(), true));
                 continue;
@@ -200,7 +228,33 @@ pub async fn run_agent(
                     input: input.clone(),
                 },
             );
-            let outcome = run.tool_step(&name, &input).await;
+            let stepped = tokio::select! {
+                outcome = run.tool_step(&name, &input) => Some(outcome),
+                () = abort.requested() => None,
+            };
+            let Some(outcome) = stepped else {
+                // The step's future is dropped: its process group is killed.
+                aborted = true;
+                out.emit(
+                    session,
+                    Some(&head),
+                    Event::ToolCallEnd {
+                        id: id.clone(),
+                        name: name.clone(),
+                        is_error: true,
+                        duration_ms: 0,
+                        details: json!({ "interrupted": true }),
+                        output: INTERRUPTED.to_string(),
+                    },
+                );
+                results.push(BlockRecord::tool_result(
+                    &id,
+                    &name,
+                    INTERRUPTED.into(),
+                    true,
+                ));
+                continue;
+            };
             for event in step_events(&id, &name, &outcome) {
                 out.emit(session, Some(&head), event);
             }
@@ -222,48 +276,63 @@ pub async fn run_agent(
         let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
         head = stored.id;
         out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
-        if run.poisoned().is_some() {
-            out.emit(
+        if aborted {
+            return Ok(end(
+                &mut out,
                 session,
-                Some(&head),
-                Event::AgentEnd {
-                    reason: EndReason::Poisoned,
-                },
-            );
-            return Ok(AgentSummary {
-                reason: EndReason::Poisoned,
+                &head,
+                EndReason::Aborted,
                 turns,
                 tool_calls,
-            });
+            ));
+        }
+        if run.poisoned().is_some() {
+            return Ok(end(
+                &mut out,
+                session,
+                &head,
+                EndReason::Poisoned,
+                turns,
+                tool_calls,
+            ));
         }
         if loops.should_stop() {
-            out.emit(
+            return Ok(end(
+                &mut out,
                 session,
-                Some(&head),
-                Event::AgentEnd {
-                    reason: EndReason::Looping,
-                },
-            );
-            return Ok(AgentSummary {
-                reason: EndReason::Looping,
+                &head,
+                EndReason::Looping,
                 turns,
                 tool_calls,
-            });
+            ));
         }
         if limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
-            out.emit(
+            return Ok(end(
+                &mut out,
                 session,
-                Some(&head),
-                Event::AgentEnd {
-                    reason: EndReason::ToolLimit,
-                },
-            );
-            return Ok(AgentSummary {
-                reason: EndReason::ToolLimit,
+                &head,
+                EndReason::ToolLimit,
                 turns,
                 tool_calls,
-            });
+            ));
         }
+    }
+}
+
+/// Announces the end of the loop and sums it up.
+fn end(
+    out: &mut Emitter<'_>,
+    session: &Session,
+    head: &str,
+    reason: EndReason,
+    turns: u32,
+    tool_calls: u32,
+) -> AgentSummary {
+    out.emit(session, Some(head), Event::AgentEnd { reason });
+    AgentSummary {
+        reason,
+        turns,
+        tool_calls,
     }
 }
 
@@ -303,7 +372,7 @@ async fn stream_call(
     let result = provider
         .stream(&request, &mut |ev| {
             if let Some(event) = stream_event(ev) {
-                (out.on_event)(&event);
+                out.live(&event);
                 if event.is_persisted() {
                     to_store.push(event);
                 }
@@ -311,7 +380,7 @@ async fn stream_call(
         })
         .await;
     for event in to_store {
-        out.store(session, head, &event);
+        record_event(session, head, &event);
     }
     Ok((result?, started.elapsed().as_millis() as u64))
 }

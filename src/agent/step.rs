@@ -34,6 +34,7 @@ pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Ev
         is_error: outcome.output.is_error,
         duration_ms: outcome.duration_ms,
         details: outcome.output.details.clone(),
+        output: outcome.output.content.clone(),
     });
     events
 }

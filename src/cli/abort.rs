@@ -24,9 +24,6 @@ pub async fn first_signal() {
         _ = int.recv() => {}
         _ = term.recv() => {}
     }
-    eprintln!(
-        "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
-    );
     tokio::spawn(async move {
         tokio::select! {
             _ = int.recv() => {}

@@ -1,17 +1,15 @@
 //! Where a run's events go: the human display, or `--json` (one JSON object
-//! per line on stdout, nothing else on stdout). Either way the text of the
-//! model call in flight is tracked, so an abort can keep it.
+//! per line on stdout, nothing else on stdout).
 
 use std::io::Write;
 
 use super::display::Display;
-use crate::agent::{Event, PartialText};
+use crate::agent::Event;
 
 /// The consumer of a run's events.
 pub struct Output {
     json: bool,
     display: Display,
-    partial: PartialText,
 }
 
 impl Output {
@@ -19,12 +17,10 @@ impl Output {
         Output {
             json,
             display: Display::default(),
-            partial: PartialText::default(),
         }
     }
 
     pub fn show(&mut self, event: &Event) {
-        self.partial.observe(event);
         if self.json {
             // A closed stdout (a consumer that went away) must not stop the
             // run: the session and the run directory keep everything.
@@ -36,10 +32,5 @@ impl Output {
         } else {
             self.display.show(event);
         }
-    }
-
-    /// The text the unfinished model call had streamed.
-    pub fn pending_text(&self) -> Option<&str> {
-        self.partial.pending()
     }
 }

@@ -7,6 +7,8 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
@@ -20,7 +22,10 @@ use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, EndReason, Event, close_interrupted, run_agent, set_state};
+use crate::agent::{
+    AgentConfig, EndReason, Event, abort_channel, close_interrupted, record_event, run_agent,
+    set_state,
+};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
@@ -165,7 +170,7 @@ async fn run_in_session(
     run.set_output_limits(output_limits(&args.output_limits));
 
     // A session left mid-turn by a crash gets its missing tool results first.
-    close_interrupted(session, None)?;
+    close_interrupted(session)?;
     let parent = session.head()?;
     let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
     if parent.is_some() {
@@ -189,23 +194,39 @@ async fn run_in_session(
         compact_prompt: prompt::compact_prompt(ah_dir)?,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    let outcome = {
-        let mut on_event = |event: &Event| output.show(event);
-        tokio::select! {
-            outcome = run_agent(
-                &config,
-                provider,
-                session,
-                &mut run,
-                user.id,
-                &mut on_event,
-            ) => Some(outcome),
-            () = abort::first_signal() => None,
+    // The first SIGINT/SIGTERM asks the loop to stop; it keeps what was
+    // streamed and answers every pending tool call itself.
+    // Once the loop is over there is nothing to stop gracefully: a signal
+    // then exits at once (the session is consistent; a leftover sandbox is
+    // removed by the next run).
+    let (stop, mut abort) = abort_channel();
+    let loop_over = Arc::new(AtomicBool::new(false));
+    let over = Arc::clone(&loop_over);
+    tokio::spawn(async move {
+        abort::first_signal().await;
+        if over.load(Ordering::SeqCst) {
+            eprintln!("interrupted after the run; its patch is in the run directory");
+            std::process::exit(EXIT_ABORTED);
         }
+        eprintln!(
+            "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
+        );
+        stop.abort();
+    });
+    let finished = {
+        let mut on_event = |event: &Event| output.show(event);
+        run_agent(
+            &config,
+            provider,
+            session,
+            &mut run,
+            user.id,
+            &mut abort,
+            &mut on_event,
+        )
+        .await
     };
-    if outcome.is_none() {
-        close_interrupted(session, output.pending_text())?;
-    }
+    loop_over.store(true, Ordering::SeqCst);
     output.show(&set_state(session, SessionState::Idle)?);
 
     let run_dir = run.dir().clone();
@@ -225,24 +246,6 @@ async fn run_in_session(
     }
     manifest.save(&run_dir.manifest_path())?;
 
-    let finished = match outcome {
-        None => {
-            eprintln!(
-                "aborted; patch so far saved: {}",
-                result.patch_path.display()
-            );
-            let record = ReviewRecord {
-                mode: review_mode.as_str().to_string(),
-                decision: "aborted".to_string(),
-                reason: Some("the run was interrupted".to_string()),
-            };
-            announce(session, output, review_event(&result, &record, false));
-            manifest.review = Some(record);
-            manifest.save(&run_dir.manifest_path())?;
-            return Ok(EXIT_ABORTED);
-        }
-        Some(finished) => finished,
-    };
     let summary = match finished {
         Ok(summary) => summary,
         Err(err) => {
@@ -250,6 +253,21 @@ async fn run_in_session(
             return Err(err.into());
         }
     };
+    if summary.reason == EndReason::Aborted {
+        eprintln!(
+            "aborted; patch so far saved: {}",
+            result.patch_path.display()
+        );
+        let record = ReviewRecord {
+            mode: review_mode.as_str().to_string(),
+            decision: "aborted".to_string(),
+            reason: Some("the run was interrupted".to_string()),
+        };
+        announce(session, output, review_event(&result, &record, false));
+        manifest.review = Some(record);
+        manifest.save(&run_dir.manifest_path())?;
+        return Ok(EXIT_ABORTED);
+    }
     if summary.reason == EndReason::Looping {
         // A run that went in circles is not offered for applying: its
         // patch is kept for `ah apply` after a look.
@@ -288,8 +306,7 @@ async fn run_in_session(
 /// Shows an event of the run's end and keeps it in the session's event log
 /// (a failed insert only loses the log entry; the manifest has the facts).
 fn announce(session: &Session, output: &mut Output, event: Event) {
-    let details = serde_json::to_value(&event).unwrap_or_default();
-    let _ = session.record_event(None, event.name(), &details);
+    record_event(session, None, &event);
     output.show(&event);
 }
 

@@ -1,27 +1,40 @@
 //! Loop detection through the real binary (`--backend none`) and a scripted
-//! mock model: a model that repeats its tool calls is told so in the
-//! conversation, the detection is recorded in the session, and a model that
-//! goes on repeating is stopped with its patch saved, not applied.
+//! mock model: a model that repeats its tool calls and gets the same results
+//! is told so in the conversation, the detection is recorded in the session,
+//! and a model that goes on repeating is stopped with its patch saved, not
+//! applied; the same call whose result changes every time (polling) is not
+//! a loop.
 
 mod support;
 
 use serde_json::{Value, json};
 use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
+use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
-/// `count` turns that each read a.txt, then a closing answer.
-fn same_read_turns(count: usize) -> Vec<Turn> {
+/// `count` turns that each make the same call, then a closing answer.
+fn same_call_turns(count: usize, tool: &str, input: Value) -> Vec<Turn> {
     let mut turns: Vec<Turn> = (1..=count)
-        .map(|i| {
-            Turn::reply(Reply::new().tool_use(
-                format!("toolu_{i}"),
-                "read",
-                json!({"path": "a.txt"}),
-            ))
-        })
+        .map(|i| Turn::reply(Reply::new().tool_use(format!("toolu_{i}"), tool, input.clone())))
         .collect();
     turns.push(Turn::reply(Reply::new().text("I will try something else.")));
     turns
+}
+
+/// `count` turns that each read a.txt, then a closing answer.
+fn same_read_turns(count: usize) -> Vec<Turn> {
+    same_call_turns(count, "read", json!({"path": "a.txt"}))
+}
+
+/// What the model was told of each tool call, in the order of the requests.
+fn results_told(requests: &[RecordedRequest]) -> Vec<String> {
+    requests[1..]
+        .iter()
+        .map(|request| {
+            let result = &last_message(&request.body)["content"][0];
+            assert_eq!(result["type"], json!("tool_result"), "{result}");
+            result["content"].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
 }
 
 fn last_message(body: &Value) -> &Value {
@@ -64,7 +77,9 @@ fn ten_identical_calls_get_a_steering_message_after_their_result() {
     assert_eq!(last["content"][1]["type"], json!("text"));
     let steering = last["content"][1]["text"].as_str().unwrap();
     assert!(
-        steering.contains("Your last 10 tool calls repeat the same call 10 times"),
+        steering.contains(
+            "Your last 10 tool calls repeat the same call 10 times, with the same results"
+        ),
         "{steering}"
     );
     assert!(steering.contains(r#"read {"path":"a.txt"}"#), "{steering}");
@@ -91,6 +106,68 @@ fn ten_identical_calls_get_a_steering_message_after_their_result() {
         1,
         "the steering text is stored like any block"
     );
+}
+
+#[test]
+fn the_same_command_with_changing_output_is_not_a_loop() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // A poll: each call appends a line to a counter file and prints the count.
+    let poll = json!({"command": "echo tick >> ticks; wc -l < ticks"});
+    let mock = MockServer::start(same_call_turns(10, "bash", poll));
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "wait for it"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("repeated"), "{stderr}");
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 11);
+    let told = results_told(&requests);
+    let expected: Vec<String> = (1..=10).map(|n| format!("{n}\nexit code: 0")).collect();
+    assert_eq!(told, expected, "each call gave the model a new result");
+    for request in &requests[1..] {
+        let last = last_message(&request.body);
+        assert_eq!(last["content"].as_array().map(Vec::len), Some(1), "{last}");
+    }
+    let events = query(
+        &host.sessions()[0],
+        "SELECT id FROM events WHERE event_type = 'loop_detected'",
+    );
+    assert!(events.is_empty());
+}
+
+#[test]
+fn the_same_cut_output_repeated_is_a_loop_though_each_names_its_own_step_file() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(same_call_turns(10, "bash", json!({"command": "seq 1 100"})));
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never"])
+        .args(["--output-limit", "bash=60", "list them"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 11);
+    let told = results_told(&requests);
+    assert!(told[0].contains("/steps/step-1.out]"), "{}", told[0]);
+    assert!(told[9].contains("/steps/step-10.out]"), "{}", told[9]);
+    assert_ne!(told[0], told[9], "what the model was told differs");
+    let last = last_message(&requests[10].body);
+    let steering = last["content"][1]["text"].as_str().unwrap_or_default();
+    assert!(
+        steering.contains("Your last 10 tool calls repeat the same call 10 times"),
+        "{last}"
+    );
+    let events = query(
+        &host.sessions()[0],
+        "SELECT id FROM events WHERE event_type = 'loop_detected'",
+    );
+    assert_eq!(events.len(), 1);
 }
 
 #[test]

@@ -1,10 +1,24 @@
-//! Loop detection: notices when the model keeps making the same tool calls,
-//! so the loop can tell it to change approach, and stop the run when telling
-//! it does not help.
+//! Loop detection: notices when the model keeps making the same tool calls
+//! and getting the same results, so the loop can tell it to change approach,
+//! and stop the run when telling it does not help.
 //!
-//! A call's [`Signature`] is its tool name and a SHA-256 digest of its input
-//! as canonical JSON (object keys sorted at every level), so the same input
-//! with its keys in another order is the same call.
+//! A call's [`Signature`] is its tool name, a SHA-256 digest of its input as
+//! canonical JSON (object keys sorted at every level), so the same input with
+//! its keys in another order is the same call, and a SHA-256 digest of its
+//! result as the model was told it (the text and whether it is an error).
+//! Only the same call with the same result, repeated, is a loop: polling a
+//! build log or re-running a flaky test whose output changes is not.
+//!
+//! What the tools tell the model holds no timings or other per-call noise:
+//! `bash` gives stdout, stderr and the exit code (its duration goes to the
+//! details only), `read` the lines, `edit` a summary and the edited region,
+//! `write` the path and size; a policy violation adds a report that names
+//! no step. The one exception is the note naming the step file with the
+//! whole output when the model's copy was cut (`steps/step-N.out`); its path
+//! is left out of the digest (`stable_result`; `tests/loops.rs` fails if the
+//! note's wording changes under it). Noise that a command prints
+//! itself (a test runner's "finished in 0.52s") does make results differ, so
+//! a model re-running such a command is not caught by this rule.
 //!
 //! The rule: the detector keeps the signatures of the last `window` calls
 //! that ran since the run started or since the last detection. A repetition
@@ -22,6 +36,7 @@
 //! the turn it happened in, and ends the run after that turn once
 //! [`MAX_DETECTIONS`] were made in it ([`LoopDetector::should_stop`]).
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde_json::Value;
@@ -30,6 +45,7 @@ use sha2::{Digest, Sha256};
 use super::event::Event;
 use crate::llm::Block;
 use crate::session::BlockRecord;
+use crate::tools::ToolOutput;
 
 /// How many calls the detector looks at unless told otherwise.
 pub const DEFAULT_WINDOW: usize = 10;
@@ -43,20 +59,47 @@ const LONGEST_PATTERN: usize = 3;
 /// How much of a call's input the steering message quotes.
 const SHOWN_INPUT_CHARS: usize = 200;
 
-/// What makes two tool calls the same call.
+/// How the note naming a cut output's step file begins; the tools add it
+/// (`crate::tools`, `note_full_output`) as `[the whole output is in PATH]`.
+const FULL_OUTPUT_NOTE: &str = "[the whole output is in ";
+
+/// What makes two tool calls the same call with the same result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signature {
     tool: String,
     input_digest: [u8; 32],
+    result_digest: [u8; 32],
 }
 
 impl Signature {
-    pub fn of(tool: &str, input: &Value) -> Signature {
+    pub fn of(tool: &str, input: &Value, result: &ToolOutput) -> Signature {
+        let mut told = Sha256::new();
+        told.update([u8::from(result.is_error)]);
+        told.update(stable_result(&result.content).as_bytes());
         Signature {
             tool: tool.to_string(),
             input_digest: Sha256::digest(canonical_json(input).as_bytes()).into(),
+            result_digest: told.finalize().into(),
         }
     }
+}
+
+/// What the model was told with the step file's path taken out of the note
+/// that names it, so the same cut output is the same result at every step.
+/// The note comes after the output it follows, so it is the last one.
+fn stable_result(content: &str) -> Cow<'_, str> {
+    let Some(start) = content.rfind(FULL_OUTPUT_NOTE) else {
+        return Cow::Borrowed(content);
+    };
+    let path_start = start + FULL_OUTPUT_NOTE.len();
+    let Some(path_len) = content[path_start..].find(']') else {
+        return Cow::Borrowed(content);
+    };
+    Cow::Owned(format!(
+        "{}{}",
+        &content[..path_start],
+        &content[path_start + path_len..]
+    ))
 }
 
 /// `value` as compact JSON with the keys of every object sorted, whatever
@@ -142,7 +185,8 @@ impl Repetition {
             format!("the same {} calls", self.pattern_len)
         };
         let mut text = format!(
-            "[ah: loop detected] Your last {} tool calls repeat {what} {} times:\n",
+            "[ah: loop detected] Your last {} tool calls repeat {what} {} times, with the same \
+             results each time:\n",
             self.window, self.repeats
         );
         for (i, call) in self.calls.iter().enumerate() {
@@ -185,8 +229,9 @@ impl LoopDetector {
         }
     }
 
-    /// Notes a call that ran; returns the repetition it completes, if any.
-    pub fn record(&mut self, tool: &str, input: &Value) -> Option<Repetition> {
+    /// Notes a call that ran and what the model was told of it; returns the
+    /// repetition it completes, if any.
+    pub fn record(&mut self, tool: &str, input: &Value, result: &ToolOutput) -> Option<Repetition> {
         if self.window == 0 {
             return None;
         }
@@ -194,7 +239,7 @@ impl LoopDetector {
             self.recent.pop_front();
         }
         self.recent.push_back(Call {
-            signature: Signature::of(tool, input),
+            signature: Signature::of(tool, input, result),
             shown: shown(tool, input),
         });
         if self.recent.len() < self.window {
@@ -237,178 +282,4 @@ fn shown(tool: &str, input: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Feeds the calls named by the letters of `calls` (`A` reads a.txt,
-    /// `B` b.txt, …) and returns what the last call found.
-    fn feed(detector: &mut LoopDetector, calls: &str) -> Option<Repetition> {
-        let mut found = None;
-        for letter in calls.chars() {
-            found = detector.record("read", &json!({ "path": format!("{letter}.txt") }));
-        }
-        found
-    }
-
-    fn detect(window: usize, calls: &str) -> Option<Repetition> {
-        feed(&mut LoopDetector::new(window), calls)
-    }
-
-    #[test]
-    fn one_call_repeated_over_the_whole_window_is_found() {
-        let found = detect(10, "AAAAAAAAAA").expect("a repetition");
-        assert_eq!(found.pattern_len, 1);
-        assert_eq!(found.repeats, 10);
-        assert_eq!(found.tools, ["read"]);
-        assert_eq!(found.calls, [r#"read {"path":"A.txt"}"#]);
-        assert_eq!(found.detection, 1);
-        assert_eq!(
-            found.event(),
-            Event::LoopDetected {
-                pattern_len: 1,
-                repeats: 10,
-                tools: vec!["read".to_string()],
-            }
-        );
-    }
-
-    #[test]
-    fn patterns_of_two_and_three_calls_are_found() {
-        let two = detect(10, "ABABABABAB").expect("pattern of 2");
-        assert_eq!((two.pattern_len, two.repeats), (2, 5));
-        assert_eq!(
-            two.calls,
-            [r#"read {"path":"A.txt"}"#, r#"read {"path":"B.txt"}"#]
-        );
-        let three = detect(10, "ABCABCABCA").expect("pattern of 3, last repeat cut short");
-        assert_eq!((three.pattern_len, three.repeats), (3, 3));
-        assert_eq!(three.calls.len(), 3);
-        let mixed_tools = {
-            let mut detector = LoopDetector::new(4);
-            let mut found = None;
-            for _ in 0..2 {
-                detector.record("bash", &json!({"command": "make"}));
-                found = detector.record("edit", &json!({"path": "a.rs"}));
-            }
-            found.expect("pattern of 2 tools")
-        };
-        assert_eq!(mixed_tools.tools, ["bash", "edit"]);
-    }
-
-    #[test]
-    fn the_shortest_pattern_is_reported() {
-        // AAAAAA is also ABAB.. with A == B; it is a pattern of one call.
-        assert_eq!(detect(6, "AAAAAA").map(|r| r.pattern_len), Some(1));
-    }
-
-    #[test]
-    fn near_misses_are_not_loops() {
-        assert_eq!(detect(10, "AAAAAAAAA"), None, "window not full yet");
-        assert_eq!(
-            detect(10, "AAAAAAAAAB"),
-            None,
-            "one call differs at the end"
-        );
-        assert_eq!(
-            detect(10, "BAAAAAAAAA"),
-            None,
-            "one call differs at the start"
-        );
-        assert_eq!(detect(10, "ABABABABAA"), None);
-        assert_eq!(detect(10, "ABCABCABCB"), None);
-        assert_eq!(detect(10, "ABCDABCDAB"), None, "pattern of 4 is too long");
-        assert_eq!(detect(4, "ABCA"), None, "a pattern must fit twice");
-        assert_eq!(detect(10, "ABCDEFGHIJ"), None);
-    }
-
-    #[test]
-    fn the_window_slides_past_calls_that_do_not_repeat() {
-        let mut detector = LoopDetector::new(10);
-        assert_eq!(feed(&mut detector, "XAAAAAAAAA"), None);
-        assert_eq!(feed(&mut detector, "A").map(|r| r.pattern_len), Some(1));
-    }
-
-    #[test]
-    fn a_detection_resets_the_window() {
-        let mut detector = LoopDetector::new(10);
-        assert!(feed(&mut detector, "AAAAAAAAAA").is_some());
-        assert!(!detector.should_stop());
-        assert_eq!(feed(&mut detector, "A"), None, "not again on the next call");
-        assert_eq!(
-            feed(&mut detector, "AAAAAAAA"),
-            None,
-            "nine since the reset"
-        );
-        let second = feed(&mut detector, "A").expect("a full window again");
-        assert_eq!(second.detection, 2);
-        assert!(!detector.should_stop());
-        let third = feed(&mut detector, "ABABABABAB").expect("a third repetition");
-        assert_eq!(third.detection, MAX_DETECTIONS);
-        assert!(detector.should_stop());
-    }
-
-    #[test]
-    fn a_window_of_zero_disables_detection() {
-        let mut detector = LoopDetector::new(0);
-        assert_eq!(feed(&mut detector, &"A".repeat(50)), None);
-        assert!(!detector.should_stop());
-        assert_eq!(detect(1, "AAAA"), None, "no pattern fits twice in one call");
-        assert_eq!(detect(2, "AA").map(|r| r.repeats), Some(2));
-    }
-
-    #[test]
-    fn canonical_json_sorts_keys_at_every_level() {
-        let a = json!({"a": 1, "b": {"y": [1, {"q": true, "p": null}], "x": "s\"\n"}});
-        let b: Value = serde_json::from_str(
-            r#"{"b": {"x": "s\"\n", "y": [1, {"p": null, "q": true}]}, "a": 1}"#,
-        )
-        .expect("valid JSON");
-        assert_eq!(
-            canonical_json(&a),
-            r#"{"a":1,"b":{"x":"s\"\n","y":[1,{"p":null,"q":true}]}}"#
-        );
-        assert_eq!(canonical_json(&a), canonical_json(&b));
-        assert_eq!(Signature::of("edit", &a), Signature::of("edit", &b));
-    }
-
-    #[test]
-    fn signatures_differ_by_tool_by_value_and_by_array_order() {
-        let input = json!({"a": 1, "b": 2});
-        assert_eq!(
-            Signature::of("read", &input),
-            Signature::of("read", &json!({"b": 2, "a": 1}))
-        );
-        assert_ne!(Signature::of("read", &input), Signature::of("bash", &input));
-        assert_ne!(
-            Signature::of("read", &input),
-            Signature::of("read", &json!({"a": 1, "b": 3}))
-        );
-        assert_ne!(
-            Signature::of("read", &json!([1, 2])),
-            Signature::of("read", &json!([2, 1]))
-        );
-    }
-
-    #[test]
-    fn the_steering_message_names_the_calls_and_the_count() {
-        let found = detect(10, "ABABABABAB").expect("pattern of 2");
-        let text = found.steering();
-        assert!(
-            text.contains("Your last 10 tool calls repeat the same 2 calls 5 times"),
-            "{text}"
-        );
-        assert!(text.contains(r#"1. read {"path":"A.txt"}"#), "{text}");
-        assert!(text.contains(r#"2. read {"path":"B.txt"}"#), "{text}");
-        assert!(text.contains("Change approach"), "{text}");
-        assert!(text.contains("warning 1 of 3"), "{text}");
-        let long = "x".repeat(500);
-        let mut detector = LoopDetector::new(2);
-        detector.record("write", &json!({ "content": long }));
-        let found = detector
-            .record("write", &json!({ "content": long }))
-            .expect("repeat");
-        assert_eq!(found.calls[0].chars().count(), "write ".len() + 201);
-        assert!(found.calls[0].ends_with('…'));
-    }
-}
+mod tests;

@@ -259,7 +259,7 @@ pub async fn run_agent(
                 out.emit(session, Some(&head), event);
             }
             results.push(result_record(&id, &name, &run.id(), &outcome));
-            if let Some(repetition) = loops.record(&name, &input) {
+            if let Some(repetition) = loops.record(&name, &input, &outcome.output) {
                 out.emit(session, Some(&head), repetition.event());
                 out.emit(
                     session,

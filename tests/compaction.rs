@@ -180,6 +180,89 @@ fn a_smaller_reserve_lets_the_same_conversation_go_on_uncompacted() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 4);
     assert!(messages_text(&requests[3]).contains("FIRST_OUTPUT"));
+    // The answer gets what is left below the window, not more.
+    let max_tokens = requests[3].body["max_tokens"].as_u64().unwrap();
+    assert!(
+        (4_096..=200_000 - 190_050).contains(&max_tokens),
+        "{max_tokens}"
+    );
+}
+
+#[test]
+fn a_request_never_asks_for_more_output_than_fits_the_window() {
+    // 150 000 tokens: below the compaction threshold, but 150 000 + the
+    // model's 64 000 output limit would exceed the 200 000 window.
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(150_000);
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .arg("fix the build")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "no compaction");
+    assert_eq!(requests[0].body["max_tokens"], json!(64_000));
+    let max_tokens = requests[3].body["max_tokens"].as_u64().unwrap();
+    assert!(
+        (40_000..=200_000 - 150_050).contains(&max_tokens),
+        "{max_tokens}"
+    );
+    assert!(events(&host.sessions()[0], "compaction_start").is_empty());
+}
+
+#[test]
+fn a_second_compaction_in_the_same_turn_still_quotes_the_request() {
+    let prompt = "fix the build:\nkeep `make check` green";
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(190_000);
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(Turn::reply(
+        Reply::new()
+            .tool_use("toolu_4", "bash", json!({"command": "echo FOURTH_OUTPUT"}))
+            .usage(190_000, 50),
+    ));
+    script.push(Turn::reply(Reply::new().text("## Goal\nSECOND-SUMMARY")));
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .arg(prompt)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 7);
+    assert!(
+        requests[5].body.get("tools").is_none(),
+        "the second summary"
+    );
+    let last = &requests[6];
+    let summary = last.body["messages"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(summary.contains("SECOND-SUMMARY"), "{summary}");
+    assert!(
+        summary.ends_with(&format!("as they wrote it:\n\n{prompt}")),
+        "{summary}"
+    );
+    assert!(!messages_text(last).contains("SECOND_OUTPUT"));
+    assert!(messages_text(last).contains("FOURTH_OUTPUT"));
+
+    let db = &host.sessions()[0];
+    let marked = query(
+        db,
+        "SELECT details FROM content_blocks WHERE details LIKE '%compaction%'",
+    );
+    assert_eq!(marked.len(), 2);
+    for row in marked {
+        let details: Value = serde_json::from_str(row[0].as_str().unwrap()).unwrap();
+        assert_eq!(details["compaction"]["request"], json!(prompt), "{details}");
+    }
 }
 
 fn overflow() -> Turn {
@@ -231,6 +314,36 @@ fn a_context_overflow_compacts_and_retries_the_call_once() {
     assert_eq!(
         start,
         [json!({"type": "compaction_start", "reason": "overflow", "tokens": 210_000})]
+    );
+}
+
+#[test]
+fn an_overflow_without_a_token_count_reports_the_estimated_size() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(120);
+    script.push(Turn::error(
+        400,
+        "invalid_request_error",
+        "input length and `max_tokens` exceed context limit",
+    ));
+    script.push(Turn::reply(Reply::new().text(SUMMARY)));
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .arg("fix the build")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(mock.requests().len(), 6);
+    let start = events(&host.sessions()[0], "compaction_start");
+    assert_eq!(start.len(), 1);
+    assert_eq!(start[0]["reason"], json!("overflow"));
+    let tokens = start[0]["tokens"].as_u64().unwrap();
+    assert!(
+        (120..50_000).contains(&tokens),
+        "the estimate, not the window: {tokens}"
     );
 }
 

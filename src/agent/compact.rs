@@ -3,8 +3,10 @@
 //! is summarised by the model and later requests carry the summary and the
 //! most recent messages instead. The session keeps every message; the
 //! summary is one more message (see [`view`] for its shape and for how
-//! requests are computed from the stored path).
+//! requests are computed from the stored path). Near the window, requests
+//! ask for less output rather than compacting early (see [`budget`]).
 
+mod budget;
 mod transcript;
 mod view;
 
@@ -59,8 +61,14 @@ pub(super) fn request_messages(path: &[StoredMessage]) -> Vec<Message> {
     view::request_messages(&view::view(path))
 }
 
+/// The `max_tokens` for the next request along `path` (see [`budget`]).
+pub(super) fn max_tokens_for(config: &AgentConfig, path: &[StoredMessage]) -> u32 {
+    budget::max_tokens(config, size(config, path))
+}
+
 /// One model call with compaction around it: first when the conversation
-/// up to `head` is within the reserve of the window, then once more, with
+/// up to `head` is within the reserve of the window (or too close to it for
+/// the least output a request asks for), then once more, with
 /// one retry of the call, when the API says it overflowed. `head` moves to
 /// the summary when one is stored. The stored path is read once per call.
 pub(super) async fn call_model(
@@ -73,11 +81,7 @@ pub(super) async fn call_model(
 ) -> Result<(Response, u64), AgentError> {
     let mut path = session.path_to(head)?;
     let tokens = size(config, &path);
-    let limit = config
-        .model
-        .context_window
-        .saturating_sub(config.compact_reserve);
-    if tokens > limit
+    if tokens > budget::compact_above(config)
         && let Some(done) = compact(
             config,
             provider,
@@ -93,7 +97,8 @@ pub(super) async fn call_model(
     }
     match super::stream_call(config, provider, session, &path, turn, out).await {
         Err(AgentError::Llm(LlmError::ContextOverflow(message))) => {
-            let tokens = overflow_tokens(&message).unwrap_or(config.model.context_window);
+            // Without a count in the error, the estimate is the best size known.
+            let tokens = overflow_tokens(&message).unwrap_or_else(|| size(config, &path));
             let reason = CompactReason::Overflow;
             match compact(config, provider, session, &mut path, reason, tokens, out).await? {
                 Some(done) => {
@@ -196,13 +201,14 @@ async fn compact(
         )));
     }
     let mut text = format!("{SUMMARY_INTRO}\n\n{summary}");
-    if let Some(request) = view::split_request(&view.messages, cut) {
+    let request = view::split_request(&view.messages, cut);
+    if let Some(request) = &request {
         text.push_str(&format!("\n\n{REQUEST_INTRO}\n\n{request}"));
     }
     let kept_from = view.messages[cut].id.clone();
     let kept_messages = view.messages.len() - cut;
     let record = BlockRecord {
-        details: Some(view::marker_details(&kept_from, tokens)),
+        details: Some(view::marker_details(&kept_from, tokens, request.as_deref())),
         ..BlockRecord::from(Block::Text { text })
     };
     // The usage is what producing the summary cost; the conversation's size
@@ -280,9 +286,12 @@ fn response_text(response: &Response) -> String {
 }
 
 /// The prompt size an overflow error names: "prompt is too long: 210000
-/// tokens > 200000 maximum" gives 210000.
+/// tokens > 200000 maximum" gives 210000, "input length and `max_tokens`
+/// exceed context limit: 178959 + 64000 > 200000, …" gives 178959.
 fn overflow_tokens(message: &str) -> Option<u64> {
-    let (_, rest) = message.split_once("too long:")?;
+    let (_, rest) = message
+        .split_once("too long:")
+        .or_else(|| message.split_once("context limit:"))?;
     rest.split_whitespace().next()?.parse().ok()
 }
 
@@ -295,6 +304,13 @@ mod tests {
         assert_eq!(
             overflow_tokens("prompt is too long: 210000 tokens > 200000 maximum"),
             Some(210_000)
+        );
+        assert_eq!(
+            overflow_tokens(
+                "input length and `max_tokens` exceed context limit: 178959 + 64000 > 200000, \
+                 decrease input length or `max_tokens` and try again"
+            ),
+            Some(178_959)
         );
         assert_eq!(
             overflow_tokens("input length and max_tokens exceed context limit"),

@@ -353,7 +353,7 @@ async fn stream_call(
         system: config.system.clone(),
         messages: sendable(compact::request_messages(path)),
         tools: crate::tools::specs(),
-        max_tokens: config.model.max_output_tokens,
+        max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,
     };
     out.emit(

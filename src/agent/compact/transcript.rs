@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn the_oldest_messages_go_first_but_an_earlier_summary_stays() {
         let mut summary = text("old summary");
-        summary.details = Some(marker_details("m1", 5));
+        summary.details = Some(marker_details("m1", 5, None));
         let summary = stored("s", Role::User, vec![summary]);
         let old = stored("m1", Role::User, vec![text(&"o".repeat(500))]);
         let new = stored("m2", Role::Assistant, vec![text("newest")]);

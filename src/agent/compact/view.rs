@@ -5,9 +5,10 @@
 //!
 //! A compaction message is a user message whose text block carries
 //! `{"compaction": {"kept_from": <message id>, "tokens_before": N}}` in its
-//! details. It is appended at the end of the path (the tree keeps every
-//! message), and requests send it first, then the messages from `kept_from`
-//! on, leaving out older compaction messages.
+//! details, plus `"request": <text>` when it quotes the user's request (the
+//! cut fell inside the request's turn). It is appended at the end of the
+//! path (the tree keeps every message), and requests send it first, then the
+//! messages from `kept_from` on, leaving out older compaction messages.
 
 use serde_json::{Value, json};
 
@@ -17,13 +18,18 @@ use crate::session::StoredMessage;
 /// The key in a block's details that marks a compaction message.
 const MARKER_KEY: &str = "compaction";
 
-/// The details of a compaction message's summary block.
-pub fn marker_details(kept_from: &str, tokens_before: u64) -> Value {
-    json!({ MARKER_KEY: { "kept_from": kept_from, "tokens_before": tokens_before } })
+/// The details of a compaction message's summary block; `request` is the
+/// user's request when the summary quotes it.
+pub fn marker_details(kept_from: &str, tokens_before: u64, request: Option<&str>) -> Value {
+    let mut marker = json!({ "kept_from": kept_from, "tokens_before": tokens_before });
+    if let Some(request) = request {
+        marker["request"] = json!(request);
+    }
+    json!({ MARKER_KEY: marker })
 }
 
-/// For a compaction message: the id of the first message it keeps.
-pub fn kept_from(message: &StoredMessage) -> Option<&str> {
+/// For a compaction message: the value of `field` in its marker.
+fn marker_field<'a>(message: &'a StoredMessage, field: &str) -> Option<&'a str> {
     if message.role != Role::User {
         return None;
     }
@@ -32,9 +38,14 @@ pub fn kept_from(message: &StoredMessage) -> Option<&str> {
             .details
             .as_ref()?
             .get(MARKER_KEY)?
-            .get("kept_from")?
+            .get(field)?
             .as_str()
     })
+}
+
+/// For a compaction message: the id of the first message it keeps.
+pub fn kept_from(message: &StoredMessage) -> Option<&str> {
+    marker_field(message, "kept_from")
 }
 
 /// The conversation as requests see it.
@@ -189,7 +200,9 @@ pub fn cut_point(
 
 /// The text of the user's latest request when the kept part does not
 /// contain it (the cut falls inside the current turn), so it can be quoted
-/// beside the summary.
+/// beside the summary. When the request is not in the view at all, an
+/// earlier compaction in the same turn summarised it away, and the summary
+/// heading the view quoted it: that quote is carried over.
 pub fn split_request(messages: &[&StoredMessage], cut: usize) -> Option<String> {
     let is_request = |message: &&&StoredMessage| {
         message.role == Role::User && is_cut_point(message) && kept_from(message).is_none()
@@ -197,7 +210,10 @@ pub fn split_request(messages: &[&StoredMessage], cut: usize) -> Option<String> 
     if messages[cut..].iter().any(|m| is_request(&m)) {
         return None;
     }
-    let request = messages[..cut].iter().rev().find(is_request)?;
+    let Some(request) = messages[..cut].iter().rev().find(is_request) else {
+        let earlier = messages.first()?;
+        return marker_field(earlier, "request").map(str::to_string);
+    };
     let text: Vec<&str> = request
         .blocks
         .iter()

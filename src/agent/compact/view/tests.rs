@@ -58,10 +58,15 @@ fn answer(id: &str, text: &str) -> StoredMessage {
 }
 
 fn summary(id: &str, kept_from: &str) -> StoredMessage {
+    quoting_summary(id, kept_from, None)
+}
+
+/// A summary that quotes the user's request beside it.
+fn quoting_summary(id: &str, kept_from: &str, request: Option<&str>) -> StoredMessage {
     let mut block = BlockRecord::from(Block::Text {
         text: format!("summary {id}"),
     });
-    block.details = Some(marker_details(kept_from, 1000));
+    block.details = Some(marker_details(kept_from, 1000, request));
     message(id, Role::User, vec![block])
 }
 
@@ -231,4 +236,50 @@ fn the_request_is_quoted_only_when_the_cut_falls_inside_its_turn() {
     path.push(prompt("p2", "second"));
     let view = super::view(&path);
     assert_eq!(split_request(&view.messages, 3), None, "p2 is kept");
+}
+
+#[test]
+fn a_second_compaction_in_the_same_turn_carries_the_quoted_request_over() {
+    // p, a1, r1, …, a5, r5; the first summary kept from a4 and quoted p.
+    let request = "fix the build\n\nand keep `make check` green";
+    let mut path = agentic(5);
+    path[0] = prompt("p", request);
+    path.push(quoting_summary("s1", "a4", Some(request)));
+    for i in 6..=7 {
+        path.push(call(&format!("a{i}"), &format!("t{i}")));
+        path.push(results(&format!("r{i}"), &format!("t{i}"), "ok"));
+    }
+    let view = view(&path);
+    assert_eq!(ids(&view.messages[..3]), ["s1", "a4", "r4"]);
+    let cut = cut_point(&view.messages, 2, u64::MAX).unwrap();
+    assert_eq!(view.messages[cut].id, "a6", "cut well into the turn");
+    assert_eq!(split_request(&view.messages, cut).as_deref(), Some(request));
+
+    // A request after the summary is quoted from its own message; a summary
+    // without a quote (stored before quotes were recorded) has none to give.
+    let mut path = agentic(3);
+    path.push(summary("s1", "p"));
+    let view = super::view(&path);
+    assert_eq!(
+        split_request(&view.messages, 4).as_deref(),
+        Some("fix the build")
+    );
+    let mut path = agentic(3);
+    path.push(summary("s1", "a2"));
+    let view = super::view(&path);
+    assert_eq!(split_request(&view.messages, 3), None);
+}
+
+#[test]
+fn the_marker_records_the_quoted_request_only_when_there_is_one() {
+    let quoted = marker_details("a4", 7, Some("fix it"));
+    assert_eq!(
+        quoted,
+        json!({"compaction": {"kept_from": "a4", "tokens_before": 7, "request": "fix it"}})
+    );
+    let plain = marker_details("a4", 7, None);
+    assert_eq!(
+        plain,
+        json!({"compaction": {"kept_from": "a4", "tokens_before": 7}})
+    );
 }

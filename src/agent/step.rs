@@ -7,6 +7,7 @@ use serde_json::json;
 use super::event::Event;
 use crate::sandbox::run::StepOutcome;
 use crate::session::BlockRecord;
+use crate::tools;
 
 /// The result of a tool call whose input the output limit cut off.
 pub(super) const CUT_OFF: &str = "not run: your response reached the output token limit (max_tokens) in the \
@@ -48,13 +49,7 @@ pub(super) fn result_record(
     outcome: &StepOutcome,
 ) -> BlockRecord {
     let out = &outcome.output;
-    let mut full = String::from_utf8_lossy(&out.stdout).into_owned();
-    if !out.stderr.is_empty() {
-        if !full.is_empty() {
-            full.push('\n');
-        }
-        full.push_str(&String::from_utf8_lossy(&out.stderr));
-    }
+    let full = tools::joined_output(&out.stdout, &out.stderr);
     let mut record = BlockRecord::tool_result(id, name, out.content.clone(), out.is_error);
     record.tool_output = Some(full);
     record.duration_ms = Some(outcome.duration_ms);

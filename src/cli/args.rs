@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::sandbox::BackendKind;
+use crate::tools::OutputLimits;
 
 /// ah — a coding agent that works on a sandboxed copy of your project and
 /// changes your repository only through a patch you have seen.
@@ -160,8 +161,17 @@ fn parse_output_limit(text: &str) -> Result<(OutputLimit, usize), String> {
     let value: usize = value
         .parse()
         .map_err(|_| format!("{value:?} is not a whole number"))?;
-    if value == 0 {
-        return Err("an output limit must be at least 1".into());
+    // Below these the cut marker would leave the model little or nothing of
+    // the output itself.
+    let (minimum, unit) = match limit {
+        OutputLimit::BashLines => (OutputLimits::MIN_LINES, "lines"),
+        _ => (OutputLimits::MIN_CHARS, "characters"),
+    };
+    if value < minimum {
+        return Err(format!(
+            "{tool}={value} is too small: the marker that says what was cut needs room, \
+             so {tool} must be at least {minimum} {unit}"
+        ));
     }
     Ok((limit, value))
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::input::Input;
-use super::{Exec, ToolOutput, note_full_output, truncate};
+use super::{Exec, ExecOutput, ToolOutput, joined_output, note_full_output, truncate};
 use crate::llm::ToolDef;
 
 /// Seconds a command may run when the model gives no `timeout`.
@@ -21,21 +21,27 @@ const DEFAULT_TIMEOUT: u64 = 120;
 /// The largest `timeout` accepted, in seconds.
 const MAX_TIMEOUT: u64 = 600;
 
+/// How the model can see what was cut from a command's output.
+const SEE_MORE: &str = "narrow the command to see the rest (grep, head, tail, sed -n)";
+
 pub fn spec() -> ToolDef {
     ToolDef {
         name: "bash".to_string(),
         description: format!(
             "Run a command with `bash -c` in /work (the work directory) and return its stdout, \
-             its stderr and its exit code. `timeout` is in seconds (default {DEFAULT_TIMEOUT}, \
-             at most {MAX_TIMEOUT}); on timeout the command and its children are killed. Long \
-             output is cut in the middle. Each call starts a fresh shell: `cd` and variables \
-             do not carry over. Use `read`, `write` and `edit` for files."
+             its stderr and its exit code. Each call starts a fresh shell: `cd` and variables \
+             do not carry over. `timeout` is in seconds (default {DEFAULT_TIMEOUT}); \
+             {MAX_TIMEOUT} is the hard limit. When the call ends, every process it started is \
+             killed, background ones (`&`, `nohup`, daemons) included: nothing keeps running \
+             until a later call. Split long work into steps that each finish within the limit \
+             (e.g. build or test one part per call). Long output is cut in the middle. Use \
+             `read`, `write` and `edit` for files."
         ),
         input_schema: json!({
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command line to run"},
-                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": "Seconds before the command is killed; run longer jobs in the background and check on them"}
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": format!("Seconds before the command and everything it started are killed (default {DEFAULT_TIMEOUT}; {MAX_TIMEOUT} is the hard limit). Background processes are killed when the call ends too, so split longer work into calls that finish")}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -54,56 +60,63 @@ pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     let started = Instant::now();
     let result = exec.run(command, Duration::from_secs(timeout)).await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let output = match result {
-        Ok(output) => output,
-        Err(e) => {
-            return ToolOutput {
-                // The command may have started before failing.
-                may_change_files: true,
-                ..ToolOutput::error(format!("could not run the command: {e}"))
-            };
-        }
-    };
+    match result {
+        Ok(output) => report(command, timeout, duration_ms, output, exec),
+        Err(e) => ToolOutput {
+            // The command may have started before failing.
+            may_change_files: true,
+            ..ToolOutput::error(format!("could not run the command: {e}"))
+        },
+    }
+}
 
+/// What the model and the step record get of a command that ran for
+/// `duration_ms` with `timeout` seconds allowed.
+fn report(
+    command: &str,
+    timeout: u64,
+    duration_ms: u64,
+    output: ExecOutput,
+    exec: &dyn Exec,
+) -> ToolOutput {
     let status = match (output.timed_out, output.exit_code) {
         (true, _) => format!("timed out after {timeout} s; the command was killed"),
         (false, Some(code)) => format!("exit code: {code}"),
         (false, None) => "the command was killed by a signal".to_string(),
     };
     let limits = exec.limits();
-    let whole = body(&output.stdout, &output.stderr);
+    let whole = joined_output(&output.stdout, &output.stderr);
     let shown = truncate::head_tail(&whole, limits.bash, Some(limits.bash_lines));
-    let content = format!("{}{status}", note_full_output(shown, &whole, exec));
+    let mut content = note_full_output(shown, &whole, exec, SEE_MORE);
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    let mut details = json!({
+        "command": command,
+        "exit_code": output.exit_code,
+        "timed_out": output.timed_out,
+        "duration_ms": duration_ms,
+    });
+    if output.dropped_bytes > 0 {
+        details["dropped_bytes"] = json!(output.dropped_bytes);
+        let _ = writeln!(
+            content,
+            "[{} bytes from the middle of the output were dropped as it ran (where a \
+             \"[ah: … bytes of output dropped here]\" line stands); no step file has them; \
+             narrow the command to see them]",
+            output.dropped_bytes
+        );
+    }
+    content.push_str(&status);
     ToolOutput {
         content,
         is_error: output.exit_code.is_none(),
-        details: json!({
-            "command": command,
-            "exit_code": output.exit_code,
-            "timed_out": output.timed_out,
-            "duration_ms": duration_ms,
-        }),
+        details,
         stdout: output.stdout,
         stderr: output.stderr,
         exit_code: output.exit_code,
         may_change_files: true,
     }
-}
-
-/// Stdout, then stderr under a marker line; each ends with a newline.
-fn body(stdout: &[u8], stderr: &[u8]) -> String {
-    let mut text = String::from_utf8_lossy(stdout).into_owned();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    if !stderr.is_empty() {
-        let err = String::from_utf8_lossy(stderr);
-        let _ = write!(text, "--- stderr ---\n{err}");
-        if !err.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    text
 }
 
 #[cfg(test)]
@@ -173,8 +186,9 @@ mod tests {
         let exec = TestExec::new();
         let out = call(&json!({"command": "seq 1 100000"}), &exec).await;
         assert_eq!(out.stdout.iter().filter(|b| **b == b'\n').count(), 100_000);
+        // The cap, then the line on how to see the rest, then the exit code.
         assert!(
-            out.content.lines().count() <= crate::tools::OutputLimits::default().bash_lines + 1
+            out.content.lines().count() <= crate::tools::OutputLimits::default().bash_lines + 2
         );
         assert!(out.content.starts_with("1\n2\n"));
         assert!(
@@ -182,7 +196,102 @@ mod tests {
             "{}",
             out.content
         );
-        assert!(out.content.ends_with("100000\nexit code: 0"));
+        assert!(out.content.ends_with(
+            "100000\n[output cut; narrow the command to see the rest (grep, head, tail, sed -n)]\n\
+             exit code: 0"
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_cut_output_names_the_step_file_and_how_to_see_the_rest() {
+        let exec = TestExec::new().with_full_output("/runs/r1/steps/step-1.out");
+        let out = call(&json!({"command": "seq 1 100000; echo oops >&2"}), &exec).await;
+        assert!(
+            out.content.ends_with(
+                "100000\n--- stderr ---\noops\n[output cut; the whole output is kept in the \
+                 run's step file (/runs/r1/steps/step-1.out); narrow the command to see the \
+                 rest (grep, head, tail, sed -n)]\nexit code: 0"
+            ),
+            "{}",
+            out.content
+        );
+        // Output within the caps gets no note.
+        let out = call(&json!({"command": "echo short"}), &exec).await;
+        assert_eq!(out.content, "short\nexit code: 0");
+    }
+
+    #[test]
+    fn the_description_says_background_processes_die_with_the_call() {
+        let spec = spec();
+        let timeout = spec.input_schema["properties"]["timeout"]["description"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for text in [&spec.description, &timeout] {
+            assert!(!text.contains("in the background and check"), "{text}");
+            assert!(text.contains("600 is the hard limit"), "{text}");
+        }
+        assert!(
+            spec.description.contains(
+                "When the call ends, every process it started is killed, background ones"
+            ),
+            "{}",
+            spec.description
+        );
+        assert!(
+            spec.description
+                .contains("Split long work into steps that each finish")
+        );
+        assert!(timeout.contains("Background processes are killed when the call ends too"));
+    }
+
+    #[test]
+    fn bytes_dropped_in_memory_are_in_the_details_and_the_text() {
+        let exec = TestExec::new();
+        let output = ExecOutput {
+            stdout: b"head\n[ah: 5 bytes of output dropped here]\ntail\n".to_vec(),
+            exit_code: Some(0),
+            dropped_bytes: 5,
+            ..ExecOutput::default()
+        };
+        let out = report("yes", 120, 7, output, &exec);
+        assert_eq!(out.details["dropped_bytes"], json!(5));
+        assert_eq!(
+            out.content,
+            "head\n[ah: 5 bytes of output dropped here]\ntail\n\
+             [5 bytes from the middle of the output were dropped as it ran (where a \
+             \"[ah: … bytes of output dropped here]\" line stands); no step file has them; \
+             narrow the command to see them]\nexit code: 0"
+        );
+        assert_eq!(
+            out.stdout,
+            b"head\n[ah: 5 bytes of output dropped here]\ntail\n"
+        );
+
+        let whole = ExecOutput {
+            stdout: b"all\n".to_vec(),
+            exit_code: Some(0),
+            ..ExecOutput::default()
+        };
+        let out = report("echo all", 120, 7, whole, &exec);
+        assert_eq!(out.details.get("dropped_bytes"), None);
+        assert_eq!(out.content, "all\nexit code: 0");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_written_with_a_zero_fraction_is_an_integer() {
+        let exec = TestExec::new();
+        let out = call(
+            &json!({"command": "echo started; sleep 30", "timeout": 1.0}),
+            &exec,
+        )
+        .await;
+        assert!(
+            out.content
+                .ends_with("timed out after 1 s; the command was killed"),
+            "{}",
+            out.content
+        );
     }
 
     #[tokio::test]

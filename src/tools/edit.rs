@@ -15,6 +15,8 @@ use crate::llm::ToolDef;
 
 /// Lines of unchanged context shown around the edit.
 const CONTEXT_LINES: usize = 3;
+/// How the model can see what was cut from the edited region.
+const SEE_MORE: &str = "read the file (offset and limit) to see the rest";
 
 pub fn spec() -> ToolDef {
     ToolDef {
@@ -105,7 +107,10 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let budget = exec.limits().edit.saturating_sub(summary.chars().count());
     let kept = truncate::tail(&region, budget);
     Ok(ToolOutput {
-        content: format!("{summary}{}", note_full_output(kept, &region, exec)),
+        content: format!(
+            "{summary}{}",
+            note_full_output(kept, &region, exec, SEE_MORE)
+        ),
         is_error: false,
         details: json!({
             "path": shown,
@@ -113,7 +118,8 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
             "lines_removed": lines_removed,
             "lines_added": lines_added,
         }),
-        stdout: Vec::new(),
+        // The whole region, for the step file and the session.
+        stdout: region.into_bytes(),
         stderr: Vec::new(),
         exit_code: None,
         may_change_files: true,

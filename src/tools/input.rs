@@ -46,9 +46,15 @@ impl<'a> Input<'a> {
     }
 
     /// An optional integer field with a schema `minimum` of 0 or more; `None`
-    /// when not given.
+    /// when not given. A number written with a zero fraction (`120.0`) is
+    /// read as the integer it is; one past `u64::MAX` as `u64::MAX`.
     pub fn integer(&self, field: &str) -> Option<u64> {
-        self.fields.get(field).and_then(Value::as_u64)
+        let value = self.fields.get(field)?;
+        value.as_u64().or_else(|| {
+            let n = value.as_f64().filter(|_| schema::is_integer(value))?;
+            // Saturating: the schema's minimum keeps it from being negative.
+            Some(n as u64)
+        })
     }
 
     /// An optional boolean field; `None` when not given.
@@ -87,6 +93,26 @@ mod tests {
         assert_eq!(input.string("path"), "a.txt");
         assert_eq!(input.integer("limit"), Some(5));
         assert_eq!(input.boolean("all"), Some(true));
+    }
+
+    #[test]
+    fn an_integer_written_with_a_zero_fraction_reads_as_that_integer() {
+        let value = json!({"path": "a.txt", "limit": 120.0});
+        let input = Input::check(&spec(), &value).unwrap();
+        assert_eq!(input.integer("limit"), Some(120));
+        let value = json!({"path": "a.txt", "limit": 1e300});
+        let input = Input::check(&spec(), &value).unwrap();
+        assert_eq!(input.integer("limit"), Some(u64::MAX));
+    }
+
+    #[test]
+    fn unknown_fields_are_still_refused() {
+        let value = json!({"path": "a.txt", "limit": 2.0, "lmit": 2});
+        let err = Input::check(&spec(), &value).unwrap_err();
+        assert_eq!(
+            err,
+            "invalid input for demo: unknown field \"lmit\" (the fields are all, limit, path)"
+        );
     }
 
     #[test]

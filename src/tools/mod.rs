@@ -24,6 +24,7 @@ mod test_exec;
 pub mod truncate;
 pub mod write;
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -74,6 +75,8 @@ pub trait Exec: Send + Sync {
 
 /// Caps on what the model gets of a tool's output, in characters (bash also
 /// in lines). The whole output is kept in the step files and the session.
+/// The lines a tool adds after the output (what was cut and how to see the
+/// rest, bash's exit status, read's next offset) come on top of the cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputLimits {
     pub read: usize,
@@ -95,13 +98,50 @@ impl Default for OutputLimits {
     }
 }
 
-/// `shown` (what the model gets of `whole`), with a line saying where the
-/// whole output is when `shown` was cut.
-fn note_full_output(shown: String, whole: &str, exec: &dyn Exec) -> String {
-    match exec.full_output() {
-        Some(path) if shown != whole => format!("{shown}\n[the whole output is in {path}]"),
-        _ => shown,
+impl OutputLimits {
+    /// The smallest character cap accepted: below it the cut marker would
+    /// take most of the room.
+    pub const MIN_CHARS: usize = 200;
+    /// The smallest line cap accepted for bash.
+    pub const MIN_LINES: usize = 10;
+}
+
+/// `shown` (what the model gets of `whole`); when it was cut, a line telling
+/// the model how to see the rest (`see_more`, e.g. "narrow the command …")
+/// and naming, for people, the step file that keeps the whole output.
+fn note_full_output(shown: String, whole: &str, exec: &dyn Exec, see_more: &str) -> String {
+    if shown == whole {
+        return shown;
     }
+    let mut text = shown;
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    match exec.full_output() {
+        Some(path) => format!(
+            "{text}[output cut; the whole output is kept in the run's step file ({path}); \
+             {see_more}]"
+        ),
+        None => format!("{text}[output cut; {see_more}]"),
+    }
+}
+
+/// A command's stdout, then its stderr under a `--- stderr ---` line; each
+/// part ends with a newline. The model's text and the stored tool output
+/// both join the streams this way.
+pub fn joined_output(stdout: &[u8], stderr: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(stdout).into_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    if !stderr.is_empty() {
+        let err = String::from_utf8_lossy(stderr);
+        let _ = write!(text, "--- stderr ---\n{err}");
+        if !err.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text
 }
 
 /// The result of one tool call.

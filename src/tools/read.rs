@@ -19,6 +19,8 @@ const DEFAULT_LIMIT: u64 = 2000;
 const MAX_LINE_CHARS: usize = 2000;
 /// A NUL byte in this many leading bytes marks a file as binary.
 const BINARY_SNIFF: usize = 8192;
+/// How the model can see what was cut from a page.
+const SEE_MORE: &str = "read fewer lines at a time (offset and limit) to see the rest";
 
 pub fn spec() -> ToolDef {
     ToolDef {
@@ -68,7 +70,7 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
     })?;
 
     let kept = truncate::head_tail(&page.text, exec.limits().read, None);
-    let mut content = note_full_output(kept, &page.text, exec);
+    let mut content = note_full_output(kept, &page.text, exec, SEE_MORE);
     if page.total == 0 {
         content = format!("({shown} is empty)");
     } else if page.last < page.total {
@@ -90,7 +92,8 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
         content,
         is_error: false,
         details: json!({"path": shown, "lines_shown": lines_shown, "total_lines": page.total}),
-        stdout: Vec::new(),
+        // The whole page, for the step file and the session.
+        stdout: page.text.into_bytes(),
         stderr: Vec::new(),
         exit_code: None,
         may_change_files: false,

@@ -5,8 +5,9 @@
 //! schema alone: a new tool gets it by writing its schema.
 //!
 //! Where JSON Schema leaves room, or models differ from it, it decides:
-//! - `integer` is a JSON number written without fraction or exponent: `1.0`
-//!   is a number but not an integer (the tools read integers as integers).
+//! - `integer` is, as in JSON Schema, any number whose fractional part is
+//!   zero: `120` and `120.0` are integers, `1.5` is not ([`super::input`]
+//!   reads both as integers).
 //! - `null` for a property that is not required counts as absent, as models
 //!   send it for "not given"; for a required property it is a violation.
 //! - `additionalProperties` other than `false` allows any extra property.
@@ -144,7 +145,7 @@ fn check_object(schema: &Value, fields: &Map<String, Value>, path: &str, found: 
 fn has_type(value: &Value, expected: &str) -> bool {
     match expected {
         "string" => value.is_string(),
-        "integer" => value.is_i64() || value.is_u64(),
+        "integer" => is_integer(value),
         "number" => value.is_number(),
         "boolean" => value.is_boolean(),
         "object" => value.is_object(),
@@ -154,6 +155,15 @@ fn has_type(value: &Value, expected: &str) -> bool {
         // the schema tests catch before a model ever sees it.
         _ => false,
     }
+}
+
+/// Whether `value` is a number with a zero fractional part (`7`, `7.0`, `7e2`).
+pub(super) fn is_integer(value: &Value) -> bool {
+    value.is_i64()
+        || value.is_u64()
+        || value
+            .as_f64()
+            .is_some_and(|n| n.is_finite() && n.fract() == 0.0)
 }
 
 /// `"a.b"` for field `b` of the object at `a`; just `b` at the top.

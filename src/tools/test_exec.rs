@@ -9,7 +9,7 @@ use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use super::{Exec, ExecOutput};
+use super::{Exec, ExecOutput, OutputLimits};
 
 /// Writes under this folder (relative to the root) are refused.
 pub const DENIED: &str = "protected";
@@ -17,6 +17,8 @@ pub const DENIED: &str = "protected";
 pub struct TestExec {
     _dir: TempDir,
     root: PathBuf,
+    limits: OutputLimits,
+    full_output: Option<String>,
 }
 
 impl TestExec {
@@ -24,7 +26,25 @@ impl TestExec {
         let dir = tempfile::tempdir().expect("create temp dir");
         let root = dir.path().join("work");
         std::fs::create_dir(&root).expect("create work dir");
-        TestExec { _dir: dir, root }
+        TestExec {
+            _dir: dir,
+            root,
+            limits: OutputLimits::default(),
+            full_output: None,
+        }
+    }
+
+    /// The same, with these output caps.
+    pub fn with_limits(self, limits: OutputLimits) -> TestExec {
+        TestExec { limits, ..self }
+    }
+
+    /// The same, naming `path` as the file that keeps each call's whole output.
+    pub fn with_full_output(self, path: &str) -> TestExec {
+        TestExec {
+            full_output: Some(path.to_string()),
+            ..self
+        }
     }
 
     /// A host path next to (outside) the work root, in the same temp dir.
@@ -84,6 +104,14 @@ impl Exec for TestExec {
             timed_out,
             dropped_bytes: 0,
         })
+    }
+
+    fn limits(&self) -> OutputLimits {
+        self.limits
+    }
+
+    fn full_output(&self) -> Option<String> {
+        self.full_output.clone()
     }
 
     fn check_write(&self, rel_path: &str) -> Result<(), String> {

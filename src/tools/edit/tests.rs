@@ -175,3 +175,39 @@ fn line_span_counts_touched_lines() {
     assert_eq!(line_span("a\n"), 1);
     assert_eq!(line_span("a\nb"), 2);
 }
+
+#[tokio::test]
+async fn a_cut_region_is_kept_whole_in_stdout_and_the_model_told_how_to_see_more() {
+    let limits = crate::tools::OutputLimits {
+        edit: 300,
+        ..crate::tools::OutputLimits::default()
+    };
+    let exec = TestExec::new()
+        .with_limits(limits)
+        .with_full_output("/runs/r1/steps/step-2.out");
+    let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(exec.path("f.txt"), &text).unwrap();
+    let new: String = (1..=40).map(|i| format!("new {i}\n")).collect();
+    let out = call(&edit_input("f.txt", "line 5\n", &new), &exec).await;
+    assert!(!out.is_error, "{}", out.content);
+
+    let lines: Vec<String> = text
+        .replace("line 5\n", &new)
+        .lines()
+        .map(String::from)
+        .collect();
+    // Lines 2..=47: three lines of context on each side of the 40 new ones.
+    let region: String = (2..=47)
+        .map(|n| format!("{n:>6}\t{}\n", lines[n - 1]))
+        .collect();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), region);
+    assert!(!out.content.contains("new 1\n"), "{}", out.content);
+    assert!(
+        out.content.ends_with(
+            "    47\tline 8\n[output cut; the whole output is kept in the run's step file \
+             (/runs/r1/steps/step-2.out); read the file (offset and limit) to see the rest]"
+        ),
+        "{}",
+        out.content
+    );
+}

@@ -96,10 +96,16 @@ async fn huge_pages_are_capped_head_and_tail() {
     let line = "x".repeat(1000);
     std::fs::write(exec.path("f.txt"), format!("{line}\n").repeat(200)).unwrap();
     let out = call(&json!({"path": "f.txt"}), &exec).await;
-    assert!(out.content.chars().count() <= crate::tools::OutputLimits::default().read);
-    assert!(out.content.starts_with("     1\t"));
-    assert!(out.content.contains("lines omitted ...]"));
-    assert!(out.content.contains("   200\t"));
+    // The cap is on the page; the line saying how to see the rest comes on top.
+    let (page, note) = out.content.rsplit_once('\n').unwrap();
+    assert!(page.chars().count() <= crate::tools::OutputLimits::default().read);
+    assert!(page.starts_with("     1\t"));
+    assert!(page.contains("lines omitted ...]"));
+    assert!(page.contains("   200\t"));
+    assert_eq!(
+        note,
+        "[output cut; read fewer lines at a time (offset and limit) to see the rest]"
+    );
 }
 
 #[tokio::test]
@@ -209,4 +215,39 @@ async fn read_file_never_follows_a_symlink_swapped_in_after_resolve() {
         ),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn a_cut_page_is_kept_whole_in_stdout_and_the_model_told_how_to_see_more() {
+    let limits = crate::tools::OutputLimits {
+        read: 500,
+        ..crate::tools::OutputLimits::default()
+    };
+    let exec = TestExec::new()
+        .with_limits(limits)
+        .with_full_output("/runs/r1/steps/step-4.out");
+    std::fs::write(exec.path("f.txt"), numbered(100)).unwrap();
+    let out = call(&json!({"path": "f.txt", "limit": 50}), &exec).await;
+    let page: String = (1..=50).map(|i| format!("{i:>6}\tline {i}\n")).collect();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), page);
+    assert!(
+        out.content.starts_with("     1\tline 1\n"),
+        "{}",
+        out.content
+    );
+    assert!(!out.content.contains("line 25\n"), "{}", out.content);
+    assert!(
+        out.content.ends_with(
+            "    50\tline 50\n[output cut; the whole output is kept in the run's step file \
+             (/runs/r1/steps/step-4.out); read fewer lines at a time (offset and limit) to see \
+             the rest]\n(file has 100 lines; showing 1-50; use offset=51 to continue)"
+        ),
+        "{}",
+        out.content
+    );
+
+    // A page within the cap is what the model sees, whole.
+    let out = call(&json!({"path": "f.txt", "offset": 99}), &exec).await;
+    assert_eq!(out.content, "    99\tline 99\n   100\tline 100\n");
+    assert_eq!(out.stdout, out.content.as_bytes());
 }

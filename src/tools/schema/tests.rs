@@ -47,18 +47,26 @@ fn each_json_type_accepts_its_own_and_names_what_it_got() {
 }
 
 #[test]
-fn an_integer_has_no_fraction_but_any_integer_is_a_number() {
-    let integer = json!({"type": "integer"});
+fn an_integer_is_any_number_with_a_zero_fraction() {
+    let integer = json!({"type": "integer", "minimum": 1, "maximum": 600});
     assert!(violations(&integer, &json!(7)).is_empty());
-    assert!(violations(&integer, &json!(u64::MAX)).is_empty());
-    // 1.0 is written as a fraction: a number, not an integer.
+    // As in JSON Schema: 120.0 and 1.2e2 are integers, however written.
+    assert!(violations(&integer, &json!(120.0)).is_empty());
+    let exponent: Value = serde_json::from_str("1.2e2").unwrap();
+    assert!(violations(&integer, &exponent).is_empty());
+    assert!(violations(&json!({"type": "integer"}), &json!(u64::MAX)).is_empty());
     assert_eq!(
-        violations(&integer, &json!(1.0)),
-        ["the input must be an integer, got the number 1.0"]
+        violations(&integer, &json!(1.5)),
+        ["the input must be an integer, got the number 1.5"]
+    );
+    // Bounds still apply to one written with a fraction.
+    assert_eq!(
+        violations(&integer, &json!(601.0)),
+        ["the input must be at most 600, got 601.0"]
     );
     let number = json!({"type": "number"});
     assert!(violations(&number, &json!(1)).is_empty());
-    assert!(violations(&number, &json!(1.0)).is_empty());
+    assert!(violations(&number, &json!(1.5)).is_empty());
 }
 
 #[test]

@@ -146,7 +146,7 @@ fn the_same_cut_output_repeated_is_a_loop_though_each_names_its_own_step_file() 
     let out = host
         .ah(&mock.url())
         .args(["--backend", "none", "--review", "never"])
-        .args(["--output-limit", "bash=60", "list them"])
+        .args(["--output-limit", "bash=200", "list them"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
@@ -154,8 +154,8 @@ fn the_same_cut_output_repeated_is_a_loop_though_each_names_its_own_step_file() 
     let requests = mock.requests();
     assert_eq!(requests.len(), 11);
     let told = results_told(&requests);
-    assert!(told[0].contains("/steps/step-1.out]"), "{}", told[0]);
-    assert!(told[9].contains("/steps/step-10.out]"), "{}", told[9]);
+    assert!(told[0].contains("/steps/step-1.out); "), "{}", told[0]);
+    assert!(told[9].contains("/steps/step-10.out); "), "{}", told[9]);
     assert_ne!(told[0], told[9], "what the model was told differs");
     let last = last_message(&requests[10].body);
     let steering = last["content"][1]["text"].as_str().unwrap_or_default();

@@ -45,7 +45,7 @@ use sha2::{Digest, Sha256};
 use super::event::Event;
 use crate::llm::Block;
 use crate::session::BlockRecord;
-use crate::tools::ToolOutput;
+use crate::tools::{STEP_FILE_NOTE, STEP_FILE_NOTE_END, ToolOutput};
 
 /// How many calls the detector looks at unless told otherwise.
 pub const DEFAULT_WINDOW: usize = 10;
@@ -58,10 +58,6 @@ const LONGEST_PATTERN: usize = 3;
 
 /// How much of a call's input the steering message quotes.
 const SHOWN_INPUT_CHARS: usize = 200;
-
-/// How the note naming a cut output's step file begins; the tools add it
-/// (`crate::tools`, `note_full_output`) as `[the whole output is in PATH]`.
-const FULL_OUTPUT_NOTE: &str = "[the whole output is in ";
 
 /// What makes two tool calls the same call with the same result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,11 +84,11 @@ impl Signature {
 /// that names it, so the same cut output is the same result at every step.
 /// The note comes after the output it follows, so it is the last one.
 fn stable_result(content: &str) -> Cow<'_, str> {
-    let Some(start) = content.rfind(FULL_OUTPUT_NOTE) else {
+    let Some(start) = content.rfind(STEP_FILE_NOTE) else {
         return Cow::Borrowed(content);
     };
-    let path_start = start + FULL_OUTPUT_NOTE.len();
-    let Some(path_len) = content[path_start..].find(']') else {
+    let path_start = start + STEP_FILE_NOTE.len();
+    let Some(path_len) = content[path_start..].find(STEP_FILE_NOTE_END) else {
         return Cow::Borrowed(content);
     };
     Cow::Owned(format!(

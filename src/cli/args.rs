@@ -98,8 +98,9 @@ pub struct RunArgs {
 
     /// How much of a tool's output the model gets, `TOOL=CHARS` for read,
     /// bash, edit, write, or `bash-lines=N` (repeatable; defaults read=50000,
-    /// bash=30000, bash-lines=256, edit=10000, write=1000). The whole output
-    /// is always kept in the step files and the session.
+    /// bash=30000, bash-lines=256, edit=10000, write=1000; at least 200
+    /// characters, 10 lines). The whole output is always kept in the step
+    /// files and the session.
     #[arg(long = "output-limit", value_name = "TOOL=N", value_parser = parse_output_limit)]
     pub output_limits: Vec<(OutputLimit, usize)>,
 

@@ -109,6 +109,12 @@ impl OutputLimits {
 /// `shown` (what the model gets of `whole`); when it was cut, a line telling
 /// the model how to see the rest (`see_more`, e.g. "narrow the command …")
 /// and naming, for people, the step file that keeps the whole output.
+/// How the note naming the step file with a cut output's whole text begins
+/// and where the path in it ends (loop detection takes the path out, since it
+/// differs at every step).
+pub const STEP_FILE_NOTE: &str = "[output cut; the whole output is kept in the run's step file (";
+pub const STEP_FILE_NOTE_END: &str = "); ";
+
 fn note_full_output(shown: String, whole: &str, exec: &dyn Exec, see_more: &str) -> String {
     if shown == whole {
         return shown;
@@ -118,10 +124,7 @@ fn note_full_output(shown: String, whole: &str, exec: &dyn Exec, see_more: &str)
         text.push('\n');
     }
     match exec.full_output() {
-        Some(path) => format!(
-            "{text}[output cut; the whole output is kept in the run's step file ({path}); \
-             {see_more}]"
-        ),
+        Some(path) => format!("{text}{STEP_FILE_NOTE}{path}{STEP_FILE_NOTE_END}{see_more}]"),
         None => format!("{text}[output cut; {see_more}]"),
     }
 }

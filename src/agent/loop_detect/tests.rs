@@ -233,16 +233,18 @@ fn a_result_that_changes_once_breaks_the_pattern() {
 
 #[test]
 fn the_step_file_named_for_a_cut_output_does_not_make_results_differ() {
+    let note =
+        |path: &str| format!("{STEP_FILE_NOTE}{path}{STEP_FILE_NOTE_END}narrow the command]");
     let cut = |step: u32| {
         told(&format!(
-            "1\n… 500 lines omitted …\n502\n\n[the whole output is in \
-             /runs/r1/steps/step-{step}.out]exit code: 0"
+            "1\n… 500 lines omitted …\n502\n{}\nexit code: 0",
+            note(&format!("/runs/r1/steps/step-{step}.out"))
         ))
     };
     let input = json!({"command": "seq 1 502"});
     assert_eq!(
         stable_result(&cut(3).content),
-        "1\n… 500 lines omitted …\n502\n\n[the whole output is in ]exit code: 0"
+        format!("1\n… 500 lines omitted …\n502\n{}\nexit code: 0", note(""))
     );
     assert_eq!(
         Signature::of("bash", &input, &cut(3)),
@@ -253,14 +255,12 @@ fn the_step_file_named_for_a_cut_output_does_not_make_results_differ() {
     assert_eq!(found.count(), 1);
     // Only the path is left out: the rest of what the model was told counts.
     assert_ne!(
-        stable_result("a\n[the whole output is in /s/step-1.out]exit code: 0"),
-        stable_result("b\n[the whole output is in /s/step-1.out]exit code: 0")
+        stable_result(&format!("a\n{}", note("/s/step-1.out"))),
+        stable_result(&format!("b\n{}", note("/s/step-1.out")))
     );
     assert_eq!(stable_result("no note here"), "no note here");
-    assert_eq!(
-        stable_result("[the whole output is in /unclosed"),
-        "[the whole output is in /unclosed"
-    );
+    let unclosed = format!("{STEP_FILE_NOTE}/unclosed");
+    assert_eq!(stable_result(&unclosed), unclosed.as_str());
 }
 
 #[test]

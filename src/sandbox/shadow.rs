@@ -23,7 +23,9 @@
 //! caller names (the run's last accepted commit), so a rejected commit that a
 //! failed revert left at HEAD never becomes part of the run.
 
+mod baseline;
 mod links;
+mod pack;
 mod revert;
 mod stage;
 #[cfg(test)]
@@ -95,6 +97,14 @@ pub enum ShadowError {
         commit: Oid,
         first: git2::Error,
         retry: git2::Error,
+    },
+    #[error(
+        "shadow repo {git_dir}: writing the baseline's objects failed: {source}; \
+         check the free space and permissions of the run directory"
+    )]
+    Pack {
+        git_dir: PathBuf,
+        source: std::io::Error,
     },
     #[error("shadow repo {0} has no baseline commit yet: take the baseline before recording steps")]
     NoBaseline(PathBuf),
@@ -221,8 +231,8 @@ impl ShadowRepo {
             Ok(_) => return Err(ShadowError::BaselineExists(self.git_dir.clone())),
             Err(e) => return Err(e),
         }
-        let staged = self.stage_all(u64::MAX)?;
-        self.commit(&staged.tree, "baseline", &[])
+        let tree = self.stage_baseline()?;
+        self.commit(&tree, "baseline", &[])
     }
 
     /// Stages every change in the work tree and, when the staged tree differs

@@ -11,15 +11,23 @@
 //!
 //! Each file goes through `std::io::copy` between two open files, which on
 //! Linux uses `copy_file_range` (a reflink where the filesystem can), and its
-//! mode and times are set on the open descriptor. One thread: the copy is
-//! bound by the kernel and the disk, and on two cores spreading it over
-//! threads measured no faster (20k files: about 1.0 s either way, against
-//! 1.7–2.5 s for `rsync -a`).
+//! mode and times are set on the open descriptor. The folders are created
+//! first, in one walk; then one thread per core (at most [`MAX_THREADS`])
+//! fills them, a folder at a time, so two threads never create files in the
+//! same folder (the kernel serialises that). Creating files is kernel work
+//! that takes a core: on two cores, two threads copied 10k files in
+//! 0.5–0.6 s against 0.7–0.9 s for one, 70k files in 5–9 s against 8–10 s.
 
-use std::fs::{self, File, FileTimes, OpenOptions, Permissions};
+use std::ffi::OsString;
+use std::fs::{self, File, FileTimes, FileType, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+
+/// The most threads that copy at once.
+const MAX_THREADS: usize = 4;
 
 /// Top-level names never copied into the work directory.
 const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
@@ -72,59 +80,29 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
     // Directory modes are applied last, deepest first, so that a read-only
     // directory can still be filled.
     let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
-    let mut pending = vec![(project.to_path_buf(), work.to_path_buf())];
+    let folders = create_folders(project, work, &mut stats, &mut dir_modes)?;
 
-    while let Some((src_dir, dst_dir)) = pending.pop() {
-        let top_level = src_dir == project;
-        let entries = fs::read_dir(&src_dir).map_err(|source| WorkspaceError::Read {
-            path: src_dir.clone(),
-            source,
-        })?;
-        for entry in entries {
-            let entry = entry.map_err(|source| WorkspaceError::Read {
-                path: src_dir.clone(),
-                source,
-            })?;
-            let name = entry.file_name();
-            if top_level && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
-                continue;
-            }
-            let src = entry.path();
-            let dst = dst_dir.join(&name);
-            // The entry's own type: symbolic links are not followed.
-            let file_type = entry.file_type().map_err(|source| WorkspaceError::Read {
-                path: src.clone(),
-                source,
-            })?;
-            if file_type.is_dir() {
-                let meta = entry.metadata().map_err(|source| WorkspaceError::Read {
-                    path: src.clone(),
-                    source,
-                })?;
-                fs::create_dir(&dst).map_err(|source| WorkspaceError::Write {
-                    path: dst.clone(),
-                    source,
-                })?;
-                stats.dirs += 1;
-                dir_modes.push((dst.clone(), meta.permissions().mode()));
-                pending.push((src, dst));
-            } else if file_type.is_symlink() {
-                let target = fs::read_link(&src).map_err(|source| WorkspaceError::Read {
-                    path: src.clone(),
-                    source,
-                })?;
-                symlink(&target, &dst).map_err(|source| WorkspaceError::Write {
-                    path: dst.clone(),
-                    source,
-                })?;
-                stats.symlinks += 1;
-            } else if file_type.is_file() {
-                stats.bytes += copy_file(&src, &dst)?;
-                stats.files += 1;
-            } else {
-                stats.skipped += 1;
-            }
-        }
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = thread::available_parallelism().map_or(1, |n| n.get().min(MAX_THREADS));
+    let copied: Vec<Result<CopyStats, WorkspaceError>> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| scope.spawn(|| copy_folders(&folders, &next, &failed)))
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    for part in copied {
+        let part = part?;
+        stats.files += part.files;
+        stats.symlinks += part.symlinks;
+        stats.bytes += part.bytes;
     }
 
     for (dir, mode) in dir_modes.iter().rev() {
@@ -136,6 +114,116 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
         })?;
     }
     Ok(stats)
+}
+
+/// A folder of the project, created in the work copy, with the files and
+/// links still to copy into it.
+struct Folder {
+    src: PathBuf,
+    dst: PathBuf,
+    entries: Vec<(OsString, FileType)>,
+}
+
+/// Walks the project, creating every folder in the work copy (counted in
+/// `stats`, with its mode pushed to `dir_modes`) and listing what each one
+/// holds; sockets, fifos and device files are counted and left out.
+fn create_folders(
+    project: &Path,
+    work: &Path,
+    stats: &mut CopyStats,
+    dir_modes: &mut Vec<(PathBuf, u32)>,
+) -> Result<Vec<Folder>, WorkspaceError> {
+    let mut folders = Vec::new();
+    let mut pending = vec![(project.to_path_buf(), work.to_path_buf())];
+    while let Some((src_dir, dst_dir)) = pending.pop() {
+        let top_level = src_dir == project;
+        let read_err = |source| WorkspaceError::Read {
+            path: src_dir.clone(),
+            source,
+        };
+        let mut entries = Vec::new();
+        for entry in fs::read_dir(&src_dir).map_err(read_err)? {
+            let entry = entry.map_err(read_err)?;
+            let name = entry.file_name();
+            if top_level && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
+                continue;
+            }
+            // The entry's own type: symbolic links are not followed.
+            let file_type = entry.file_type().map_err(|source| WorkspaceError::Read {
+                path: entry.path(),
+                source,
+            })?;
+            if file_type.is_dir() {
+                let src = entry.path();
+                let meta = entry.metadata().map_err(|source| WorkspaceError::Read {
+                    path: src.clone(),
+                    source,
+                })?;
+                let dst = dst_dir.join(&name);
+                fs::create_dir(&dst).map_err(|source| WorkspaceError::Write {
+                    path: dst.clone(),
+                    source,
+                })?;
+                stats.dirs += 1;
+                dir_modes.push((dst.clone(), meta.permissions().mode()));
+                pending.push((src, dst));
+            } else if file_type.is_symlink() || file_type.is_file() {
+                entries.push((name, file_type));
+            } else {
+                stats.skipped += 1;
+            }
+        }
+        folders.push(Folder {
+            src: src_dir,
+            dst: dst_dir,
+            entries,
+        });
+    }
+    Ok(folders)
+}
+
+/// Copies the files and links of the folders not yet taken (`next` is the
+/// first of them), one folder at a time, until none is left or a copy
+/// failed. Counts what it copied.
+fn copy_folders(
+    folders: &[Folder],
+    next: &AtomicUsize,
+    failed: &AtomicBool,
+) -> Result<CopyStats, WorkspaceError> {
+    let mut stats = CopyStats::default();
+    while !failed.load(Ordering::Relaxed) {
+        let Some(folder) = folders.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            break;
+        };
+        for (name, file_type) in &folder.entries {
+            let (src, dst) = (folder.src.join(name), folder.dst.join(name));
+            let copied = if file_type.is_symlink() {
+                copy_link(&src, &dst).map(|()| stats.symlinks += 1)
+            } else {
+                copy_file(&src, &dst).map(|bytes| {
+                    stats.files += 1;
+                    stats.bytes += bytes;
+                })
+            };
+            if let Err(e) = copied {
+                failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// Recreates the symbolic link `from` at `to`, pointing where it points.
+fn copy_link(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
+    let target = fs::read_link(from).map_err(|source| WorkspaceError::Read {
+        path: from.to_path_buf(),
+        source,
+    })?;
+    symlink(&target, to).map_err(|source| WorkspaceError::Write {
+        path: to.to_path_buf(),
+        source,
+    })
 }
 
 /// Creates `work`, or accepts it when it is an empty directory.
@@ -271,6 +359,32 @@ mod tests {
             let meta = fs::symlink_metadata(dst.join(link)).unwrap();
             assert!(meta.file_type().is_symlink(), "{link}");
             assert_eq!(fs::read_link(dst.join(link)).unwrap(), Path::new(target));
+        }
+    }
+
+    #[test]
+    fn every_folder_is_filled_whichever_thread_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
+        for d in 0..40 {
+            let folder = src.join(format!("d{}/e{d}", d % 4));
+            fs::create_dir_all(&folder).unwrap();
+            for f in 0..5 {
+                fs::write(folder.join(format!("f{f}")), format!("{d}/{f}")).unwrap();
+            }
+            symlink("f0", folder.join("link")).unwrap();
+        }
+        let stats = copy_project(&src, &dst).unwrap();
+        assert_eq!((stats.files, stats.symlinks, stats.dirs), (200, 40, 44));
+        let bytes: u64 = (0..40).map(|d| 5 * format!("{d}/0").len() as u64).sum();
+        assert_eq!(stats.bytes, bytes);
+        for d in 0..40 {
+            let folder = dst.join(format!("d{}/e{d}", d % 4));
+            for f in 0..5 {
+                let text = fs::read_to_string(folder.join(format!("f{f}"))).unwrap();
+                assert_eq!(text, format!("{d}/{f}"));
+            }
+            assert_eq!(fs::read_link(folder.join("link")).unwrap(), Path::new("f0"));
         }
     }
 

@@ -31,9 +31,9 @@ pub(super) struct Staged<'r> {
 
 /// What one scan of the work tree found.
 #[derive(Default)]
-struct WorkTreeScan {
+pub(super) struct WorkTreeScan {
     /// Paths that differ from the index, each with whether it was deleted.
-    changes: Vec<(bool, Vec<u8>)>,
+    pub(super) changes: Vec<(bool, Vec<u8>)>,
     nested_repos: Vec<String>,
 }
 
@@ -79,7 +79,12 @@ impl ShadowRepo {
 
     /// Stages one added or changed path; false when it is a regular file
     /// over the cap (and so was not staged).
-    fn stage_path(&self, index: &mut Index, path: &[u8], max: u64) -> Result<bool, ShadowError> {
+    pub(super) fn stage_path(
+        &self,
+        index: &mut Index,
+        path: &[u8],
+        max: u64,
+    ) -> Result<bool, ShadowError> {
         let rel = Path::new(OsStr::from_bytes(path));
         let full = self.work_dir.join(rel);
         let stage_err = |source| ShadowError::Stage {
@@ -136,7 +141,7 @@ impl ShadowRepo {
             .map_err(io::Error::other)
     }
 
-    fn scan_work_tree(&self, index: &Index) -> Result<WorkTreeScan, ShadowError> {
+    pub(super) fn scan_work_tree(&self, index: &Index) -> Result<WorkTreeScan, ShadowError> {
         let mut opts = DiffOptions::new();
         opts.include_untracked(true)
             .recurse_untracked_dirs(true)
@@ -174,7 +179,7 @@ impl ShadowRepo {
 
 /// The index entry of a regular file, with the stat data libgit2 would
 /// record for it (so its stat cache recognises the file as unchanged).
-fn index_entry(meta: &Metadata, id: Oid, path: &[u8]) -> IndexEntry {
+pub(super) fn index_entry(meta: &Metadata, id: Oid, path: &[u8]) -> IndexEntry {
     let executable = meta.mode() & 0o100 != 0;
     IndexEntry {
         // The index format keeps 32-bit fields; libgit2 truncates alike.

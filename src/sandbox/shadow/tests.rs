@@ -1,6 +1,7 @@
 //! Behaviour of the shadow repo on real directories.
 
 mod attacks;
+mod baseline;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

@@ -121,3 +121,46 @@ fn doctor_passes_here_and_names_the_fix_for_a_missing_image() {
     );
     assert!(text.contains("ah image build"), "{text}");
 }
+
+#[test]
+fn a_session_in_use_by_a_live_ah_is_refused_and_a_dead_ones_is_taken() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().text("first")),
+        Turn::reply(Reply::new().text("second")),
+    ]);
+    write_run(&host, &mock, "first");
+    let db = host.sessions()[0].clone();
+    // Another process claims the session, as a running ah does.
+    let mut other = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let claim = |state: &str, pid: u32| {
+        conn.execute(
+            "INSERT OR REPLACE INTO context(key, value) VALUES ('state', ?1), ('pid', ?2)",
+            (state, pid.to_string()),
+        )
+        .unwrap();
+    };
+    claim("processing", other.id());
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "second"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("in use by ah process {}", other.id())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("-n"), "{stderr}");
+    assert_eq!(host.runs().len(), 1, "nothing was prepared");
+
+    other.kill().unwrap();
+    other.wait().unwrap();
+    write_run(&host, &mock, "second");
+    assert_eq!(mock.requests().len(), 2);
+}

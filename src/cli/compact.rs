@@ -43,6 +43,7 @@ pub async fn compact(
         );
     }
     let mut session = Session::open(&path)?;
+    super::task::refuse_if_busy(&session)?;
     let name = match model {
         Some(name) => name.to_string(),
         None => last_model(&session)?.unwrap_or_else(models::default_model_name),

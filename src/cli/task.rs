@@ -23,7 +23,7 @@ use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{
-    AgentConfig, EndReason, Event, abort_channel, close_interrupted, record_event, run_agent,
+    AgentConfig, EndReason, Event, abort_channel, busy, close_interrupted, record_event, run_agent,
     set_state,
 };
 use crate::llm::anthropic::AnthropicClient;
@@ -88,6 +88,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         podman_preflight(&image).await?;
     }
     let mut session = open_session(&args, &ah_dir)?;
+    refuse_if_busy(&session)?;
     let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,
@@ -104,6 +105,18 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         output.show(&event);
     }
     code
+}
+
+/// Another live ah working on the session would fork it under its feet.
+pub(super) fn refuse_if_busy(session: &Session) -> Result<()> {
+    if let Some(pid) = busy(session)? {
+        bail!(
+            "session {} is in use by ah process {pid}: wait for it to finish, or start a new \
+             session with -n",
+            session.id()
+        );
+    }
+    Ok(())
 }
 
 /// What `run` settled before the session was opened.

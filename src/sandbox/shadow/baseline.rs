@@ -24,18 +24,20 @@ use super::{ShadowError, ShadowRepo};
 const PACKED_FILE_MAX: u64 = 8 * 1024 * 1024;
 
 impl ShadowRepo {
-    /// Stages every file of the work tree into the (empty) index, saves it,
+    /// Stages every file of the work tree into an empty index, saves it,
     /// and returns its tree.
     pub(super) fn stage_baseline(&self) -> Result<Tree<'_>, ShadowError> {
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
-        index.read(false).map_err(self.err("reading the index"))?;
-        // The index is empty: every path found is an addition.
+        // Whatever an earlier attempt left is dropped: every path found is
+        // an addition.
+        index.clear().map_err(self.err("emptying the index"))?;
         let scan = self.scan_work_tree(&index)?;
         let pack_err = |source| ShadowError::Pack {
             git_dir: self.git_dir.clone(),
             source,
         };
-        let mut packer = BlobPacker::new(&self.repo).map_err(self.err("opening the objects"))?;
+        let mut packer =
+            BlobPacker::new(&self.repo).map_err(self.err("opening the object database"))?;
         let mut packed = Vec::new();
         let mut data = Vec::new();
         for (_, path) in &scan.changes {
@@ -74,6 +76,7 @@ impl ShadowRepo {
             source,
         };
         // O_NOFOLLOW: a link is not opened but staged as a link.
+        // O_NONBLOCK: a pipe cannot hang the open.
         let file = match OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)

@@ -121,3 +121,24 @@ fn the_baseline_writes_packs_not_loose_objects_for_ordinary_files() {
         &["--git-dir", git_dir, "fsck", "--strict", "--no-dangling"],
     );
 }
+
+#[test]
+fn what_an_earlier_attempt_left_in_the_index_is_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join("kept"), "kept\n").unwrap();
+    fs::write(work.join("gone"), "gone\n").unwrap();
+    let git_dir = dir.path().join("shadow.git");
+    let repo = ShadowRepo::init(&git_dir, &work).unwrap();
+    let git_dir = git_dir.to_str().unwrap();
+    git(&work, &["--git-dir", git_dir, "add", "gone", "kept"]);
+    fs::remove_file(work.join("gone")).unwrap();
+    let base = repo.baseline().unwrap();
+    let tree = repo.commit_tree(base).unwrap();
+    let names: Vec<_> = tree
+        .iter()
+        .filter_map(|e| e.name().ok().map(String::from))
+        .collect();
+    assert_eq!(names, ["kept"]);
+}

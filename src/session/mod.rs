@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::llm::{Block, Role, Usage};
+use crate::llm::{Block, Message, Role, Usage};
 
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
@@ -100,6 +100,16 @@ pub struct StoredMessage {
     pub created_at: String,
     pub meta: MessageMeta,
     pub blocks: Vec<BlockRecord>,
+}
+
+impl StoredMessage {
+    /// The message as it is sent to the model.
+    pub fn to_message(&self) -> Message {
+        Message {
+            role: self.role,
+            content: self.blocks.iter().map(|b| b.block.clone()).collect(),
+        }
+    }
 }
 
 /// Why a session operation failed. Every message names the database file.

@@ -14,7 +14,7 @@ use super::rows::{self, BlockRow, MessageRow, to_i64};
 use super::schema::{self, classify};
 use super::time::now_rfc3339;
 use super::{BlockRecord, MessageMeta, Result, SessionError, StoredMessage};
-use crate::llm::{Message, Role, Usage};
+use crate::llm::{Role, Usage};
 
 /// The context key that names the message the conversation continues from.
 const HEAD_KEY: &str = "head";
@@ -266,18 +266,6 @@ impl Session {
                     .map_err(|reason| self.corrupt(reason))
             })
             .collect()
-    }
-
-    /// The conversation up to `message_id` as it is sent to the model.
-    pub fn api_messages(&self, message_id: &str) -> Result<Vec<Message>> {
-        Ok(self
-            .path_to(message_id)?
-            .into_iter()
-            .map(|message| Message {
-                role: message.role,
-                content: message.blocks.into_iter().map(|b| b.block).collect(),
-            })
-            .collect())
     }
 
     /// Sets a context value (e.g. `head`, the model, the run directory).

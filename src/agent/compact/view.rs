@@ -94,10 +94,7 @@ pub fn view(path: &[StoredMessage]) -> View<'_> {
 pub fn request_messages(view: &View<'_>) -> Vec<Message> {
     view.messages
         .iter()
-        .map(|message| Message {
-            role: message.role,
-            content: message.blocks.iter().map(|b| b.block.clone()).collect(),
-        })
+        .map(|message| message.to_message())
         .collect()
 }
 

@@ -80,7 +80,7 @@ fn every_block_type_round_trips() {
     assert_eq!(stored[1].meta.usage.unwrap().input_tokens, 1200);
     assert!(stored[1].created_at.ends_with('Z'));
 
-    let api = session.api_messages(&results.id).unwrap();
+    let api: Vec<Message> = stored.iter().map(StoredMessage::to_message).collect();
     assert_eq!(api.len(), 3);
     assert_eq!(api[0], Message::user_text("fix the tests"));
     assert_eq!(api[1].role, Role::Assistant);
@@ -177,7 +177,12 @@ fn consecutive_messages_of_one_role_are_stored() {
     let (_dir, mut session) = new_session();
     let first = say(&mut session, None, Role::User, "one");
     let second = say(&mut session, Some(&first.id), Role::User, "two");
-    let api = session.api_messages(&second.id).unwrap();
+    let api: Vec<Message> = session
+        .path_to(&second.id)
+        .unwrap()
+        .iter()
+        .map(StoredMessage::to_message)
+        .collect();
     assert_eq!(
         api,
         vec![Message::user_text("one"), Message::user_text("two")]

@@ -31,11 +31,6 @@ impl Default for Capture {
 }
 
 impl Capture {
-    /// A capture that keeps [`HEAD_BYTES`] + [`TAIL_BYTES`] at most.
-    pub fn new() -> Capture {
-        Capture::default()
-    }
-
     pub fn with_limits(head_cap: usize, tail_cap: usize) -> Capture {
         Capture {
             head: Vec::new(),

@@ -123,8 +123,8 @@ pub async fn run_in_group(mut command: Command, timeout: Duration) -> io::Result
         .take()
         .ok_or_else(|| io::Error::other("stderr of the command was not captured"))?;
 
-    let mut out = Capture::new();
-    let mut err = Capture::new();
+    let mut out = Capture::default();
+    let mut err = Capture::default();
     let (status, timed_out) = {
         let mut reading = pin!(async {
             let (a, b) = tokio::join!(pump(stdout, &mut out), pump(stderr, &mut err));

@@ -161,11 +161,6 @@ impl RunDir {
         write_file(&self.step_file(n, "violation.txt"), text.as_bytes())
     }
 
-    /// Writes `manifest.json` atomically.
-    pub fn write_manifest(&self, manifest: &Manifest) -> Result<()> {
-        manifest.save(&self.manifest_path())
-    }
-
     pub fn read_manifest(&self) -> Result<Manifest> {
         Manifest::load(&self.manifest_path())
     }

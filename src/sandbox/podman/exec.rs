@@ -199,8 +199,8 @@ pub async fn run(
             "podman exec started without output pipes",
         ));
     };
-    let mut out = Capture::new();
-    let mut err = Capture::new();
+    let mut out = Capture::default();
+    let mut err = Capture::default();
 
     let finished = tokio::time::timeout(timeout, async {
         let (r1, r2, status) = tokio::join!(

@@ -170,9 +170,9 @@ fn manifest_round_trips_and_is_replaced_atomically() {
     let (_project, ah) = ah_dir();
     let run = RunDir::create(&ah).unwrap();
     let first = Manifest::new(&run.id().to_string(), "task", "model", "podman");
-    run.write_manifest(&first).unwrap();
+    first.save(&run.manifest_path()).unwrap();
     let full = full_manifest(&run);
-    run.write_manifest(&full).unwrap();
+    full.save(&run.manifest_path()).unwrap();
     assert_eq!(run.read_manifest().unwrap(), full);
     assert_eq!(Manifest::load(&run.manifest_path()).unwrap(), full);
 
@@ -210,13 +210,8 @@ fn list_runs_reads_manifests_newest_first() {
     let (_project, ah) = ah_dir();
     assert!(list_runs(&ah).unwrap().is_empty());
     let older = RunDir::create(&ah).unwrap();
-    older
-        .write_manifest(&Manifest::new(
-            &older.id().to_string(),
-            "first",
-            "m",
-            "none",
-        ))
+    Manifest::new(&older.id().to_string(), "first", "m", "none")
+        .save(&older.manifest_path())
         .unwrap();
     std::thread::sleep(Duration::from_millis(3));
     let newer = RunDir::create(&ah).unwrap();

@@ -9,6 +9,7 @@ mod commands;
 mod compact;
 mod display;
 mod output;
+mod prompt_setup;
 mod review;
 mod safe_text;
 mod sandbox_setup;
@@ -65,6 +66,7 @@ pub fn main() -> i32 {
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
             }
+            Some(Command::Completions { shell }) => commands::completions(shell),
             Some(Command::Doctor { image }) => {
                 commands::doctor(image.as_deref(), sandbox_setup::runtime(&cli.run.sandbox)).await
             }

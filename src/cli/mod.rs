@@ -11,6 +11,7 @@ mod display;
 mod output;
 mod prompt_setup;
 mod review;
+mod review_pick;
 mod safe_text;
 mod sandbox_setup;
 mod task;

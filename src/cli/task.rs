@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
+use super::config::{self, RetrySettings};
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
 use super::review::{self, ReviewOutcome};
@@ -47,7 +48,7 @@ copy of the project as it is now: changes from earlier runs are in it only if th
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-pub async fn run(args: RunArgs) -> Result<i32> {
+pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
     let task = args.prompt.join(" ");
     if task.trim().is_empty() {
         return Err(UsageError(
@@ -57,17 +58,19 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         .into());
     }
     let project = resolve_project(args.project.as_deref())?;
+    let loaded =
+        config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
+    config::fill(&mut args, matches, &loaded.config);
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
-    let model = models::resolve(
-        &args
-            .model
-            .clone()
-            .unwrap_or_else(models::default_model_name),
+    let model = config::resolve_model(
+        args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
+        &args.config,
     );
-    let provider = AnthropicClient::from_env(retry_policy()?)?;
-    let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    let provider = AnthropicClient::from_env(retry_policy(&args.config.retry))?;
+    let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
         // JSON consumers are programs: nobody to ask.
@@ -186,6 +189,10 @@ async fn run_in_session(
         args.max_artifact_size.saturating_mul(1024 * 1024),
     );
     run.set_output_limits(output_limits(&args.output_limits));
+    run.set_bash_timeout(
+        args.bash_timeout
+            .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
+    );
 
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session)?;
@@ -410,29 +417,13 @@ fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
     Ok(Session::create(ah_dir)?)
 }
 
-/// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,
-/// `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
-pub(super) fn retry_policy() -> Result<RetryPolicy> {
-    let mut policy = RetryPolicy::default();
-    if let Some(n) = env_number("AH_RETRY_ATTEMPTS")? {
-        policy.max_attempts = n as u32;
-    }
-    if let Some(ms) = env_number("AH_RETRY_BASE_MS")? {
-        policy.base_delay = Duration::from_millis(ms);
-    }
-    if let Some(secs) = env_number("AH_STREAM_IDLE_SECS")? {
-        policy.idle_timeout = Duration::from_secs(secs);
-    }
-    Ok(policy)
-}
-
-fn env_number(name: &str) -> Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| UsageError(format!("{name}={value:?} is not a whole number")).into()),
-        Err(_) => Ok(None),
+/// The retry settings of the configuration (`retry.*`, also set by
+/// `AH_RETRY_ATTEMPTS`, `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
+pub(super) fn retry_policy(settings: &RetrySettings) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: settings.attempts,
+        base_delay: Duration::from_millis(settings.base_ms),
+        idle_timeout: Duration::from_secs(settings.idle_secs),
+        ..RetryPolicy::default()
     }
 }

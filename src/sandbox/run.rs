@@ -84,6 +84,7 @@ pub struct Run {
     /// could not be undone.
     poisoned: Option<String>,
     limits: OutputLimits,
+    bash_timeout: u64,
 }
 
 impl Run {
@@ -122,12 +123,18 @@ impl Run {
             artifact_cap,
             poisoned: None,
             limits: OutputLimits::default(),
+            bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
         }
     }
 
     /// Sets how much of each tool's output the model gets.
     pub fn set_output_limits(&mut self, limits: OutputLimits) {
         self.limits = limits;
+    }
+
+    /// Sets how long a `bash` call runs when the model names no timeout.
+    pub fn set_bash_timeout(&mut self, seconds: u64) {
+        self.bash_timeout = seconds;
     }
 
     pub fn id(&self) -> String {
@@ -164,6 +171,7 @@ impl Run {
             backend: self.backend.as_ref(),
             policy: &self.policy,
             limits: self.limits,
+            bash_timeout: self.bash_timeout,
             full_output: self.dir.step_file(step, "out"),
         };
         let mut output = match &self.poisoned {
@@ -369,6 +377,7 @@ struct ExecView<'a> {
     backend: &'a dyn Backend,
     policy: &'a Policy,
     limits: OutputLimits,
+    bash_timeout: u64,
     /// The step's `.out` file, where the whole output is kept.
     full_output: PathBuf,
 }
@@ -389,6 +398,10 @@ impl Exec for ExecView<'_> {
 
     fn limits(&self) -> OutputLimits {
         self.limits
+    }
+
+    fn bash_timeout(&self) -> u64 {
+        self.bash_timeout
     }
 
     fn full_output(&self) -> Option<String> {

@@ -9,6 +9,7 @@ mod commands;
 mod compact;
 mod display;
 mod output;
+mod queue;
 mod review;
 mod safe_text;
 mod sandbox_setup;
@@ -55,6 +56,9 @@ pub fn main() -> i32 {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            None if cli.run.steer.is_some() || cli.run.followup.is_some() => {
+                queue::send(&cli.run).await
+            }
             None => task::run(cli.run).await,
             Some(Command::Apply {
                 run_id,

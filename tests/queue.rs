@@ -49,9 +49,11 @@ impl Busy {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        wait_until("the first ah's tool to start", Duration::from_secs(60), || {
-            started.exists()
-        });
+        wait_until(
+            "the first ah's tool to start",
+            Duration::from_secs(60),
+            || started.exists(),
+        );
         (Busy { child, go }, mock)
     }
 
@@ -99,7 +101,10 @@ fn steering_skips_the_rest_of_the_turn_and_reaches_the_next_request() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let told = String::from_utf8_lossy(&out.stderr);
-    assert!(told.contains("queued steering message #1 for ah process"), "{told}");
+    assert!(
+        told.contains("queued steering message #1 for ah process"),
+        "{told}"
+    );
 
     let out = busy.finish();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
@@ -110,7 +115,11 @@ fn steering_skips_the_rest_of_the_turn_and_reaches_the_next_request() {
     let content = sent["content"].as_array().unwrap();
     assert_eq!(content.len(), 4, "{sent}");
     assert_eq!(content[0]["tool_use_id"], json!("toolu_1"));
-    assert_ne!(content[0]["content"], json!(SKIPPED), "the running call ran");
+    assert_ne!(
+        content[0]["content"],
+        json!(SKIPPED),
+        "the running call ran"
+    );
     for (block, id) in content[1..3].iter().zip(["toolu_2", "toolu_3"]) {
         assert_eq!(block["type"], json!("tool_result"));
         assert_eq!(block["tool_use_id"], json!(id));
@@ -259,9 +268,13 @@ fn a_sigkilled_owner_is_given_up_by_the_waiter_and_taken_over_at_once() {
     // Its lock is still on disk, but its process is dead: taken at once.
     assert_eq!(query(&queue, "SELECT pid FROM lock")[0][0], json!(owner));
     mock.push(Turn::reply(Reply::new().text("resumed")));
-    let out = second(&host, &mock, &["--backend", "none", "--review", "never", "go on"])
-        .output()
-        .unwrap();
+    let out = second(
+        &host,
+        &mock,
+        &["--backend", "none", "--review", "never", "go on"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let told = String::from_utf8_lossy(&out.stderr);
     assert!(

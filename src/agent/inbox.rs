@@ -72,7 +72,12 @@ impl TurnSteering {
             return Ok(None);
         }
         self.skipped += 1;
-        Ok(Some(BlockRecord::tool_result(id, name, STEERED.into(), true)))
+        Ok(Some(BlockRecord::tool_result(
+            id,
+            name,
+            STEERED.into(),
+            true,
+        )))
     }
 
     /// After the turn's results: the steering text blocks that follow them.

@@ -174,6 +174,5 @@ mod tests {
             session.context("pid").unwrap(),
             Some(std::process::id().to_string())
         );
-
     }
 }

@@ -36,7 +36,8 @@ pub(super) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> 
             Ok(Claim::Owner(lock))
         }
         Acquire::Held(owner) => {
-            let code = send_to(session.path(), QueueKind::Followup, task, wait, Some(owner)).await?;
+            let code =
+                send_to(session.path(), QueueKind::Followup, task, wait, Some(owner)).await?;
             Ok(Claim::Queued(code))
         }
     }
@@ -106,14 +107,21 @@ async fn send_to(
         Enqueued::Queued { id, owner } => {
             let pid = owner.process.pid;
             let when = match kind {
-                QueueKind::Steer => "it reaches the model after the running tool call; the \
-                                     turn's remaining tool calls are skipped",
+                QueueKind::Steer => {
+                    "it reaches the model after the running tool call; the \
+                                     turn's remaining tool calls are skipped"
+                }
                 QueueKind::Followup => "it starts a turn when the current one ends",
             };
             let what = if seen.is_some() {
-                format!("session {session} is in use by ah process {pid}: your prompt is queued as follow-up #{id}")
+                format!(
+                    "session {session} is in use by ah process {pid}: your prompt is queued as follow-up #{id}"
+                )
             } else {
-                format!("queued {} #{id} for ah process {pid} (session {session})", kind_name(kind))
+                format!(
+                    "queued {} #{id} for ah process {pid} (session {session})",
+                    kind_name(kind)
+                )
             };
             if wait {
                 eprintln!("{what}; {when}. Waiting for its answer…");

@@ -31,7 +31,10 @@ pub(super) async fn answer(queue: &mut Queue, db: &Path, id: i64, owner: Owner) 
             return answered(db, pid, message_id.as_deref(), head.as_deref(), outcome);
         }
         match status {
-            None => bail!("queued message #{id} is gone from {}", queue.path().display()),
+            None => bail!(
+                "queued message #{id} is gone from {}",
+                queue.path().display()
+            ),
             Some(Status::Dropped { reason }) => {
                 bail!("your follow-up #{id} was not run: {reason}; run it again as a prompt")
             }

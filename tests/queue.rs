@@ -313,3 +313,40 @@ fn steering_a_session_no_ah_works_on_is_refused_with_how_to_run_it() {
     }
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[test]
+fn an_aborted_owner_releases_the_lock_and_tells_the_waiter_its_prompt_was_not_run() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let (busy, mock) = Busy::start(&host, vec![]);
+    let owner = busy.child.id();
+    let waiter = second(&host, &mock, &["--backend", "none", "--wait", "check it"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let queue = host.sessions()[0].with_extension("queue.db");
+    wait_until("the prompt to be queued", Duration::from_secs(30), || {
+        queue.exists() && !query(&queue, "SELECT id FROM queue").is_empty()
+    });
+    unsafe { libc::kill(owner as libc::pid_t, libc::SIGINT) };
+    let out = busy.child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("queued follow-up #1 was not delivered: check it"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(query(&queue, "SELECT count(*) FROM lock")[0][0], json!(0));
+
+    let waited = waiter.wait_with_output().unwrap();
+    assert_eq!(waited.status.code(), Some(1), "{}", describe(&waited));
+    let told = String::from_utf8_lossy(&waited.stderr);
+    assert!(
+        told.contains(&format!(
+            "was not run: ah process {owner} stopped (aborted) before delivering it"
+        )),
+        "{told}"
+    );
+    std::fs::write(&busy.go, "").unwrap();
+}

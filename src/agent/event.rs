@@ -237,3 +237,26 @@ pub enum CompactReason {
     /// `ah compact` asked for it.
     Manual,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_reasons_have_one_name_in_events_and_in_the_queue() {
+        for reason in [
+            EndReason::Done,
+            EndReason::ToolLimit,
+            EndReason::Stopped,
+            EndReason::Failed,
+            EndReason::Poisoned,
+            EndReason::Aborted,
+            EndReason::Looping,
+        ] {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                serde_json::json!(reason.as_str())
+            );
+        }
+    }
+}

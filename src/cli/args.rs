@@ -59,9 +59,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
-    /// Send MSG to the ah working on this session (another terminal): the
-    /// model gets it after the running tool call, and the turn's remaining
-    /// tool calls are skipped.
+    /// Send MSG to the ah working on this session (from another terminal):
+    /// the model gets it at the next tool round, and the tool calls of the
+    /// turn not yet run are skipped.
     #[arg(long, value_name = "MSG", conflicts_with_all = ["prompt", "followup", "new_session", "wait"])]
     pub steer: Option<String>,
 

@@ -108,8 +108,8 @@ async fn send_to(
             let pid = owner.process.pid;
             let when = match kind {
                 QueueKind::Steer => {
-                    "it reaches the model after the running tool call; the \
-                                     turn's remaining tool calls are skipped"
+                    "it reaches the model at the next tool round (the turn's tool calls not \
+                     yet run are skipped)"
                 }
                 QueueKind::Followup => "it starts a turn when the current one ends",
             };

@@ -59,8 +59,9 @@ struct Inner {
 
 impl SessionLock {
     /// Takes the lock of the session database `session_db` unless another
-    /// live ah holds it. `accepting` says whether steering and follow-ups
-    /// may be queued for this process.
+    /// live ah holds it (a lock this process holds already is taken again,
+    /// as a second handle). `accepting` says whether steering and
+    /// follow-ups may be queued for this process.
     pub fn acquire(session_db: &Path, accepting: bool) -> Result<Acquire> {
         let path = queue_path(session_db);
         let mut conn = open_db(&path)?;

@@ -82,7 +82,7 @@ pub async fn send(args: &RunArgs) -> Result<i32> {
     };
     if text.trim().is_empty() {
         return Err(super::task::UsageError(format!(
-            "the {} message is empty: say what the running ah should know",
+            "the {} is empty: say what the running ah should know",
             kind_name(kind)
         ))
         .into());

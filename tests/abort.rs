@@ -182,6 +182,9 @@ fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
     let db = &host.sessions()[0];
     let check = query(db, "PRAGMA integrity_check");
     assert_eq!(check[0][0], json!("ok"));
+    // Exiting at once still let go of the session's lock.
+    let lock = query(&db.with_extension("queue.db"), "SELECT count(*) FROM lock");
+    assert_eq!(lock[0][0], json!(0));
 
     // The next run continues the session (a missing result is answered)
     // and removes anything the hurried exit left behind.

@@ -8,13 +8,14 @@ use support::host::{Host, describe, query};
 use support::mock::{MockServer, Reply, Turn};
 use support::podman::podman_ready_blocking;
 
-fn write_run(host: &Host, mock: &MockServer, task: &str) {
+fn write_run(host: &Host, mock: &MockServer, task: &str) -> std::process::Output {
     let out = host
         .ah(&mock.url())
         .args(["--backend", "none", "--review", "never", task])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    out
 }
 
 #[test]
@@ -122,8 +123,21 @@ fn doctor_passes_here_and_names_the_fix_for_a_missing_image() {
     assert!(text.contains("ah image build"), "{text}");
 }
 
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// `/proc/<pid>/stat`, counted after the command name).
+fn start_time(pid: u32) -> i64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[test]
-fn a_session_in_use_by_a_live_ah_is_refused_and_a_dead_ones_is_taken() {
+fn a_session_held_by_a_live_ah_that_takes_no_messages_is_refused_and_a_dead_ones_is_taken() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().text("first")),
@@ -131,20 +145,23 @@ fn a_session_in_use_by_a_live_ah_is_refused_and_a_dead_ones_is_taken() {
     ]);
     write_run(&host, &mock, "first");
     let db = host.sessions()[0].clone();
-    // Another process claims the session, as a running ah does.
+    // Another process holds the session's lock, as an ah reviewing its
+    // patch or compacting does (it takes no steering or follow-ups).
     let mut other = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
         .unwrap();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let claim = |state: &str, pid: u32| {
-        conn.execute(
-            "INSERT OR REPLACE INTO context(key, value) VALUES ('state', ?1), ('pid', ?2)",
-            (state, pid.to_string()),
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    rusqlite::Connection::open(db.with_extension("queue.db"))
+        .unwrap()
+        .execute(
+            "INSERT INTO lock VALUES (1, ?1, ?2, ?3, 0, 'now')",
+            (other.id(), start_time(other.id()), now_ms),
         )
         .unwrap();
-    };
-    claim("processing", other.id());
     let out = host
         .ah(&mock.url())
         .args(["--backend", "none", "--review", "never", "second"])
@@ -158,9 +175,26 @@ fn a_session_in_use_by_a_live_ah_is_refused_and_a_dead_ones_is_taken() {
     );
     assert!(stderr.contains("-n"), "{stderr}");
     assert_eq!(host.runs().len(), 1, "nothing was prepared");
+    let out = host.ah(&mock.url()).args(["compact"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("in use by ah process {}", other.id())),
+        "{}",
+        describe(&out)
+    );
 
     other.kill().unwrap();
     other.wait().unwrap();
-    write_run(&host, &mock, "second");
+    let out = write_run(&host, &mock, "second");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "taking over session {} from ah process {}, which is no longer running",
+            db.file_stem().unwrap().to_string_lossy(),
+            other.id()
+        )),
+        "{}",
+        describe(&out)
+    );
     assert_eq!(mock.requests().len(), 2);
 }

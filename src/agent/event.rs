@@ -81,6 +81,20 @@ pub enum Event {
     SteeringInjected {
         text: String,
     },
+    /// A steering message (`ah --steer`, queue entry `id`) was added to the
+    /// conversation after a turn's tool results; the `skipped` tool calls of
+    /// that turn not yet run were answered "skipped" instead.
+    SteeringDelivered {
+        id: i64,
+        text: String,
+        skipped: u32,
+    },
+    /// A follow-up (`ah --followup`, or a prompt given to a busy session;
+    /// queue entry `id`) was added as a user message and starts a turn.
+    FollowupDelivered {
+        id: i64,
+        text: String,
+    },
     /// The conversation is being summarised; `tokens` is its size (reported
     /// by the API, or estimated) when compaction began.
     CompactionStart {
@@ -135,6 +149,8 @@ impl Event {
             Event::TurnEnd { .. } => "turn_end",
             Event::LoopDetected { .. } => "loop_detected",
             Event::SteeringInjected { .. } => "steering_injected",
+            Event::SteeringDelivered { .. } => "steering_delivered",
+            Event::FollowupDelivered { .. } => "followup_delivered",
             Event::CompactionStart { .. } => "compaction_start",
             Event::CompactionEnd { .. } => "compaction_end",
             Event::AgentEnd { .. } => "agent_end",
@@ -195,6 +211,21 @@ pub enum EndReason {
     Looping,
 }
 
+impl EndReason {
+    /// The name used in events and in the session queue.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Done => "done",
+            EndReason::ToolLimit => "tool_limit",
+            EndReason::Stopped => "stopped",
+            EndReason::Failed => "failed",
+            EndReason::Poisoned => "poisoned",
+            EndReason::Aborted => "aborted",
+            EndReason::Looping => "looping",
+        }
+    }
+}
+
 /// Why the conversation was compacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -205,4 +236,27 @@ pub enum CompactReason {
     Overflow,
     /// `ah compact` asked for it.
     Manual,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_reasons_have_one_name_in_events_and_in_the_queue() {
+        for reason in [
+            EndReason::Done,
+            EndReason::ToolLimit,
+            EndReason::Stopped,
+            EndReason::Failed,
+            EndReason::Poisoned,
+            EndReason::Aborted,
+            EndReason::Looping,
+        ] {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                serde_json::json!(reason.as_str())
+            );
+        }
+    }
 }

@@ -2,8 +2,9 @@
 //! text the model had streamed so far is kept as an assistant message, and
 //! every `tool_use` without a result gets one saying it was interrupted. The
 //! session's state (`processing`, `idle`, `closed`) and the id of the process
-//! working on it live in its `context` table, so another process can tell
-//! whether a run is live.
+//! working on it are recorded in its `context` table, for people and tools
+//! reading the file; which process holds the session is decided by the lock
+//! in its queue (`crate::session::queue`).
 
 use super::INTERRUPTED;
 use super::emit::record_event;
@@ -75,32 +76,6 @@ pub fn set_state(session: &Session, state: SessionState) -> Result<Event, Sessio
     let event = Event::StateChange { state };
     record_event(session, None, &event);
     Ok(event)
-}
-
-/// The process id of another live process working on the session, if any:
-/// its state is not `closed` and the recorded process still exists. A state
-/// left by a process that died counts as closed.
-pub fn busy(session: &Session) -> Result<Option<u32>, SessionError> {
-    let state = session.context("state")?;
-    if state.is_none() || state.as_deref() == Some(SessionState::Closed.as_str()) {
-        return Ok(None);
-    }
-    let Some(pid) = session.context("pid")?.and_then(|p| p.parse::<u32>().ok()) else {
-        return Ok(None);
-    };
-    if pid == std::process::id() {
-        return Ok(None);
-    }
-    Ok(process_alive(pid).then_some(pid))
-}
-
-fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]
@@ -199,28 +174,5 @@ mod tests {
             session.context("pid").unwrap(),
             Some(std::process::id().to_string())
         );
-        assert_eq!(
-            busy(&session).unwrap(),
-            None,
-            "this process does not block itself"
-        );
-    }
-
-    #[test]
-    fn a_live_other_process_makes_the_session_busy_and_a_dead_one_does_not() {
-        let (_dir, session) = session();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        session.set_context("state", "processing").unwrap();
-        session.set_context("pid", &child.id().to_string()).unwrap();
-        assert_eq!(busy(&session).unwrap(), Some(child.id()));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(busy(&session).unwrap(), None);
-        session.set_context("pid", "1").unwrap();
-        session.set_context("state", "closed").unwrap();
-        assert_eq!(busy(&session).unwrap(), None, "closed is never busy");
     }
 }

@@ -3,22 +3,25 @@
 //! session, and repeat until the model ends its turn.
 //!
 //! The loop talks to the outside only through the [`Provider`] trait, the
-//! sandbox [`Run`], the [`Session`] store and an event callback.
+//! sandbox [`Run`], the [`Session`] store, the [`Inbox`] of messages from
+//! other terminals and an event callback.
 
 pub mod abort;
 pub mod compact;
 mod emit;
 pub mod event;
+pub mod inbox;
+pub mod instructions;
 mod interrupt;
 pub mod loop_detect;
-pub mod instructions;
 pub mod prompt;
 mod request;
 mod step;
 
 pub use abort::{AbortHandle, AbortSignal, abort_channel};
 pub use emit::record_event;
-pub use interrupt::{busy, close_interrupted, set_state};
+pub use inbox::Inbox;
+pub use interrupt::{close_interrupted, set_state};
 
 use std::time::Instant;
 
@@ -26,6 +29,7 @@ use serde_json::{Value, json};
 
 use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
+use inbox::TurnSteering;
 use interrupt::keep_partial;
 use loop_detect::LoopDetector;
 use request::{INTERRUPTED, sendable};
@@ -75,8 +79,10 @@ pub struct AgentSummary {
 /// Runs the loop from the message `head` (normally the user's prompt) until
 /// the model ends its turn, the tool limit is reached, the model keeps
 /// repeating its calls (see [`loop_detect`]), `abort` fires, or a call fails.
+/// Steering and follow-ups come from `inbox` (see [`inbox`]).
 /// Every assistant response and every batch of tool results is one stored
 /// message; `on_event` sees everything as it happens.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_agent(
     config: &AgentConfig,
     provider: &dyn Provider,
@@ -84,6 +90,7 @@ pub async fn run_agent(
     run: &mut Run,
     mut head: String,
     abort: &mut AbortSignal,
+    inbox: &dyn Inbox,
     on_event: &mut (dyn FnMut(&Event) + Send),
 ) -> Result<AgentSummary, AgentError> {
     let mut out = Emitter::new(on_event);
@@ -185,6 +192,12 @@ pub async fn run_agent(
                 Some("end_turn") | Some("stop_sequence") | None => EndReason::Done,
                 Some(_) => EndReason::Stopped,
             };
+            if reason == EndReason::Done
+                && let Some(next) = inbox::next_turn(inbox, session, &mut out, &head)?
+            {
+                head = next;
+                continue;
+            }
             return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
         }
 
@@ -192,6 +205,7 @@ pub async fn run_agent(
         // conversation stays valid for the API.
         let mut results = Vec::with_capacity(calls.len());
         let mut steering = Vec::new();
+        let mut steered = TurnSteering::default();
         let mut limited = false;
         let mut aborted = false;
         for (id, name, input) in calls {
@@ -203,6 +217,10 @@ pub async fn run_agent(
                     INTERRUPTED.into(),
                     true,
                 ));
+                continue;
+            }
+            if let Some(skipped) = steered.skip(inbox, &id, &name)? {
+                results.push(skipped);
                 continue;
             }
             if response.truncated_tool_calls.contains(&id) {
@@ -274,8 +292,12 @@ pub async fn run_agent(
         }
         // Text after the results: the API wants tool results first.
         results.append(&mut steering);
+        if !aborted {
+            results.extend(steered.after_results(inbox)?);
+        }
         let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
         head = stored.id;
+        steered.delivered(inbox, session, &mut out, &head)?;
         out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
         if aborted {
             return Ok(end(

@@ -10,10 +10,11 @@ use tokio::signal::unix::{SignalKind, signal};
 /// Exit code after an abort, as shells report SIGINT.
 pub const EXIT_ABORTED: i32 = 130;
 
-/// Waits for the first SIGINT or SIGTERM, then arms the second-signal exit.
+/// Waits for the first SIGINT or SIGTERM, then arms the second-signal exit,
+/// which calls `on_exit` (exiting skips destructors) before it exits.
 /// If the handlers cannot be installed, this never completes (the default
 /// signal behaviour then applies).
-pub async fn first_signal() {
+pub async fn first_signal(on_exit: impl FnOnce() + Send + 'static) {
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -32,6 +33,7 @@ pub async fn first_signal() {
         eprintln!(
             "exiting without cleanup; `ah` removes a leftover sandbox container at its next start"
         );
+        on_exit();
         std::process::exit(EXIT_ABORTED);
     });
 }

@@ -76,6 +76,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
+    /// Send MSG to the ah working on this session (from another terminal):
+    /// the model gets it at the next tool round, and the tool calls of the
+    /// turn not yet run are skipped.
+    #[arg(long, value_name = "MSG", conflicts_with_all = ["prompt", "followup", "new_session", "wait"])]
+    pub steer: Option<String>,
+
+    /// Queue MSG for the ah working on this session: it starts another turn
+    /// when the current one ends.
+    #[arg(long, value_name = "MSG", conflicts_with_all = ["prompt", "new_session"])]
+    pub followup: Option<String>,
+
+    /// When the prompt (or --followup) is queued for another ah working on
+    /// the session: wait until its turn is answered, and print the answer.
+    #[arg(long, conflicts_with = "json")]
+    pub wait: bool,
+
     /// Print the run's events as JSON lines on stdout (and nothing else on
     /// stdout); human messages stay on stderr. Implies --review never unless
     /// --review auto is given.

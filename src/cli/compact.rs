@@ -45,7 +45,8 @@ pub async fn compact(
         );
     }
     let mut session = Session::open(&path)?;
-    super::task::refuse_if_busy(&session)?;
+    // Held until compaction ends; dropping it on any return releases it.
+    let _lock = super::queue::claim_exclusive(&session)?;
     let name = match model {
         Some(name) => name.to_string(),
         None => last_model(&session)?.unwrap_or_else(|| loaded.config.model.clone()),

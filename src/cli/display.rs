@@ -98,6 +98,27 @@ impl Display {
                     terminal_safe(&tools.join(", "))
                 );
             }
+            Event::SteeringDelivered { id, text, skipped } => {
+                self.end_line();
+                let skipped = match skipped {
+                    0 => String::new(),
+                    1 => "; 1 tool call skipped".to_string(),
+                    n => format!("; {n} tool calls skipped"),
+                };
+                eprintln!(
+                    "{} steering #{id} delivered{skipped}: {}",
+                    style("⇢").magenta(),
+                    terminal_safe(text)
+                );
+            }
+            Event::FollowupDelivered { id, text } => {
+                self.end_line();
+                eprintln!(
+                    "{} follow-up #{id}: {}",
+                    style("⇢").magenta(),
+                    terminal_safe(text)
+                );
+            }
             Event::Error { message } => {
                 self.end_line();
                 eprintln!(

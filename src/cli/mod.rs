@@ -11,6 +11,7 @@ pub mod config;
 mod display;
 mod output;
 mod prompt_setup;
+mod queue;
 mod review;
 mod review_pick;
 mod safe_text;
@@ -61,6 +62,9 @@ pub fn main() -> i32 {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            None if cli.run.steer.is_some() || cli.run.followup.is_some() => {
+                queue::send(&cli.run).await
+            }
             None => task::run(cli.run, &matches).await,
             Some(Command::Apply {
                 run_id,

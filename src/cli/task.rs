@@ -18,6 +18,7 @@ use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
+use super::queue::{Claim, claim_for_run, report_dropped};
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
@@ -25,7 +26,7 @@ use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{
-    AgentConfig, EndReason, Event, abort_channel, busy, close_interrupted, record_event, run_agent,
+    AgentConfig, EndReason, Event, abort_channel, close_interrupted, record_event, run_agent,
     set_state,
 };
 use crate::llm::anthropic::AnthropicClient;
@@ -36,6 +37,7 @@ use crate::sandbox::policy::Policy;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
 use crate::sandbox::{Backend, BackendKind, podman};
+use crate::session::queue::SessionLock;
 use crate::session::{BlockRecord, MessageMeta, Session};
 
 /// Told to the model when a session continues in a new run: its earlier
@@ -97,7 +99,10 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
     };
     let prompts = prompt_setup::prepare(&project, &ah_dir, workspace, &task, &args.skills)?;
     let mut session = open_session(&args, &ah_dir)?;
-    refuse_if_busy(&session)?;
+    let lock = match claim_for_run(&session, &prompts.blocks.join("\n\n"), args.wait).await? {
+        Claim::Owner(lock) => lock,
+        Claim::Queued(code) => return Ok(code),
+    };
     let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,
@@ -109,24 +114,16 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
         task,
         prompts,
     };
-    let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
+    let code = run_in_session(&args, &setup, &provider, &mut session, &lock, &mut output).await;
     // Whatever happened, no process works on the session any more.
     if let Ok(event) = set_state(&session, SessionState::Closed) {
         output.show(&event);
     }
-    code
-}
-
-/// Another live ah working on the session would fork it under its feet.
-pub(super) fn refuse_if_busy(session: &Session) -> Result<()> {
-    if let Some(pid) = busy(session)? {
-        bail!(
-            "session {} is in use by ah process {pid}: wait for it to finish, or start a new \
-             session with -n",
-            session.id()
-        );
+    match lock.release() {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
     }
-    Ok(())
+    code
 }
 
 /// What `run` settled before the session was opened.
@@ -148,6 +145,7 @@ async fn run_in_session(
     setup: &RunSetup,
     provider: &AnthropicClient,
     session: &mut Session,
+    lock: &SessionLock,
     output: &mut Output,
 ) -> Result<i32> {
     let RunSetup {
@@ -231,10 +229,17 @@ async fn run_in_session(
     let (stop, mut abort) = abort_channel();
     let loop_over = Arc::new(AtomicBool::new(false));
     let over = Arc::clone(&loop_over);
+    // Exiting at once skips destructors: the lock is released by hand.
+    let held = lock.clone();
     tokio::spawn(async move {
-        abort::first_signal().await;
+        let on_exit = {
+            let held = held.clone();
+            move || drop(held.release())
+        };
+        abort::first_signal(on_exit).await;
         if over.load(Ordering::SeqCst) {
             eprintln!("interrupted after the run; its patch is in the run directory");
+            drop(held.release());
             std::process::exit(EXIT_ABORTED);
         }
         eprintln!(
@@ -251,11 +256,21 @@ async fn run_in_session(
             &mut run,
             user.id,
             &mut abort,
+            lock,
             &mut on_event,
         )
         .await
     };
     loop_over.store(true, Ordering::SeqCst);
+    // No more steering or follow-ups: this run is past its agent loop.
+    let outcome = finished
+        .as_ref()
+        .map_or(EndReason::Failed, |summary| summary.reason);
+    let head = session.head().ok().flatten();
+    match lock.close(head.as_deref(), outcome.as_str()) {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
+    }
     output.show(&set_state(session, SessionState::Idle)?);
 
     let run_dir = run.dir().clone();

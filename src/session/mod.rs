@@ -4,8 +4,11 @@
 //! Every message has a parent (except roots), a per-session `seq` (1, 2, 3…
 //! across the whole tree, so users can say `@N`) and its content blocks. Any
 //! message can be continued, which forks the tree; the context key `head`
-//! remembers where the conversation is. This layer only uses `crate::llm`.
+//! remembers where the conversation is. Beside each session, [`queue`]
+//! holds the lock of the process working on it and the messages other
+//! terminals send it. This layer only uses `crate::llm`.
 
+pub mod queue;
 mod rows;
 mod schema;
 mod store;

@@ -1,5 +1,6 @@
-//! Opening a session database: connection settings (WAL, foreign keys, busy
-//! timeout) and schema migrations keyed by `PRAGMA user_version`.
+//! Opening a session database (and its queue, `super::queue`): connection
+//! settings (WAL, foreign keys, busy timeout) and schema migrations keyed by
+//! `PRAGMA user_version`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -61,12 +62,18 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 /// Opens (creating if needed) the database at `path`, configures the
 /// connection and brings the schema up to [`SCHEMA_VERSION`].
 pub fn open(path: &Path) -> Result<Connection> {
+    open_with(path, MIGRATIONS)
+}
+
+/// Opens (creating if needed) the database at `path` whose schema is built
+/// by `migrations` (migration `i` takes it from version `i` to `i + 1`).
+pub(super) fn open_with(path: &Path, migrations: &[&str]) -> Result<Connection> {
     let mut conn = Connection::open(path).map_err(|source| SessionError::Open {
         path: path.to_path_buf(),
         source,
     })?;
     configure(&conn, path)?;
-    migrate(&mut conn, path)?;
+    migrate(&mut conn, path, migrations)?;
     Ok(conn)
 }
 
@@ -88,16 +95,17 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
 
 /// Runs the migrations the file still lacks, in one transaction. A file that
 /// is already current is only read, so opening it takes no write lock.
-fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+fn migrate(conn: &mut Connection, path: &Path, migrations: &[&str]) -> Result<()> {
     let sql = |e| classify(path, e);
-    if check_version(conn, path)? == SCHEMA_VERSION {
+    let current = migrations.len() as i64;
+    if check_version(conn, path, current)? == current {
         return Ok(());
     }
     // Another process may migrate between the check and the lock: check again.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sql)?;
-    let found = check_version(&tx, path)?;
+    let found = check_version(&tx, path, current)?;
     if found == 0 {
         // A fresh file has no tables; one with tables belongs to something else.
         let tables: i64 = tx
@@ -110,25 +118,26 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
             });
         }
     }
-    let start = usize::try_from(found).unwrap_or(MIGRATIONS.len());
-    for migration in &MIGRATIONS[start..] {
+    let start = usize::try_from(found).unwrap_or(migrations.len());
+    for migration in &migrations[start..] {
         tx.execute_batch(migration).map_err(sql)?;
     }
-    tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+    tx.pragma_update(None, "user_version", current)
         .map_err(sql)?;
     tx.commit().map_err(sql)
 }
 
-/// The file's schema version, refused when it is newer than this build's.
-fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
+/// The file's schema version, refused when it is newer than `supported`,
+/// this build's.
+fn check_version(conn: &Connection, path: &Path, supported: i64) -> Result<i64> {
     let found: i64 = conn
         .pragma_query_one(None, "user_version")
         .map_err(|e| classify(path, e))?;
-    if found > SCHEMA_VERSION {
+    if found > supported {
         return Err(SessionError::NewerSchema {
             path: path.to_path_buf(),
             found,
-            supported: SCHEMA_VERSION,
+            supported,
         });
     }
     if found < 0 {

@@ -1,0 +1,221 @@
+//! One session, several terminals: a run takes the session's lock (or, when
+//! a live ah holds it, queues its prompt as a follow-up for that ah), `ah
+//! compact` takes it without accepting messages, and `ah --steer MSG` /
+//! `ah --followup MSG` queue a message for the ah working on the session.
+//! With `--wait`, a queued follow-up is followed until its turn is answered.
+
+mod wait;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use super::EXIT_OK;
+use super::args::RunArgs;
+use super::commands::project_dir;
+use crate::session::Session;
+use crate::session::queue::{
+    Acquire, Enqueued, Gone, Owner, Queue, QueueKind, Queued, SessionLock, Takeover,
+};
+
+/// What became of a run's claim on its session.
+pub(super) enum Claim {
+    /// This process holds the session; the run goes on.
+    Owner(SessionLock),
+    /// Another ah holds it; the prompt was queued for it. Exit with this code.
+    Queued(i32),
+}
+
+/// Takes `session`'s lock for a run, accepting steering and follow-ups, and
+/// starts its heartbeat. When a live ah holds the session, `task` is queued
+/// for it as a follow-up instead (and, with `wait`, followed to its answer).
+pub(super) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> Result<Claim> {
+    match SessionLock::acquire(session.path(), true)? {
+        Acquire::Acquired { lock, took_over } => {
+            hold(&lock, &session.id(), took_over.as_ref());
+            Ok(Claim::Owner(lock))
+        }
+        Acquire::Held(owner) => {
+            let code =
+                send_to(session.path(), QueueKind::Followup, task, wait, Some(owner)).await?;
+            Ok(Claim::Queued(code))
+        }
+    }
+}
+
+/// Takes `session`'s lock for work that takes no messages (`ah compact`),
+/// or says who holds it.
+pub(super) fn claim_exclusive(session: &Session) -> Result<SessionLock> {
+    match SessionLock::acquire(session.path(), false)? {
+        Acquire::Acquired { lock, took_over } => {
+            hold(&lock, &session.id(), took_over.as_ref());
+            Ok(lock)
+        }
+        Acquire::Held(owner) => bail!(
+            "session {} is in use by ah process {}: wait for it to finish (or send it a \
+             message with --steer or --followup)",
+            session.id(),
+            owner.process.pid
+        ),
+    }
+}
+
+/// Says what was not delivered when a lock is closed or released.
+pub(super) fn report_dropped(dropped: &[Queued]) {
+    for message in dropped {
+        eprintln!(
+            "queued {} #{} was not delivered: {}",
+            kind_name(message.kind),
+            message.id,
+            message.text
+        );
+    }
+}
+
+/// `ah --steer MSG` and `ah --followup MSG [--wait]`: queues MSG for the
+/// ah working on the project's latest session (or `--db`).
+pub async fn send(args: &RunArgs) -> Result<i32> {
+    let (kind, text) = match (&args.steer, &args.followup) {
+        (Some(text), _) => (QueueKind::Steer, text),
+        (None, Some(text)) => (QueueKind::Followup, text),
+        (None, None) => bail!("nothing to send: pass --steer MSG or --followup MSG"),
+    };
+    if text.trim().is_empty() {
+        return Err(super::task::UsageError(format!(
+            "the {} is empty: say what the running ah should know",
+            kind_name(kind)
+        ))
+        .into());
+    }
+    let db = session_path(args)?;
+    send_to(&db, kind, text, args.wait, None).await
+}
+
+/// Queues `text` for the live ah holding the session `db`. `seen` is the
+/// owner a caller already found (a run that could not take the lock): if it
+/// is gone by now, the caller is told to run again rather than queue.
+async fn send_to(
+    db: &Path,
+    kind: QueueKind,
+    text: &str,
+    wait: bool,
+    seen: Option<Owner>,
+) -> Result<i32> {
+    let mut queue = Queue::open(db)?;
+    let session = session_id(db);
+    match queue.enqueue(kind, text)? {
+        Enqueued::Queued { id, owner } => {
+            let pid = owner.process.pid;
+            let when = match kind {
+                QueueKind::Steer => {
+                    "it reaches the model at the next tool round (the turn's tool calls not \
+                     yet run are skipped)"
+                }
+                QueueKind::Followup => "it starts a turn when the current one ends",
+            };
+            let what = if seen.is_some() {
+                format!(
+                    "session {session} is in use by ah process {pid}: your prompt is queued as follow-up #{id}"
+                )
+            } else {
+                format!(
+                    "queued {} #{id} for ah process {pid} (session {session})",
+                    kind_name(kind)
+                )
+            };
+            if wait {
+                eprintln!("{what}; {when}. Waiting for its answer…");
+                return wait::answer(&mut queue, db, id, owner).await;
+            }
+            let hint = if kind == QueueKind::Followup {
+                " (pass --wait to wait for its answer)"
+            } else {
+                ""
+            };
+            eprintln!("{what}; {when}{hint}");
+            Ok(EXIT_OK)
+        }
+        Enqueued::NotAccepting(owner) => bail!(
+            "session {session} is in use by ah process {}, which is finishing its run \
+             (reviewing the patch) or compacting and takes no messages now: wait for it, or \
+             start a new session with -n",
+            owner.process.pid
+        ),
+        Enqueued::NoOwner if seen.is_some() => bail!(
+            "the ah that held session {session} stopped while this one started: run the \
+             prompt again"
+        ),
+        Enqueued::NoOwner => bail!(
+            "no ah is working on session {session}, so there is nothing to {}: to send this \
+             as a prompt of its own, run: ah {}",
+            match kind {
+                QueueKind::Steer => "steer",
+                QueueKind::Followup => "follow up",
+            },
+            shell_quote(text)
+        ),
+    }
+}
+
+/// Starts the heartbeat of a lock just taken, and says whose it was.
+fn hold(lock: &SessionLock, session: &str, took_over: Option<&Takeover>) {
+    if let Some(takeover) = took_over {
+        let pid = takeover.previous.process.pid;
+        let why = match takeover.why {
+            Gone::Dead => "is no longer running".to_string(),
+            Gone::Stale { secs } => format!("has not refreshed its lock for {secs} s"),
+        };
+        eprintln!("taking over session {session} from ah process {pid}, which {why}");
+        report_dropped(&takeover.dropped);
+    }
+    let session = session.to_string();
+    lock.start_heartbeat(move |owner| {
+        let now = match owner {
+            Some(owner) => format!("ah process {} holds it now", owner.process.pid),
+            None => "no process holds it now".to_string(),
+        };
+        eprintln!(
+            "warning: this ah lost its lock on session {session} ({now}): messages sent with \
+             --steer or --followup reach the other process, not this one"
+        );
+    });
+}
+
+/// The session `--steer`/`--followup` talk to: `--db`, else the project's
+/// latest.
+fn session_path(args: &RunArgs) -> Result<PathBuf> {
+    if let Some(db) = &args.db {
+        if !db.is_file() {
+            bail!(
+                "session database {} not found: pass the path of an existing session to --db",
+                db.display()
+            );
+        }
+        return Ok(db.clone());
+    }
+    let ah_dir = project_dir(args.project.as_deref())?.join(".ah");
+    Session::latest(&ah_dir)?.with_context(|| {
+        format!(
+            "no session in {}: there is no running ah to send this to",
+            ah_dir.display()
+        )
+    })
+}
+
+fn session_id(db: &Path) -> String {
+    db.file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn kind_name(kind: QueueKind) -> &'static str {
+    match kind {
+        QueueKind::Steer => "steering message",
+        QueueKind::Followup => "follow-up",
+    }
+}
+
+/// `text` as one shell word.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}

@@ -13,7 +13,6 @@ use super::task::retry_policy;
 use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{AgentConfig, Event};
-use crate::llm::anthropic::AnthropicClient;
 use crate::llm::{Role, models};
 use crate::session::Session;
 
@@ -48,8 +47,9 @@ pub async fn compact(
         Some(name) => name.to_string(),
         None => last_model(&session)?.unwrap_or_else(models::default_model_name),
     };
+    let selection = super::model::select(Some(&name))?;
     let config = AgentConfig {
-        model: models::resolve(&name),
+        model: selection.model.clone(),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
         max_tools: None,
         thinking_budget: None,
@@ -57,10 +57,10 @@ pub async fn compact(
         loop_window: 0,
         compact_prompt: prompt::compact_prompt(&ah_dir)?,
     };
-    let provider = AnthropicClient::from_env(retry_policy()?)?;
+    let provider = selection.connect(retry_policy()?)?;
     let mut display = Display::default();
     let mut on_event = |event: &Event| display.show(event);
-    match compact_session(&config, &provider, &mut session, &mut on_event).await? {
+    match compact_session(&config, provider.as_ref(), &mut session, &mut on_event).await? {
         None => println!(
             "nothing to compact: session {} holds only its most recent messages",
             session.id()

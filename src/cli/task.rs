@@ -26,9 +26,8 @@ use crate::agent::{
     AgentConfig, EndReason, Event, abort_channel, busy, close_interrupted, record_event, run_agent,
     set_state,
 };
-use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{Block, Role, models};
+use crate::llm::{Block, Provider, Role, models};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
 use crate::sandbox::run::{Run, RunResult};
@@ -59,13 +58,8 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
-    let model = models::resolve(
-        &args
-            .model
-            .clone()
-            .unwrap_or_else(models::default_model_name),
-    );
-    let provider = AnthropicClient::from_env(retry_policy()?)?;
+    let selection = super::model::select(args.model.as_deref())?;
+    let provider = selection.connect(retry_policy()?)?;
     let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
@@ -93,13 +87,14 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     let setup = RunSetup {
         project,
         ah_dir,
-        model,
+        model: selection.model.clone(),
+        model_name: selection.display_name(),
         policy,
         review_mode,
         image,
         task,
     };
-    let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
+    let code = run_in_session(&args, &setup, provider.as_ref(), &mut session, &mut output).await;
     // Whatever happened, no process works on the session any more.
     if let Ok(event) = set_state(&session, SessionState::Closed) {
         output.show(&event);
@@ -124,6 +119,8 @@ struct RunSetup {
     project: PathBuf,
     ah_dir: PathBuf,
     model: models::ModelInfo,
+    /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
+    model_name: String,
     policy: Policy,
     review_mode: ReviewMode,
     image: String,
@@ -135,7 +132,7 @@ struct RunSetup {
 async fn run_in_session(
     args: &RunArgs,
     setup: &RunSetup,
-    provider: &AnthropicClient,
+    provider: &dyn Provider,
     session: &mut Session,
     output: &mut Output,
 ) -> Result<i32> {
@@ -143,6 +140,7 @@ async fn run_in_session(
         project,
         ah_dir,
         model,
+        model_name,
         policy,
         review_mode,
         image,
@@ -155,7 +153,7 @@ async fn run_in_session(
         "run {} ({} backend, model {})",
         dir.id(),
         args.backend.as_str(),
-        model.id
+        model_name
     );
     let (shadow, baseline) = Run::prepare(project, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
@@ -247,7 +245,7 @@ async fn run_in_session(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         task,
-        &model.id,
+        model_name,
         args.backend.as_str(),
     );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());

@@ -84,11 +84,14 @@ impl Failure {
 const RETRYABLE_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
 
 /// Error kinds that, sent mid-stream, mean "try again later".
-const RETRYABLE_KINDS: [&str; 4] = [
+const RETRYABLE_KINDS: [&str; 6] = [
     "overloaded_error",
     "api_error",
     "rate_limit_error",
     "timeout_error",
+    // OpenAI's names.
+    "server_error",
+    "rate_limit_exceeded",
 ];
 
 /// Classifies a non-success HTTP response from its status, body and `retry-after`.
@@ -121,7 +124,8 @@ pub fn classify_stream(err: StreamError) -> Failure {
 pub fn classify_transport(err: &reqwest::Error) -> Failure {
     if err.is_builder() {
         return Failure::Fatal(LlmError::Network(format!(
-            "cannot build the request ({err}); check ANTHROPIC_BASE_URL"
+            "cannot build the request ({err}); check the provider's base URL \
+             (ANTHROPIC_BASE_URL, OPENAI_BASE_URL or AH_<PROVIDER>_BASE_URL)"
         )));
     }
     Failure::retryable(format!("connection error: {}", error_chain(err)))
@@ -147,11 +151,19 @@ fn parse_retry_after(millis: Option<&str>, secs: Option<&str>) -> Option<Duratio
     parse(millis, 0.001).or_else(|| parse(secs, 1.0))
 }
 
+/// What a request too long for the model's window says: Anthropic's
+/// messages, OpenAI's (and vLLM's) "maximum context length", and the
+/// `context_length_exceeded` code OpenAI puts in its error body.
+const OVERFLOW_SIGNS: [&str; 4] = [
+    "prompt is too long",
+    "exceed context limit",
+    "maximum context length",
+    "context_length_exceeded",
+];
+
 fn fatal_api_error(status: u16, kind: String, message: String) -> LlmError {
-    let lower = message.to_lowercase();
-    if status == 400
-        && (lower.contains("prompt is too long") || lower.contains("exceed context limit"))
-    {
+    let lower = format!("{kind} {message}").to_lowercase();
+    if matches!(status, 400 | 413) && OVERFLOW_SIGNS.iter().any(|sign| lower.contains(sign)) {
         return LlmError::ContextOverflow(message);
     }
     LlmError::Api {
@@ -161,22 +173,37 @@ fn fatal_api_error(status: u16, kind: String, message: String) -> LlmError {
     }
 }
 
-/// Error type and message from an API error body
-/// (`{"type":"error","error":{"type":…,"message":…}}`); a body in another
-/// shape is quoted as the message.
+/// Error type and message from an API error body: Anthropic's
+/// `{"type":"error","error":{"type":…,"message":…}}`, OpenAI's
+/// `{"error":{"message":…,"type":…,"code":…}}` (a `context_length_exceeded`
+/// code wins over the type), or vLLM's flat `{"message":…,"type":…}`. A body
+/// in another shape is quoted as the message.
 fn api_error_detail(status: u16, body: &str) -> (String, String) {
     #[derive(Deserialize)]
     struct Body {
-        error: Detail,
+        error: Option<Detail>,
+        #[serde(flatten)]
+        flat: Detail,
     }
     #[derive(Deserialize)]
     struct Detail {
         #[serde(rename = "type")]
-        kind: String,
-        message: String,
+        kind: Option<String>,
+        message: Option<String>,
+        code: Option<serde_json::Value>,
     }
-    if let Ok(Body { error }) = serde_json::from_str::<Body>(body) {
-        return (error.kind, error.message);
+    if let Ok(body) = serde_json::from_str::<Body>(body) {
+        let detail = body.error.unwrap_or(body.flat);
+        if let Some(message) = detail.message {
+            let code = detail.code.as_ref().and_then(|c| c.as_str());
+            let kind = match (code, detail.kind) {
+                (Some(code @ "context_length_exceeded"), _) => code.to_string(),
+                (_, Some(kind)) if !kind.is_empty() => kind,
+                (Some(code), _) => code.to_string(),
+                _ => "error".to_string(),
+            };
+            return (kind, message);
+        }
     }
     let text = body.trim();
     let message = if text.is_empty() {
@@ -281,6 +308,35 @@ mod tests {
                 assert!(msg.contains("210000"), "{msg}")
             }
             other => panic!("expected context overflow, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn openai_error_bodies_are_read_and_overflow_is_recognised() {
+        let body = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
+        match classify_status(400, body, None) {
+            Failure::Fatal(LlmError::ContextOverflow(msg)) => assert!(msg.contains("130000")),
+            other => panic!("expected context overflow, got {other:?}"),
+        }
+        let body = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+        match classify_status(401, body, None) {
+            Failure::Fatal(LlmError::Api { kind, message, .. }) => {
+                assert_eq!(kind, "invalid_request_error");
+                assert_eq!(message, "Incorrect API key provided");
+            }
+            other => panic!("expected a fatal API error, got {other:?}"),
+        }
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 32768 tokens.","type":"BadRequestError","param":null,"code":400}"#;
+        assert!(matches!(
+            classify_status(400, vllm, None),
+            Failure::Fatal(LlmError::ContextOverflow(_))
+        ));
+        let limited = r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
+        match classify_status(429, limited, Some(Duration::from_secs(2))) {
+            Failure::Retryable { reason, .. } => {
+                assert_eq!(reason, "HTTP 429 requests: Rate limit reached")
+            }
+            Failure::Fatal(e) => panic!("429 must be retried, got {e}"),
         }
     }
 

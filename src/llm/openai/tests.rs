@@ -149,7 +149,6 @@ fn a_client_needs_no_key_and_a_key_no_header_allows_is_refused_unshown() {
         OutputLimitField::MaxTokens,
         retry,
     )
-    .err()
-    .expect("invalid header");
+    .expect_err("invalid header");
     assert!(!err.to_string().contains("sk-a"), "{err}");
 }

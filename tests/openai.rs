@@ -338,3 +338,35 @@ fn a_local_server_gets_no_key_and_a_missing_openai_key_stops_before_any_call() {
         .unwrap_or_else(|e| panic!("run ah: {e}"));
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 }
+
+#[test]
+fn ah_compact_asks_the_provider_of_the_session_last_run() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mut script: Vec<Turn> = (1..=3)
+        .map(|n| {
+            Turn::reply(Reply::new().tool_use(
+                format!("call_{n}"),
+                "bash",
+                json!({ "command": format!("echo step {n}") }),
+            ))
+        })
+        .collect();
+    script.push(Turn::reply(Reply::new().text("All steps done.")));
+    script.push(Turn::reply(Reply::new().text("Summary: three echoes ran.")));
+    let mock = MockServer::start(script);
+    let out = run(&host, &mock, "ollama:qwen2.5-coder:7b", &[], "echo thrice");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let out = host
+        .ah_openai(&mock.openai_url())
+        .arg("compact")
+        .output()
+        .unwrap_or_else(|e| panic!("run ah compact: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    let summary = &requests[4];
+    assert_eq!(summary.path, "/v1/chat/completions");
+    assert_eq!(summary.body["model"], json!("qwen2.5-coder:7b"));
+    assert_eq!(summary.body.get("tools"), None, "a summary offers no tools");
+}

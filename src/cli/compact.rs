@@ -17,7 +17,8 @@ use crate::llm::{Role, models};
 use crate::session::Session;
 
 /// Compacts the session in `db`, else the project's most recent one. The
-/// summary is written by `model`, else the model the session last used.
+/// summary is written by `model`, else the model (and provider) of the
+/// session's last run, else the model of its latest answer.
 pub async fn compact(
     project: Option<&Path>,
     db: Option<&Path>,
@@ -45,7 +46,10 @@ pub async fn compact(
     super::task::refuse_if_busy(&session)?;
     let name = match model {
         Some(name) => name.to_string(),
-        None => last_model(&session)?.unwrap_or_else(models::default_model_name),
+        None => match session.context(super::model::SESSION_MODEL)? {
+            Some(name) => name,
+            None => last_model(&session)?.unwrap_or_else(models::default_model_name),
+        },
     };
     let selection = super::model::select(Some(&name))?;
     let config = AgentConfig {

@@ -83,6 +83,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     }
     let mut session = open_session(&args, &ah_dir)?;
     refuse_if_busy(&session)?;
+    // What `ah compact` uses: the provider is not in the model id the API
+    // reports.
+    session.set_context(super::model::SESSION_MODEL, &selection.display_name())?;
     let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,

@@ -47,7 +47,9 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub review: Option<ReviewMode>,
 
-    /// Model alias (opus, sonnet, haiku) or full model id [env: AH_MODEL; default: opus].
+    /// Model alias (opus, sonnet, haiku), full Claude model id, or PROVIDER:MODEL
+    /// (openai, ollama, lmstudio, vllm, openrouter; e.g. ollama:qwen2.5-coder:7b)
+    /// [env: AH_MODEL; default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 

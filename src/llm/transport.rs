@@ -49,10 +49,6 @@ impl Endpoint {
         Ok(Endpoint { http, url, headers })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Sends `body` until one attempt streams a whole response or the policy
     /// gives up. Before each wait, `StreamEvent::Retry { attempt, .. }` names
     /// the attempt that just failed (1 for the first); the next attempt

@@ -120,6 +120,10 @@ impl Assembler {
             }
             if !call.announced && !call.name.is_empty() {
                 call.announced = true;
+                if call.id.is_empty() {
+                    // Some local servers send no id; results need one.
+                    call.id = new_call_id();
+                }
                 on_event(StreamEvent::ToolUseStart {
                     id: call.id.clone(),
                     name: call.name.clone(),
@@ -210,7 +214,7 @@ impl StreamAssembler for Assembler {
         calls.sort_by_key(|c| c.index);
         for call in calls {
             let id = if call.id.is_empty() {
-                format!("call_{}", ulid::Ulid::generate())
+                new_call_id()
             } else {
                 call.id
             };
@@ -239,6 +243,11 @@ impl StreamAssembler for Assembler {
             truncated_tool_calls,
         })
     }
+}
+
+/// An id for a call the server sent without one, unique across sessions.
+fn new_call_id() -> String {
+    format!("call_{}", ulid::Ulid::generate())
 }
 
 /// The arguments as JSON; empty arguments are `{}`.

@@ -242,6 +242,14 @@ fn servers_without_index_or_id_and_with_reasoning_are_understood() {
     assert!(id.starts_with("call_") && id.len() > 10, "{id}");
     assert_eq!((name.as_str(), input), ("bash", &json!({"command": "pwd"})));
     assert_eq!(seen[0], StreamEvent::ThinkingDelta("think".into()));
+    assert_eq!(
+        seen[2],
+        StreamEvent::ToolUseStart {
+            id: id.clone(),
+            name: "bash".into()
+        },
+        "announced with the id the call keeps"
+    );
 }
 
 #[test]

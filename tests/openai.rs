@@ -370,3 +370,54 @@ fn ah_compact_asks_the_provider_of_the_session_last_run() {
     assert_eq!(summary.body["model"], json!("qwen2.5-coder:7b"));
     assert_eq!(summary.body.get("tools"), None, "a summary offers no tools");
 }
+
+#[test]
+fn an_openai_context_length_error_compacts_and_retries_once() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mut script: Vec<Turn> = (1..=3)
+        .map(|n| {
+            Turn::reply(Reply::new().tool_use(
+                format!("call_{n}"),
+                "bash",
+                json!({ "command": format!("echo step {n}") }),
+            ))
+        })
+        .collect();
+    script.push(Turn::error(
+        400,
+        "invalid_request_error",
+        "This model's maximum context length is 32768 tokens. However, your messages \
+         resulted in 40000 tokens. Please reduce the length of the messages.",
+    ));
+    script.push(Turn::reply(Reply::new().text("Summary: three echoes ran.")));
+    script.push(Turn::reply(Reply::new().text("All done.")));
+    let mock = MockServer::start(script);
+    // AH_<PROVIDER>_BASE_URL moves any provider, vLLM's too.
+    let out = host
+        .ah_openai(&mock.openai_url())
+        .env("AH_VLLM_BASE_URL", mock.openai_url())
+        .args(["--backend", "none", "--review", "never", "-m", "vllm:coder"])
+        .arg("echo thrice")
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("All done."));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 6, "the refused call is retried once");
+    assert_eq!(requests[4].body.get("tools"), None, "the summary request");
+    let retried = serde_json::to_string(&requests[5].body["messages"]).unwrap_or_default();
+    assert!(retried.contains("Summary: three echoes ran."), "{retried}");
+    let db = &host.sessions()[0];
+    let started = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'compaction_start'",
+    );
+    assert_eq!(started.len(), 1);
+    assert!(
+        started[0][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("overflow"),
+        "{started:?}"
+    );
+}

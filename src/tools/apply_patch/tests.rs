@@ -357,3 +357,19 @@ async fn links_out_are_refused_and_folders_are_never_opened_through_a_link() {
     assert_eq!(name, "f");
     assert!(exec.path("new").is_dir());
 }
+
+#[test]
+fn the_format_example_in_the_description_is_itself_a_valid_patch() {
+    let description = super::spec().description;
+    let start = description.find("*** Begin Patch").expect("example start");
+    let end = description.find("*** End Patch").expect("example end") + "*** End Patch".len();
+    let example: String = description[start..end]
+        .lines()
+        // The example annotates two lines; the annotations are not patch text.
+        .map(|line| line.split("   (optional").next().unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ops = parse(&example).unwrap_or_else(|e| panic!("{e}:\n{example}"));
+    assert_eq!(ops.len(), 3, "{example}");
+    assert!(example.contains("\n context line (starts with a space)\n"));
+}

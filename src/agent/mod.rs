@@ -375,7 +375,7 @@ async fn stream_call(
         model: config.model.id.clone(),
         system: config.system.clone(),
         messages: sendable(compact::request_messages(path)),
-        tools: crate::tools::specs(),
+        tools: crate::tools::specs(config.model.edit_format),
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,
     };

@@ -63,8 +63,10 @@ pub struct RunArgs {
     #[arg(long = "skill", value_name = "NAME")]
     pub skills: Vec<String>,
 
-    /// Model alias (opus, sonnet, haiku, or one from the config's [models]) or
-    /// full model id [config: model; env: AH_MODEL; default: opus].
+    /// Model alias (opus, sonnet, haiku, or one from the config's [models]),
+    /// full Claude model id, or PROVIDER:MODEL (openai, ollama, lmstudio, vllm,
+    /// openrouter; e.g. ollama:qwen2.5-coder:7b) [config: model; env: AH_MODEL;
+    /// default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 

@@ -14,11 +14,11 @@ use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{AgentConfig, Event};
 use crate::llm::Role;
-use crate::llm::anthropic::AnthropicClient;
 use crate::session::Session;
 
 /// Compacts the session in `db`, else the project's most recent one. The
-/// summary is written by `model`, else the model the session last used.
+/// summary is written by `model`, else the model (and provider) of the
+/// session's last run, else the model of its latest answer.
 pub async fn compact(
     project: Option<&Path>,
     db: Option<&Path>,
@@ -49,10 +49,14 @@ pub async fn compact(
     let _lock = super::queue::claim_exclusive(&session)?;
     let name = match model {
         Some(name) => name.to_string(),
-        None => last_model(&session)?.unwrap_or_else(|| loaded.config.model.clone()),
+        None => match session.context(super::model::SESSION_MODEL)? {
+            Some(name) => name,
+            None => last_model(&session)?.unwrap_or_else(|| loaded.config.model.clone()),
+        },
     };
+    let selection = super::model::select(&name, &loaded.config)?;
     let config = AgentConfig {
-        model: super::config::resolve_model(&name, &loaded.config),
+        model: selection.model.clone(),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
         max_tools: None,
         thinking_budget: None,
@@ -60,10 +64,10 @@ pub async fn compact(
         loop_window: 0,
         compact_prompt: prompt::compact_prompt(&ah_dir)?,
     };
-    let provider = AnthropicClient::from_env(retry_policy(&loaded.config.retry))?;
+    let provider = selection.connect(retry_policy(&loaded.config.retry))?;
     let mut display = Display::default();
     let mut on_event = |event: &Event| display.show(event);
-    match compact_session(&config, &provider, &mut session, &mut on_event).await? {
+    match compact_session(&config, provider.as_ref(), &mut session, &mut on_event).await? {
         None => println!(
             "nothing to compact: session {} holds only its most recent messages",
             session.id()

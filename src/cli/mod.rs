@@ -9,6 +9,7 @@ mod commands;
 mod compact;
 pub mod config;
 mod display;
+mod model;
 mod output;
 mod prompt_setup;
 mod queue;

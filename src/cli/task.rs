@@ -29,9 +29,8 @@ use crate::agent::{
     AgentConfig, EndReason, Event, abort_channel, close_interrupted, record_event, run_agent,
     set_state,
 };
-use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
-use crate::llm::{Block, Role, models};
+use crate::llm::{Block, Provider, Role, models};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
 use crate::sandbox::run::{Run, RunResult};
@@ -66,11 +65,11 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
-    let model = config::resolve_model(
+    let selection = super::model::select(
         args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
         &args.config,
-    );
-    let provider = AnthropicClient::from_env(retry_policy(&args.config.retry))?;
+    )?;
+    let provider = selection.connect(retry_policy(&args.config.retry))?;
     let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
     policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
     let review_mode = match (args.review, args.json) {
@@ -103,18 +102,30 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
         Claim::Owner(lock) => lock,
         Claim::Queued(code) => return Ok(code),
     };
+    // What `ah compact` uses: the provider is not in the model id the API
+    // reports.
+    session.set_context(super::model::SESSION_MODEL, &selection.display_name())?;
     let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,
         ah_dir,
-        model,
+        model: selection.model.clone(),
+        model_name: selection.display_name(),
         policy,
         review_mode,
         image,
         task,
         prompts,
     };
-    let code = run_in_session(&args, &setup, &provider, &mut session, &lock, &mut output).await;
+    let code = run_in_session(
+        &args,
+        &setup,
+        provider.as_ref(),
+        &mut session,
+        &lock,
+        &mut output,
+    )
+    .await;
     // Whatever happened, no process works on the session any more.
     if let Ok(event) = set_state(&session, SessionState::Closed) {
         output.show(&event);
@@ -131,6 +142,8 @@ struct RunSetup {
     project: PathBuf,
     ah_dir: PathBuf,
     model: models::ModelInfo,
+    /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
+    model_name: String,
     policy: Policy,
     review_mode: ReviewMode,
     image: String,
@@ -143,7 +156,7 @@ struct RunSetup {
 async fn run_in_session(
     args: &RunArgs,
     setup: &RunSetup,
-    provider: &AnthropicClient,
+    provider: &dyn Provider,
     session: &mut Session,
     lock: &SessionLock,
     output: &mut Output,
@@ -152,6 +165,7 @@ async fn run_in_session(
         project,
         ah_dir,
         model,
+        model_name,
         policy,
         review_mode,
         image,
@@ -165,7 +179,7 @@ async fn run_in_session(
         "run {} ({} backend, model {})",
         dir.id(),
         args.backend.as_str(),
-        model.id
+        model_name
     );
     let (shadow, baseline) = Run::prepare(project, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
@@ -278,7 +292,7 @@ async fn run_in_session(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         task,
-        &model.id,
+        model_name,
         args.backend.as_str(),
     );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());

@@ -1,23 +1,18 @@
-//! The Anthropic Messages API client: builds the request, streams the reply
-//! over SSE into an [`Accumulator`], and retries transient failures under a
-//! [`RetryPolicy`].
-
-use std::pin::pin;
-use std::time::Duration;
+//! The Anthropic Messages API client: builds the request and streams the
+//! reply over SSE into an [`Accumulator`]; transport and retries are
+//! [`Endpoint`]'s.
 
 use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde::Serialize;
-use tokio::time::timeout;
 
 use super::auth::Credentials;
-use super::retry::{self, Failure, RetryPolicy};
+use super::retry::RetryPolicy;
 use super::sse::Accumulator;
+use super::transport::Endpoint;
 use super::{LlmError, Message, Provider, Request, Response, StreamEvent, ToolDef};
 
-/// Where requests go unless `ANTHROPIC_BASE_URL` says otherwise.
+/// Where requests go unless the environment says otherwise.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
 /// The API version ah speaks.
@@ -26,11 +21,8 @@ const API_VERSION: &str = "2023-06-01";
 /// A [`Provider`] backed by the Anthropic Messages API.
 #[derive(Debug, Clone)]
 pub struct AnthropicClient {
-    http: reqwest::Client,
-    /// `{base}/v1/messages`.
-    url: String,
-    /// Authentication, version and content type, sent with every request.
-    headers: HeaderMap,
+    /// `{base}/v1/messages` with authentication, version and content type.
+    endpoint: Endpoint,
     retry: RetryPolicy,
 }
 
@@ -47,90 +39,15 @@ impl AnthropicClient {
             HeaderValue::from_static(API_VERSION),
         );
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| LlmError::Network(format!("cannot set up the HTTP client: {e}")))?;
+        let url = format!("{}/v1/messages", base_url.trim_end_matches('/'));
         Ok(AnthropicClient {
-            http,
-            url: format!("{}/v1/messages", base_url.trim_end_matches('/')),
-            headers,
+            endpoint: Endpoint::new(url, headers)?,
             retry,
         })
     }
-
-    /// A client configured from the environment: `ANTHROPIC_BASE_URL` (default
-    /// [`DEFAULT_BASE_URL`]) and the credentials of [`Credentials::from_env`].
-    pub fn from_env(retry: RetryPolicy) -> Result<AnthropicClient, LlmError> {
-        let base_url = std::env::var("ANTHROPIC_BASE_URL")
-            .ok()
-            .filter(|url| !url.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string());
-        AnthropicClient::new(base_url.trim(), &Credentials::from_env()?, retry)
-    }
-
-    /// One attempt: send, check the status, stream the reply to the end.
-    async fn attempt(
-        &self,
-        body: Bytes,
-        on_event: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<Response, Failure> {
-        let idle = self.retry.idle_timeout;
-        let send = self
-            .http
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .body(body)
-            .send();
-        let response = match timeout(idle, send).await {
-            Err(_) => return Err(retry::idle_failure(idle)),
-            Ok(Err(e)) => return Err(retry::classify_transport(&e)),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry::retry_after(response.headers());
-            let text = match timeout(idle, response.text()).await {
-                Ok(Ok(text)) => text,
-                Ok(Err(_)) | Err(_) => String::new(),
-            };
-            return Err(retry::classify_status(status.as_u16(), &text, retry_after));
-        }
-
-        let mut events = pin!(idle_guarded(response.bytes_stream(), idle).eventsource());
-        let mut accumulator = Accumulator::new();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(event) => accumulator
-                    .handle(&event.data, on_event)
-                    .map_err(retry::classify_stream)?,
-                Err(EventStreamError::Transport(ChunkError::Idle)) => {
-                    return Err(retry::idle_failure(idle));
-                }
-                Err(EventStreamError::Transport(ChunkError::Network(e))) => {
-                    return Err(retry::classify_transport(&e));
-                }
-                Err(EventStreamError::Utf8(e)) => {
-                    return Err(Failure::Fatal(LlmError::Protocol(format!(
-                        "stream is not UTF-8: {e}"
-                    ))));
-                }
-                Err(EventStreamError::Parser(e)) => {
-                    return Err(Failure::Fatal(LlmError::Protocol(format!(
-                        "stream is not SSE: {e}"
-                    ))));
-                }
-            }
-            if accumulator.is_complete() {
-                break;
-            }
-        }
-        accumulator.finish().map_err(retry::classify_stream)
-    }
 }
 
-/// Retries follow the client's [`RetryPolicy`]. Before each wait,
-/// `StreamEvent::Retry { attempt, .. }` names the attempt that just failed
-/// (1 for the first); the next attempt streams its deltas from the start.
+/// Retries follow the client's [`RetryPolicy`] (see [`Endpoint::stream`]).
 #[async_trait::async_trait]
 impl Provider for AnthropicClient {
     async fn stream(
@@ -139,30 +56,9 @@ impl Provider for AnthropicClient {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Response, LlmError> {
         let body = request_body(request)?;
-        let attempts = self.retry.max_attempts.max(1);
-        let mut last = String::new();
-        for attempt in 1..=attempts {
-            match self.attempt(body.clone(), on_event).await {
-                Ok(response) => return Ok(response),
-                Err(Failure::Fatal(err)) => return Err(err),
-                Err(Failure::Retryable {
-                    reason,
-                    retry_after,
-                }) => {
-                    if attempt < attempts {
-                        let delay = self.retry.delay(attempt, retry_after);
-                        on_event(StreamEvent::Retry {
-                            attempt,
-                            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                            reason: reason.clone(),
-                        });
-                        tokio::time::sleep(delay).await;
-                    }
-                    last = reason;
-                }
-            }
-        }
-        Err(LlmError::RetriesExhausted { attempts, last })
+        self.endpoint
+            .stream(body, &self.retry, Accumulator::new, on_event)
+            .await
     }
 }
 
@@ -206,32 +102,6 @@ pub fn request_body(request: &Request) -> Result<Bytes, LlmError> {
     serde_json::to_vec(&wire)
         .map(Bytes::from)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
-}
-
-/// A failure while waiting for the next chunk of the body.
-#[derive(Debug, thiserror::Error)]
-enum ChunkError {
-    #[error("no data before the idle timeout")]
-    Idle,
-    #[error(transparent)]
-    Network(reqwest::Error),
-}
-
-/// The body's chunks, failing with [`ChunkError::Idle`] when none arrives for
-/// `idle`. Ends after the first error.
-fn idle_guarded(
-    chunks: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
-    idle: Duration,
-) -> impl Stream<Item = Result<Bytes, ChunkError>> + Send {
-    futures_util::stream::unfold(Some(Box::pin(chunks)), move |state| async move {
-        let mut chunks = state?;
-        match timeout(idle, chunks.next()).await {
-            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
-            Ok(Some(Err(e))) => Some((Err(ChunkError::Network(e)), None)),
-            Ok(None) => None,
-            Err(_) => Some((Err(ChunkError::Idle), None)),
-        }
-    })
 }
 
 #[cfg(test)]

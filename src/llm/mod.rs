@@ -1,5 +1,6 @@
-//! The model layer: provider-neutral wire types, the `Provider` trait, and the
-//! Anthropic Messages client with SSE streaming and retries.
+//! The model layer: provider-neutral wire types, the `Provider` trait, the
+//! provider registry, and the Anthropic Messages and OpenAI Chat Completions
+//! clients with SSE streaming and retries.
 //!
 //! This layer imports nothing else of ah. Everything above it speaks in
 //! [`Message`]s and [`Block`]s and receives live progress as [`StreamEvent`]s.
@@ -7,8 +8,11 @@
 pub mod anthropic;
 pub mod auth;
 pub mod models;
+pub mod openai;
+pub mod providers;
 pub mod retry;
 pub mod sse;
+pub mod transport;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -140,6 +144,9 @@ pub enum StreamEvent {
 pub enum LlmError {
     #[error("no API credentials: set ANTHROPIC_API_KEY, or put the key in ~/.anthropic/api_key")]
     NoCredentials,
+    /// A provider that needs a key has none in its variable.
+    #[error("no API key for provider {provider}: set {variable}")]
+    MissingKey { provider: String, variable: String },
     /// A credentials file exists but cannot be used; the message names the file
     /// (never the secret) and what to do.
     #[error("unusable credentials: {0}")]

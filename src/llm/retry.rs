@@ -84,11 +84,14 @@ impl Failure {
 const RETRYABLE_STATUSES: [u16; 6] = [429, 500, 502, 503, 504, 529];
 
 /// Error kinds that, sent mid-stream, mean "try again later".
-const RETRYABLE_KINDS: [&str; 4] = [
+const RETRYABLE_KINDS: [&str; 6] = [
     "overloaded_error",
     "api_error",
     "rate_limit_error",
     "timeout_error",
+    // OpenAI's names.
+    "server_error",
+    "rate_limit_exceeded",
 ];
 
 /// Classifies a non-success HTTP response from its status, body and `retry-after`.
@@ -121,7 +124,8 @@ pub fn classify_stream(err: StreamError) -> Failure {
 pub fn classify_transport(err: &reqwest::Error) -> Failure {
     if err.is_builder() {
         return Failure::Fatal(LlmError::Network(format!(
-            "cannot build the request ({err}); check ANTHROPIC_BASE_URL"
+            "cannot build the request ({err}); check the provider's base URL \
+             (ANTHROPIC_BASE_URL, OPENAI_BASE_URL or AH_<PROVIDER>_BASE_URL)"
         )));
     }
     Failure::retryable(format!("connection error: {}", error_chain(err)))
@@ -147,11 +151,19 @@ fn parse_retry_after(millis: Option<&str>, secs: Option<&str>) -> Option<Duratio
     parse(millis, 0.001).or_else(|| parse(secs, 1.0))
 }
 
+/// What a request too long for the model's window says: Anthropic's
+/// messages, OpenAI's (and vLLM's) "maximum context length", and the
+/// `context_length_exceeded` code OpenAI puts in its error body.
+const OVERFLOW_SIGNS: [&str; 4] = [
+    "prompt is too long",
+    "exceed context limit",
+    "maximum context length",
+    "context_length_exceeded",
+];
+
 fn fatal_api_error(status: u16, kind: String, message: String) -> LlmError {
-    let lower = message.to_lowercase();
-    if status == 400
-        && (lower.contains("prompt is too long") || lower.contains("exceed context limit"))
-    {
+    let lower = format!("{kind} {message}").to_lowercase();
+    if matches!(status, 400 | 413) && OVERFLOW_SIGNS.iter().any(|sign| lower.contains(sign)) {
         return LlmError::ContextOverflow(message);
     }
     LlmError::Api {
@@ -161,22 +173,37 @@ fn fatal_api_error(status: u16, kind: String, message: String) -> LlmError {
     }
 }
 
-/// Error type and message from an API error body
-/// (`{"type":"error","error":{"type":…,"message":…}}`); a body in another
-/// shape is quoted as the message.
+/// Error type and message from an API error body: Anthropic's
+/// `{"type":"error","error":{"type":…,"message":…}}`, OpenAI's
+/// `{"error":{"message":…,"type":…,"code":…}}` (a `context_length_exceeded`
+/// code wins over the type), or vLLM's flat `{"message":…,"type":…}`. A body
+/// in another shape is quoted as the message.
 fn api_error_detail(status: u16, body: &str) -> (String, String) {
     #[derive(Deserialize)]
     struct Body {
-        error: Detail,
+        error: Option<Detail>,
+        #[serde(flatten)]
+        flat: Detail,
     }
     #[derive(Deserialize)]
     struct Detail {
         #[serde(rename = "type")]
-        kind: String,
-        message: String,
+        kind: Option<String>,
+        message: Option<String>,
+        code: Option<serde_json::Value>,
     }
-    if let Ok(Body { error }) = serde_json::from_str::<Body>(body) {
-        return (error.kind, error.message);
+    if let Ok(body) = serde_json::from_str::<Body>(body) {
+        let detail = body.error.unwrap_or(body.flat);
+        if let Some(message) = detail.message {
+            let code = detail.code.as_ref().and_then(|c| c.as_str());
+            let kind = match (code, detail.kind) {
+                (Some(code @ "context_length_exceeded"), _) => code.to_string(),
+                (_, Some(kind)) if !kind.is_empty() => kind,
+                (Some(code), _) => code.to_string(),
+                _ => "error".to_string(),
+            };
+            return (kind, message);
+        }
     }
     let text = body.trim();
     let message = if text.is_empty() {
@@ -217,150 +244,4 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn is_retryable(f: &Failure) -> bool {
-        matches!(f, Failure::Retryable { .. })
-    }
-
-    #[test]
-    fn transient_statuses_are_retried_with_the_api_message() {
-        let body = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-        for status in [429, 500, 502, 503, 504, 529] {
-            assert!(
-                is_retryable(&classify_status(status, body, None)),
-                "{status}"
-            );
-        }
-        match classify_status(529, body, Some(Duration::from_secs(3))) {
-            Failure::Retryable {
-                reason,
-                retry_after,
-            } => {
-                assert_eq!(reason, "HTTP 529 overloaded_error: Overloaded");
-                assert_eq!(retry_after, Some(Duration::from_secs(3)));
-            }
-            Failure::Fatal(e) => panic!("529 must be retried, got {e}"),
-        }
-    }
-
-    #[test]
-    fn other_client_errors_fail_at_once_with_the_api_message() {
-        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#;
-        match classify_status(400, body, None) {
-            Failure::Fatal(LlmError::Api {
-                status,
-                kind,
-                message,
-            }) => {
-                assert_eq!(
-                    (status, kind.as_str(), message.as_str()),
-                    (400, "invalid_request_error", "max_tokens: too big")
-                );
-            }
-            other => panic!("expected a fatal API error, got {other:?}"),
-        }
-        for status in [401, 403, 404, 413] {
-            assert!(
-                !is_retryable(&classify_status(status, "", None)),
-                "{status}"
-            );
-        }
-        match classify_status(401, "", None) {
-            Failure::Fatal(LlmError::Api { message, .. }) => assert_eq!(message, "Unauthorized"),
-            other => panic!("expected a fatal API error, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn prompt_too_long_is_context_overflow() {
-        let body = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
-        match classify_status(400, body, None) {
-            Failure::Fatal(LlmError::ContextOverflow(msg)) => {
-                assert!(msg.contains("210000"), "{msg}")
-            }
-            other => panic!("expected context overflow, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn mid_stream_errors_are_classified_by_kind() {
-        let api = |kind: &str| StreamError::Api {
-            kind: kind.into(),
-            message: "m".into(),
-        };
-        assert!(is_retryable(&classify_stream(api("overloaded_error"))));
-        assert!(is_retryable(&classify_stream(api("api_error"))));
-        assert!(is_retryable(&classify_stream(StreamError::Incomplete)));
-        assert!(matches!(
-            classify_stream(api("invalid_request_error")),
-            Failure::Fatal(LlmError::Api { status: 400, .. })
-        ));
-        assert!(matches!(
-            classify_stream(StreamError::Protocol("bad".into())),
-            Failure::Fatal(LlmError::Protocol(_))
-        ));
-    }
-
-    #[test]
-    fn backoff_doubles_within_jitter_bounds_and_is_capped() {
-        let policy = RetryPolicy::default();
-        for retry in 1..=4 {
-            let cap = Duration::from_secs(1 << (retry - 1));
-            assert_eq!(policy.backoff(retry, 0.0), cap / 2);
-            assert_eq!(policy.backoff(retry, 1.0), cap);
-            let random = policy.delay(retry, None);
-            assert!(
-                random >= cap / 2 && random <= cap,
-                "retry {retry}: {random:?}"
-            );
-        }
-        assert_eq!(policy.backoff(6, 1.0), Duration::from_secs(30));
-        assert_eq!(policy.backoff(1000, 1.0), Duration::from_secs(30));
-        assert_eq!(policy.backoff(1000, 0.0), Duration::from_secs(15));
-    }
-
-    #[test]
-    fn retry_after_wins_over_backoff() {
-        let policy = RetryPolicy::default();
-        assert_eq!(policy.delay(3, Some(Duration::ZERO)), Duration::ZERO);
-        assert_eq!(
-            policy.delay(1, Some(Duration::from_secs(45))),
-            Duration::from_secs(45)
-        );
-    }
-
-    #[test]
-    fn retry_after_parsing() {
-        assert_eq!(
-            parse_retry_after(None, Some("7")),
-            Some(Duration::from_secs(7))
-        );
-        assert_eq!(parse_retry_after(None, Some(" 0 ")), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after(None, Some("1.5")),
-            Some(Duration::from_millis(1500))
-        );
-        assert_eq!(
-            parse_retry_after(Some("250"), Some("7")),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            parse_retry_after(Some("soon"), Some("2")),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            parse_retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
-            None
-        );
-        assert_eq!(parse_retry_after(None, Some("-3")), None);
-        assert_eq!(parse_retry_after(None, None), None);
-
-        let mut headers = HeaderMap::new();
-        headers.insert("retry-after", "4".parse().expect("header value"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(4)));
-        headers.insert("retry-after-ms", "120".parse().expect("header value"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_millis(120)));
-    }
-}
+mod tests;

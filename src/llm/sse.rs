@@ -58,6 +58,24 @@ enum Partial {
     Skipped,
 }
 
+impl super::transport::StreamAssembler for Accumulator {
+    fn handle(
+        &mut self,
+        data: &str,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<(), StreamError> {
+        Accumulator::handle(self, data, on_event)
+    }
+
+    fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    fn finish(self) -> Result<Response, StreamError> {
+        Accumulator::finish(self)
+    }
+}
+
 impl Accumulator {
     pub fn new() -> Accumulator {
         Accumulator::default()

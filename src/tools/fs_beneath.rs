@@ -1,5 +1,5 @@
-//! Race-free opening of files beneath the work root, for `read`, `write` and
-//! `edit`.
+//! Race-free opening of files beneath the work root, for `read`, `write`,
+//! `edit` and `apply_patch` (whose renames and removals are in [`folder`]).
 //!
 //! [`super::path::resolve`] checks the model's path and computes `rel`: the
 //! path relative to the root with every symlink already expanded (links to
@@ -24,6 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libc::{c_int, mode_t};
+
+pub mod folder;
 
 /// Why a file could not be opened beneath the root.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! The model's tools: their specs (sent to the API), input validation, and the
-//! implementations of `read`, `write`, `edit` and `bash`.
+//! implementations of `read`, `write`, `edit`, `apply_patch` and `bash`. A
+//! model is offered `edit` or `apply_patch`, by its [`EditFormat`].
 //!
 //! [`call`] checks every input against its tool's `input_schema` ([`schema`])
 //! before the tool runs, so a bad call has no side effect and the model gets
@@ -12,6 +13,7 @@
 //! Commands go through [`Exec`], which the sandbox layer implements, so this
 //! layer never knows about containers.
 
+pub mod apply_patch;
 pub mod bash;
 pub mod edit;
 pub mod fs_beneath;
@@ -31,6 +33,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::llm::ToolDef;
+use crate::llm::models::EditFormat;
 use input::Input;
 
 /// What running one command produced.
@@ -185,22 +188,30 @@ impl ToolOutput {
 }
 
 /// The tools, in the order the API sees them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tool {
     Read,
     Write,
     Edit,
+    ApplyPatch,
     Bash,
 }
 
 impl Tool {
-    const ALL: [Tool; 4] = [Tool::Read, Tool::Write, Tool::Edit, Tool::Bash];
+    const ALL: [Tool; 5] = [
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::ApplyPatch,
+        Tool::Bash,
+    ];
 
     fn spec(self) -> ToolDef {
         match self {
             Tool::Read => read::spec(),
             Tool::Write => write::spec(),
             Tool::Edit => edit::spec(),
+            Tool::ApplyPatch => apply_patch::spec(),
             Tool::Bash => bash::spec(),
         }
     }
@@ -210,19 +221,35 @@ impl Tool {
             Tool::Read => read::run(input, exec).await,
             Tool::Write => write::run(input, exec).await,
             Tool::Edit => edit::run(input, exec).await,
+            Tool::ApplyPatch => apply_patch::run(input, exec).await,
             Tool::Bash => bash::run(input, exec).await,
+        }
+    }
+
+    /// Whether a model with `format` is offered this tool.
+    fn offered(self, format: EditFormat) -> bool {
+        match self {
+            Tool::Edit => format == EditFormat::Edit,
+            Tool::ApplyPatch => format == EditFormat::ApplyPatch,
+            Tool::Read | Tool::Write | Tool::Bash => true,
         }
     }
 }
 
-/// The tool definitions sent to the API, in a stable order.
-pub fn specs() -> Vec<ToolDef> {
-    Tool::ALL.map(Tool::spec).into()
+/// The tool definitions sent to the API for a model that edits with
+/// `format`, in a stable order: read, write, edit or apply_patch, bash.
+pub fn specs(format: EditFormat) -> Vec<ToolDef> {
+    Tool::ALL
+        .into_iter()
+        .filter(|tool| tool.offered(format))
+        .map(Tool::spec)
+        .collect()
 }
 
 /// Runs the tool `name` with `input` once `input` has passed the tool's
 /// schema. Unknown tools and bad input are error results for the model that
-/// changed nothing, never a crash.
+/// changed nothing, never a crash. Both edit tools are known whichever one
+/// the model was offered (a session may change models).
 pub async fn call(name: &str, input: &Value, exec: &dyn Exec) -> ToolOutput {
     let Some((tool, spec)) = Tool::ALL
         .into_iter()
@@ -240,9 +267,9 @@ pub async fn call(name: &str, input: &Value, exec: &dyn Exec) -> ToolOutput {
     }
 }
 
-/// `read, write, edit and bash`.
+/// `read, write, edit, apply_patch and bash`.
 fn tool_names() -> String {
-    let names: Vec<String> = specs().into_iter().map(|spec| spec.name).collect();
+    let names: Vec<String> = Tool::ALL.map(|tool| tool.spec().name).into();
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
         _ => names.concat(),
@@ -256,21 +283,34 @@ mod tests {
     use super::*;
     use crate::tools::test_exec::TestExec;
 
+    fn names(format: EditFormat) -> Vec<String> {
+        specs(format).into_iter().map(|spec| spec.name).collect()
+    }
+
+    #[test]
+    fn the_edit_tool_offered_follows_the_edit_format() {
+        assert_eq!(names(EditFormat::Edit), ["read", "write", "edit", "bash"]);
+        assert_eq!(
+            names(EditFormat::ApplyPatch),
+            ["read", "write", "apply_patch", "bash"]
+        );
+    }
+
     #[tokio::test]
     async fn an_unknown_tool_is_an_error_naming_the_tools() {
         let exec = TestExec::new();
-        let out = call("apply_patch", &json!({"patch": ""}), &exec).await;
+        let out = call("patch", &json!({"patch": ""}), &exec).await;
         assert!(out.is_error && !out.may_change_files);
         assert_eq!(
             out.content,
-            "unknown tool \"apply_patch\": the tools are read, write, edit and bash"
+            "unknown tool \"patch\": the tools are read, write, edit, apply_patch and bash"
         );
     }
 
     #[tokio::test]
     async fn every_tool_refuses_a_non_object_input_before_running() {
         let exec = TestExec::new();
-        for spec in specs() {
+        for spec in Tool::ALL.map(Tool::spec) {
             let out = call(&spec.name, &json!("touch ran"), &exec).await;
             assert!(out.is_error && !out.may_change_files, "{}", spec.name);
             assert_eq!(

@@ -73,6 +73,17 @@ impl Host {
         cmd
     }
 
+    /// `ah` as [`Host::ah`] does it, with the `openai` provider (and
+    /// `AH_OLLAMA_BASE_URL`) pointing at `openai_url` and an OpenAI key set;
+    /// pick the model with `-m openai:…`.
+    pub fn ah_openai(&self, openai_url: &str) -> Command {
+        let mut cmd = self.ah("http://127.0.0.1:9/anthropic-is-not-used");
+        cmd.env("AH_OPENAI_BASE_URL", openai_url)
+            .env("AH_OLLAMA_BASE_URL", openai_url)
+            .env("OPENAI_API_KEY", "sk-test-openai");
+        cmd
+    }
+
     /// The run directories, oldest first.
     pub fn runs(&self) -> Vec<PathBuf> {
         let mut runs: Vec<PathBuf> = std::fs::read_dir(self.project.join(".ah/runs"))

@@ -1,9 +1,11 @@
-//! A scripted stand-in for the Anthropic Messages API, for tests that run the
-//! real `ah` binary with `ANTHROPIC_BASE_URL` pointing here.
+//! A scripted stand-in for the Anthropic Messages API and the OpenAI Chat
+//! Completions API, for tests that run the real `ah` binary with
+//! `ANTHROPIC_BASE_URL` (or `AH_OPENAI_BASE_URL=<url>/v1`) pointing here.
 //!
 //! The test hands [`MockServer::start`] one [`Turn`] per expected
-//! `POST /v1/messages`, in order; the server answers each with the scripted
-//! SSE stream or error, records every request, and stops when dropped. It runs
+//! `POST /v1/messages` or `POST /v1/chat/completions`, in order; the server
+//! answers each with the scripted SSE stream or error in the format of the
+//! API the request came in on, records every request, and stops when dropped. It runs
 //! on its own thread and tokio runtime, so plain `#[test]` functions can use it.
 //!
 //! ```ignore
@@ -18,6 +20,7 @@
 
 mod connection;
 mod http;
+mod openai_sse;
 mod script;
 mod sse;
 
@@ -33,7 +36,7 @@ use tokio::sync::oneshot;
 pub use script::{Reply, Turn};
 
 use http::RawRequest;
-use script::ApiError;
+use script::{ApiError, Wire};
 
 /// Model named in replies when the request names none.
 const FALLBACK_MODEL: &str = "claude-mock";
@@ -142,6 +145,12 @@ impl MockServer {
         self.url.clone()
     }
 
+    /// Base URL of the OpenAI-compatible API, for `AH_<PROVIDER>_BASE_URL`,
+    /// e.g. `http://127.0.0.1:40123/v1`.
+    pub fn openai_url(&self) -> String {
+        format!("{}/v1", self.url)
+    }
+
     /// Appends a turn to the script while the server runs.
     pub fn push(&self, turn: Turn) {
         let mut state = self.shared.lock();
@@ -222,8 +231,13 @@ async fn accept_loop(
 /// What the mock does with one request.
 enum Answer {
     /// The request gets no turn: wrong route, bad body, or script exhausted.
-    Reject { status: u16, error: ApiError },
+    Reject {
+        wire: Wire,
+        status: u16,
+        error: ApiError,
+    },
     Scripted {
+        wire: Wire,
         turn: Turn,
         number: usize,
         model: String,
@@ -244,20 +258,26 @@ impl Shared {
         let number = state.requests.len();
         self.arrived.notify_all();
 
+        let route = raw.path.split('?').next().unwrap_or_default();
+        let wire = match route {
+            "/v1/chat/completions" => Wire::OpenAi,
+            _ => Wire::Anthropic,
+        };
         let reject = |status: u16, kind: &str, message: String| Answer::Reject {
+            wire,
             status,
             error: ApiError {
                 kind: kind.to_string(),
                 message,
             },
         };
-        let route = raw.path.split('?').next().unwrap_or_default();
-        if raw.method != "POST" || route != "/v1/messages" {
+        if raw.method != "POST" || !matches!(route, "/v1/messages" | "/v1/chat/completions") {
             return reject(
                 404,
                 "not_found_error",
                 format!(
-                    "mock: no route for {} {}; only POST /v1/messages is served",
+                    "mock: no route for {} {}; only POST /v1/messages and \
+                     POST /v1/chat/completions are served",
                     raw.method, raw.path
                 ),
             );
@@ -293,6 +313,7 @@ impl Shared {
         };
         let model = body["model"].as_str().unwrap_or(FALLBACK_MODEL).to_string();
         Answer::Scripted {
+            wire,
             turn,
             number,
             model,

@@ -55,7 +55,7 @@ fn floor(config: &AgentConfig) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::models::ModelInfo;
+    use crate::llm::models::{EditFormat, ModelInfo};
 
     fn config(reserve: u64, thinking_budget: Option<u32>) -> AgentConfig {
         AgentConfig {
@@ -63,6 +63,7 @@ mod tests {
                 id: "claude-test".into(),
                 context_window: 200_000,
                 max_output_tokens: 64_000,
+                edit_format: EditFormat::Edit,
             },
             system: String::new(),
             max_tools: None,

@@ -23,7 +23,6 @@ pub use fill::fill;
 pub use settings::{Config, RetrySettings};
 
 use crate::agent::instructions::global_dir;
-use crate::llm::models::{self, ModelInfo};
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,24 +121,6 @@ fn load_from(
         sources,
         files,
     })
-}
-
-/// The model `name` stands for: an alias from `[models]` (a window or
-/// output limit it leaves out comes from the built-in table for its id),
-/// else a built-in alias or a full model id.
-pub fn resolve_model(name: &str, config: &Config) -> ModelInfo {
-    let name = name.trim();
-    match config.models.get(name) {
-        Some(alias) => {
-            let base = models::resolve(alias.id.as_deref().unwrap_or(name));
-            ModelInfo {
-                context_window: alias.context_window.unwrap_or(base.context_window),
-                max_output_tokens: alias.max_output_tokens.unwrap_or(base.max_output_tokens),
-                id: base.id,
-            }
-        }
-        None => models::resolve(name),
-    }
 }
 
 /// `ah config`: every key with its value and where it came from.

@@ -4,7 +4,18 @@
 use serde_json::json;
 
 use super::*;
-use crate::tools::specs;
+use crate::llm::models::EditFormat;
+
+/// Every tool's spec, both edit tools included.
+fn specs() -> Vec<crate::llm::ToolDef> {
+    let mut all = crate::tools::specs(EditFormat::Edit);
+    all.extend(
+        crate::tools::specs(EditFormat::ApplyPatch)
+            .into_iter()
+            .filter(|spec| spec.name == "apply_patch"),
+    );
+    all
+}
 
 fn object(properties: Value, required: &[&str]) -> Value {
     json!({

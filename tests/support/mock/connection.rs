@@ -1,6 +1,7 @@
 //! One client connection: reads requests in turn (keep-alive), and plays
-//! each one's answer onto the socket: an error body, or a scripted SSE stream
-//! with its chunking, delays, stall, cut or error event.
+//! each one's answer onto the socket in the format of the API it came in on:
+//! an error body, or a scripted SSE stream with its chunking, delays, stall,
+//! cut or error event.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,8 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::TcpStream;
 
-use super::script::{ApiError, StreamEnd, Turn, TurnKind};
-use super::sse::{self, frame};
-use super::{Answer, Shared, http};
+use super::script::{ApiError, StreamEnd, Turn, TurnKind, Wire};
+use super::{Answer, Shared, http, openai_sse, sse};
 
 /// Serves requests on one connection until the client closes it, asks to
 /// close, or a turn cuts it.
@@ -27,16 +27,29 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
                     kind: "invalid_request_error".to_string(),
                     message: format!("mock: cannot parse the request: {err}"),
                 };
-                let _ =
-                    write_error(reader.get_mut(), 400, &error, None, true, "req_mock_bad").await;
+                let _ = write_error(
+                    reader.get_mut(),
+                    Wire::Anthropic,
+                    400,
+                    &error,
+                    None,
+                    true,
+                    "req_mock_bad",
+                )
+                .await;
                 return;
             }
         };
         let close = raw.wants_close();
         let answer = shared.accept(raw);
         let keep_open = match answer {
-            Answer::Reject { status, error } => write_error(
+            Answer::Reject {
+                wire,
+                status,
+                error,
+            } => write_error(
                 reader.get_mut(),
+                wire,
                 status,
                 &error,
                 None,
@@ -46,10 +59,11 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>) {
             .await
             .is_ok(),
             Answer::Scripted {
+                wire,
                 turn,
                 number,
                 model,
-            } => answer_turn(reader.get_mut(), &turn, number, &model, close).await,
+            } => answer_turn(reader.get_mut(), wire, &turn, number, &model, close).await,
         };
         if !keep_open || close {
             return;
@@ -74,6 +88,7 @@ fn common_headers(
 
 async fn write_error(
     out: &mut TcpStream,
+    wire: Wire,
     status: u16,
     error: &ApiError,
     retry_after: Option<u64>,
@@ -84,13 +99,20 @@ async fn write_error(
     if let Some(seconds) = retry_after {
         headers.push(("retry-after", seconds.to_string()));
     }
-    http::write_fixed(out, status, headers, error.body().to_string().as_bytes()).await
+    http::write_fixed(
+        out,
+        status,
+        headers,
+        error.body(wire).to_string().as_bytes(),
+    )
+    .await
 }
 
 /// Plays one scripted turn; returns whether the connection can serve another
 /// request.
 async fn answer_turn(
     out: &mut TcpStream,
+    wire: Wire,
     turn: &Turn,
     number: usize,
     model: &str,
@@ -103,14 +125,17 @@ async fn answer_turn(
             error,
             retry_after,
         } => {
-            return write_error(out, *status, error, *retry_after, close, &request_id)
+            return write_error(out, wire, *status, error, *retry_after, close, &request_id)
                 .await
                 .is_ok();
         }
         TurnKind::Stream { reply, end } => (reply, end),
     };
 
-    let frames = sse::render(turn, reply, &format!("msg_mock_{number}"), model);
+    let frames = match wire {
+        Wire::Anthropic => sse::render(turn, reply, &format!("msg_mock_{number}"), model),
+        Wire::OpenAi => openai_sse::render(turn, reply, &format!("chatcmpl-mock-{number}"), model),
+    };
     let upto = |after: &usize| (*after).min(frames.len());
     // Segments of frames, each preceded by a pause, and whether the body ends cleanly.
     let (segments, finish): (Vec<(Duration, Vec<String>)>, bool) = match end {
@@ -128,7 +153,10 @@ async fn answer_turn(
         ),
         StreamEnd::Error { after, error } => {
             let mut sent = frames[..upto(after)].to_vec();
-            sent.push(frame(&error.body()));
+            sent.push(match wire {
+                Wire::Anthropic => sse::frame(&error.body(wire)),
+                Wire::OpenAi => openai_sse::frame(&error.body(wire)),
+            });
             (vec![(Duration::ZERO, sent)], true)
         }
     };

@@ -152,7 +152,10 @@ impl Reply {
 /// A streamed reply is these events, in order (count them for `cut`, `stall`
 /// and `stream_error`): `message_start`, `ping`; per block
 /// `content_block_start`, `ping`, its deltas (none for redacted thinking),
-/// `content_block_stop`; then `message_delta`, `message_stop`.
+/// `content_block_stop`; then `message_delta`, `message_stop`. On the OpenAI
+/// route: a role chunk; a chunk per text or reasoning piece; per tool call a
+/// chunk with its id and name, then one per arguments piece; the finish
+/// chunk, the usage chunk, `[DONE]`.
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub(super) kind: TurnKind,
@@ -190,17 +193,34 @@ pub(super) enum StreamEnd {
     Error { after: usize, error: ApiError },
 }
 
-/// The `error` object of an Anthropic error body.
+/// The `error` object of an API error body.
 #[derive(Debug, Clone)]
 pub(super) struct ApiError {
     pub(super) kind: String,
     pub(super) message: String,
 }
 
+/// Which API a request came in on, and so how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wire {
+    /// `POST /v1/messages`.
+    Anthropic,
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+}
+
 impl ApiError {
-    /// `{"type":"error","error":{"type":…,"message":…}}`
-    pub(super) fn body(&self) -> Value {
-        json!({"type": "error", "error": {"type": self.kind, "message": self.message}})
+    /// Anthropic: `{"type":"error","error":{"type":…,"message":…}}`;
+    /// OpenAI: `{"error":{"message":…,"type":…,"param":null,"code":null}}`.
+    pub(super) fn body(&self, wire: Wire) -> Value {
+        match wire {
+            Wire::Anthropic => {
+                json!({"type": "error", "error": {"type": self.kind, "message": self.message}})
+            }
+            Wire::OpenAi => json!({"error": {
+                "message": self.message, "type": self.kind, "param": null, "code": null
+            }}),
+        }
     }
 }
 

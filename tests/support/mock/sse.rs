@@ -114,13 +114,13 @@ fn block_events(block: &Block, pieces: &mut Pieces) -> (Value, Vec<Value>) {
 }
 
 /// Splits strings into delta pieces on character boundaries.
-struct Pieces {
+pub(super) struct Pieces {
     fixed: Option<usize>,
     next: usize,
 }
 
 impl Pieces {
-    fn new(fixed: Option<usize>) -> Pieces {
+    pub(super) fn new(fixed: Option<usize>) -> Pieces {
         Pieces { fixed, next: 0 }
     }
 
@@ -132,7 +132,7 @@ impl Pieces {
         })
     }
 
-    fn split(&mut self, text: &str) -> Vec<String> {
+    pub(super) fn split(&mut self, text: &str) -> Vec<String> {
         let chars: Vec<char> = text.chars().collect();
         let mut out = Vec::new();
         let mut start = 0;

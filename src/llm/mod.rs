@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod auth;
 pub mod models;
+pub mod redact;
 pub mod retry;
 pub mod sse;
 

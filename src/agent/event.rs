@@ -68,6 +68,15 @@ pub enum Event {
     TurnEnd {
         turn: u32,
     },
+    /// The sandbox's network proxy allowed or refused a connection during
+    /// a step (`--network proxy`; also a line of the run's `network.log`).
+    Egress {
+        step: u32,
+        /// `host:port` as asked.
+        target: String,
+        allowed: bool,
+        reason: String,
+    },
     /// The last calls repeated one pattern of `pattern_len` calls `repeats`
     /// times; the model was told to change approach.
     LoopDetected {
@@ -133,6 +142,7 @@ impl Event {
             Event::StepCommitted { .. } => "step_committed",
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
+            Event::Egress { .. } => "egress",
             Event::LoopDetected { .. } => "loop_detected",
             Event::SteeringInjected { .. } => "steering_injected",
             Event::CompactionStart { .. } => "compaction_start",

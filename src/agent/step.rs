@@ -15,7 +15,16 @@ middle of this tool call, so its input was cut off. Split large content into sev
 write or edit calls.";
 
 pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Event> {
-    let mut events = Vec::new();
+    let mut events: Vec<Event> = outcome
+        .egress
+        .iter()
+        .map(|decision| Event::Egress {
+            step: outcome.step,
+            target: decision.target.clone(),
+            allowed: decision.allowed,
+            reason: decision.reason.clone(),
+        })
+        .collect();
     if let Some(commit) = &outcome.commit {
         events.push(Event::StepCommitted {
             step: outcome.step,

@@ -127,6 +127,24 @@ impl Display {
                     style("⇣").cyan()
                 );
             }
+            Event::Egress {
+                target,
+                allowed,
+                reason,
+                ..
+            } => {
+                self.end_line();
+                let (mark, verdict) = if *allowed {
+                    (style("⇄").cyan(), "network")
+                } else {
+                    (style("⛔").red(), "network denied")
+                };
+                eprintln!(
+                    "  {mark} {verdict} {}: {}",
+                    terminal_safe(target),
+                    terminal_safe(reason)
+                );
+            }
             Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),
             _ => {}
         }

@@ -83,12 +83,19 @@ pub fn main() -> i32 {
                 };
                 commands::image_build(image.as_deref(), source).await
             }
+            Some(Command::EgressListen { socket, port }) => {
+                crate::sandbox::egress::handoff::hand_over(&socket, port)
+                    .map(|()| EXIT_OK)
+                    .map_err(|err| {
+                        anyhow::anyhow!("could not hand the proxy port to the host: {err}")
+                    })
+            }
         }
     });
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("ah: {err:#}");
+            eprintln!("ah: {}", crate::llm::redact::text(&format!("{err:#}")));
             match err.downcast_ref::<task::UsageError>() {
                 Some(_) => EXIT_USAGE,
                 None => EXIT_ERROR,

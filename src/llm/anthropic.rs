@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio::time::timeout;
 
 use super::auth::Credentials;
+use super::redact;
 use super::retry::{self, Failure, RetryPolicy};
 use super::sse::Accumulator;
 use super::{LlmError, Message, Provider, Request, Response, StreamEvent, ToolDef};
@@ -142,8 +143,38 @@ impl Provider for AnthropicClient {
         let attempts = self.retry.max_attempts.max(1);
         let mut last = String::new();
         for attempt in 1..=attempts {
-            match self.attempt(body.clone(), on_event).await {
-                Ok(response) => return Ok(response),
+            // What the model says leaves here with every secret redacted:
+            // the deltas as they stream, the response as a whole.
+            let mut text = redact::Stream::default();
+            let mut thinking = redact::Stream::default();
+            let mut clean = |event: StreamEvent| {
+                let event = match event {
+                    StreamEvent::TextDelta(piece) => StreamEvent::TextDelta(text.push(&piece)),
+                    StreamEvent::ThinkingDelta(piece) => {
+                        StreamEvent::ThinkingDelta(thinking.push(&piece))
+                    }
+                    other => other,
+                };
+                match &event {
+                    StreamEvent::TextDelta(piece) | StreamEvent::ThinkingDelta(piece)
+                        if piece.is_empty() => {}
+                    _ => on_event(event),
+                }
+            };
+            let attempted = self.attempt(body.clone(), &mut clean).await;
+            for (held, event) in [
+                (thinking.finish(), StreamEvent::ThinkingDelta as fn(String) -> StreamEvent),
+                (text.finish(), StreamEvent::TextDelta),
+            ] {
+                if !held.is_empty() {
+                    on_event(event(held));
+                }
+            }
+            match attempted {
+                Ok(mut response) => {
+                    redact_blocks(&mut response.content);
+                    return Ok(response);
+                }
                 Err(Failure::Fatal(err)) => return Err(err),
                 Err(Failure::Retryable {
                     reason,
@@ -163,6 +194,21 @@ impl Provider for AnthropicClient {
             }
         }
         Err(LlmError::RetriesExhausted { attempts, last })
+    }
+}
+
+/// Replaces every registered secret in the model's text, thinking and tool
+/// inputs.
+fn redact_blocks(blocks: &mut [super::Block]) {
+    use super::Block;
+    for block in blocks {
+        match block {
+            Block::Text { text } => *text = redact::text(text).into_owned(),
+            Block::Thinking { thinking, .. } => *thinking = redact::text(thinking).into_owned(),
+            Block::ToolUse { input, .. } => redact::json(input),
+            Block::ToolResult { content, .. } => *content = redact::text(content).into_owned(),
+            Block::RedactedThinking { .. } => {}
+        }
     }
 }
 

@@ -35,11 +35,18 @@ impl fmt::Debug for Credentials {
 
 impl Credentials {
     /// Finds credentials from the process environment and `$HOME`.
+    /// The secret is registered with the redactor ([`super::redact`]).
     pub fn from_env() -> Result<Credentials, LlmError> {
-        Credentials::load(
+        let credentials = Credentials::load(
             std::env::var("ANTHROPIC_API_KEY").ok(),
             std::env::var_os("HOME").map(PathBuf::from),
-        )
+        )?;
+        match &credentials {
+            Credentials::ApiKey(secret) | Credentials::OAuthToken(secret) => {
+                super::redact::register(secret)
+            }
+        }
+        Ok(credentials)
     }
 
     /// Finds credentials given the value of `ANTHROPIC_API_KEY` and the home

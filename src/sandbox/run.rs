@@ -18,6 +18,7 @@ use git2::Oid;
 use serde_json::Value;
 
 use super::artifacts::{self, ArtifactReport};
+use super::egress::EgressDecision;
 use super::patch::{self, PatchInfo};
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
@@ -49,6 +50,16 @@ pub struct StepOutcome {
     pub changes: Vec<Change>,
     /// The violation report, when the step broke the policy and was undone.
     pub violation: Option<String>,
+    /// What the network proxy decided while the step ran.
+    pub egress: Vec<EgressDecision>,
+}
+
+fn redact_output(output: &mut ToolOutput) {
+    use crate::llm::redact;
+    output.content = redact::text(&output.content).into_owned();
+    output.stdout = redact::bytes(&output.stdout).into_owned();
+    output.stderr = redact::bytes(&output.stderr).into_owned();
+    redact::json(&mut output.details);
 }
 
 /// What a finished run leaves behind.
@@ -173,6 +184,9 @@ impl Run {
             None => tools::call(name, input, &view).await,
         };
         let duration_ms = started.elapsed().as_millis() as u64;
+        // A secret the sandbox could read (a key in a project file) goes no
+        // further: not to the model, the session or the step files.
+        redact_output(&mut output);
         let mut outcome = StepOutcome {
             step,
             output: ToolOutput::error(String::new()),
@@ -180,6 +194,7 @@ impl Run {
             commit: None,
             changes: Vec::new(),
             violation: None,
+            egress: self.backend.take_egress(),
         };
         if output.may_change_files {
             self.commit_step(step, name, &mut output, &mut outcome);

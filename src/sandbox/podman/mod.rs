@@ -30,7 +30,6 @@ pub use args::{
 };
 pub use env::{Withheld, container_env, is_secret_name};
 pub use exec::OUTPUT_CAP;
-pub use network::LISTEN_COMMAND;
 pub use stale::RUN_LABEL;
 
 /// The image runs use unless told otherwise.

@@ -15,7 +15,7 @@ use crate::sandbox::egress::{Allowlist, EgressDecision, PROXY_PORT, Proxy};
 
 /// The hidden subcommand that hands the proxy port over (see
 /// `egress::handoff`).
-pub const LISTEN_COMMAND: &str = "__egress-listen";
+const LISTEN_COMMAND: &str = "__egress-listen";
 
 /// How long the host waits for the socket once the helper has exited.
 const RECEIVE_LIMIT: Duration = Duration::from_secs(2);

@@ -103,6 +103,7 @@ impl Manifest {
             source,
         })?;
         json.push(b'\n');
+        let json = crate::llm::redact::bytes(&json);
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tmp =
             tempfile::NamedTempFile::new_in(dir).map_err(io_err("create a file in", dir))?;

@@ -15,6 +15,7 @@ use anyhow::{Context, Result, bail};
 
 use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
+use super::network;
 use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
@@ -66,7 +67,9 @@ pub async fn run(args: RunArgs) -> Result<i32> {
             .unwrap_or_else(models::default_model_name),
     );
     let provider = AnthropicClient::from_env(retry_policy()?)?;
-    let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?
+        .with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
+    network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
         // JSON consumers are programs: nobody to ask.
@@ -165,6 +168,7 @@ async fn run_in_session(
                 podman::PodmanOptions::new(&dir.id().to_string(), project, &dir.work_dir());
             options.image = image.clone();
             configure_sandbox(&mut options, &args.sandbox);
+            network::configure_network(&mut options, &args.sandbox, policy, &dir)?;
             Box::new(podman::PodmanBackend::start(&options).await?)
         }
     };
@@ -251,6 +255,13 @@ async fn run_in_session(
         args.backend.as_str(),
     );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
+    manifest.network = (args.backend == BackendKind::Podman).then(|| {
+        args.sandbox
+            .network
+            .unwrap_or_default()
+            .as_str()
+            .to_string()
+    });
     manifest.session_db = Some(session.path().display().to_string());
     manifest.started_at = crate::session::format_rfc3339(started_at);
     fill_manifest(&mut manifest, &result);

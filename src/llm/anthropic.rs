@@ -163,7 +163,10 @@ impl Provider for AnthropicClient {
             };
             let attempted = self.attempt(body.clone(), &mut clean).await;
             for (held, event) in [
-                (thinking.finish(), StreamEvent::ThinkingDelta as fn(String) -> StreamEvent),
+                (
+                    thinking.finish(),
+                    StreamEvent::ThinkingDelta as fn(String) -> StreamEvent,
+                ),
                 (text.finish(), StreamEvent::TextDelta),
             ] {
                 if !held.is_empty() {

@@ -249,12 +249,20 @@ fn network_and_env_lists_merge_like_the_others() {
         .with_sandbox_flags(&["crates.io:*".to_string()], &[])
         .unwrap_err()
         .to_string();
-    assert!(err.contains("the command line") && err.contains("no port wildcard"), "{err}");
+    assert!(
+        err.contains("the command line") && err.contains("no port wildcard"),
+        "{err}"
+    );
     std::fs::write(
         project.path().join(PROJECT_POLICY_FILE),
         "[network]\nallow = [\n  \"crates.io\",\n]\n",
     )
     .unwrap();
-    let err = Policy::load(project.path(), None, &[], &[]).unwrap_err().to_string();
-    assert!(err.contains("policy.toml (line 3)") && err.contains("no :PORT"), "{err}");
+    let err = Policy::load(project.path(), None, &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("policy.toml (line 3)") && err.contains("no :PORT"),
+        "{err}"
+    );
 }

@@ -21,6 +21,8 @@ pub struct Manifest {
     /// `podman` or `none`.
     pub backend: String,
     pub image: Option<String>,
+    /// The sandbox's network mode (`none`, `proxy`, `full`; podman only).
+    pub network: Option<String>,
     /// Path of the session database the run's conversation lives in.
     pub session_db: Option<String>,
     /// Shadow commit the run started from (hex).

@@ -13,14 +13,19 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ah::sandbox::egress::{Allowlist, NetworkMode};
+use ah::sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
 
 use serde_json::{Value, json};
 use support::host::{Host, describe, files_containing, query};
 use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::podman::podman_ready_blocking;
+use support::podman::{podman_ready, podman_ready_blocking};
 
 /// A target server on the host's loopback: answers each connection with a
 /// small HTTP response naming itself, and counts connections.
@@ -269,6 +274,61 @@ fn an_echoed_api_key_is_nowhere_under_ah_dir_nor_in_the_output() {
         assert!(!String::from_utf8_lossy(stream).contains(key));
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("[REDACTED]"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_sandbox_gets_its_proxy_back() {
+    if podman_ready().await.is_none() {
+        return;
+    }
+    let target = Target::start("again");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    let (project, work) = (dir.path().join("project"), dir.path().join("work"));
+    for folder in [&project, &work] {
+        std::fs::create_dir_all(folder).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let id = format!("t{}", ulid::Ulid::generate()).to_lowercase();
+    let mut opts = PodmanOptions::new(&id, &project, &work);
+    opts.network = NetworkMode::Proxy;
+    opts.allow =
+        Allowlist::parse(&[format!("127.0.0.1:{}", target.port)]).unwrap_or_else(|e| panic!("{e}"));
+    opts.network_log = dir.path().join("network.log");
+    opts.env = container_env(NetworkMode::Proxy, &[], &|_| None).0;
+    opts.ah_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_ah")));
+    let backend = PodmanBackend::start(&opts)
+        .await
+        .unwrap_or_else(|e| panic!("start: {e}"));
+    let fetch = format!(
+        "curl -sS --max-time 20 --proxytunnel http://127.0.0.1:{}/; touch /tmp/before",
+        target.port
+    );
+    let run = |command: String| {
+        let backend = &backend;
+        async move {
+            let out = backend
+                .exec(&command, Duration::from_secs(60))
+                .await
+                .unwrap_or_else(|e| panic!("exec: {e}"));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    assert_eq!(run(fetch.clone()).await, "reached-again");
+    // The init stops on SIGINT: the container is restarted, in a new
+    // network namespace, and /tmp is empty again.
+    let _ = run("setsid sleep 1014 & kill -INT 1".to_string()).await;
+    let again = run(format!(
+        "test -e /tmp/before || echo -n 'restarted '; {fetch}"
+    ))
+    .await;
+    assert_eq!(again, "restarted reached-again");
+    let decisions = backend.take_egress();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(decisions.iter().all(|d| d.allowed));
+    assert_eq!(target.hits.load(Ordering::SeqCst), 2);
+    backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("shutdown: {e}"));
 }
 
 #[test]

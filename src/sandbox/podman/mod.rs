@@ -96,6 +96,9 @@ pub struct PodmanOptions {
     pub network_log: PathBuf,
     /// The whole environment of the container ([`container_env`]).
     pub env: Vec<(String, String)>,
+    /// The `ah` executable that hands the proxy its port inside the
+    /// container (default: the running executable, when it is `ah`).
+    pub ah_executable: Option<PathBuf>,
 }
 
 impl PodmanOptions {
@@ -117,6 +120,7 @@ impl PodmanOptions {
             allow: Allowlist::default(),
             network_log: work_dir.with_file_name("network.log"),
             env: container_env(NetworkMode::None, &[], &|_| None).0,
+            ah_executable: None,
         }
     }
 }
@@ -186,6 +190,7 @@ impl PodmanBackend {
             NetworkMode::Proxy => Some(network::Egress::prepare(
                 opts.allow.clone(),
                 &opts.network_log,
+                opts.ah_executable.as_deref(),
             )?),
             _ => None,
         };

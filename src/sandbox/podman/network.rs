@@ -32,14 +32,20 @@ pub(super) struct Egress {
 impl Egress {
     /// Makes the socket folder and the proxy (which serves nothing until
     /// [`Egress::connect`]). The folder lives under the system's temporary
-    /// folder: a unix socket path must stay under 108 bytes.
-    pub(super) fn prepare(allow: Allowlist, log: &Path) -> Result<Egress, PodmanError> {
+    /// folder: a unix socket path must stay under 108 bytes. `executable`
+    /// is the `ah` to mount, by default the running one.
+    pub(super) fn prepare(
+        allow: Allowlist,
+        log: &Path,
+        executable: Option<&Path>,
+    ) -> Result<Egress, PodmanError> {
         let io = |what| move |source| PodmanError::Io { what, source };
         let socket_dir = tempfile::Builder::new()
             .prefix("ah-egress-")
             .tempdir()
             .map_err(io("create the proxy socket folder"))?;
-        let executable = std::env::current_exe()
+        let executable = executable
+            .map_or_else(std::env::current_exe, |path| Ok(path.to_path_buf()))
             .and_then(std::fs::canonicalize)
             .map_err(io("find the ah executable to mount into the sandbox"))?;
         let proxy = Proxy::new(allow, log).map_err(io("open network.log"))?;

@@ -13,7 +13,8 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,7 +26,7 @@ use ah::sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
 use serde_json::{Value, json};
 use support::host::{Host, describe, files_containing, query};
 use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::podman::{podman_ready, podman_ready_blocking};
+use support::podman::{TestUser, podman_ready, podman_ready_blocking};
 
 /// A target server on the host's loopback: answers each connection with a
 /// small HTTP response naming itself, and counts connections.
@@ -274,6 +275,59 @@ fn an_echoed_api_key_is_nowhere_under_ah_dir_nor_in_the_output() {
         assert!(!String::from_utf8_lossy(stream).contains(key));
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("[REDACTED]"));
+}
+
+#[test]
+fn the_proxy_works_for_an_unprivileged_user_in_rootless_podman() {
+    let Some(user) = TestUser::from_env() else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    user.load_image(&podman);
+    let target = Target::start("rootless");
+    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+    let project = root.path().join("project");
+    std::fs::create_dir(&project).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(project.join("a.txt"), "one\n").unwrap_or_else(|e| panic!("{e}"));
+    let chown = Command::new("chown")
+        .args(["-R", &format!("{0}:{0}", user.name)])
+        .arg(&project)
+        .status()
+        .unwrap_or_else(|e| panic!("chown: {e}"));
+    assert!(chown.success());
+    let mock = MockServer::start(one_step(&format!(
+        "curl -sS --max-time 20 --proxytunnel http://127.0.0.1:{}/",
+        target.port
+    )));
+    let url = mock.url();
+    let out = user
+        .command(
+            &ah,
+            &[
+                ("ANTHROPIC_BASE_URL", url.as_str()),
+                ("ANTHROPIC_API_KEY", "test-key"),
+            ],
+        )
+        .arg("-C")
+        .arg(&project)
+        .args(["--review", "never", "--network", "proxy"])
+        .args(["--allow-host", &format!("127.0.0.1:{}", target.port)])
+        .arg("fetch")
+        .output()
+        .unwrap_or_else(|e| panic!("runuser: {e}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let told = step_result(&mock.requests(), 1);
+    assert!(told.contains("reached-rootless"), "{told}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!(
+            "network 127.0.0.1:{0}: allowed by 127.0.0.1:{0}",
+            target.port
+        )),
+        "{}",
+        describe(&out)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,7 +35,7 @@ impl Display {
                     "{} {} {}",
                     style("▸").cyan(),
                     style(name).bold(),
-                    key_param(name, input)
+                    terminal_safe(&key_param(name, input))
                 );
             }
             Event::ToolCallEnd { .. } if self.violation_shown => {

@@ -17,6 +17,7 @@ use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
 use super::network;
 use super::output::Output;
+use super::prompt_setup::{self, PromptSetup};
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
@@ -90,6 +91,11 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
+    let workspace = match args.backend {
+        BackendKind::Podman => Workspace::Container,
+        BackendKind::None => Workspace::Host,
+    };
+    let prompts = prompt_setup::prepare(&project, &ah_dir, workspace, &task, &args.skills)?;
     let mut session = open_session(&args, &ah_dir)?;
     refuse_if_busy(&session)?;
     let mut output = Output::new(args.json);
@@ -101,6 +107,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         review_mode,
         image,
         task,
+        prompts,
     };
     let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
     // Whatever happened, no process works on the session any more.
@@ -131,6 +138,7 @@ struct RunSetup {
     review_mode: ReviewMode,
     image: String,
     task: String,
+    prompts: PromptSetup,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -150,6 +158,7 @@ async fn run_in_session(
         review_mode,
         image,
         task,
+        prompts,
     } = setup;
     let review_mode = *review_mode;
     let dir = RunDir::create(ah_dir)?;
@@ -172,10 +181,6 @@ async fn run_in_session(
             Box::new(podman::PodmanBackend::start(&options).await?)
         }
     };
-    let workspace = match args.backend {
-        BackendKind::Podman => Workspace::Container,
-        BackendKind::None => Workspace::Host,
-    };
     let mut run = Run::attach(
         dir,
         shadow,
@@ -189,7 +194,11 @@ async fn run_in_session(
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session)?;
     let parent = session.head()?;
-    let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
+    let mut prompt_blocks: Vec<BlockRecord> = prompts
+        .blocks
+        .iter()
+        .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
+        .collect();
     if parent.is_some() {
         prompt_blocks.push(BlockRecord::from(Block::Text {
             text: NEW_RUN_NOTE.to_string(),
@@ -203,7 +212,7 @@ async fn run_in_session(
     )?;
     let config = AgentConfig {
         model: model.clone(),
-        system: prompt::system_prompt(ah_dir, workspace)?,
+        system: prompts.system.clone(),
         max_tools: args.max_tools,
         loop_window: args.loop_window,
         thinking_budget: None,

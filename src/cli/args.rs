@@ -280,10 +280,6 @@ pub enum Command {
         #[command(subcommand)]
         action: ImageAction,
     },
-    /// Inside the sandbox only: hands the proxy port to the host (see
-    /// `sandbox::egress::handoff`).
-    #[command(name = "__egress-listen", hide = true)]
-    EgressListen { socket: PathBuf, port: u16 },
 }
 
 #[derive(Debug, Subcommand)]

@@ -33,6 +33,9 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
+    if let Some(code) = network::sandbox_helper(std::env::args_os()) {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -86,13 +89,6 @@ pub fn main() -> i32 {
                     _ => ImageSource::Auto,
                 };
                 commands::image_build(image.as_deref(), source).await
-            }
-            Some(Command::EgressListen { socket, port }) => {
-                crate::sandbox::egress::handoff::hand_over(&socket, port)
-                    .map(|()| EXIT_OK)
-                    .map_err(|err| {
-                        anyhow::anyhow!("could not hand the proxy port to the host: {err}")
-                    })
             }
         }
     });

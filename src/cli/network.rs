@@ -2,15 +2,45 @@
 //! command line: which mode, what the proxy may reach, which host variables
 //! go in, and what the user is told about it on every run.
 
+use std::ffi::OsString;
+use std::path::Path;
+
 use anyhow::Result;
 
 use super::args::SandboxArgs;
 use super::task::UsageError;
 use crate::sandbox::BackendKind;
+use crate::sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
 use crate::sandbox::egress::{Allowlist, NetworkMode};
 use crate::sandbox::podman::{PodmanOptions, container_env};
 use crate::sandbox::policy::Policy;
 use crate::sandbox::rundir::RunDir;
+
+/// `ah __egress-listen SOCKET PORT`, which the podman backend runs inside
+/// the sandbox to hand the proxy its port: not a command of ah's interface
+/// (no help, no completion), so it is recognised before the arguments are
+/// parsed. `None` when the arguments are anything else.
+pub(super) fn sandbox_helper(args: impl Iterator<Item = OsString>) -> Option<i32> {
+    let args: Vec<OsString> = args.skip(1).collect();
+    if args.first()? != LISTEN_COMMAND {
+        return None;
+    }
+    let port = args
+        .get(2)
+        .and_then(|p| p.to_str())
+        .and_then(|p| p.parse().ok());
+    let (Some(socket), Some(port), 3) = (args.get(1), port, args.len()) else {
+        eprintln!("ah: usage: ah {LISTEN_COMMAND} SOCKET PORT (run by ah inside its sandbox)");
+        return Some(super::EXIT_USAGE);
+    };
+    match hand_over(Path::new(socket), port) {
+        Ok(()) => Some(super::EXIT_OK),
+        Err(err) => {
+            eprintln!("ah: could not hand the proxy port to the host: {err}");
+            Some(super::EXIT_ERROR)
+        }
+    }
+}
 
 /// The network flags mean something only for the podman backend: the
 /// `none` backend runs commands on the host, with the host's network and

@@ -19,6 +19,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
+/// The first argument that makes `ah` run [`hand_over`] (see
+/// `cli::network`).
+pub const LISTEN_COMMAND: &str = "__egress-listen";
+
 /// The port the proxy listens on inside the container. Its network
 /// namespace is its own, so any fixed port is free.
 pub const PROXY_PORT: u16 = 3128;

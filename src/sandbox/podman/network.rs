@@ -11,11 +11,8 @@ use tokio::process::Command;
 
 use super::PodmanError;
 use super::args::{AH_BIN, EGRESS_DIR};
+use crate::sandbox::egress::handoff::LISTEN_COMMAND;
 use crate::sandbox::egress::{Allowlist, EgressDecision, PROXY_PORT, Proxy};
-
-/// The hidden subcommand that hands the proxy port over (see
-/// `egress::handoff`).
-const LISTEN_COMMAND: &str = "__egress-listen";
 
 /// How long the host waits for the socket once the helper has exited.
 const RECEIVE_LIMIT: Duration = Duration::from_secs(2);

@@ -1,9 +1,10 @@
 //! The podman backend: one container per run, started once and closed like a
-//! box (no network, no capabilities, read-only root, the project read-only,
-//! its `.ah/` and `.git` hidden, an environment built from nothing); commands
-//! enter it with `podman exec`, and nothing a command starts outlives it. See
-//! `args` for the flags, `exec` for running a command and ending everything
-//! it started, `stale` for cleaning up after crashed runs.
+//! box (no network unless asked, no capabilities, read-only root, the project
+//! read-only, its `.ah/` and `.git` hidden, an environment built from
+//! nothing); commands enter it with `podman exec`, and nothing a command
+//! starts outlives it. See `args` for the flags, `env` for the environment,
+//! `exec` for running a command and ending everything it started, `network`
+//! for the egress proxy's side, `stale` for cleaning up after crashed runs.
 
 mod args;
 mod env;

@@ -104,7 +104,8 @@ fn the_proxy_lets_through_only_what_the_allowlist_names() {
            http://127.0.0.1:{d}/; \
          curl -sS --max-time 5 --noproxy '*' http://127.0.0.1:{a}/ || echo direct-failed; \
          getent hosts example.com || echo dns-failed; \
-         env | sort | sed 's/^/env: /'"
+         env | sort | sed 's/^/env: /'; \
+         exec 3<>/dev/tcp/127.0.0.1/3128 && printf 'CONNECT late.example:443 HTTP/1.1\r\n\r\n' >&3"
     );
     let mock = MockServer::start(one_step(&command));
     let host = Host::git(&[("README.md", "hi\n")]);
@@ -182,16 +183,21 @@ fn the_proxy_lets_through_only_what_the_allowlist_names() {
         .into_iter()
         .filter(|e| e["type"] == "egress")
         .collect();
-    assert_eq!(egress.len(), 2, "{egress:?}");
-    assert_eq!(egress[0]["step"], json!(1));
+    // The last request was still being decided when the step ended: its
+    // decision is reported with the step or at the run's end, never lost.
+    assert_eq!(egress.len(), 3, "{egress:?}");
+    assert!(egress.iter().all(|e| e["step"] == json!(1)), "{egress:?}");
     assert_eq!(egress[0]["allowed"], json!(true));
     assert_eq!(egress[1]["target"], json!(format!("127.0.0.1:{d}")));
     assert_eq!(egress[1]["allowed"], json!(false));
+    assert_eq!(egress[2]["target"], json!("late.example:443"));
+    assert_eq!(egress[2]["allowed"], json!(false));
+    assert_eq!(log.lines().count(), 3, "{log}");
     let stored = query(
         &host.sessions()[0],
         "SELECT details FROM events WHERE event_type = 'egress' ORDER BY id",
     );
-    assert_eq!(stored.len(), 2, "{stored:?}");
+    assert_eq!(stored.len(), 3, "{stored:?}");
     let manifest = std::fs::read_to_string(run.join("manifest.json")).unwrap_or_default();
     assert!(manifest.contains("\"network\": \"proxy\""), "{manifest}");
 }

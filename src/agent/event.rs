@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::llm::Usage;
 use crate::sandbox::Change;
+use crate::sandbox::egress::EgressDecision;
 
 /// Something that happened during a run, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -127,6 +128,16 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event of a proxy decision made during step `step`.
+    pub fn egress(step: u32, decision: &EgressDecision) -> Event {
+        Event::Egress {
+            step,
+            target: decision.target.clone(),
+            allowed: decision.allowed,
+            reason: decision.reason.clone(),
+        }
+    }
+
     /// The name stored in `events.event_type`.
     pub fn name(&self) -> &'static str {
         match self {

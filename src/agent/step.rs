@@ -18,12 +18,7 @@ pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Ev
     let mut events: Vec<Event> = outcome
         .egress
         .iter()
-        .map(|decision| Event::Egress {
-            step: outcome.step,
-            target: decision.target.clone(),
-            allowed: decision.allowed,
-            reason: decision.reason.clone(),
-        })
+        .map(|decision| Event::egress(outcome.step, decision))
         .collect();
     if let Some(commit) = &outcome.commit {
         events.push(Event::StepCommitted {

@@ -257,6 +257,9 @@ async fn run_in_session(
 
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
+    for decision in &result.egress {
+        announce(session, output, Event::egress(result.steps, decision));
+    }
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         task,

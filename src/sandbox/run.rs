@@ -78,6 +78,9 @@ pub struct RunResult {
     /// Why the patch must never be applied, when a violating step could not
     /// be undone.
     pub poisoned: Option<String>,
+    /// Network proxy decisions made after the last step was reported (a
+    /// request still being checked when its step ended).
+    pub egress: Vec<EgressDecision>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -334,6 +337,7 @@ impl Run {
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }
+        let egress = self.backend.take_egress();
         let info = patch::session_patch(&self.shadow, self.baseline, self.head)
             .map_err(|e| RunError::Patch(e.to_string()))?;
         let patch_path = self.dir.patch_path();
@@ -374,6 +378,7 @@ impl Run {
             artifacts,
             warnings,
             poisoned: self.poisoned,
+            egress,
         })
     }
 }

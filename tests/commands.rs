@@ -100,7 +100,7 @@ fn doctor_passes_here_and_names_the_fix_for_a_missing_image() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let text = String::from_utf8_lossy(&out.stdout);
-    for check in ["podman:", "runtime:", "image:", "git:"] {
+    for check in ["podman:", "runtime:", "network proxy:", "image:", "git:"] {
         assert!(
             text.lines()
                 .any(|l| l.starts_with("ok") && l.contains(check)),

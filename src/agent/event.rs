@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::llm::Usage;
 use crate::sandbox::Change;
+use crate::sandbox::egress::EgressDecision;
 
 /// Something that happened during a run, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -67,6 +68,15 @@ pub enum Event {
     },
     TurnEnd {
         turn: u32,
+    },
+    /// The sandbox's network proxy allowed or refused a connection during
+    /// a step (`--network proxy`; also a line of the run's `network.log`).
+    Egress {
+        step: u32,
+        /// `host:port` as asked.
+        target: String,
+        allowed: bool,
+        reason: String,
     },
     /// The last calls repeated one pattern of `pattern_len` calls `repeats`
     /// times; the model was told to change approach.
@@ -132,6 +142,16 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event of a proxy decision made during step `step`.
+    pub fn egress(step: u32, decision: &EgressDecision) -> Event {
+        Event::Egress {
+            step,
+            target: decision.target.clone(),
+            allowed: decision.allowed,
+            reason: decision.reason.clone(),
+        }
+    }
+
     /// The name stored in `events.event_type`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -147,6 +167,7 @@ impl Event {
             Event::StepCommitted { .. } => "step_committed",
             Event::Violation { .. } => "violation",
             Event::TurnEnd { .. } => "turn_end",
+            Event::Egress { .. } => "egress",
             Event::LoopDetected { .. } => "loop_detected",
             Event::SteeringInjected { .. } => "steering_injected",
             Event::SteeringDelivered { .. } => "steering_delivered",

@@ -15,7 +15,11 @@ middle of this tool call, so its input was cut off. Split large content into sev
 write or edit calls.";
 
 pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Event> {
-    let mut events = Vec::new();
+    let mut events: Vec<Event> = outcome
+        .egress
+        .iter()
+        .map(|decision| Event::egress(outcome.step, decision))
+        .collect();
     if let Some(commit) = &outcome.commit {
         events.push(Event::StepCommitted {
             step: outcome.step,

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::sandbox::BackendKind;
+use crate::sandbox::egress::NetworkMode;
 use crate::tools::OutputLimits;
 
 /// ah — a coding agent that works on a sandboxed copy of your project and
@@ -171,6 +172,22 @@ pub struct SandboxArgs {
     /// (repeatable); lowered to the caller's hard limits when higher.
     #[arg(long = "ulimit", value_name = "KIND=N", value_parser = parse_ulimit)]
     pub ulimits: Vec<(UlimitKind, u64)>,
+
+    /// The sandbox's network: none (default: no network at all), proxy (only
+    /// tunnels to allowed HOST:PORT targets, through a proxy on the host),
+    /// full (any outbound connection; warned about on every run).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub network: Option<NetworkMode>,
+
+    /// Let the proxy reach HOST:PORT (repeatable; `*.example.org:443` matches
+    /// names under example.org; no port wildcard); adds to `[network] allow`.
+    #[arg(long = "allow-host", value_name = "HOST:PORT")]
+    pub allow_hosts: Vec<String>,
+
+    /// Pass the host variable NAME into the sandbox (repeatable); adds to
+    /// `[sandbox] env`. Names of secrets (`*_API_KEY`, `*_TOKEN`, …) never are.
+    #[arg(long = "env", value_name = "NAME")]
+    pub env: Vec<String>,
 }
 
 /// Which output cap `--output-limit` sets.

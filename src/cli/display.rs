@@ -35,7 +35,7 @@ impl Display {
                     "{} {} {}",
                     style("▸").cyan(),
                     style(name).bold(),
-                    key_param(name, input)
+                    terminal_safe(&key_param(name, input))
                 );
             }
             Event::ToolCallEnd { .. } if self.violation_shown => {
@@ -146,6 +146,24 @@ impl Display {
                 eprintln!(
                     "{} compacted: a summary of {summary_chars} characters and the {kept_messages} most recent messages",
                     style("⇣").cyan()
+                );
+            }
+            Event::Egress {
+                target,
+                allowed,
+                reason,
+                ..
+            } => {
+                self.end_line();
+                let (mark, verdict) = if *allowed {
+                    (style("⇄").cyan(), "network")
+                } else {
+                    (style("⛔").red(), "network denied")
+                };
+                eprintln!(
+                    "  {mark} {verdict} {}: {}",
+                    terminal_safe(target),
+                    terminal_safe(reason)
                 );
             }
             Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),

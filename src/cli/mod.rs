@@ -10,6 +10,7 @@ mod compact;
 pub mod config;
 mod display;
 mod model;
+mod network;
 mod output;
 mod prompt_setup;
 mod queue;
@@ -35,6 +36,9 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
+    if let Some(code) = network::sandbox_helper(std::env::args_os()) {
+        return code;
+    }
     let parsed = Cli::command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
@@ -109,7 +113,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("ah: {err:#}");
+            eprintln!("ah: {}", crate::llm::redact::text(&format!("{err:#}")));
             match err.downcast_ref::<task::UsageError>() {
                 Some(_) => EXIT_USAGE,
                 None => EXIT_ERROR,

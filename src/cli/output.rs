@@ -25,6 +25,8 @@ impl Output {
             // A closed stdout (a consumer that went away) must not stop the
             // run: the session and the run directory keep everything.
             if let Ok(line) = serde_json::to_string(event) {
+                // A secret has no character JSON escapes: the text is enough.
+                let line = crate::llm::redact::text(&line);
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();

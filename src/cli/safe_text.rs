@@ -8,8 +8,9 @@ use std::borrow::Cow;
 /// `text` with every control character except newline and tab shown in caret
 /// notation (`ESC` → `^[`, DEL → `^?`), and C1 controls as `\u{…}` escapes.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let text = crate::llm::redact::text(text);
     if !text.chars().any(is_unsafe) {
-        return Cow::Borrowed(text);
+        return text;
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {

@@ -16,6 +16,7 @@ use anyhow::{Context, Result, bail};
 use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
+use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
 use super::queue::{Claim, claim_for_run, report_dropped};
@@ -70,8 +71,10 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
         &args.config,
     )?;
     let provider = selection.connect(retry_policy(&args.config.retry))?;
-    let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?
+        .with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
     policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
+    network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
         // JSON consumers are programs: nobody to ask.
@@ -189,6 +192,7 @@ async fn run_in_session(
                 podman::PodmanOptions::new(&dir.id().to_string(), project, &dir.work_dir());
             options.image = image.clone();
             configure_sandbox(&mut options, &args.sandbox);
+            network::configure_network(&mut options, &args.sandbox, policy, &dir)?;
             Box::new(podman::PodmanBackend::start(&options).await?)
         }
     };
@@ -289,6 +293,9 @@ async fn run_in_session(
 
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
+    for decision in &result.egress {
+        announce(session, output, Event::egress(result.steps, decision));
+    }
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         task,
@@ -296,6 +303,13 @@ async fn run_in_session(
         args.backend.as_str(),
     );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
+    manifest.network = (args.backend == BackendKind::Podman).then(|| {
+        args.sandbox
+            .network
+            .unwrap_or_default()
+            .as_str()
+            .to_string()
+    });
     manifest.session_db = Some(session.path().display().to_string());
     manifest.started_at = crate::session::format_rfc3339(started_at);
     fill_manifest(&mut manifest, &result);

@@ -34,12 +34,14 @@ impl fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// Finds credentials from the process environment and `$HOME`.
-    pub fn from_env() -> Result<Credentials, LlmError> {
-        Credentials::load(
-            std::env::var("ANTHROPIC_API_KEY").ok(),
-            std::env::var_os("HOME").map(PathBuf::from),
-        )
+    /// Makes the redactor ([`super::redact`]) replace this secret wherever
+    /// ah writes or shows text.
+    pub fn register_secret(&self) {
+        match self {
+            Credentials::ApiKey(secret) | Credentials::OAuthToken(secret) => {
+                super::redact::register(secret)
+            }
+        }
     }
 
     /// Finds credentials given the value of `ANTHROPIC_API_KEY` and the home

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod models;
 pub mod openai;
 pub mod providers;
+pub mod redact;
 pub mod retry;
 pub mod sse;
 pub mod transport;

@@ -167,6 +167,7 @@ impl Selection {
         match entry.api {
             ApiKind::Anthropic => {
                 let credentials = Credentials::load(key.and_then(|(_, value)| value), home)?;
+                credentials.register_secret();
                 Ok(Box::new(AnthropicClient::new(
                     &base_url,
                     &credentials,
@@ -186,6 +187,9 @@ impl Selection {
                             })?,
                     ),
                 };
+                if let Some(key) = &key {
+                    super::redact::register(key);
+                }
                 Ok(Box::new(OpenAiClient::new(
                     &base_url,
                     key.as_deref(),

@@ -13,6 +13,7 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::HeaderMap;
 use tokio::time::timeout;
 
+use super::redact;
 use super::retry::{self, Failure, RetryPolicy};
 use super::sse::StreamError;
 use super::{LlmError, Response, StreamEvent};
@@ -63,11 +64,48 @@ impl Endpoint {
         let attempts = policy.max_attempts.max(1);
         let mut last = String::new();
         for attempt in 1..=attempts {
-            match self
-                .attempt(body.clone(), policy.idle_timeout, new_assembler(), on_event)
-                .await
-            {
-                Ok(response) => return Ok(response),
+            // What the model says leaves here with every secret redacted:
+            // the deltas as they stream, the response as a whole.
+            let mut text = redact::Stream::default();
+            let mut thinking = redact::Stream::default();
+            let mut clean = |event: StreamEvent| {
+                let event = match event {
+                    StreamEvent::TextDelta(piece) => StreamEvent::TextDelta(text.push(&piece)),
+                    StreamEvent::ThinkingDelta(piece) => {
+                        StreamEvent::ThinkingDelta(thinking.push(&piece))
+                    }
+                    other => other,
+                };
+                match &event {
+                    StreamEvent::TextDelta(piece) | StreamEvent::ThinkingDelta(piece)
+                        if piece.is_empty() => {}
+                    _ => on_event(event),
+                }
+            };
+            let attempted = self
+                .attempt(
+                    body.clone(),
+                    policy.idle_timeout,
+                    new_assembler(),
+                    &mut clean,
+                )
+                .await;
+            for (held, event) in [
+                (
+                    thinking.finish(),
+                    StreamEvent::ThinkingDelta as fn(String) -> StreamEvent,
+                ),
+                (text.finish(), StreamEvent::TextDelta),
+            ] {
+                if !held.is_empty() {
+                    on_event(event(held));
+                }
+            }
+            match attempted {
+                Ok(mut response) => {
+                    redact::blocks(&mut response.content);
+                    return Ok(response);
+                }
                 Err(Failure::Fatal(err)) => return Err(err),
                 Err(Failure::Retryable {
                     reason,

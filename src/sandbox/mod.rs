@@ -6,6 +6,7 @@ pub mod apply;
 pub mod artifacts;
 pub mod capture;
 pub mod doctor;
+pub mod egress;
 pub mod image;
 pub mod none;
 pub mod patch;
@@ -51,6 +52,12 @@ pub trait Backend: Send + Sync {
     /// Runs `command` with `bash -c` in the work directory. On timeout the
     /// whole process group is killed and `timed_out` is set.
     async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput>;
+
+    /// What the network proxy decided since the last call, oldest first
+    /// (nothing for a backend without one).
+    fn take_egress(&self) -> Vec<egress::EgressDecision> {
+        Vec::new()
+    }
 
     /// Stops and removes whatever the backend started. Safe to call twice.
     async fn shutdown(&self) -> std::io::Result<()>;

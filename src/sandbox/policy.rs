@@ -2,7 +2,9 @@
 //! wins, then a path must match an allow rule), where a symlink the model made
 //! may point, and the limits `--review auto` applies. The rules come from the
 //! built-in `policy/default.toml`, then the project's `.ah/policy.toml`, then
-//! `--policy FILE`, then globs given on the command line.
+//! `--policy FILE`, then globs given on the command line. The same files
+//! say what the sandbox may reach on the network (`[network] allow`) and
+//! which host variables it gets (`[sandbox] env`).
 
 mod load;
 mod symlink;
@@ -48,11 +50,22 @@ pub struct ReviewRules {
     pub restricted: Vec<String>,
 }
 
+/// What the sandbox may reach and carry: `host:port` rules for the egress
+/// proxy (see `egress::allow`), and host variables passed into it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SandboxRules {
+    /// `[network] allow`.
+    pub network_allow: Vec<String>,
+    /// `[sandbox] env`.
+    pub env: Vec<String>,
+}
+
 /// The merged, compiled policy of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Policy {
     write: WriteRules,
     review: ReviewRules,
+    sandbox: SandboxRules,
     #[serde(skip)]
     allow: RuleSet,
     #[serde(skip)]
@@ -198,6 +211,11 @@ impl Policy {
         if let Some(files) = max_files {
             self.review.max_files = files;
         }
+    }
+
+    /// The merged network allowlist and environment allowlist, as given.
+    pub fn sandbox(&self) -> &SandboxRules {
+        &self.sandbox
     }
 
     /// The first restricted glob matching `path`, if any (letter case ignored).

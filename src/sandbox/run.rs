@@ -18,6 +18,7 @@ use git2::Oid;
 use serde_json::Value;
 
 use super::artifacts::{self, ArtifactReport};
+use super::egress::EgressDecision;
 use super::patch::{self, PatchInfo};
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
@@ -49,6 +50,16 @@ pub struct StepOutcome {
     pub changes: Vec<Change>,
     /// The violation report, when the step broke the policy and was undone.
     pub violation: Option<String>,
+    /// What the network proxy decided while the step ran.
+    pub egress: Vec<EgressDecision>,
+}
+
+fn redact_output(output: &mut ToolOutput) {
+    use crate::llm::redact;
+    output.content = redact::text(&output.content).into_owned();
+    output.stdout = redact::bytes(&output.stdout).into_owned();
+    output.stderr = redact::bytes(&output.stderr).into_owned();
+    redact::json(&mut output.details);
 }
 
 /// What a finished run leaves behind.
@@ -67,6 +78,9 @@ pub struct RunResult {
     /// Why the patch must never be applied, when a violating step could not
     /// be undone.
     pub poisoned: Option<String>,
+    /// Network proxy decisions made after the last step was reported (a
+    /// request still being checked when its step ended).
+    pub egress: Vec<EgressDecision>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -181,6 +195,9 @@ impl Run {
             None => tools::call(name, input, &view).await,
         };
         let duration_ms = started.elapsed().as_millis() as u64;
+        // A secret the sandbox could read (a key in a project file) goes no
+        // further: not to the model, the session or the step files.
+        redact_output(&mut output);
         let mut outcome = StepOutcome {
             step,
             output: ToolOutput::error(String::new()),
@@ -188,6 +205,7 @@ impl Run {
             commit: None,
             changes: Vec::new(),
             violation: None,
+            egress: self.backend.take_egress(),
         };
         if output.may_change_files {
             self.commit_step(step, name, &mut output, &mut outcome);
@@ -327,6 +345,7 @@ impl Run {
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }
+        let egress = self.backend.take_egress();
         let info = patch::session_patch(&self.shadow, self.baseline, self.head)
             .map_err(|e| RunError::Patch(e.to_string()))?;
         let patch_path = self.dir.patch_path();
@@ -367,6 +386,7 @@ impl Run {
             artifacts,
             warnings,
             poisoned: self.poisoned,
+            egress,
         })
     }
 }

@@ -129,6 +129,11 @@ impl RunDir {
         self.path.join("manifest.json")
     }
 
+    /// Where the egress proxy logs its decisions (`--network proxy`).
+    pub fn network_log_path(&self) -> PathBuf {
+        self.path.join("network.log")
+    }
+
     pub fn steps_dir(&self) -> PathBuf {
         self.path.join("steps")
     }
@@ -170,8 +175,9 @@ fn runs_dir(ah_dir: &Path) -> PathBuf {
     ah_dir.join("runs")
 }
 
+/// Every file of a run directory is written here, with no secret in it.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).map_err(io_err("write", path))
+    std::fs::write(path, crate::llm::redact::bytes(bytes)).map_err(io_err("write", path))
 }
 
 /// Creates `ah_dir` if needed and makes sure its `.gitignore` holds a `*` line,

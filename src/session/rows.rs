@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::{BlockRecord, MessageMeta, StoredMessage};
-use crate::llm::{Block, Role, Usage};
+use crate::llm::{Block, Role, Usage, redact};
 
 /// The columns of one `content_blocks` row, minus its id, message and seq.
 #[derive(Debug, Default, PartialEq)]
@@ -91,6 +91,21 @@ pub fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
             row.tool_output = record.tool_output.clone();
             row.is_error = Some(*is_error);
             row.duration_ms = record.duration_ms.map(to_i64);
+        }
+    }
+    // No secret ah holds is ever stored (JSON text included: a secret has
+    // no character JSON escapes, and the mark has none either).
+    for column in [
+        &mut row.content,
+        &mut row.tool_input,
+        &mut row.tool_output,
+        &mut row.details,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if let std::borrow::Cow::Owned(clean) = redact::text(column) {
+            *column = clean;
         }
     }
     Ok(row)

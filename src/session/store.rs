@@ -292,6 +292,8 @@ impl Session {
         if let Some(id) = message_id {
             require_message(&self.conn, &self.path, id)?;
         }
+        let mut details = details.clone();
+        crate::llm::redact::json(&mut details);
         self.conn
             .prepare_cached(
                 "INSERT INTO events (message_id, event_type, created_at, details)

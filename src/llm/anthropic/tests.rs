@@ -409,3 +409,57 @@ async fn overloaded_error_mid_stream_is_retried() {
     assert_eq!(events[0], StreamEvent::TextDelta("Hi there".into()));
     assert_eq!(events[2], StreamEvent::TextDelta("Hi there".into()));
 }
+
+#[tokio::test]
+async fn a_secret_is_redacted_from_deltas_split_across_it_and_from_the_response() {
+    let secret = "sk-test-llm-0004-abcdefgh";
+    crate::llm::redact::register(secret);
+    let delta = |index: u32, kind: &str, field: &str, value: &str| {
+        format!(
+            "event: content_block_delta\ndata: {}\n\n",
+            json!({"type": "content_block_delta", "index": index,
+                   "delta": {"type": kind, field: value}})
+        )
+    };
+    let body = [
+        SUCCESS.split("event: content_block_delta").next().unwrap_or_default().to_string(),
+        delta(0, "text_delta", "text", "key: sk-test-ll"),
+        delta(0, "text_delta", "text", "m-0004-abcdefgh!"),
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into(),
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\
+         \"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_7\",\"name\":\"bash\",\"input\":{}}}\n\n"
+            .into(),
+        delta(1, "input_json_delta", "partial_json", &format!("{{\"command\": \"echo {secret}\"}}")),
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n".into(),
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into(),
+    ]
+    .concat();
+    let (base, _seen) = serve(vec![sse_reply(&body)]).await;
+    let (result, events) = call(&client(&base, quick_policy(1))).await;
+    let response = result.expect("the reply parses");
+    let streamed: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        streamed.iter().all(|piece| !piece.contains("sk-test")),
+        "{streamed:?}"
+    );
+    assert_eq!(streamed.concat(), "key: [REDACTED]!");
+    assert_eq!(
+        response.content,
+        vec![
+            Block::Text {
+                text: "key: [REDACTED]!".into()
+            },
+            Block::ToolUse {
+                id: "toolu_7".into(),
+                name: "bash".into(),
+                input: json!({"command": "echo [REDACTED]"})
+            },
+        ]
+    );
+}

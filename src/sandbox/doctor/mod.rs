@@ -6,6 +6,7 @@
 //! stopping it.
 
 mod limits;
+mod network;
 
 use std::path::Path;
 
@@ -153,6 +154,9 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     let probe_image = image_ok.then_some(opts.image.as_str());
     let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
     checks.push(limits::check(&podman, run, probe_image, rootless()).await);
+    let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
+    checks.push(network::proxy_check(run, probe_image).await);
+    checks.push(network::full_check());
     checks.push(image);
     checks.push(git_check());
     checks

@@ -16,6 +16,13 @@ pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/
 /// command ends (see `exec`).
 pub const INIT_PATH: &str = "/run/ah-init";
 
+/// Where the folder holding the proxy handoff socket is mounted.
+pub const EGRESS_DIR: &str = "/run/ah-egress";
+
+/// Where the running `ah` executable is mounted (read-only) in proxy mode,
+/// to hand the proxy its listening socket (see `egress::handoff`).
+pub const AH_BIN: &str = "/run/ah-bin";
+
 /// Where podman's own `--init` looks for catatonit (containers.conf
 /// `init_path`), tried before `PATH`.
 const PODMAN_INIT: &str = "/usr/libexec/podman/catatonit";
@@ -174,6 +181,18 @@ pub fn rootless() -> bool {
     unsafe { libc::geteuid() != 0 }
 }
 
+/// The container's network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network<'a> {
+    /// No network at all.
+    None,
+    /// No network, plus the mounts the proxy handoff needs: the folder of
+    /// the host's unix socket and the `ah` executable.
+    Proxy { socket_dir: &'a Path, ah: &'a Path },
+    /// A user-mode network stack: `slirp4netns` or `pasta`.
+    Full(&'static str),
+}
+
 /// Everything `podman run` needs to create one run's container.
 #[derive(Debug, Clone)]
 pub struct RunSpec<'a> {
@@ -196,6 +215,9 @@ pub struct RunSpec<'a> {
     pub rootless: bool,
     /// Rootful podman: run as this uid:gid (the work dir's owner).
     pub user: Option<(u32, u32)>,
+    pub network: Network<'a>,
+    /// The whole environment (see `env::container_env`).
+    pub env: &'a [(String, String)],
 }
 
 /// The arguments after `podman` that create and start the container.
@@ -208,7 +230,6 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
         "--pull=never",
         "--cap-drop=all",
         "--security-opt=no-new-privileges",
-        "--network=none",
         "--read-only",
         "--tmpfs=/tmp:rw,exec,mode=1777",
         "--http-proxy=false",
@@ -217,6 +238,11 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     ] {
         push(arg);
     }
+    push(match spec.network {
+        Network::None | Network::Proxy { .. } => "--network=none",
+        Network::Full("pasta") => "--network=pasta",
+        Network::Full(_) => "--network=slirp4netns",
+    });
     push(&format!("--name={}", spec.name));
     for (key, value) in &spec.labels {
         push(&format!("--label={key}={value}"));
@@ -234,13 +260,8 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     } else if let Some((uid, gid)) = spec.user {
         push(&format!("--user={uid}:{gid}"));
     }
-    for env in [
-        format!("PATH={CONTAINER_PATH}"),
-        "HOME=/tmp".to_string(),
-        "LANG=C.UTF-8".to_string(),
-        "TERM=dumb".to_string(),
-    ] {
-        push(&format!("--env={env}"));
+    for (name, value) in spec.env {
+        push(&format!("--env={name}={value}"));
     }
     let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
     args.push(volume(spec.work_dir, "/work", work_mode));
@@ -253,6 +274,10 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
         });
     }
     args.push(volume(spec.init, INIT_PATH, ":ro"));
+    if let Network::Proxy { socket_dir, ah } = spec.network {
+        args.push(volume(socket_dir, EGRESS_DIR, ":ro"));
+        args.push(volume(ah, AH_BIN, ":ro"));
+    }
     args.push(spec.image.into());
     args.push(INIT_PATH.into());
     args.push("-P".into());
@@ -294,6 +319,8 @@ mod tests {
             init: Path::new("/usr/bin/catatonit"),
             rootless: false,
             user: Some((0, 0)),
+            network: Network::None,
+            env: &[],
         }
     }
 
@@ -353,6 +380,33 @@ mod tests {
         assert!(!args.iter().any(|a| a.starts_with("--user=")));
         assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
         assert!(!args.iter().any(|a| a.contains("/project/.")));
+    }
+
+    #[test]
+    fn the_network_mode_picks_the_network_and_the_mounts() {
+        let env = [("PATH".to_string(), CONTAINER_PATH.to_string())];
+        let mut spec = spec(Path::new("/w"), Path::new("/p"));
+        spec.env = &env;
+        spec.network = Network::Proxy {
+            socket_dir: Path::new("/tmp/ah-egress-x"),
+            ah: Path::new("/usr/bin/ah"),
+        };
+        let args = strings(&run_args(&spec));
+        assert!(args.contains(&"--network=none".to_string()));
+        assert!(args.contains(&"--volume=/tmp/ah-egress-x:/run/ah-egress:ro".to_string()));
+        assert!(args.contains(&"--volume=/usr/bin/ah:/run/ah-bin:ro".to_string()));
+        assert!(args.contains(&format!("--env=PATH={CONTAINER_PATH}")));
+        assert_eq!(args.iter().filter(|a| a.starts_with("--env=")).count(), 1);
+        spec.network = Network::Full("slirp4netns");
+        let args = strings(&run_args(&spec));
+        assert!(args.contains(&"--network=slirp4netns".to_string()));
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.contains("/run/ah-") && !a.contains("ah-init"))
+        );
+        spec.network = Network::Full("pasta");
+        assert!(strings(&run_args(&spec)).contains(&"--network=pasta".to_string()));
     }
 
     #[test]

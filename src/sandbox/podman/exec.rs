@@ -23,10 +23,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::process::Command;
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::sandbox::capture::{Capture, HEAD_BYTES, TAIL_BYTES, pump};
 use crate::tools::ExecOutput;
@@ -121,6 +122,7 @@ struct EndOnDrop {
     podman: PathBuf,
     container: String,
     turn: Option<OwnedMutexGuard<()>>,
+    restarted: Arc<AtomicBool>,
     armed: bool,
 }
 
@@ -132,6 +134,7 @@ impl Drop for EndOnDrop {
         let turn = self.turn.take();
         let podman = self.podman.clone();
         let container = self.container.clone();
+        let restarted = Arc::clone(&self.restarted);
         // Wait on a thread: a drop must not block its task. The turn is
         // released when the kill is done (or the thread cannot start).
         let _ = std::thread::Builder::new()
@@ -148,6 +151,7 @@ impl Drop for EndOnDrop {
                 };
                 if !quiet(&exec_args(&container, END_SCRIPT, TERM_GRACE_TENTHS)) {
                     quiet(&["restart", "--time=0", &container]);
+                    restarted.store(true, Ordering::SeqCst);
                 }
                 drop(turn);
             });
@@ -170,16 +174,17 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> bool {
     false
 }
 
-/// Runs `command` with `bash -c` in `/work` of `container`, once `turns`
-/// lets it in.
+/// Runs `command` with `bash -c` in `/work` of `container`, holding the
+/// container's `turn` until every process it started has ended. A restart
+/// of the container (the last resort of that cleanup) sets `restarted`.
 pub async fn run(
     podman: &Path,
     container: &str,
-    turns: &Arc<Mutex<()>>,
+    turn: OwnedMutexGuard<()>,
+    restarted: &Arc<AtomicBool>,
     command: &str,
     timeout: Duration,
 ) -> std::io::Result<ExecOutput> {
-    let turn = Arc::clone(turns).lock_owned().await;
     let mut child = Command::new(podman)
         .args(exec_args(container, WRAPPER, command))
         .stdin(Stdio::null())
@@ -192,6 +197,7 @@ pub async fn run(
         podman: podman.to_path_buf(),
         container: container.to_string(),
         turn: Some(turn),
+        restarted: Arc::clone(restarted),
         armed: true,
     };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
@@ -219,7 +225,7 @@ pub async fn run(
             let status = status?;
             if status.code().is_none_or(|code| code >= 128) {
                 // The wrapper may have been killed before its cleanup.
-                end_all(podman, container, "0").await;
+                end_all(podman, container, "0", restarted).await;
             }
             on_drop.armed = false;
             let (stdout, out_dropped) = out.finish();
@@ -239,7 +245,7 @@ pub async fn run(
             })
         }
         Err(_elapsed) => {
-            end_all(podman, container, TERM_GRACE_TENTHS).await;
+            end_all(podman, container, TERM_GRACE_TENTHS, restarted).await;
             on_drop.armed = false;
             // Everything is dead: collect what is still buffered in the
             // pipes, but never wait long.
@@ -269,8 +275,9 @@ pub async fn run(
 /// exec`, giving them `grace_tenths` between TERM and KILL. When that cannot
 /// be done (the container is out of process ids, or stopped, or something
 /// would not die), the container is restarted instead: its `/tmp` is lost,
-/// but no process survives the step and the next step has a sandbox.
-async fn end_all(podman: &Path, container: &str, grace_tenths: &str) {
+/// but no process survives the step and the next step has a sandbox
+/// (`restarted` tells the backend to renew what lived in the old one).
+async fn end_all(podman: &Path, container: &str, grace_tenths: &str, restarted: &AtomicBool) {
     let ended = Command::new(podman)
         .args(exec_args(container, END_SCRIPT, grace_tenths))
         .stdin(Stdio::null())
@@ -291,4 +298,5 @@ async fn end_all(podman: &Path, container: &str, grace_tenths: &str) {
         .kill_on_drop(true)
         .status();
     let _ = tokio::time::timeout(END_TIMEOUT, killed).await;
+    restarted.store(true, Ordering::SeqCst);
 }

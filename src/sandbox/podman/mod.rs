@@ -1,12 +1,15 @@
 //! The podman backend: one container per run, started once and closed like a
-//! box (no network, no capabilities, read-only root, the project read-only,
-//! its `.ah/` and `.git` hidden, an environment built from nothing); commands
-//! enter it with `podman exec`, and nothing a command starts outlives it. See
-//! `args` for the flags, `exec` for running a command and ending everything
-//! it started, `stale` for cleaning up after crashed runs.
+//! box (no network unless asked, no capabilities, read-only root, the project
+//! read-only, its `.ah/` and `.git` hidden, an environment built from
+//! nothing); commands enter it with `podman exec`, and nothing a command
+//! starts outlives it. See `args` for the flags, `env` for the environment,
+//! `exec` for running a command and ending everything it started, `network`
+//! for the egress proxy's side, `stale` for cleaning up after crashed runs.
 
 mod args;
+mod env;
 mod exec;
+mod network;
 mod stale;
 
 use std::os::unix::fs::MetadataExt;
@@ -18,12 +21,15 @@ use std::time::Duration;
 use tokio::process::Command;
 use tokio::sync::Mutex;
 
+use super::egress::{Allowlist, EgressDecision, NetworkMode};
 use super::{Backend, BackendKind};
 use crate::tools::ExecOutput;
 
 pub use args::{
-    CONTAINER_PATH, HIDDEN, HostLimits, INIT_PATH, Runtime, Ulimits, find_init, find_tool, rootless,
+    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HIDDEN, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
+    find_tool, rootless,
 };
+pub use env::{Withheld, container_env, is_secret_name};
 pub use exec::OUTPUT_CAP;
 pub use stale::RUN_LABEL;
 
@@ -59,6 +65,11 @@ pub enum PodmanError {
     Command { what: &'static str, stderr: String },
     #[error("could not start the sandbox container: {stderr}{hint}")]
     StartFailed { stderr: String, hint: String },
+    #[error(
+        "--network full needs a user-mode network stack: install slirp4netns \
+         (apt-get install slirp4netns) or passt, or use --network proxy"
+    )]
+    NoUserNetwork,
 }
 
 /// How to make a run's container.
@@ -79,11 +90,22 @@ pub struct PodmanOptions {
     pub ulimits: Ulimits,
     /// Mount `/work` read-only (for phases that must not write).
     pub read_only_work: bool,
+    pub network: NetworkMode,
+    /// What the proxy may reach ([`NetworkMode::Proxy`]).
+    pub allow: Allowlist,
+    /// Where the proxy logs its decisions (`network.log` of the run).
+    pub network_log: PathBuf,
+    /// The whole environment of the container ([`container_env`]).
+    pub env: Vec<(String, String)>,
+    /// The `ah` executable that hands the proxy its port inside the
+    /// container (default: the running executable, when it is `ah`).
+    pub ah_executable: Option<PathBuf>,
 }
 
 impl PodmanOptions {
     /// Defaults: the standard image, runtime chosen automatically, 1024
-    /// processes, 4 GiB of memory, limits at or below the caller's.
+    /// processes, 4 GiB of memory, limits at or below the caller's, no
+    /// network, only the fixed environment, `network.log` beside `work_dir`.
     pub fn new(run_id: &str, project_dir: &Path, work_dir: &Path) -> PodmanOptions {
         PodmanOptions {
             run_id: run_id.to_string(),
@@ -95,6 +117,11 @@ impl PodmanOptions {
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
             read_only_work: false,
+            network: NetworkMode::None,
+            allow: Allowlist::default(),
+            network_log: work_dir.with_file_name("network.log"),
+            env: container_env(NetworkMode::None, &[], &|_| None).0,
+            ah_executable: None,
         }
     }
 }
@@ -107,6 +134,9 @@ pub struct PodmanBackend {
     work_dir: PathBuf,
     /// Execs take turns: the end of one kills every process in the container.
     turns: Arc<Mutex<()>>,
+    /// The container was restarted: the proxy port must be handed over again.
+    restarted: Arc<AtomicBool>,
+    egress: Option<network::Egress>,
     stopped: AtomicBool,
 }
 
@@ -157,6 +187,22 @@ impl PodmanBackend {
         }
 
         let container = format!("ah-{}", opts.run_id);
+        let egress = match opts.network {
+            NetworkMode::Proxy => Some(network::Egress::prepare(
+                opts.allow.clone(),
+                &opts.network_log,
+                opts.ah_executable.as_deref(),
+            )?),
+            _ => None,
+        };
+        let network = match (&egress, opts.network) {
+            (Some(egress), _) => args::Network::Proxy {
+                socket_dir: egress.socket_dir(),
+                ah: egress.executable(),
+            },
+            (None, NetworkMode::Full) => args::Network::Full(user_network()?),
+            (None, _) => args::Network::None,
+        };
         let owner = stale::Owner::current();
         let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
         labels.extend(owner.labels());
@@ -176,6 +222,8 @@ impl PodmanBackend {
             init: &init,
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
+            network,
+            env: &opts.env,
         };
         let output = Command::new(&podman)
             .args(args::run_args(&spec))
@@ -193,11 +241,19 @@ impl PodmanBackend {
             let hint = start_hint(&stderr);
             return Err(PodmanError::StartFailed { stderr, hint });
         }
+        if let Some(egress) = &egress
+            && let Err(err) = egress.connect(&podman, &container).await
+        {
+            let _ = remove_container(&podman, &container).await;
+            return Err(err);
+        }
         Ok(PodmanBackend {
             podman,
             container,
             work_dir: opts.work_dir.clone(),
             turns: Arc::new(Mutex::new(())),
+            restarted: Arc::new(AtomicBool::new(false)),
+            egress,
             stopped: AtomicBool::new(false),
         })
     }
@@ -218,7 +274,34 @@ impl PodmanBackend {
     /// backend run one at a time. Output is kept up to [`OUTPUT_CAP`] bytes
     /// per stream.
     pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        exec::run(&self.podman, &self.container, &self.turns, command, timeout).await
+        let turn = Arc::clone(&self.turns).lock_owned().await;
+        // A restart made a new network namespace: its proxy port is new.
+        if let Some(egress) = &self.egress
+            && self.restarted.swap(false, Ordering::SeqCst)
+            && let Err(err) = egress.connect(&self.podman, &self.container).await
+        {
+            self.restarted.store(true, Ordering::SeqCst);
+            return Err(std::io::Error::other(format!(
+                "the sandbox was restarted and its network proxy could not be set up again: {err}"
+            )));
+        }
+        exec::run(
+            &self.podman,
+            &self.container,
+            turn,
+            &self.restarted,
+            command,
+            timeout,
+        )
+        .await
+    }
+
+    /// The proxy's decisions since the last call (none without a proxy).
+    pub fn take_egress(&self) -> Vec<EgressDecision> {
+        self.egress
+            .as_ref()
+            .map(network::Egress::take_decisions)
+            .unwrap_or_default()
     }
 
     /// Removes the container; safe to call twice.
@@ -258,6 +341,10 @@ impl Backend for PodmanBackend {
         PodmanBackend::exec(self, command, timeout).await
     }
 
+    fn take_egress(&self) -> Vec<EgressDecision> {
+        PodmanBackend::take_egress(self)
+    }
+
     async fn shutdown(&self) -> std::io::Result<()> {
         PodmanBackend::shutdown(self)
             .await
@@ -283,6 +370,18 @@ async fn remove_container(podman: &Path, name: &str) -> Result<(), PodmanError> 
             what: "rm",
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
+    }
+}
+
+/// The user-mode network stack `--network full` uses: slirp4netns (podman
+/// 4.3's rootless default), else pasta.
+fn user_network() -> Result<&'static str, PodmanError> {
+    if find_tool("slirp4netns").is_some() {
+        Ok("slirp4netns")
+    } else if find_tool("pasta").is_some() {
+        Ok("pasta")
+    } else {
+        Err(PodmanError::NoUserNetwork)
     }
 }
 

@@ -11,7 +11,8 @@ use globset::{Glob, GlobBuilder, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{PROJECT_POLICY_FILE, Policy, ReviewRules, RuleSet, WriteRules};
+use super::{PROJECT_POLICY_FILE, Policy, ReviewRules, RuleSet, SandboxRules, WriteRules};
+use crate::sandbox::egress::allow::Rule as NetworkRule;
 
 /// The built-in policy, embedded in the binary.
 const BUILTIN: &str = include_str!("../../../policy/default.toml");
@@ -41,7 +42,8 @@ pub enum PolicyError {
 
     #[error(
         "policy file {origin} is not valid TOML for a policy: {message}\n\
-         the keys are [write] allow, deny and [review] max_lines, max_files, restricted"
+         the keys are [write] allow, deny; [review] max_lines, max_files, restricted; \
+         [network] allow; [sandbox] env"
     )]
     Parse { origin: Origin, message: String },
 
@@ -50,6 +52,13 @@ pub enum PolicyError {
         origin: Origin,
         line: Option<usize>,
         glob: String,
+        message: String,
+    },
+
+    #[error("bad network rule in {origin}{}: {message}", line_suffix(*.line))]
+    Network {
+        origin: Origin,
+        line: Option<usize>,
         message: String,
     },
 
@@ -68,6 +77,20 @@ fn line_suffix(line: Option<usize>) -> String {
 struct Layer {
     write: Option<WriteLayer>,
     review: Option<ReviewLayer>,
+    network: Option<NetworkLayer>,
+    sandbox: Option<SandboxLayer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkLayer {
+    allow: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxLayer {
+    env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -162,9 +185,26 @@ struct Draft {
     restricted: Rules,
     max_lines: u64,
     max_files: u64,
+    sandbox: SandboxRules,
 }
 
 impl Draft {
+    /// Adds a network rule, checked as it is read.
+    fn push_network(
+        &mut self,
+        rule: &str,
+        origin: &Origin,
+        line: Option<usize>,
+    ) -> Result<(), PolicyError> {
+        NetworkRule::parse(rule).map_err(|err| PolicyError::Network {
+            origin: origin.clone(),
+            line,
+            message: err.to_string(),
+        })?;
+        self.sandbox.network_allow.push(rule.to_string());
+        Ok(())
+    }
+
     fn apply(&mut self, source: &str, origin: &Origin) -> Result<(), PolicyError> {
         let layer: Layer = toml::from_str(source).map_err(|err| PolicyError::Parse {
             origin: origin.clone(),
@@ -188,6 +228,16 @@ impl Draft {
             if let Some(restricted) = review.restricted {
                 self.restricted.replace(source, origin, restricted)?;
             }
+        }
+        if let Some(allow) = layer.network.and_then(|network| network.allow) {
+            self.sandbox.network_allow.clear();
+            for rule in allow {
+                let line = line_of(source, rule.span().start);
+                self.push_network(rule.get_ref(), origin, Some(line))?;
+            }
+        }
+        if let Some(env) = layer.sandbox.and_then(|sandbox| sandbox.env) {
+            self.sandbox.env = env;
         }
         Ok(())
     }
@@ -219,6 +269,7 @@ impl Draft {
         Ok(Policy {
             write,
             review,
+            sandbox: self.sandbox,
             allow: self.allow.compile()?,
             deny: self.deny.compile()?,
             restricted: self.restricted.compile()?,
@@ -242,6 +293,7 @@ impl Policy {
             restricted: Rules::new(true),
             max_lines: 0,
             max_files: 0,
+            sandbox: SandboxRules::default(),
         };
         draft.apply(BUILTIN, &Origin::Builtin)?;
         draft.apply_file(&project_dir.join(PROJECT_POLICY_FILE), false)?;
@@ -255,6 +307,25 @@ impl Policy {
             draft.deny.push(glob, &Origin::CommandLine, None)?;
         }
         draft.finish()
+    }
+
+    /// Appends the command line's network rules (`--allow-host`) and
+    /// environment names (`--env`) to the files' lists.
+    pub fn with_sandbox_flags(
+        mut self,
+        allow_hosts: &[String],
+        env: &[String],
+    ) -> Result<Policy, PolicyError> {
+        for rule in allow_hosts {
+            NetworkRule::parse(rule).map_err(|err| PolicyError::Network {
+                origin: Origin::CommandLine,
+                line: None,
+                message: err.to_string(),
+            })?;
+            self.sandbox.network_allow.push(rule.clone());
+        }
+        self.sandbox.env.extend(env.iter().cloned());
+        Ok(self)
     }
 }
 

@@ -224,3 +224,45 @@ fn missing_policy_file_is_an_error_but_missing_project_file_is_not() {
     assert!(matches!(err, PolicyError::Read { .. }), "{err}");
     assert!(err.to_string().contains("nope.toml"), "{err}");
 }
+
+#[test]
+fn network_and_env_lists_merge_like_the_others() {
+    let project = tempfile::tempdir().unwrap();
+    let policy = defaults();
+    assert!(policy.sandbox().network_allow.is_empty());
+    assert!(policy.sandbox().env.is_empty());
+    std::fs::create_dir(project.path().join(".ah")).unwrap();
+    std::fs::write(
+        project.path().join(PROJECT_POLICY_FILE),
+        "[network]\nallow = [\"crates.io:443\", \"*.pypi.org:443\"]\n[sandbox]\nenv = [\"RUST_LOG\"]\n",
+    )
+    .unwrap();
+    let policy = Policy::load(project.path(), None, &[], &[])
+        .and_then(|p| p.with_sandbox_flags(&["127.0.0.1:8080".to_string()], &["CI".to_string()]))
+        .unwrap();
+    assert_eq!(
+        policy.sandbox().network_allow,
+        ["crates.io:443", "*.pypi.org:443", "127.0.0.1:8080"]
+    );
+    assert_eq!(policy.sandbox().env, ["RUST_LOG", "CI"]);
+    let err = policy
+        .with_sandbox_flags(&["crates.io:*".to_string()], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the command line") && err.contains("no port wildcard"),
+        "{err}"
+    );
+    std::fs::write(
+        project.path().join(PROJECT_POLICY_FILE),
+        "[network]\nallow = [\n  \"crates.io\",\n]\n",
+    )
+    .unwrap();
+    let err = Policy::load(project.path(), None, &[], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("policy.toml (line 3)") && err.contains("no :PORT"),
+        "{err}"
+    );
+}

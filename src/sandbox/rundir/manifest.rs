@@ -21,6 +21,8 @@ pub struct Manifest {
     /// `podman` or `none`.
     pub backend: String,
     pub image: Option<String>,
+    /// The sandbox's network mode (`none`, `proxy`, `full`; podman only).
+    pub network: Option<String>,
     /// Path of the session database the run's conversation lives in.
     pub session_db: Option<String>,
     /// Shadow commit the run started from (hex).
@@ -103,6 +105,7 @@ impl Manifest {
             source,
         })?;
         json.push(b'\n');
+        let json = crate::llm::redact::bytes(&json);
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tmp =
             tempfile::NamedTempFile::new_in(dir).map_err(io_err("create a file in", dir))?;

@@ -1,0 +1,105 @@
+//! The sandbox's network and environment, from the policy files and the
+//! command line: which mode, what the proxy may reach, which host variables
+//! go in, and what the user is told about it on every run.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::args::SandboxArgs;
+use super::task::UsageError;
+use crate::sandbox::BackendKind;
+use crate::sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
+use crate::sandbox::egress::{Allowlist, NetworkMode};
+use crate::sandbox::podman::{PodmanOptions, container_env};
+use crate::sandbox::policy::Policy;
+use crate::sandbox::rundir::RunDir;
+
+/// `ah __egress-listen SOCKET PORT`, which the podman backend runs inside
+/// the sandbox to hand the proxy its port: not a command of ah's interface
+/// (no help, no completion), so it is recognised before the arguments are
+/// parsed. `None` when the arguments are anything else.
+pub(super) fn sandbox_helper(args: impl Iterator<Item = OsString>) -> Option<i32> {
+    let args: Vec<OsString> = args.skip(1).collect();
+    if args.first()? != LISTEN_COMMAND {
+        return None;
+    }
+    let port = args
+        .get(2)
+        .and_then(|p| p.to_str())
+        .and_then(|p| p.parse().ok());
+    let (Some(socket), Some(port), 3) = (args.get(1), port, args.len()) else {
+        eprintln!("ah: usage: ah {LISTEN_COMMAND} SOCKET PORT (run by ah inside its sandbox)");
+        return Some(super::EXIT_USAGE);
+    };
+    match hand_over(Path::new(socket), port) {
+        Ok(()) => Some(super::EXIT_OK),
+        Err(err) => {
+            eprintln!("ah: could not hand the proxy port to the host: {err}");
+            Some(super::EXIT_ERROR)
+        }
+    }
+}
+
+/// The network flags mean something only for the podman backend: the
+/// `none` backend runs commands on the host, with the host's network and
+/// environment, and must not look restricted.
+pub(super) fn check_backend(backend: BackendKind, args: &SandboxArgs) -> Result<()> {
+    if backend == BackendKind::None
+        && (args.network.is_some() || !args.allow_hosts.is_empty() || !args.env.is_empty())
+    {
+        return Err(UsageError(
+            "--network, --allow-host and --env apply to the podman sandbox; --backend none runs \
+             commands on the host with its network and environment"
+                .into(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Sets the container's network, allowlist, log and environment, and says
+/// what the run may reach (stderr).
+pub(super) fn configure_network(
+    options: &mut PodmanOptions,
+    args: &SandboxArgs,
+    policy: &Policy,
+    dir: &RunDir,
+) -> Result<()> {
+    let mode = args.network.unwrap_or_default();
+    let rules = &policy.sandbox().network_allow;
+    options.network = mode;
+    options.allow = Allowlist::parse(rules)?;
+    options.network_log = dir.network_log_path();
+    let (env, withheld) = container_env(mode, &policy.sandbox().env, &|name| {
+        std::env::var(name).ok()
+    });
+    options.env = env;
+    for held in withheld {
+        eprintln!(
+            "warning: {} is not passed into the sandbox: {}",
+            held.name, held.why
+        );
+    }
+    match mode {
+        NetworkMode::Full => eprintln!(
+            "warning: --network full: the sandbox can connect anywhere this host can, so \
+             whatever it reads can leave it; use --network proxy with --allow-host to limit it"
+        ),
+        NetworkMode::Proxy if rules.is_empty() => eprintln!(
+            "note: --network proxy with no allow rule refuses every connection; add \
+             --allow-host HOST:PORT or [network] allow"
+        ),
+        NetworkMode::Proxy => eprintln!(
+            "network: proxy to {} (decisions in {})",
+            rules.join(", "),
+            dir.network_log_path().display()
+        ),
+        NetworkMode::None if !rules.is_empty() => eprintln!(
+            "note: [network] allow has rules, but the network is off; --network proxy uses them"
+        ),
+        NetworkMode::None => {}
+    }
+    Ok(())
+}

@@ -51,6 +51,7 @@ pub async fn compact(
     let config = AgentConfig {
         model: models::resolve(&name),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
+        tools: crate::tools::specs(),
         max_tools: None,
         thinking_budget: None,
         compact_reserve: DEFAULT_RESERVE,

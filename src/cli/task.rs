@@ -200,6 +200,7 @@ async fn run_in_session(
     let config = AgentConfig {
         model: model.clone(),
         system: prompt::system_prompt(ah_dir, workspace)?,
+        tools: run.tool_specs(),
         max_tools: args.max_tools,
         loop_window: args.loop_window,
         thinking_budget: None,

@@ -65,6 +65,7 @@ mod tests {
                 max_output_tokens: 64_000,
             },
             system: String::new(),
+            tools: Vec::new(),
             max_tools: None,
             loop_window: 0,
             thinking_budget,

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::llm::ToolDef;
-use crate::tools::{self, ToolOutput};
 use crate::tools::input::Input;
+use crate::tools::{self, ToolOutput};
 
 /// A tool answered on the host by whoever drives the run. It never touches
 /// the work copy, so its calls are steps without a commit.

@@ -8,6 +8,7 @@ pub mod args;
 mod commands;
 mod compact;
 mod display;
+mod lifecycle;
 mod output;
 mod review;
 mod safe_text;

@@ -7,33 +7,23 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
+use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
 use super::output::Output;
-use super::review::{self, ReviewOutcome};
-use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
-use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use super::sandbox_setup::podman_preflight;
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
-use crate::agent::prompt::{self, Workspace};
-use crate::agent::{
-    AgentConfig, EndReason, Event, abort_channel, busy, close_interrupted, record_event, run_agent,
-    set_state,
-};
+use crate::agent::prompt;
+use crate::agent::{AgentConfig, EndReason, Event, busy, close_interrupted, run_agent, set_state};
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Role, models};
-use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
-use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
-use crate::sandbox::{Backend, BackendKind, podman};
+use crate::sandbox::{BackendKind, podman};
 use crate::session::{BlockRecord, MessageMeta, Session};
 
 /// Told to the model when a session continues in a new run: its earlier
@@ -55,6 +45,22 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         )
         .into());
     }
+    let (setup, provider) = settle(&args, task).await?;
+    let mut session = open_session(&args, &setup.ah_dir)?;
+    refuse_if_busy(&session)?;
+    let mut output = Output::new(args.json);
+    let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
+    // Whatever happened, no process works on the session any more.
+    if let Ok(event) = set_state(&session, SessionState::Closed) {
+        output.show(&event);
+    }
+    code
+}
+
+/// Everything checked before a session is opened or anything copied: the
+/// project, the model and its credentials, the policy, the review mode and
+/// the sandbox.
+pub(super) async fn settle(args: &RunArgs, task: String) -> Result<(RunSetup, AnthropicClient)> {
     let project = resolve_project(args.project.as_deref())?;
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
@@ -87,9 +93,6 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
-    let mut session = open_session(&args, &ah_dir)?;
-    refuse_if_busy(&session)?;
-    let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,
         ah_dir,
@@ -99,12 +102,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         image,
         task,
     };
-    let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
-    // Whatever happened, no process works on the session any more.
-    if let Ok(event) = set_state(&session, SessionState::Closed) {
-        output.show(&event);
-    }
-    code
+    Ok((setup, provider))
 }
 
 /// Another live ah working on the session would fork it under its feet.
@@ -120,14 +118,14 @@ pub(super) fn refuse_if_busy(session: &Session) -> Result<()> {
 }
 
 /// What `run` settled before the session was opened.
-struct RunSetup {
-    project: PathBuf,
-    ah_dir: PathBuf,
-    model: models::ModelInfo,
-    policy: Policy,
-    review_mode: ReviewMode,
-    image: String,
-    task: String,
+pub(super) struct RunSetup {
+    pub(super) project: PathBuf,
+    pub(super) ah_dir: PathBuf,
+    pub(super) model: models::ModelInfo,
+    pub(super) policy: Policy,
+    pub(super) review_mode: ReviewMode,
+    pub(super) image: String,
+    pub(super) task: String,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -140,47 +138,14 @@ async fn run_in_session(
     output: &mut Output,
 ) -> Result<i32> {
     let RunSetup {
-        project,
         ah_dir,
         model,
-        policy,
-        review_mode,
-        image,
         task,
+        ..
     } = setup;
-    let review_mode = *review_mode;
-    let dir = RunDir::create(ah_dir)?;
     let started_at = SystemTime::now();
-    eprintln!(
-        "run {} ({} backend, model {})",
-        dir.id(),
-        args.backend.as_str(),
-        model.id
-    );
-    let (shadow, baseline) = Run::prepare(project, &dir)?;
-    let backend: Box<dyn Backend> = match args.backend {
-        BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
-        BackendKind::Podman => {
-            let mut options =
-                podman::PodmanOptions::new(&dir.id().to_string(), project, &dir.work_dir());
-            options.image = image.clone();
-            configure_sandbox(&mut options, &args.sandbox);
-            Box::new(podman::PodmanBackend::start(&options).await?)
-        }
-    };
-    let workspace = match args.backend {
-        BackendKind::Podman => Workspace::Container,
-        BackendKind::None => Workspace::Host,
-    };
-    let mut run = Run::attach(
-        dir,
-        shadow,
-        baseline,
-        backend,
-        policy.clone(),
-        args.max_artifact_size.saturating_mul(1024 * 1024),
-    );
-    run.set_output_limits(output_limits(&args.output_limits));
+    let mut run = start_run(args, setup, false).await?;
+    let workspace = workspace_of(args.backend);
 
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session)?;
@@ -208,25 +173,7 @@ async fn run_in_session(
         compact_prompt: prompt::compact_prompt(ah_dir)?,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    // The first SIGINT/SIGTERM asks the loop to stop; it keeps what was
-    // streamed and answers every pending tool call itself.
-    // Once the loop is over there is nothing to stop gracefully: a signal
-    // then exits at once (the session is consistent; a leftover sandbox is
-    // removed by the next run).
-    let (stop, mut abort) = abort_channel();
-    let loop_over = Arc::new(AtomicBool::new(false));
-    let over = Arc::clone(&loop_over);
-    tokio::spawn(async move {
-        abort::first_signal().await;
-        if over.load(Ordering::SeqCst) {
-            eprintln!("interrupted after the run; its patch is in the run directory");
-            std::process::exit(EXIT_ABORTED);
-        }
-        eprintln!(
-            "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
-        );
-        stop.abort();
-    });
+    let (signals, mut abort) = SignalWatch::start();
     let finished = {
         let mut on_event = |event: &Event| output.show(event);
         run_agent(
@@ -240,128 +187,26 @@ async fn run_in_session(
         )
         .await
     };
-    loop_over.store(true, Ordering::SeqCst);
+    signals.loop_over();
     output.show(&set_state(session, SessionState::Idle)?);
-
-    let run_dir = run.dir().clone();
-    let result = run.finish().await?;
-    let mut manifest = Manifest::new(
-        &run_dir.id().to_string(),
-        task,
-        &model.id,
-        args.backend.as_str(),
-    );
-    manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
-    manifest.session_db = Some(session.path().display().to_string());
-    manifest.started_at = crate::session::format_rfc3339(started_at);
-    fill_manifest(&mut manifest, &result);
-    for warning in &result.warnings {
-        eprintln!("warning: {warning}");
-    }
-    manifest.save(&run_dir.manifest_path())?;
-
-    let summary = match finished {
-        Ok(summary) => summary,
-        Err(err) => {
-            eprintln!("patch so far saved: {}", result.patch_path.display());
-            return Err(err.into());
-        }
+    let end = match finished {
+        Err(err) => RunEnd::Failed(err.into()),
+        Ok(summary) => match summary.reason {
+            EndReason::Aborted => RunEnd::Aborted,
+            EndReason::Looping => RunEnd::Stopped {
+                why: format!("the model repeated itself {MAX_DETECTIONS} times"),
+                next: "continue with a clearer prompt (--loop-window 0 turns loop detection off)"
+                    .to_string(),
+            },
+            _ => RunEnd::Finished,
+        },
     };
-    if summary.reason == EndReason::Aborted {
-        eprintln!(
-            "aborted; patch so far saved: {}",
-            result.patch_path.display()
-        );
-        let record = ReviewRecord {
-            mode: review_mode.as_str().to_string(),
-            decision: "aborted".to_string(),
-            reason: Some("the run was interrupted".to_string()),
-        };
-        announce(session, output, review_event(&result, &record, false));
-        manifest.review = Some(record);
-        manifest.save(&run_dir.manifest_path())?;
-        return Ok(EXIT_ABORTED);
-    }
-    if summary.reason == EndReason::Looping {
-        // A run that went in circles is not offered for applying: its
-        // patch is kept for `ah apply` after a look.
-        let why = format!("the model repeated itself {MAX_DETECTIONS} times");
-        eprintln!(
-            "stopped: {why}; the patch so far is saved, not applied: {}\n\
-             look at it and apply it with `ah apply {}`, or continue with a clearer prompt \
-             (--loop-window 0 turns loop detection off)",
-            result.patch_path.display(),
-            run_dir.id()
-        );
-        let record = ReviewRecord {
-            mode: review_mode.as_str().to_string(),
-            decision: "stopped".to_string(),
-            reason: Some(why),
-        };
-        announce(session, output, review_event(&result, &record, false));
-        manifest.review = Some(record);
-        manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
-        manifest.save(&run_dir.manifest_path())?;
-        return Ok(EXIT_ERROR);
-    }
-    let reviewed = review::review(review_mode, project, &result, policy, task, args.no_commit)?;
-    announce(
-        session,
-        output,
-        review_event(&result, &reviewed.record, reviewed.applied),
-    );
-    manifest.review = Some(reviewed.record.clone());
-    manifest.applied = reviewed.applied;
-    manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
-    manifest.save(&run_dir.manifest_path())?;
-    Ok(exit_code(review_mode, &result, &reviewed))
-}
-
-/// Shows an event of the run's end and keeps it in the session's event log
-/// (a failed insert only loses the log entry; the manifest has the facts).
-fn announce(session: &Session, output: &mut Output, event: Event) {
-    record_event(session, None, &event);
-    output.show(&event);
-}
-
-/// The event that tells consumers what became of the patch.
-fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Event {
-    Event::ReviewDone {
-        patch: result.patch_path.display().to_string(),
-        files: result.patch.files.len(),
-        added: result.patch.added_lines,
-        removed: result.patch.removed_lines,
-        mode: record.mode.clone(),
-        decision: record.decision.clone(),
-        reason: record.reason.clone(),
-        applied,
-    }
-}
-
-fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {
-    if reviewed.failed {
-        EXIT_ERROR
-    } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {
-        EXIT_NOT_APPLIED
-    } else {
-        EXIT_OK
-    }
-}
-
-fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
-    manifest.baseline = Some(result.baseline.clone());
-    manifest.head = Some(result.head.clone());
-    manifest.steps = result.steps;
-    manifest.violations = result.violations.clone();
-    manifest.patch = Some(result.patch.summary());
-    manifest.warnings = result.warnings.clone();
-    manifest.poisoned = result.poisoned.clone();
-    manifest.artifacts = result
-        .artifacts
-        .copied
-        .iter()
-        .map(|c| c.path.clone())
-        .collect();
+    let ending = Ending {
+        args,
+        setup,
+        started_at,
+    };
+    finish_run(run, end, &ending, session, output).await
 }
 
 /// The review mode when none is given: ask at a terminal, else only save.

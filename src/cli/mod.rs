@@ -14,6 +14,7 @@ mod review;
 mod safe_text;
 mod sandbox_setup;
 mod task;
+mod work;
 
 use clap::Parser;
 
@@ -62,6 +63,11 @@ pub fn main() -> i32 {
                 no_commit,
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
+            Some(Command::Work {
+                issue,
+                max_rounds,
+                run,
+            }) => work::work(run, issue, max_rounds).await,
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await

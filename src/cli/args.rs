@@ -245,7 +245,7 @@ pub enum Command {
               value_parser = clap::value_parser!(u32).range(1..))]
         max_rounds: u32,
         #[command(flatten)]
-        run: RunArgs,
+        run: Box<RunArgs>,
     },
     /// List the project's runs, newest first.
     Runs,

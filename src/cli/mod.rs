@@ -67,7 +67,7 @@ pub fn main() -> i32 {
                 issue,
                 max_rounds,
                 run,
-            }) => work::work(run, issue, max_rounds).await,
+            }) => work::work(*run, issue, max_rounds).await,
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await

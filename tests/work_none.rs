@@ -215,7 +215,9 @@ fn a_failed_check_gets_a_fix_round_and_a_forgotten_verdict_a_reminder() {
     let script = edit(script, "hi there", "hi")
         .report("now exactly hi")
         .end("done");
-    let script = check(script, "pass")
+    // Check cannot change what it checks: edit is refused, rm is undone.
+    let script = edit(script, "hi", "hello");
+    let script = check(script.bash("rm greet.txt"), "pass")
         .end("all good") // forgets the verdict
         .verdict("done", "check.sh passes")
         .end("verdict given");
@@ -243,6 +245,23 @@ fn a_failed_check_gets_a_fix_round_and_a_forgotten_verdict_a_reminder() {
     assert!(brief.contains("overall: fail"), "check report: {brief}");
     let last = requests.last().unwrap();
     assert!(all_text(last).contains("the act phase ended without a verdict"));
+    let checks: Vec<&RecordedRequest> =
+        requests.iter().filter(|r| phase_of(r) == "check").collect();
+    let refused = last_result(checks[4]);
+    assert!(
+        refused.contains("/work is read-only in this phase"),
+        "{refused}"
+    );
+    let undone = last_result(checks[5]);
+    assert!(
+        undone.contains("\"greet.txt\" was changed while /work is read-only"),
+        "{undone}"
+    );
+    let ran = last_result(checks[6]);
+    assert!(
+        ran.contains("exit=0"),
+        "greet.txt is back for the check: {ran}"
+    );
 
     let run = host.run();
     assert_eq!(phase_file(&run, "do/do-2.md"), "now exactly hi");

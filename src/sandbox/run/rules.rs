@@ -120,3 +120,6 @@ pub(super) fn call_host(tool: &dyn HostTool, input: &Value) -> ToolOutput {
         Err(message) => ToolOutput::error(message),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,21 +19,19 @@ pub mod phase;
 mod record;
 pub mod tools;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use serde::Serialize;
+use std::path::PathBuf;
 
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{AbortSignal, AgentConfig, AgentError, EndReason, Event, run_agent};
 use crate::llm::models::ModelInfo;
 use crate::llm::{Block, Provider, Role};
-use crate::sandbox::run::{HostTool, Run};
+use crate::sandbox::run::Run;
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError};
 use brief::Handoff;
 pub use phase::Phase;
 pub use record::{PhaseRecord, WorkRecord};
-use tools::{Decision, ReportTool, VerdictTool};
+use tools::{Decision, PhaseTool};
 
 /// The default most do rounds (the first and its fixes).
 pub const DEFAULT_MAX_ROUNDS: u32 = 3;
@@ -134,35 +132,6 @@ pub struct Worker<'a> {
     pub on_update: &'a mut (dyn FnMut(Update<'_>) + Send),
 }
 
-/// The host tool through which a phase leaves its output.
-enum PhaseTool {
-    Report(Arc<ReportTool>),
-    Verdict(Arc<VerdictTool>),
-}
-
-impl PhaseTool {
-    fn new(phase: Phase, output: PathBuf) -> PhaseTool {
-        match phase {
-            Phase::Act => PhaseTool::Verdict(VerdictTool::new()),
-            _ => PhaseTool::Report(ReportTool::new(phase.report_name(), output)),
-        }
-    }
-
-    fn host(&self) -> Arc<dyn HostTool> {
-        match self {
-            PhaseTool::Report(report) => report.clone(),
-            PhaseTool::Verdict(verdict) => verdict.clone(),
-        }
-    }
-
-    fn written(&self) -> bool {
-        match self {
-            PhaseTool::Report(report) => report.written(),
-            PhaseTool::Verdict(verdict) => verdict.verdict().is_some(),
-        }
-    }
-}
-
 /// How one phase went.
 enum PhaseOutcome {
     Written,
@@ -187,8 +156,9 @@ impl Worker<'_> {
         let end = match end {
             Ok(end) => end,
             Err(err) => {
-                // What the phases did is kept for a look, even on failure.
-                record.save(&self.phases_dir())?;
+                // What the phases did is kept for a look, even on failure;
+                // the error that stopped the session is the one to report.
+                let _ = record.save(&self.phases_dir());
                 return Err(err);
             }
         };

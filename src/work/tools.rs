@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::phase::Phase;
 use crate::llm::ToolDef;
 use crate::sandbox::run::HostTool;
 use crate::tools::ToolOutput;
@@ -171,6 +172,35 @@ impl HostTool for VerdictTool {
         let details = json!({ "decision": verdict.decision.as_str() });
         *self.verdict.lock().unwrap_or_else(PoisonError::into_inner) = Some(verdict);
         answer(told, details)
+    }
+}
+
+/// The host tool through which a phase leaves its output.
+pub enum PhaseTool {
+    Report(Arc<ReportTool>),
+    Verdict(Arc<VerdictTool>),
+}
+
+impl PhaseTool {
+    pub fn new(phase: Phase, output: PathBuf) -> PhaseTool {
+        match phase {
+            Phase::Act => PhaseTool::Verdict(VerdictTool::new()),
+            _ => PhaseTool::Report(ReportTool::new(phase.report_name(), output)),
+        }
+    }
+
+    pub fn host(&self) -> Arc<dyn HostTool> {
+        match self {
+            PhaseTool::Report(report) => report.clone(),
+            PhaseTool::Verdict(verdict) => verdict.clone(),
+        }
+    }
+
+    pub fn written(&self) -> bool {
+        match self {
+            PhaseTool::Report(report) => report.written(),
+            PhaseTool::Verdict(verdict) => verdict.verdict().is_some(),
+        }
     }
 }
 

@@ -409,6 +409,33 @@ fn a_phase_that_forgets_its_file_is_reminded_once_then_fails() {
 }
 
 #[test]
+fn the_tool_limit_counts_per_phase_and_stops_the_session() {
+    let host = project();
+    // Plan fits in two calls; do needs three and is stopped after two.
+    let script = plan(Script::new());
+    let script = edit(script, "hello", "hi")
+        .bash("cat greet.txt")
+        .bash("sh check.sh");
+    let mock = MockServer::start(script.turns());
+    let out = work(&host, &mock, &["--review", "auto", "--max-tools", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped: the do phase reached the tool call limit (--max-tools 2)"),
+        "{stderr}"
+    );
+    let run = host.run();
+    let record = json_file(&run.join("phases/work.json"));
+    assert_eq!(
+        record["end"],
+        json!({"end": "stopped", "phase": "do", "reason": "tool_limit"})
+    );
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+hi"), "the patch so far is saved: {patch}");
+    assert_eq!(host.read("greet.txt"), "hello\n", "not applied");
+}
+
+#[test]
 fn usage_errors_name_the_way_to_give_the_issue() {
     let host = project();
     let mock = MockServer::start(Vec::new());

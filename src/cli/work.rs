@@ -168,7 +168,7 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
         ),
         EndReason::ToolLimit => (
             format!(
-                "the {name} phase reached the tool call limit ({} calls)",
+                "the {name} phase reached the tool call limit (--max-tools {})",
                 max_tools.unwrap_or_default()
             ),
             "run ah work again with a higher --max-tools",

@@ -324,7 +324,9 @@ impl Worker<'_> {
         )
         .await?;
         Ok(match summary.reason {
-            EndReason::Done if written() => PhaseOutcome::Written,
+            // The limit reached by the call that wrote the file still
+            // leaves the phase its output.
+            EndReason::Done | EndReason::ToolLimit if written() => PhaseOutcome::Written,
             EndReason::Done => PhaseOutcome::Missing,
             reason => PhaseOutcome::Stopped(reason),
         })

@@ -160,7 +160,7 @@ fn ask_discard_leaves_the_host_alone_and_keeps_the_file() {
         return;
     };
     tmux.wait_for("What should happen to this patch?");
-    tmux.keys(&["Down", "Down", "Enter"]);
+    tmux.keys(&["Down", "Down", "Down", "Enter"]);
     assert_eq!(exit_code(&exit_file), 3, "{}", tmux.screen());
     assert_eq!(host.read("a.txt"), "one\n");
     let run = host.run();
@@ -168,4 +168,61 @@ fn ask_discard_leaves_the_host_alone_and_keeps_the_file() {
     let manifest = json_file(&run.join("manifest.json"));
     assert_eq!(manifest["review"]["decision"], json!("discarded"));
     assert_eq!(manifest["review"]["mode"], json!("ask"));
+}
+
+#[test]
+fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
+    let host = Host::git(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(
+            Reply::new()
+                .tool_use(
+                    "toolu_1",
+                    "write",
+                    json!({"path": "a.txt", "content": "two\n"}),
+                )
+                .tool_use(
+                    "toolu_2",
+                    "write",
+                    json!({"path": "b.txt", "content": "bee2\n"}),
+                ),
+        ),
+        Turn::reply(Reply::new().text("changed both")),
+    ]);
+    let (script, exit_file) = script(&host, &mock.url());
+    let Some(tmux) = Tmux::start(&script) else {
+        return;
+    };
+    tmux.wait_for("What should happen to this patch?");
+    tmux.keys(&["Down", "Enter"]);
+    let screen = tmux.wait_for("Files to apply");
+    assert!(screen.contains("a.txt  +1 −1"), "counts shown:\n{screen}");
+    // Every file starts chosen: un-choose a.txt, keep b.txt.
+    tmux.keys(&["Space", "Enter"]);
+    assert_eq!(exit_code(&exit_file), 0, "{}", tmux.screen());
+    assert_eq!(host.read("a.txt"), "one\n", "not chosen, not applied");
+    assert_eq!(host.read("b.txt"), "bee2\n");
+    assert_eq!(
+        host.git_out(&["show", "--name-only", "--format=", "HEAD"])
+            .trim(),
+        "b.txt"
+    );
+    let run = host.run();
+    let rest = std::fs::read_to_string(run.join("rest.patch")).unwrap();
+    assert!(
+        rest.contains("+++ b/a.txt") && !rest.contains("b.txt"),
+        "{rest}"
+    );
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("partly_applied"));
+    assert_eq!(manifest["applied"], json!(true));
+    // The rest still applies to the host later.
+    let out = Command::new("git")
+        .current_dir(&host.project)
+        .args(["apply", "--3way"])
+        .arg(run.join("rest.patch"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(host.read("a.txt"), "two\n");
 }

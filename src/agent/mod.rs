@@ -11,6 +11,7 @@ mod emit;
 pub mod event;
 mod interrupt;
 pub mod loop_detect;
+pub mod instructions;
 pub mod prompt;
 mod request;
 mod step;

@@ -47,6 +47,11 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub review: Option<ReviewMode>,
 
+    /// Load a skill (`.ah/skills/NAME/SKILL.md` or the global skills folder)
+    /// into the conversation before the prompt (repeatable).
+    #[arg(long = "skill", value_name = "NAME")]
+    pub skills: Vec<String>,
+
     /// Model alias (opus, sonnet, haiku) or full model id [env: AH_MODEL; default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
@@ -264,6 +269,12 @@ pub enum Command {
         /// The sandbox image to check.
         #[arg(long, value_name = "IMAGE")]
         image: Option<String>,
+    },
+    /// Print a shell completion script (e.g. `ah completions bash >
+    /// ~/.local/share/bash-completion/completions/ah`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
     /// Manage the sandbox image.
     Image {

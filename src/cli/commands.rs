@@ -172,3 +172,18 @@ fn run_line(run: &rundir::RunSummary) -> String {
         run.id
     )
 }
+
+/// `ah completions SHELL`: the completion script on stdout. Written in one
+/// piece so a closed pipe (`| head`) is an ordinary error, not a panic.
+pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut super::args::Cli::command(), "ah", &mut script);
+    match std::io::stdout().lock().write_all(&script) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(err).context("cannot write the completion script"))
+        }
+        _ => Ok(EXIT_OK),
+    }
+}

@@ -10,7 +10,9 @@ mod compact;
 mod display;
 mod lifecycle;
 mod output;
+mod prompt_setup;
 mod review;
+mod review_pick;
 mod safe_text;
 mod sandbox_setup;
 mod task;
@@ -72,6 +74,7 @@ pub fn main() -> i32 {
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
             }
+            Some(Command::Completions { shell }) => commands::completions(shell),
             Some(Command::Doctor { image }) => {
                 commands::doctor(image.as_deref(), sandbox_setup::runtime(&cli.run.sandbox)).await
             }

@@ -1,6 +1,7 @@
 //! What happens to a run's patch: saved only (`never`), applied when the
 //! auto-review rules allow (`auto`), or shown to the user in a pager with a
-//! choice (`ask`). Applying is always the sandbox layer's 3-way apply.
+//! choice (`ask`): apply all, choose files, save only or discard. Applying
+//! is always the sandbox layer's 3-way apply.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -10,6 +11,7 @@ use anyhow::{Context, Result};
 use console::style;
 
 use super::args::ReviewMode;
+use super::review_pick;
 use super::safe_text::{terminal_safe, terminal_safe_bytes};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::policy::Policy;
@@ -101,7 +103,7 @@ pub fn review(
                 ));
             }
             show_in_pager(patch_path)?;
-            let choices = ["apply", "save only", "discard"];
+            let choices = ["apply all", "choose files", "save only", "discard"];
             let picked = dialoguer::Select::new()
                 .with_prompt("What should happen to this patch?")
                 .items(choices)
@@ -128,6 +130,12 @@ pub fn review(
                     "chosen by the user",
                 ),
                 1 => {
+                    let run_dir = patch_path
+                        .parent()
+                        .context("the patch file has no run directory")?;
+                    review_pick::pick_and_apply(project, run_dir, &result.patch, task, no_commit)
+                }
+                2 => {
                     eprintln!("patch saved: {}", patch_path.display());
                     Ok(outcome(mode, "saved", "chosen by the user", false, false))
                 }
@@ -149,7 +157,7 @@ pub fn review(
     }
 }
 
-fn apply_now(
+pub(super) fn apply_now(
     mode: ReviewMode,
     project: &Path,
     patch_path: &Path,
@@ -191,7 +199,7 @@ pub fn commit_message(task: &str) -> String {
     format!("ah: {subject}\n\nTask:\n{}\n", task.trim())
 }
 
-fn outcome(
+pub(super) fn outcome(
     mode: ReviewMode,
     decision: &str,
     reason: &str,

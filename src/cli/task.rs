@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use super::args::{ReviewMode, RunArgs};
 use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
 use super::output::Output;
+use super::prompt_setup::{self, PromptSetup};
 use super::sandbox_setup::podman_preflight;
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
@@ -93,6 +94,13 @@ pub(super) async fn settle(args: &RunArgs, task: String) -> Result<(RunSetup, An
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
+    let prompts = prompt_setup::prepare(
+        &project,
+        &ah_dir,
+        workspace_of(args.backend),
+        &task,
+        &args.skills,
+    )?;
     let setup = RunSetup {
         project,
         ah_dir,
@@ -101,6 +109,7 @@ pub(super) async fn settle(args: &RunArgs, task: String) -> Result<(RunSetup, An
         review_mode,
         image,
         task,
+        prompts,
     };
     Ok((setup, provider))
 }
@@ -126,6 +135,7 @@ pub(super) struct RunSetup {
     pub(super) review_mode: ReviewMode,
     pub(super) image: String,
     pub(super) task: String,
+    pub(super) prompts: PromptSetup,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -140,17 +150,20 @@ async fn run_in_session(
     let RunSetup {
         ah_dir,
         model,
-        task,
+        prompts,
         ..
     } = setup;
     let started_at = SystemTime::now();
     let mut run = start_run(args, setup, false).await?;
-    let workspace = workspace_of(args.backend);
 
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session)?;
     let parent = session.head()?;
-    let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
+    let mut prompt_blocks: Vec<BlockRecord> = prompts
+        .blocks
+        .iter()
+        .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
+        .collect();
     if parent.is_some() {
         prompt_blocks.push(BlockRecord::from(Block::Text {
             text: NEW_RUN_NOTE.to_string(),
@@ -164,7 +177,7 @@ async fn run_in_session(
     )?;
     let config = AgentConfig {
         model: model.clone(),
-        system: prompt::system_prompt(ah_dir, workspace)?,
+        system: prompts.system.clone(),
         tools: run.tool_specs(),
         max_tools: args.max_tools,
         loop_window: args.loop_window,

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use ulid::Ulid;
 
 use super::args::RunArgs;
-use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
+use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run};
 use super::output::Output;
 use super::task::{RunSetup, UsageError, refuse_if_busy, settle};
 use crate::agent::event::SessionState;
@@ -83,10 +83,12 @@ async fn work_in_session(
     let mut run = start_run(args, setup, true).await?;
     eprintln!("work session {}", session.path().display());
     let config = WorkConfig {
-        issue: setup.task.clone(),
+        // The issue as the prompt setup left it (`/` commands and
+        // `--skill`s expanded).
+        issue: setup.prompts.blocks.join("\n\n"),
         model: setup.model.clone(),
+        system: setup.prompts.system.clone(),
         ah_dir: setup.ah_dir.clone(),
-        workspace: workspace_of(args.backend),
         max_rounds,
         max_tools: args.max_tools,
         loop_window: args.loop_window,

@@ -15,6 +15,7 @@ pub mod review;
 pub mod run;
 pub mod rundir;
 pub mod shadow;
+pub mod subpatch;
 pub mod workspace;
 
 use std::time::Duration;

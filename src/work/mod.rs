@@ -22,7 +22,7 @@ pub mod tools;
 use serde::Serialize;
 use std::path::PathBuf;
 
-use crate::agent::prompt::{self, Workspace};
+use crate::agent::prompt;
 use crate::agent::{AbortSignal, AgentConfig, AgentError, EndReason, Event, run_agent};
 use crate::llm::models::ModelInfo;
 use crate::llm::{Block, Provider, Role};
@@ -41,9 +41,11 @@ pub const DEFAULT_MAX_ROUNDS: u32 = 3;
 pub struct WorkConfig {
     pub issue: String,
     pub model: ModelInfo,
+    /// The run's system prompt (ah's, the project's instructions, skills);
+    /// each phase adds its own part.
+    pub system: String,
     /// The project's `.ah/`, for prompt overrides.
     pub ah_dir: PathBuf,
-    pub workspace: Workspace,
     /// Most do rounds, at least 1.
     pub max_rounds: u32,
     /// Tool calls per phase.
@@ -334,12 +336,10 @@ impl Worker<'_> {
 
     fn agent_config(&self, phase: Phase) -> Result<AgentConfig, WorkError> {
         let config = self.config;
-        let base =
-            prompt::system_prompt(&config.ah_dir, config.workspace).map_err(WorkError::Prompt)?;
         let own = phase.prompt(&config.ah_dir).map_err(WorkError::Prompt)?;
         Ok(AgentConfig {
             model: config.model.clone(),
-            system: format!("{base}\n\n{own}"),
+            system: format!("{}\n\n{own}", config.system),
             tools: self.run.tool_specs(),
             max_tools: config.max_tools,
             loop_window: config.loop_window,

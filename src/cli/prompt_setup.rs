@@ -1,0 +1,71 @@
+//! What the model is told at the start of a run, settled before anything is
+//! copied: the system prompt with the project's instruction files and its
+//! skills, and the user's prompt with `/` commands and `--skill`s expanded.
+//! Warnings (a skipped skill, cut instructions) go to stderr; an unknown
+//! command or skill is a usage error.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::task::UsageError;
+use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
+use crate::agent::prompt::{self, Workspace};
+
+/// The system prompt and the user message's text blocks.
+pub(super) struct PromptSetup {
+    pub system: String,
+    pub blocks: Vec<String>,
+}
+
+/// Builds the run's prompts for `task` in `project`.
+pub(super) fn prepare(
+    project: &Path,
+    ah_dir: &Path,
+    workspace: Workspace,
+    task: &str,
+    skill_names: &[String],
+) -> Result<PromptSetup> {
+    let global = instructions::global_dir();
+    let skills = Skills::discover(ah_dir, global.as_deref());
+    let docs = load_project_docs(project)?;
+    for warning in skills.warnings.iter().chain(&docs.warnings) {
+        eprintln!("warning: {warning}");
+    }
+    let mut blocks = Vec::new();
+    for name in skill_names {
+        blocks.push(skills.load(name).map_err(usage)?);
+    }
+    let expansion =
+        instructions::expand(task, ah_dir, global.as_deref(), &skills).map_err(usage)?;
+    if let Some(used) = &expansion.used {
+        eprintln!("prompt from {used}");
+    }
+    blocks.extend(expansion.blocks);
+    let mut system =
+        prompt::system_prompt(ah_dir, workspace).context("cannot build the system prompt")?;
+    if !docs.text.is_empty() {
+        system.push_str(
+            "\n\n# Project instructions\nThe project's own notes for agents (AGENTS.md or \
+             CLAUDE.md files, outermost folder first). Follow them where they do not conflict \
+             with the rules above.\n\n",
+        );
+        system.push_str(&docs.text);
+    }
+    if let Some(section) = skills.prompt_section() {
+        system.push_str("\n\n");
+        system.push_str(&section);
+    }
+    Ok(PromptSetup { system, blocks })
+}
+
+/// Unknown commands and skills are mistakes on the command line; a file
+/// that cannot be read is not.
+fn usage(err: SlashError) -> anyhow::Error {
+    match err {
+        SlashError::UnknownCommand { .. } | SlashError::UnknownSkill { .. } => {
+            UsageError(err.to_string()).into()
+        }
+        other => other.into(),
+    }
+}

@@ -1,0 +1,94 @@
+//! "Choose files" in an `ask` review: a multi-select of the patch's files
+//! with their +/− counts; the chosen ones are applied as one patch with the
+//! usual 3-way logic, the others are saved beside it as `rest.patch`.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::args::ReviewMode;
+use super::review::{ReviewOutcome, apply_now, outcome};
+use super::safe_text::terminal_safe;
+use crate::sandbox::patch::PatchInfo;
+use crate::sandbox::subpatch;
+
+/// Asks which files to apply and applies them. `run_dir` receives
+/// `chosen.patch` and `rest.patch`.
+pub(super) fn pick_and_apply(
+    project: &Path,
+    run_dir: &Path,
+    patch: &PatchInfo,
+    task: &str,
+    no_commit: bool,
+) -> Result<ReviewOutcome> {
+    let items: Vec<String> = patch
+        .files
+        .iter()
+        .map(|file| {
+            let counts = if file.binary {
+                "binary".to_string()
+            } else {
+                format!("+{} −{}", file.added, file.removed)
+            };
+            format!("{}  {counts}", terminal_safe(&file.path))
+        })
+        .collect();
+    let defaults = vec![true; items.len()];
+    let picked = dialoguer::MultiSelect::new()
+        .with_prompt("Files to apply (space toggles, enter confirms)")
+        .items(&items)
+        .defaults(&defaults)
+        .interact_opt();
+    let mode = ReviewMode::Ask;
+    let chosen = match picked {
+        Ok(Some(chosen)) => chosen,
+        // Esc, Ctrl+C or a closed terminal keeps the whole patch.
+        Ok(None) | Err(_) => {
+            eprintln!("no files chosen; patch saved");
+            return Ok(outcome(
+                mode,
+                "saved",
+                "the file choice was left",
+                false,
+                false,
+            ));
+        }
+    };
+    if chosen.is_empty() {
+        eprintln!("no files chosen; patch saved");
+        return Ok(outcome(mode, "saved", "no file was chosen", false, false));
+    }
+    let split = subpatch::split(patch, &chosen)?;
+    let chosen_path = run_dir.join("chosen.patch");
+    let rest_path = run_dir.join("rest.patch");
+    split
+        .chosen
+        .write_to(&chosen_path)
+        .context("cannot save the chosen files' patch")?;
+    if !split.rest.is_empty() {
+        split
+            .rest
+            .write_to(&rest_path)
+            .context("cannot save the rest of the patch")?;
+    }
+    let why = if split.rest.is_empty() {
+        "chosen by the user: every file".to_string()
+    } else {
+        format!(
+            "chosen by the user: {} of {} files; the rest is in {}",
+            split.chosen.files.len(),
+            patch.files.len(),
+            rest_path.display()
+        )
+    };
+    let mut applied = apply_now(mode, project, &chosen_path, task, no_commit, &why)?;
+    if applied.applied && !split.rest.is_empty() {
+        applied.record.decision = "partly_applied".to_string();
+        eprintln!(
+            "not applied: {} more file(s), saved in {} (apply later with git apply --3way)",
+            split.rest.files.len(),
+            rest_path.display()
+        );
+    }
+    Ok(applied)
+}

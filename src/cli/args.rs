@@ -31,6 +31,17 @@ pub struct RunArgs {
     #[arg(short = 'C', long = "project", value_name = "DIR", global = true)]
     pub project: Option<PathBuf>,
 
+    /// Set a configuration key for this command, over the config files and
+    /// AH_* variables, e.g. `-c sandbox.memory=8g` (repeatable; `ah config`
+    /// lists the keys).
+    #[arg(short = 'c', long = "config", value_name = "KEY=VALUE", global = true)]
+    pub overrides: Vec<String>,
+
+    /// The configuration the run uses (files, environment, `-c`), filled in
+    /// after parsing; flags given on the command line win over it.
+    #[arg(skip)]
+    pub config: crate::cli::config::Config,
+
     /// Where the tools run: a rootless podman container, or unsandboxed on a copy.
     #[arg(long, value_enum, default_value = "podman")]
     pub backend: BackendKind,
@@ -52,7 +63,8 @@ pub struct RunArgs {
     #[arg(long = "skill", value_name = "NAME")]
     pub skills: Vec<String>,
 
-    /// Model alias (opus, sonnet, haiku) or full model id [env: AH_MODEL; default: opus].
+    /// Model alias (opus, sonnet, haiku, or one from the config's [models]) or
+    /// full model id [config: model; env: AH_MODEL; default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 
@@ -73,6 +85,11 @@ pub struct RunArgs {
     /// Stop after this many tool calls.
     #[arg(long, value_name = "N")]
     pub max_tools: Option<u32>,
+
+    /// Seconds a bash call may run when the model names no timeout (at most
+    /// 600) [config: tools.bash_timeout; default: 120].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub bash_timeout: Option<u64>,
 
     /// Loop detection: when the last N tool calls repeat one pattern of 1 to 3
     /// calls, tell the model to change approach; the third time, stop the run.
@@ -203,7 +220,7 @@ fn parse_ulimit(text: &str) -> Result<(UlimitKind, u64), String> {
     Ok((kind, value))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReviewMode {
     Ask,
@@ -254,6 +271,9 @@ pub enum Command {
     },
     /// List the project's runs, newest first.
     Runs,
+    /// Print the merged configuration: every key, its value, and where the
+    /// value came from (default, a config file, an AH_* variable, or -c).
+    Config,
     /// Summarise the session's conversation now: later requests carry the
     /// summary and the most recent messages (the session keeps everything).
     Compact {

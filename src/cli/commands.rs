@@ -187,3 +187,28 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
         _ => Ok(EXIT_OK),
     }
 }
+
+/// `ah config`: the merged configuration with where each value came from.
+pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
+    let project = project_dir(project)?;
+    let loaded = super::config::load(&project, overrides)?;
+    let files: Vec<String> = loaded
+        .files
+        .iter()
+        .map(|f| f.display().to_string())
+        .collect();
+    if files.is_empty() {
+        println!(
+            "# no config file (looked for {} and {})",
+            super::config::global_file().map_or_else(
+                || "no global config folder".to_string(),
+                |f| f.display().to_string()
+            ),
+            project.join(".ah/config.toml").display()
+        );
+    } else {
+        println!("# config files, weakest first: {}", files.join(", "));
+    }
+    print!("{}", super::config::show(&loaded)?);
+    Ok(EXIT_OK)
+}

@@ -13,8 +13,8 @@ use super::task::retry_policy;
 use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{AgentConfig, Event};
+use crate::llm::Role;
 use crate::llm::anthropic::AnthropicClient;
-use crate::llm::{Role, models};
 use crate::session::Session;
 
 /// Compacts the session in `db`, else the project's most recent one. The
@@ -23,8 +23,10 @@ pub async fn compact(
     project: Option<&Path>,
     db: Option<&Path>,
     model: Option<&str>,
+    overrides: &[String],
 ) -> Result<i32> {
     let project = project_dir(project)?;
+    let loaded = super::config::load(&project, overrides)?;
     let ah_dir = project.join(".ah");
     let path = match db {
         Some(db) => db.to_path_buf(),
@@ -46,10 +48,10 @@ pub async fn compact(
     super::task::refuse_if_busy(&session)?;
     let name = match model {
         Some(name) => name.to_string(),
-        None => last_model(&session)?.unwrap_or_else(models::default_model_name),
+        None => last_model(&session)?.unwrap_or_else(|| loaded.config.model.clone()),
     };
     let config = AgentConfig {
-        model: models::resolve(&name),
+        model: super::config::resolve_model(&name, &loaded.config),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
         tools: crate::tools::specs(),
         max_tools: None,
@@ -58,7 +60,7 @@ pub async fn compact(
         loop_window: 0,
         compact_prompt: prompt::compact_prompt(&ah_dir)?,
     };
-    let provider = AnthropicClient::from_env(retry_policy()?)?;
+    let provider = AnthropicClient::from_env(retry_policy(&loaded.config.retry))?;
     let mut display = Display::default();
     let mut on_event = |event: &Event| display.show(event);
     match compact_session(&config, &provider, &mut session, &mut on_event).await? {

@@ -63,6 +63,10 @@ pub(super) async fn start_run(
         run.attach_read_only_backend(Box::new(read_only));
     }
     run.set_output_limits(output_limits(&args.output_limits));
+    run.set_bash_timeout(
+        args.bash_timeout
+            .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
+    );
     Ok(run)
 }
 

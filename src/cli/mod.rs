@@ -7,6 +7,7 @@ mod abort;
 pub mod args;
 mod commands;
 mod compact;
+pub mod config;
 mod display;
 mod lifecycle;
 mod output;
@@ -18,7 +19,7 @@ mod sandbox_setup;
 mod task;
 mod work;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::sandbox::image::ImageSource;
 use args::{Cli, Command, ImageAction};
@@ -34,8 +35,11 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => {
             // clap prints help and version to stdout with success, and usage
             // errors to stderr.
@@ -59,7 +63,7 @@ pub fn main() -> i32 {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            None => task::run(cli.run).await,
+            None => task::run(cli.run, &matches).await,
             Some(Command::Apply {
                 run_id,
                 no_commit,
@@ -69,10 +73,23 @@ pub fn main() -> i32 {
                 issue,
                 max_rounds,
                 run,
-            }) => work::work(*run, issue, max_rounds).await,
+            }) => {
+                // Clap matched `work`, so its own matches are there.
+                let sub = matches.subcommand_matches("work").unwrap_or(&matches);
+                work::work(*run, sub, issue, max_rounds).await
+            }
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Config) => {
+                commands::config(cli.run.project.as_deref(), &cli.run.overrides)
+            }
             Some(Command::Compact { db, model }) => {
-                compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
+                compact::compact(
+                    cli.run.project.as_deref(),
+                    db.as_deref(),
+                    model.as_deref(),
+                    &cli.run.overrides,
+                )
+                .await
             }
             Some(Command::Completions { shell }) => commands::completions(shell),
             Some(Command::Doctor { image }) => {

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result, bail};
 
 use super::args::{ReviewMode, RunArgs};
+use super::config::{self, RetrySettings};
 use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
@@ -37,7 +38,7 @@ copy of the project as it is now: changes from earlier runs are in it only if th
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-pub async fn run(args: RunArgs) -> Result<i32> {
+pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
     let task = args.prompt.join(" ");
     if task.trim().is_empty() {
         return Err(UsageError(
@@ -46,7 +47,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         )
         .into());
     }
-    let (setup, provider) = settle(&args, task).await?;
+    let (setup, provider) = settle(&mut args, matches, task).await?;
     let mut session = open_session(&args, &setup.ah_dir)?;
     refuse_if_busy(&session)?;
     let mut output = Output::new(args.json);
@@ -59,21 +60,28 @@ pub async fn run(args: RunArgs) -> Result<i32> {
 }
 
 /// Everything checked before a session is opened or anything copied: the
-/// project, the model and its credentials, the policy, the review mode and
-/// the sandbox.
-pub(super) async fn settle(args: &RunArgs, task: String) -> Result<(RunSetup, AnthropicClient)> {
+/// project, its configuration (filled into `args` where the command line is
+/// silent; `matches` tells which), the model and its credentials, the
+/// policy, the review mode, the sandbox and the prompts.
+pub(super) async fn settle(
+    args: &mut RunArgs,
+    matches: &clap::ArgMatches,
+    task: String,
+) -> Result<(RunSetup, AnthropicClient)> {
     let project = resolve_project(args.project.as_deref())?;
+    let loaded =
+        config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
+    config::fill(args, matches, &loaded.config);
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
-    let model = models::resolve(
-        &args
-            .model
-            .clone()
-            .unwrap_or_else(models::default_model_name),
+    let model = config::resolve_model(
+        args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
+        &args.config,
     );
-    let provider = AnthropicClient::from_env(retry_policy()?)?;
-    let policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    let provider = AnthropicClient::from_env(retry_policy(&args.config.retry))?;
+    let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?;
+    policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
         // JSON consumers are programs: nobody to ask.
@@ -260,29 +268,13 @@ fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
     Ok(Session::create(ah_dir)?)
 }
 
-/// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,
-/// `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
-pub(super) fn retry_policy() -> Result<RetryPolicy> {
-    let mut policy = RetryPolicy::default();
-    if let Some(n) = env_number("AH_RETRY_ATTEMPTS")? {
-        policy.max_attempts = n as u32;
-    }
-    if let Some(ms) = env_number("AH_RETRY_BASE_MS")? {
-        policy.base_delay = Duration::from_millis(ms);
-    }
-    if let Some(secs) = env_number("AH_STREAM_IDLE_SECS")? {
-        policy.idle_timeout = Duration::from_secs(secs);
-    }
-    Ok(policy)
-}
-
-fn env_number(name: &str) -> Result<Option<u64>> {
-    match std::env::var(name) {
-        Ok(value) => value
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| UsageError(format!("{name}={value:?} is not a whole number")).into()),
-        Err(_) => Ok(None),
+/// The retry settings of the configuration (`retry.*`, also set by
+/// `AH_RETRY_ATTEMPTS`, `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
+pub(super) fn retry_policy(settings: &RetrySettings) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: settings.attempts,
+        base_delay: Duration::from_millis(settings.base_ms),
+        idle_timeout: Duration::from_secs(settings.idle_secs),
+        ..RetryPolicy::default()
     }
 }

@@ -19,9 +19,16 @@ use crate::llm::anthropic::AnthropicClient;
 use crate::session::Session;
 use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
 
-pub(super) async fn work(args: RunArgs, issue: Option<String>, max_rounds: u32) -> Result<i32> {
+/// `matches` are the `work` subcommand's, for the configuration to know
+/// which options the command line gave.
+pub(super) async fn work(
+    mut args: RunArgs,
+    matches: &clap::ArgMatches,
+    issue: Option<String>,
+    max_rounds: u32,
+) -> Result<i32> {
     let issue = read_issue(&args, issue)?;
-    let (setup, provider) = settle(&args, issue).await?;
+    let (setup, provider) = settle(&mut args, matches, issue).await?;
     let db = match &args.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),

@@ -18,8 +18,9 @@ const UNKNOWN_CONTEXT_WINDOW: u64 = 200_000;
 /// Output limit assumed for a model id that is not in the table.
 const UNKNOWN_MAX_OUTPUT_TOKENS: u32 = 32_000;
 
-/// The model used when neither `--model` nor `AH_MODEL` names one.
-const DEFAULT_MODEL: &str = "opus";
+/// The model used when neither the command line nor the configuration
+/// names one.
+pub const DEFAULT_MODEL: &str = "opus";
 
 struct Entry {
     alias: &'static str,
@@ -68,19 +69,6 @@ pub fn resolve(name: &str) -> ModelInfo {
     }
 }
 
-/// The model name to use when the user gave none: `AH_MODEL`, else `opus`.
-pub fn default_model_name() -> String {
-    default_model_name_from(std::env::var("AH_MODEL").ok())
-}
-
-/// [`default_model_name`] with the environment value passed in.
-fn default_model_name_from(ah_model: Option<String>) -> String {
-    ah_model
-        .map(|m| m.trim().to_string())
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| DEFAULT_MODEL.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,12 +101,5 @@ mod tests {
                 max_output_tokens: 32_000,
             }
         );
-    }
-
-    #[test]
-    fn default_model_comes_from_ah_model_else_opus() {
-        assert_eq!(default_model_name_from(None), "opus");
-        assert_eq!(default_model_name_from(Some("  ".into())), "opus");
-        assert_eq!(default_model_name_from(Some("haiku".into())), "haiku");
     }
 }

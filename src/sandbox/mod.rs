@@ -23,7 +23,9 @@ use std::time::Duration;
 use crate::tools::ExecOutput;
 
 /// Which kind of backend runs the tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// Rootless podman container (the default).

@@ -197,6 +197,16 @@ impl Policy {
         &self.review
     }
 
+    /// Overrides the `--review auto` thresholds (from the configuration).
+    pub fn set_review_limits(&mut self, max_lines: Option<u64>, max_files: Option<u64>) {
+        if let Some(lines) = max_lines {
+            self.review.max_lines = lines;
+        }
+        if let Some(files) = max_files {
+            self.review.max_files = files;
+        }
+    }
+
     /// The first restricted glob matching `path`, if any (letter case ignored).
     pub fn restricted_rule(&self, path: &str) -> Option<&str> {
         self.restricted.first_match(path)

@@ -96,6 +96,7 @@ pub struct Run {
     /// could not be undone.
     poisoned: Option<String>,
     limits: OutputLimits,
+    bash_timeout: u64,
 }
 
 impl Run {
@@ -136,6 +137,7 @@ impl Run {
             artifact_cap,
             poisoned: None,
             limits: OutputLimits::default(),
+            bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
         }
     }
 
@@ -157,6 +159,11 @@ impl Run {
     /// The tools the model is offered under the current rules.
     pub fn tool_specs(&self) -> Vec<ToolDef> {
         self.rules.specs()
+    }
+
+    /// Sets how long a `bash` call runs when the model names no timeout.
+    pub fn set_bash_timeout(&mut self, seconds: u64) {
+        self.bash_timeout = seconds;
     }
 
     pub fn id(&self) -> String {
@@ -197,6 +204,7 @@ impl Run {
             backend,
             policy: &self.policy,
             limits: self.limits,
+            bash_timeout: self.bash_timeout,
             full_output: self.dir.step_file(step, "out"),
         };
         let mut output = match &self.poisoned {

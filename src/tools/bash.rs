@@ -17,9 +17,9 @@ use super::{Exec, ExecOutput, ToolOutput, joined_output, note_full_output, trunc
 use crate::llm::ToolDef;
 
 /// Seconds a command may run when the model gives no `timeout`.
-const DEFAULT_TIMEOUT: u64 = 120;
+pub const DEFAULT_TIMEOUT: u64 = 120;
 /// The largest `timeout` accepted, in seconds.
-const MAX_TIMEOUT: u64 = 600;
+pub const MAX_TIMEOUT: u64 = 600;
 
 /// How the model can see what was cut from a command's output.
 const SEE_MORE: &str = "narrow the command to see the rest (grep, head, tail, sed -n)";
@@ -30,7 +30,8 @@ pub fn spec() -> ToolDef {
         description: format!(
             "Run a command with `bash -c` in /work (the work directory) and return its stdout, \
              its stderr and its exit code. Each call starts a fresh shell: `cd` and variables \
-             do not carry over. `timeout` is in seconds (default {DEFAULT_TIMEOUT}); \
+             do not carry over. `timeout` is in seconds (default {DEFAULT_TIMEOUT} unless the user \
+             configured another); \
              {MAX_TIMEOUT} is the hard limit. When the call ends, every process it started is \
              killed, background ones (`&`, `nohup`, daemons) included: nothing keeps running \
              until a later call. Split long work into steps that each finish within the limit \
@@ -41,7 +42,7 @@ pub fn spec() -> ToolDef {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "The command line to run"},
-                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": format!("Seconds before the command and everything it started are killed (default {DEFAULT_TIMEOUT}; {MAX_TIMEOUT} is the hard limit). Background processes are killed when the call ends too, so split longer work into calls that finish")}
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT, "description": format!("Seconds before the command and everything it started are killed (default {DEFAULT_TIMEOUT} unless the user configured another; {MAX_TIMEOUT} is the hard limit). Background processes are killed when the call ends too, so split longer work into calls that finish")}
             },
             "required": ["command"],
             "additionalProperties": false
@@ -52,7 +53,9 @@ pub fn spec() -> ToolDef {
 pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     let command = input.string("command");
     // The schema keeps it within 1..=MAX_TIMEOUT.
-    let timeout = input.integer("timeout").unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = input
+        .integer("timeout")
+        .unwrap_or_else(|| exec.bash_timeout());
     if command.trim().is_empty() {
         return ToolOutput::error("command is empty: give a shell command to run");
     }

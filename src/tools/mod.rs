@@ -66,6 +66,11 @@ pub trait Exec: Send + Sync {
         OutputLimits::default()
     }
 
+    /// Seconds a `bash` call runs when the model names no timeout.
+    fn bash_timeout(&self) -> u64 {
+        bash::DEFAULT_TIMEOUT
+    }
+
     /// Where this call's whole output is kept, named when the model's copy
     /// is cut.
     fn full_output(&self) -> Option<String> {

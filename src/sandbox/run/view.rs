@@ -14,6 +14,7 @@ pub(super) struct ExecView<'a> {
     pub(super) backend: &'a dyn Backend,
     pub(super) policy: &'a Policy,
     pub(super) limits: OutputLimits,
+    pub(super) bash_timeout: u64,
     /// The step's `.out` file, where the whole output is kept.
     pub(super) full_output: PathBuf,
 }
@@ -34,6 +35,10 @@ impl Exec for ExecView<'_> {
 
     fn limits(&self) -> OutputLimits {
         self.limits
+    }
+
+    fn bash_timeout(&self) -> u64 {
+        self.bash_timeout
     }
 
     fn full_output(&self) -> Option<String> {

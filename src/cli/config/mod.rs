@@ -1,0 +1,169 @@
+//! Configuration: TOML files, `AH_*` variables and `-c key=value`, merged
+//! in that order of strength under the command-line flags:
+//! flags > `-c` > environment > project `.ah/config.toml` > global
+//! `$XDG_CONFIG_HOME/ah/config.toml` (else `~/.config/ah/config.toml`) >
+//! defaults. Tables merge key by key; a value (arrays included) replaces
+//! the weaker one. Every key remembers where its value came from, for
+//! `ah config` and for error messages.
+
+mod fill;
+mod layers;
+mod settings;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+pub use fill::fill;
+pub use settings::{Config, RetrySettings};
+
+use crate::agent::instructions::global_dir;
+use crate::llm::models::{self, ModelInfo};
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Override(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => write!(f, "default"),
+            Source::File(path) => write!(f, "{}", path.display()),
+            Source::Env(name) => write!(f, "env {name}"),
+            Source::Override(text) => write!(f, "-c {text}"),
+        }
+    }
+}
+
+/// The merged configuration and where each key's value came from (dotted
+/// key paths such as `sandbox.memory`; keys left at their default are not
+/// listed).
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    pub sources: BTreeMap<String, Source>,
+    /// The files that exist and were read, weakest first.
+    pub files: Vec<PathBuf>,
+}
+
+impl Loaded {
+    /// Where `key` got its value.
+    pub fn source(&self, key: &str) -> Source {
+        self.sources.get(key).cloned().unwrap_or(Source::Default)
+    }
+}
+
+/// The global config file's path, if a config folder can be told.
+pub fn global_file() -> Option<PathBuf> {
+    global_dir().map(|dir| dir.join("config.toml"))
+}
+
+/// Loads the configuration for `project` with the `-c` overrides given.
+pub fn load(project: &Path, overrides: &[String]) -> Result<Loaded> {
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    load_from(
+        global_file().as_deref(),
+        &project.join(".ah").join("config.toml"),
+        &env,
+        overrides,
+    )
+}
+
+/// [`load`] with the global file and the environment passed in.
+fn load_from(
+    global: Option<&Path>,
+    project_file: &Path,
+    env: &[(String, String)],
+    overrides: &[String],
+) -> Result<Loaded> {
+    let mut merged = layers::Merged::defaults()?;
+    let mut files = Vec::new();
+    for file in global.into_iter().chain([project_file]) {
+        if let Some(table) = layers::read_file(file)? {
+            merged.apply(table, &Source::File(file.to_path_buf()));
+            files.push(file.to_path_buf());
+        }
+    }
+    for (name, key, value) in layers::env_values(env) {
+        let table = layers::single(&key, &value, &format!("environment variable {name}"))?;
+        merged.apply(table, &Source::Env(name));
+    }
+    for text in overrides {
+        let Some((key, value)) = text.split_once('=') else {
+            bail!("-c {text:?}: expected KEY=VALUE, e.g. -c sandbox.memory=8g");
+        };
+        let table = layers::single(key.trim(), value.trim(), &format!("-c {text}"))?;
+        merged.apply(table, &Source::Override(text.clone()));
+    }
+    let (config, sources) = merged.finish()?;
+    let problems = config.problems();
+    if !problems.is_empty() {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|(key, why)| {
+                let from = sources.get(key).cloned().unwrap_or(Source::Default);
+                format!("{key}: {why} (set by {from})")
+            })
+            .collect();
+        bail!("bad configuration:\n  {}", lines.join("\n  "));
+    }
+    Ok(Loaded {
+        config,
+        sources,
+        files,
+    })
+}
+
+/// The model `name` stands for: an alias from `[models]` (a window or
+/// output limit it leaves out comes from the built-in table for its id),
+/// else a built-in alias or a full model id.
+pub fn resolve_model(name: &str, config: &Config) -> ModelInfo {
+    let name = name.trim();
+    match config.models.get(name) {
+        Some(alias) => {
+            let base = models::resolve(alias.id.as_deref().unwrap_or(name));
+            ModelInfo {
+                context_window: alias.context_window.unwrap_or(base.context_window),
+                max_output_tokens: alias.max_output_tokens.unwrap_or(base.max_output_tokens),
+                id: base.id,
+            }
+        }
+        None => models::resolve(name),
+    }
+}
+
+/// `ah config`: every key with its value and where it came from.
+pub fn show(loaded: &Loaded) -> Result<String> {
+    let table = toml::Table::try_from(&loaded.config)?;
+    let mut lines = Vec::new();
+    layers::flatten("", &toml::Value::Table(table), &mut |key, value| {
+        lines.push((key.to_string(), value.to_string(), loaded.source(key)));
+    });
+    for unset in layers::UNSET_KEYS {
+        if !lines.iter().any(|(key, _, _)| key == unset) {
+            lines.push((unset.to_string(), "(not set)".into(), Source::Default));
+        }
+    }
+    lines.sort_by(|a, b| a.0.cmp(&b.0));
+    let width = lines
+        .iter()
+        .map(|(key, value, _)| key.len() + value.len() + 3)
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (key, value, source) in lines {
+        let setting = format!("{key} = {value}");
+        out.push_str(&format!("{setting:<width$}  # {source}\n"));
+    }
+    Ok(out)
+}

@@ -1,0 +1,244 @@
+//! The settings a config file can hold, with their defaults. Every table
+//! rejects unknown keys, so a typo is an error naming the file and line
+//! instead of a setting that silently does nothing.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::compact::DEFAULT_RESERVE;
+use crate::agent::loop_detect::DEFAULT_WINDOW;
+use crate::cli::args::ReviewMode;
+use crate::sandbox::BackendKind;
+use crate::sandbox::podman::DEFAULT_IMAGE;
+use crate::tools::OutputLimits;
+
+/// Everything ah reads from config files, `AH_*` variables and `-c`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The model: an alias (built in or from `[models]`) or a full id.
+    pub model: String,
+    pub backend: BackendKind,
+    /// Custom model aliases: `[models.NAME]` with `id` and, optionally, its
+    /// context window and output limit.
+    pub models: BTreeMap<String, ModelAlias>,
+    pub sandbox: SandboxSettings,
+    pub review: ReviewSettings,
+    pub tools: ToolSettings,
+    pub agent: AgentSettings,
+    pub retry: RetrySettings,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelAlias {
+    /// Required once all layers are merged (a project file may change only
+    /// the window of an alias the global file defines).
+    pub id: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    pub image: String,
+    /// `runc`, `crun` or a path; unset: runc when installed.
+    pub runtime: Option<String>,
+    pub memory: String,
+    pub pids_limit: u32,
+    /// Open files inside the sandbox (lowered to the host's hard limit).
+    pub nofile: Option<u64>,
+    /// Processes per user inside the sandbox (lowered likewise).
+    pub nproc: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReviewSettings {
+    /// Unset: ask at a terminal, else never.
+    pub mode: Option<ReviewMode>,
+    /// `--review auto` thresholds; unset: the write policy's.
+    pub max_lines: Option<u64>,
+    pub max_files: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Seconds a `bash` call may run when the model names no timeout.
+    pub bash_timeout: u64,
+    pub output: OutputSettings,
+}
+
+/// How much of each tool's output the model gets (characters, or lines for
+/// `bash_lines`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputSettings {
+    pub read: usize,
+    pub bash: usize,
+    pub bash_lines: usize,
+    pub edit: usize,
+    pub write: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSettings {
+    pub compact_reserve: u64,
+    pub loop_window: usize,
+    pub max_tools: Option<u32>,
+    /// MiB; larger added files are not copied out as artifacts.
+    pub max_artifact_size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetrySettings {
+    pub attempts: u32,
+    pub base_ms: u64,
+    pub idle_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            model: crate::llm::models::DEFAULT_MODEL.to_string(),
+            backend: BackendKind::Podman,
+            models: BTreeMap::new(),
+            sandbox: SandboxSettings::default(),
+            review: ReviewSettings::default(),
+            tools: ToolSettings::default(),
+            agent: AgentSettings::default(),
+            retry: RetrySettings::default(),
+        }
+    }
+}
+
+impl Default for SandboxSettings {
+    fn default() -> SandboxSettings {
+        SandboxSettings {
+            image: DEFAULT_IMAGE.to_string(),
+            runtime: None,
+            memory: "4g".to_string(),
+            pids_limit: 1024,
+            nofile: None,
+            nproc: None,
+        }
+    }
+}
+
+impl Default for ToolSettings {
+    fn default() -> ToolSettings {
+        ToolSettings {
+            bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
+            output: OutputSettings::default(),
+        }
+    }
+}
+
+impl Default for OutputSettings {
+    fn default() -> OutputSettings {
+        let limits = OutputLimits::default();
+        OutputSettings {
+            read: limits.read,
+            bash: limits.bash,
+            bash_lines: limits.bash_lines,
+            edit: limits.edit,
+            write: limits.write,
+        }
+    }
+}
+
+impl OutputSettings {
+    pub fn limits(&self) -> OutputLimits {
+        OutputLimits {
+            read: self.read,
+            bash: self.bash,
+            bash_lines: self.bash_lines,
+            edit: self.edit,
+            write: self.write,
+        }
+    }
+}
+
+impl Default for AgentSettings {
+    fn default() -> AgentSettings {
+        AgentSettings {
+            compact_reserve: DEFAULT_RESERVE,
+            loop_window: DEFAULT_WINDOW,
+            max_tools: None,
+            max_artifact_size: 10,
+        }
+    }
+}
+
+impl Default for RetrySettings {
+    fn default() -> RetrySettings {
+        RetrySettings {
+            attempts: 5,
+            base_ms: 1000,
+            idle_secs: 60,
+        }
+    }
+}
+
+impl Config {
+    /// Checks values the types allow but ah cannot use. Each problem names
+    /// its key; the caller adds where the value came from.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let mut check = |key: &str, bad: bool, why: String| {
+            if bad {
+                problems.push((key.to_string(), why));
+            }
+        };
+        let max = crate::tools::bash::MAX_TIMEOUT;
+        let timeout = self.tools.bash_timeout;
+        check(
+            "tools.bash_timeout",
+            timeout == 0 || timeout > max,
+            format!("{timeout} is outside 1..={max} seconds"),
+        );
+        let output = &self.tools.output;
+        for (key, value) in [
+            ("read", output.read),
+            ("bash", output.bash),
+            ("edit", output.edit),
+            ("write", output.write),
+        ] {
+            check(
+                &format!("tools.output.{key}"),
+                value < OutputLimits::MIN_CHARS,
+                format!(
+                    "{value} is too small: the cut marker needs at least {} characters",
+                    OutputLimits::MIN_CHARS
+                ),
+            );
+        }
+        check(
+            "tools.output.bash_lines",
+            output.bash_lines < OutputLimits::MIN_LINES,
+            format!(
+                "{} is below {} lines",
+                output.bash_lines,
+                OutputLimits::MIN_LINES
+            ),
+        );
+        check(
+            "retry.attempts",
+            self.retry.attempts == 0,
+            "0 attempts would never call the model; use 1 for no retries".to_string(),
+        );
+        for (name, alias) in &self.models {
+            check(
+                &format!("models.{name}.id"),
+                alias.id.as_deref().is_none_or(|id| id.trim().is_empty()),
+                "the alias has no model id: add `id = \"…\"`".to_string(),
+            );
+        }
+        problems
+    }
+}

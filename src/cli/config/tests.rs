@@ -1,0 +1,229 @@
+//! The precedence table, key-by-key merging, provenance, and errors that
+//! name the file and line.
+
+use std::fs;
+
+use super::*;
+
+struct Files {
+    _dir: tempfile::TempDir,
+    global: PathBuf,
+    project: PathBuf,
+}
+
+fn files(global: &str, project: &str) -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let global_path = dir.path().join("global.toml");
+    let project_path = dir.path().join("project.toml");
+    if !global.is_empty() {
+        fs::write(&global_path, global).unwrap();
+    }
+    if !project.is_empty() {
+        fs::write(&project_path, project).unwrap();
+    }
+    Files {
+        _dir: dir,
+        global: global_path,
+        project: project_path,
+    }
+}
+
+fn load(files: &Files, env: &[(&str, &str)], overrides: &[&str]) -> Result<Loaded> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    load_from(Some(&files.global), &files.project, &env, &overrides)
+}
+
+#[test]
+fn precedence_override_env_project_global_default() {
+    // Each row: which layers set sandbox.memory, and who must win.
+    // (global file, project file, AH_MEMORY, -c value, wanted, its source)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        &'a str,
+        &'a str,
+    );
+    let cases: &[Row] = &[
+        ("", "", None, None, "4g", "default"),
+        ("[sandbox]\nmemory = \"1g\"", "", None, None, "1g", "global"),
+        (
+            "[sandbox]\nmemory = \"1g\"",
+            "[sandbox]\nmemory = \"2g\"",
+            None,
+            None,
+            "2g",
+            "project",
+        ),
+        (
+            "[sandbox]\nmemory = \"1g\"",
+            "[sandbox]\nmemory = \"2g\"",
+            Some("3g"),
+            None,
+            "3g",
+            "env",
+        ),
+        (
+            "",
+            "[sandbox]\nmemory = \"2g\"",
+            Some("3g"),
+            Some("5g"),
+            "5g",
+            "-c",
+        ),
+        (
+            "[sandbox]\nmemory = \"1g\"",
+            "",
+            None,
+            Some("5g"),
+            "5g",
+            "-c",
+        ),
+    ];
+    for (global, project, env, over, want, from) in cases {
+        let f = files(global, project);
+        let env: Vec<(&str, &str)> = env.iter().map(|v| ("AH_MEMORY", *v)).collect();
+        let over: Vec<String> = over.iter().map(|v| format!("sandbox.memory={v}")).collect();
+        let over: Vec<&str> = over.iter().map(String::as_str).collect();
+        let loaded = load(&f, &env, &over).unwrap();
+        assert_eq!(loaded.config.sandbox.memory, *want, "{from}");
+        let source = loaded.source("sandbox.memory").to_string();
+        let expected = match *from {
+            "default" => "default".to_string(),
+            "global" => f.global.display().to_string(),
+            "project" => f.project.display().to_string(),
+            "env" => "env AH_MEMORY".to_string(),
+            _ => format!("-c sandbox.memory={want}"),
+        };
+        assert_eq!(source, expected);
+    }
+}
+
+#[test]
+fn tables_merge_key_by_key() {
+    let f = files(
+        "model = \"fast\"\n[models.fast]\nid = \"claude-haiku-4-5\"\ncontext_window = 100000\n\
+         [tools.output]\nread = 1000\nbash = 2000\n",
+        "[models.fast]\ncontext_window = 50000\n[tools.output]\nbash = 3000\n",
+    );
+    let loaded = load(&f, &[], &["tools.output.edit=500"]).unwrap();
+    let config = &loaded.config;
+    let fast = &config.models["fast"];
+    assert_eq!(fast.id.as_deref(), Some("claude-haiku-4-5"));
+    assert_eq!(fast.context_window, Some(50000));
+    assert_eq!(config.tools.output.read, 1000);
+    assert_eq!(config.tools.output.bash, 3000);
+    assert_eq!(config.tools.output.edit, 500);
+    assert_eq!(
+        config.tools.output.write, 1000,
+        "untouched keys keep defaults"
+    );
+    assert_eq!(
+        loaded.source("models.fast.id"),
+        Source::File(f.global.clone())
+    );
+    assert_eq!(
+        loaded.source("models.fast.context_window"),
+        Source::File(f.project.clone())
+    );
+}
+
+#[test]
+fn values_are_typed_with_strings_as_fallback() {
+    let f = files("", "");
+    let loaded = load(
+        &f,
+        &[("AH_MODEL", "claude-x-1"), ("AH_RETRY_ATTEMPTS", "2")],
+        &["review.mode=auto", "agent.max_tools=7", "model=123"],
+    )
+    .unwrap();
+    assert_eq!(
+        loaded.config.model, "123",
+        "-c beats env; a number is a fine name"
+    );
+    assert_eq!(loaded.config.retry.attempts, 2);
+    assert_eq!(loaded.config.agent.max_tools, Some(7));
+    assert_eq!(
+        loaded.config.review.mode,
+        Some(crate::cli::args::ReviewMode::Auto)
+    );
+}
+
+#[test]
+fn unknown_keys_and_wrong_types_name_the_file_and_line() {
+    let f = files("model = \"opus\"\n\n[sandbox]\nmemroy = \"8g\"\n", "");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:4: unknown field `memroy`", f.global.display())),
+        "{err}"
+    );
+    let f = files("", "[agent]\nloop_window = \"ten\"\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:", f.project.display())),
+        "{err}"
+    );
+    assert!(err.contains("invalid type"), "{err}");
+    let f = files("", "model = \n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:1:", f.project.display())),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_overrides_and_env_values_say_where_they_came_from() {
+    let f = files("", "");
+    let err = load(&f, &[], &["sandbox.nope=1"]).unwrap_err().to_string();
+    assert!(
+        err.starts_with("-c sandbox.nope=1: unknown field `nope`"),
+        "{err}"
+    );
+    let err = load(&f, &[("AH_LOOP_WINDOW", "many")], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("environment variable AH_LOOP_WINDOW:"),
+        "{err}"
+    );
+    let err = load(&f, &[], &["memory"]).unwrap_err().to_string();
+    assert!(err.contains("expected KEY=VALUE"), "{err}");
+    let err = load(&f, &[], &["tools.bash_timeout=900"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "tools.bash_timeout: 900 is outside 1..=600 seconds (set by -c tools.bash_timeout=900)"
+        ),
+        "{err}"
+    );
+    let f = files("", "[models.x]\ncontext_window = 5\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("models.x.id: the alias has no model id"),
+        "{err}"
+    );
+}
+
+#[test]
+fn show_lists_every_key_with_its_source() {
+    let f = files("[sandbox]\npids_limit = 64\n", "");
+    let loaded = load(&f, &[], &["backend=none"]).unwrap();
+    let text = show(&loaded).unwrap();
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{key} = ")))
+            .unwrap_or_else(|| panic!("{key} missing:\n{text}"))
+            .to_string()
+    };
+    assert!(line("sandbox.pids_limit").ends_with(&format!("# {}", f.global.display())));
+    assert!(line("backend").contains("\"none\"") && line("backend").ends_with("# -c backend=none"));
+    assert!(line("model").ends_with("# default"));
+    assert!(line("review.mode").contains("(not set)"));
+}

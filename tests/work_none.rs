@@ -7,10 +7,11 @@
 
 mod support;
 
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
+use support::host::{Host, describe, json_file, query, wait_until};
 use support::mock::{MockServer, RecordedRequest};
 use support::work::{Script, all_text, phase_file, phase_of, tools_of, work_db};
 
@@ -453,4 +454,40 @@ fn usage_errors_name_the_way_to_give_the_issue() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn an_interrupt_in_a_phase_saves_the_patch_and_exits_130() {
+    let host = project();
+    let script = edit(plan(Script::new()), "hello", "hi").bash("touch started && sleep 60");
+    let mock = MockServer::start(script.turns());
+    let mut child = host
+        .ah(&mock.url())
+        .args(["work", "--backend", "none", "--review", "auto"])
+        .args(["--issue", ISSUE])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the do phase's sleep", Duration::from_secs(60), || {
+        host.runs()
+            .iter()
+            .any(|run| run.join("work/started").exists())
+    });
+    // SAFETY: kill(2) on the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
+
+    let run = host.run();
+    let record = json_file(&run.join("phases/work.json"));
+    assert_eq!(
+        record["end"],
+        json!({"end": "stopped", "phase": "do", "reason": "aborted"})
+    );
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("aborted"));
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+hi"), "the patch so far is saved: {patch}");
+    assert_eq!(host.read("greet.txt"), "hello\n", "not applied");
 }

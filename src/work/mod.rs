@@ -117,6 +117,19 @@ pub enum WorkEvent {
     },
 }
 
+impl WorkEvent {
+    /// The name stored in the session's `events.event_type`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkEvent::PhaseStart { .. } => "work_phase_start",
+            WorkEvent::Reminder { .. } => "work_reminder",
+            WorkEvent::PhaseEnd { .. } => "work_phase_end",
+            WorkEvent::Verdict { .. } => "work_verdict",
+            WorkEvent::WorkEnd { .. } => "work_end",
+        }
+    }
+}
+
 /// One thing the consumer sees, in order.
 #[derive(Debug, Clone, Copy)]
 pub enum Update<'a> {
@@ -363,12 +376,7 @@ impl Worker<'_> {
     /// (a failed insert only loses the log entry, as for the agent's events).
     fn announce(&mut self, message: Option<&str>, event: WorkEvent) {
         if let Ok(details) = serde_json::to_value(&event) {
-            let name = details["type"].as_str().unwrap_or("work").to_string();
-            let _ = self.session.record_event(
-                message,
-                &format!("work_{}", name.trim_start_matches("work_")),
-                &details,
-            );
+            let _ = self.session.record_event(message, event.name(), &details);
         }
         (self.on_update)(Update::Work(&event));
     }

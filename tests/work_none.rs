@@ -461,7 +461,7 @@ fn an_interrupt_in_a_phase_saves_the_patch_and_exits_130() {
     let host = project();
     let script = edit(plan(Script::new()), "hello", "hi").bash("touch started && sleep 60");
     let mock = MockServer::start(script.turns());
-    let mut child = host
+    let child = host
         .ah(&mock.url())
         .args(["work", "--backend", "none", "--review", "auto"])
         .args(["--issue", ISSUE])

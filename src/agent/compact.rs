@@ -264,7 +264,8 @@ fn summary_request(config: &AgentConfig, messages: &[&StoredMessage]) -> Request
 
 /// The size of the next request for this path, in tokens.
 fn size(config: &AgentConfig, path: &[StoredMessage]) -> u64 {
-    let tools: usize = crate::tools::specs(config.model.edit_format)
+    let tools: usize = config
+        .tools
         .iter()
         .map(|tool| tool.name.len() + tool.description.len() + tool.input_schema.to_string().len())
         .sum();

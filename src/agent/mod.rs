@@ -36,7 +36,7 @@ use request::{INTERRUPTED, sendable};
 use step::{CUT_OFF, result_record, step_events};
 
 use crate::llm::models::ModelInfo;
-use crate::llm::{Block, LlmError, Provider, Request, Response, Role};
+use crate::llm::{Block, LlmError, Provider, Request, Response, Role, ToolDef};
 use crate::sandbox::run::Run;
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError, StoredMessage};
 
@@ -45,6 +45,9 @@ use crate::session::{BlockRecord, MessageMeta, Session, SessionError, StoredMess
 pub struct AgentConfig {
     pub model: ModelInfo,
     pub system: String,
+    /// The tools offered to the model (`Run::tool_specs`, which follows the
+    /// run's step rules).
+    pub tools: Vec<ToolDef>,
     /// Stop after this many tool calls.
     pub max_tools: Option<u32>,
     /// How many recent tool calls loop detection looks at; 0 turns it off.
@@ -375,7 +378,7 @@ async fn stream_call(
         model: config.model.id.clone(),
         system: config.system.clone(),
         messages: sendable(compact::request_messages(path)),
-        tools: crate::tools::specs(config.model.edit_format),
+        tools: config.tools.clone(),
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,
     };

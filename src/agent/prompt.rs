@@ -45,7 +45,9 @@ pub fn compact_prompt(ah_dir: &Path) -> std::io::Result<String> {
     Ok(part(ah_dir, "compact.md", COMPACT)?.trim_end().to_string())
 }
 
-fn part(ah_dir: &Path, name: &str, builtin: &str) -> std::io::Result<String> {
+/// The prompt `name` (a path under `sys/`, e.g. `work/plan.md`): the
+/// project's `.ah/sys/<name>` when it exists, else `builtin`.
+pub fn part(ah_dir: &Path, name: &str, builtin: &str) -> std::io::Result<String> {
     let path = ah_dir.join("sys").join(name);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(text),

@@ -286,6 +286,24 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Work on an issue in phases, in one run: plan (read-only), do, check
+    /// (read-only, runs the plan's validation commands) and act (done, fix
+    /// → another do round, or friction → stop), then review the patch.
+    #[command(mut_arg("prompt", |arg| arg
+        .value_name("ISSUE_FILE")
+        .help("A file holding the issue (or give it with --issue)")
+        .num_args(0..=1)))]
+    Work {
+        /// The issue as text instead of a file.
+        #[arg(long, value_name = "TEXT")]
+        issue: Option<String>,
+        /// Most do rounds: the first and the fixes after failed checks.
+        #[arg(long, value_name = "N", default_value_t = crate::work::DEFAULT_MAX_ROUNDS,
+              value_parser = clap::value_parser!(u32).range(1..))]
+        max_rounds: u32,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
     /// List the project's runs, newest first.
     Runs,
     /// Print the merged configuration: every key, its value, and where the

@@ -46,7 +46,7 @@ pub async fn compact(
     }
     let mut session = Session::open(&path)?;
     // Held until compaction ends; dropping it on any return releases it.
-    let _lock = super::queue::claim_exclusive(&session)?;
+    let _lock = super::queue::claim_exclusive(&session, false)?;
     let name = match model {
         Some(name) => name.to_string(),
         None => match session.context(super::model::SESSION_MODEL)? {
@@ -58,6 +58,7 @@ pub async fn compact(
     let config = AgentConfig {
         model: selection.model.clone(),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
+        tools: crate::tools::specs(selection.model.edit_format),
         max_tools: None,
         thinking_budget: None,
         compact_reserve: DEFAULT_RESERVE,

@@ -171,7 +171,8 @@ impl Display {
         }
     }
 
-    fn end_line(&mut self) {
+    /// Ends the model's unfinished line on stdout before a line on stderr.
+    pub fn end_line(&mut self) {
         if self.mid_line {
             println!();
             self.mid_line = false;

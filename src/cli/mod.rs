@@ -9,6 +9,7 @@ mod commands;
 mod compact;
 pub mod config;
 mod display;
+mod lifecycle;
 mod model;
 mod network;
 mod output;
@@ -19,6 +20,7 @@ mod review_pick;
 mod safe_text;
 mod sandbox_setup;
 mod task;
+mod work;
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -76,6 +78,15 @@ pub fn main() -> i32 {
                 no_commit,
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
+            Some(Command::Work {
+                issue,
+                max_rounds,
+                run,
+            }) => {
+                // Clap matched `work`, so its own matches are there.
+                let sub = matches.subcommand_matches("work").unwrap_or(&matches);
+                work::work(*run, sub, issue, max_rounds).await
+            }
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Config) => {
                 commands::config(cli.run.project.as_deref(), &cli.run.overrides)

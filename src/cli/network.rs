@@ -103,3 +103,14 @@ pub(super) fn configure_network(
     }
     Ok(())
 }
+
+/// A container with no network: the environment is built from nothing as
+/// always (without proxy variables), quietly, since the run's main
+/// container has already said what it withholds.
+pub(super) fn configure_offline(options: &mut PodmanOptions, policy: &Policy) {
+    options.network = NetworkMode::None;
+    let (env, _withheld) = container_env(NetworkMode::None, &policy.sandbox().env, &|name| {
+        std::env::var(name).ok()
+    });
+    options.env = env;
+}

@@ -3,8 +3,13 @@
 
 use std::io::Write;
 
+use console::style;
+use serde::Serialize;
+
 use super::display::Display;
+use super::safe_text::terminal_safe;
 use crate::agent::Event;
+use crate::work::WorkEvent;
 
 /// The consumer of a run's events.
 pub struct Output {
@@ -22,17 +27,77 @@ impl Output {
 
     pub fn show(&mut self, event: &Event) {
         if self.json {
-            // A closed stdout (a consumer that went away) must not stop the
-            // run: the session and the run directory keep everything.
-            if let Ok(line) = serde_json::to_string(event) {
-                // A secret has no character JSON escapes: the text is enough.
-                let line = crate::llm::redact::text(&line);
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
+            json_line(event);
         } else {
             self.display.show(event);
+        }
+    }
+
+    /// Shows a work session's own event (`ah work`): a JSON line, or a line
+    /// on stderr.
+    pub fn show_work(&mut self, event: &WorkEvent) {
+        if self.json {
+            json_line(event);
+        } else {
+            self.display.end_line();
+            eprintln!("{}", work_line(event));
+        }
+    }
+}
+
+/// One JSON object on a line of stdout. A closed stdout (a consumer that
+/// went away) must not stop the run: the session and the run directory keep
+/// everything.
+fn json_line(event: &impl Serialize) {
+    // A closed stdout (a consumer that went away) must not stop the run: the
+    // session and the run directory keep everything.
+    if let Ok(line) = serde_json::to_string(event) {
+        // A secret has no character JSON escapes: the text is enough.
+        let line = crate::llm::redact::text(&line);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// A work event for a person.
+fn work_line(event: &WorkEvent) -> String {
+    match event {
+        WorkEvent::PhaseStart { phase, round, .. } => format!(
+            "{} {} (round {round})",
+            style("══").cyan(),
+            style(phase.as_str()).cyan().bold()
+        ),
+        WorkEvent::Reminder { phase, .. } => format!(
+            "{} the {} phase ended without {}: reminding it once",
+            style("!").yellow(),
+            phase.as_str(),
+            phase.report_name()
+        ),
+        WorkEvent::PhaseEnd {
+            phase,
+            file: Some(file),
+            ..
+        } => format!(
+            "  {} {} wrote phases/{file}",
+            style("✓").green(),
+            phase.as_str()
+        ),
+        WorkEvent::PhaseEnd {
+            phase, file: None, ..
+        } => {
+            format!("  {} {} left no file", style("✗").red(), phase.as_str())
+        }
+        WorkEvent::Verdict {
+            decision, summary, ..
+        } => format!(
+            "{} {}: {}",
+            style("verdict").bold(),
+            decision.as_str(),
+            terminal_safe(summary.lines().next().unwrap_or_default())
+        ),
+        WorkEvent::WorkEnd { rounds, .. } => {
+            format!("work session over after {rounds} round(s)")
         }
     }
 }

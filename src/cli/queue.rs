@@ -43,10 +43,11 @@ pub(super) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> 
     }
 }
 
-/// Takes `session`'s lock for work that takes no messages (`ah compact`),
-/// or says who holds it.
-pub(super) fn claim_exclusive(session: &Session) -> Result<SessionLock> {
-    match SessionLock::acquire(session.path(), false)? {
+/// Takes `session`'s lock, or says who holds it: for work that takes no
+/// messages (`ah compact`: `accepting` false) or that takes steering and
+/// follow-ups but whose own prompt cannot be queued (`ah work`).
+pub(super) fn claim_exclusive(session: &Session, accepting: bool) -> Result<SessionLock> {
+    match SessionLock::acquire(session.path(), accepting)? {
         Acquire::Acquired { lock, took_over } => {
             hold(&lock, &session.id(), took_over.as_ref());
             Ok(lock)

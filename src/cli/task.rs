@@ -7,36 +7,26 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
+use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
 use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
 use super::queue::{Claim, claim_for_run, report_dropped};
-use super::review::{self, ReviewOutcome};
-use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
-use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use super::sandbox_setup::podman_preflight;
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
-use crate::agent::prompt::{self, Workspace};
-use crate::agent::{
-    AgentConfig, EndReason, Event, abort_channel, close_interrupted, record_event, run_agent,
-    set_state,
-};
+use crate::agent::prompt;
+use crate::agent::{AgentConfig, EndReason, Event, close_interrupted, run_agent, set_state};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Provider, Role, models};
-use crate::sandbox::none::NoneBackend;
 use crate::sandbox::policy::Policy;
-use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
-use crate::sandbox::{Backend, BackendKind, podman};
+use crate::sandbox::{BackendKind, podman};
 use crate::session::queue::SessionLock;
 use crate::session::{BlockRecord, MessageMeta, Session};
 
@@ -59,10 +49,50 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
         )
         .into());
     }
+    let (setup, provider) = settle(&mut args, matches, task).await?;
+    let mut session = open_session(&args, &setup.ah_dir)?;
+    let prompt = setup.prompts.blocks.join("\n\n");
+    let lock = match claim_for_run(&session, &prompt, args.wait).await? {
+        Claim::Owner(lock) => lock,
+        Claim::Queued(code) => return Ok(code),
+    };
+    // What `ah compact` uses: the provider is not in the model id the API
+    // reports.
+    session.set_context(super::model::SESSION_MODEL, &setup.model_name)?;
+    let mut output = Output::new(args.json);
+    let code = run_in_session(
+        &args,
+        &setup,
+        provider.as_ref(),
+        &mut session,
+        &lock,
+        &mut output,
+    )
+    .await;
+    // Whatever happened, no process works on the session any more.
+    if let Ok(event) = set_state(&session, SessionState::Closed) {
+        output.show(&event);
+    }
+    match lock.release() {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
+    }
+    code
+}
+
+/// Everything checked before a session is opened or anything copied: the
+/// project, its configuration (filled into `args` where the command line is
+/// silent; `matches` tells which), the model and its credentials, the
+/// policy, the review mode, the sandbox and the prompts.
+pub(super) async fn settle(
+    args: &mut RunArgs,
+    matches: &clap::ArgMatches,
+    task: String,
+) -> Result<(RunSetup, Box<dyn Provider>)> {
     let project = resolve_project(args.project.as_deref())?;
     let loaded =
         config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
-    config::fill(&mut args, matches, &loaded.config);
+    config::fill(args, matches, &loaded.config);
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
@@ -95,63 +125,39 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
-    let workspace = match args.backend {
-        BackendKind::Podman => Workspace::Container,
-        BackendKind::None => Workspace::Host,
-    };
-    let prompts = prompt_setup::prepare(&project, &ah_dir, workspace, &task, &args.skills)?;
-    let mut session = open_session(&args, &ah_dir)?;
-    let lock = match claim_for_run(&session, &prompts.blocks.join("\n\n"), args.wait).await? {
-        Claim::Owner(lock) => lock,
-        Claim::Queued(code) => return Ok(code),
-    };
-    // What `ah compact` uses: the provider is not in the model id the API
-    // reports.
-    session.set_context(super::model::SESSION_MODEL, &selection.display_name())?;
-    let mut output = Output::new(args.json);
+    let prompts = prompt_setup::prepare(
+        &project,
+        &ah_dir,
+        workspace_of(args.backend),
+        &task,
+        &args.skills,
+    )?;
     let setup = RunSetup {
         project,
         ah_dir,
-        model: selection.model.clone(),
         model_name: selection.display_name(),
+        model: selection.model,
         policy,
         review_mode,
         image,
         task,
         prompts,
     };
-    let code = run_in_session(
-        &args,
-        &setup,
-        provider.as_ref(),
-        &mut session,
-        &lock,
-        &mut output,
-    )
-    .await;
-    // Whatever happened, no process works on the session any more.
-    if let Ok(event) = set_state(&session, SessionState::Closed) {
-        output.show(&event);
-    }
-    match lock.release() {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
-    }
-    code
+    Ok((setup, provider))
 }
 
 /// What `run` settled before the session was opened.
-struct RunSetup {
-    project: PathBuf,
-    ah_dir: PathBuf,
-    model: models::ModelInfo,
+pub(super) struct RunSetup {
+    pub(super) project: PathBuf,
+    pub(super) ah_dir: PathBuf,
+    pub(super) model: models::ModelInfo,
     /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
-    model_name: String,
-    policy: Policy,
-    review_mode: ReviewMode,
-    image: String,
-    task: String,
-    prompts: PromptSetup,
+    pub(super) model_name: String,
+    pub(super) policy: Policy,
+    pub(super) review_mode: ReviewMode,
+    pub(super) image: String,
+    pub(super) task: String,
+    pub(super) prompts: PromptSetup,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -165,50 +171,13 @@ async fn run_in_session(
     output: &mut Output,
 ) -> Result<i32> {
     let RunSetup {
-        project,
         ah_dir,
         model,
-        model_name,
-        policy,
-        review_mode,
-        image,
-        task,
         prompts,
+        ..
     } = setup;
-    let review_mode = *review_mode;
-    let dir = RunDir::create(ah_dir)?;
     let started_at = SystemTime::now();
-    eprintln!(
-        "run {} ({} backend, model {})",
-        dir.id(),
-        args.backend.as_str(),
-        model_name
-    );
-    let (shadow, baseline) = Run::prepare(project, &dir)?;
-    let backend: Box<dyn Backend> = match args.backend {
-        BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
-        BackendKind::Podman => {
-            let mut options =
-                podman::PodmanOptions::new(&dir.id().to_string(), project, &dir.work_dir());
-            options.image = image.clone();
-            configure_sandbox(&mut options, &args.sandbox);
-            network::configure_network(&mut options, &args.sandbox, policy, &dir)?;
-            Box::new(podman::PodmanBackend::start(&options).await?)
-        }
-    };
-    let mut run = Run::attach(
-        dir,
-        shadow,
-        baseline,
-        backend,
-        policy.clone(),
-        args.max_artifact_size.saturating_mul(1024 * 1024),
-    );
-    run.set_output_limits(output_limits(&args.output_limits));
-    run.set_bash_timeout(
-        args.bash_timeout
-            .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
-    );
+    let mut run = start_run(args, setup, false).await?;
 
     // A session left mid-turn by a crash gets its missing tool results first.
     close_interrupted(session)?;
@@ -232,6 +201,7 @@ async fn run_in_session(
     let config = AgentConfig {
         model: model.clone(),
         system: prompts.system.clone(),
+        tools: run.tool_specs(model.edit_format),
         max_tools: args.max_tools,
         loop_window: args.loop_window,
         thinking_budget: None,
@@ -239,32 +209,7 @@ async fn run_in_session(
         compact_prompt: prompt::compact_prompt(ah_dir)?,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    // The first SIGINT/SIGTERM asks the loop to stop; it keeps what was
-    // streamed and answers every pending tool call itself.
-    // Once the loop is over there is nothing to stop gracefully: a signal
-    // then exits at once (the session is consistent; a leftover sandbox is
-    // removed by the next run).
-    let (stop, mut abort) = abort_channel();
-    let loop_over = Arc::new(AtomicBool::new(false));
-    let over = Arc::clone(&loop_over);
-    // Exiting at once skips destructors: the lock is released by hand.
-    let held = lock.clone();
-    tokio::spawn(async move {
-        let on_exit = {
-            let held = held.clone();
-            move || drop(held.release())
-        };
-        abort::first_signal(on_exit).await;
-        if over.load(Ordering::SeqCst) {
-            eprintln!("interrupted after the run; its patch is in the run directory");
-            drop(held.release());
-            std::process::exit(EXIT_ABORTED);
-        }
-        eprintln!(
-            "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
-        );
-        stop.abort();
-    });
+    let (signals, mut abort) = SignalWatch::start(lock);
     let finished = {
         let mut on_event = |event: &Event| output.show(event);
         run_agent(
@@ -279,7 +224,7 @@ async fn run_in_session(
         )
         .await
     };
-    loop_over.store(true, Ordering::SeqCst);
+    signals.loop_over();
     // No more steering or follow-ups: this run is past its agent loop.
     let outcome = finished
         .as_ref()
@@ -290,136 +235,24 @@ async fn run_in_session(
         Err(err) => eprintln!("warning: could not close the session queue: {err}"),
     }
     output.show(&set_state(session, SessionState::Idle)?);
-
-    let run_dir = run.dir().clone();
-    let result = run.finish().await?;
-    for decision in &result.egress {
-        announce(session, output, Event::egress(result.steps, decision));
-    }
-    let mut manifest = Manifest::new(
-        &run_dir.id().to_string(),
-        task,
-        model_name,
-        args.backend.as_str(),
-    );
-    manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
-    manifest.network = (args.backend == BackendKind::Podman).then(|| {
-        args.sandbox
-            .network
-            .unwrap_or_default()
-            .as_str()
-            .to_string()
-    });
-    manifest.session_db = Some(session.path().display().to_string());
-    manifest.started_at = crate::session::format_rfc3339(started_at);
-    fill_manifest(&mut manifest, &result);
-    for warning in &result.warnings {
-        eprintln!("warning: {warning}");
-    }
-    manifest.save(&run_dir.manifest_path())?;
-
-    let summary = match finished {
-        Ok(summary) => summary,
-        Err(err) => {
-            eprintln!("patch so far saved: {}", result.patch_path.display());
-            return Err(err.into());
-        }
+    let end = match finished {
+        Err(err) => RunEnd::Failed(err.into()),
+        Ok(summary) => match summary.reason {
+            EndReason::Aborted => RunEnd::Aborted,
+            EndReason::Looping => RunEnd::Stopped {
+                why: format!("the model repeated itself {MAX_DETECTIONS} times"),
+                next: "continue with a clearer prompt (--loop-window 0 turns loop detection off)"
+                    .to_string(),
+            },
+            _ => RunEnd::Finished,
+        },
     };
-    if summary.reason == EndReason::Aborted {
-        eprintln!(
-            "aborted; patch so far saved: {}",
-            result.patch_path.display()
-        );
-        let record = ReviewRecord {
-            mode: review_mode.as_str().to_string(),
-            decision: "aborted".to_string(),
-            reason: Some("the run was interrupted".to_string()),
-        };
-        announce(session, output, review_event(&result, &record, false));
-        manifest.review = Some(record);
-        manifest.save(&run_dir.manifest_path())?;
-        return Ok(EXIT_ABORTED);
-    }
-    if summary.reason == EndReason::Looping {
-        // A run that went in circles is not offered for applying: its
-        // patch is kept for `ah apply` after a look.
-        let why = format!("the model repeated itself {MAX_DETECTIONS} times");
-        eprintln!(
-            "stopped: {why}; the patch so far is saved, not applied: {}\n\
-             look at it and apply it with `ah apply {}`, or continue with a clearer prompt \
-             (--loop-window 0 turns loop detection off)",
-            result.patch_path.display(),
-            run_dir.id()
-        );
-        let record = ReviewRecord {
-            mode: review_mode.as_str().to_string(),
-            decision: "stopped".to_string(),
-            reason: Some(why),
-        };
-        announce(session, output, review_event(&result, &record, false));
-        manifest.review = Some(record);
-        manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
-        manifest.save(&run_dir.manifest_path())?;
-        return Ok(EXIT_ERROR);
-    }
-    let reviewed = review::review(review_mode, project, &result, policy, task, args.no_commit)?;
-    announce(
-        session,
-        output,
-        review_event(&result, &reviewed.record, reviewed.applied),
-    );
-    manifest.review = Some(reviewed.record.clone());
-    manifest.applied = reviewed.applied;
-    manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
-    manifest.save(&run_dir.manifest_path())?;
-    Ok(exit_code(review_mode, &result, &reviewed))
-}
-
-/// Shows an event of the run's end and keeps it in the session's event log
-/// (a failed insert only loses the log entry; the manifest has the facts).
-fn announce(session: &Session, output: &mut Output, event: Event) {
-    record_event(session, None, &event);
-    output.show(&event);
-}
-
-/// The event that tells consumers what became of the patch.
-fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Event {
-    Event::ReviewDone {
-        patch: result.patch_path.display().to_string(),
-        files: result.patch.files.len(),
-        added: result.patch.added_lines,
-        removed: result.patch.removed_lines,
-        mode: record.mode.clone(),
-        decision: record.decision.clone(),
-        reason: record.reason.clone(),
-        applied,
-    }
-}
-
-fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {
-    if reviewed.failed {
-        EXIT_ERROR
-    } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {
-        EXIT_NOT_APPLIED
-    } else {
-        EXIT_OK
-    }
-}
-
-fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
-    manifest.baseline = Some(result.baseline.clone());
-    manifest.head = Some(result.head.clone());
-    manifest.steps = result.steps;
-    manifest.violations = result.violations.clone();
-    manifest.patch = Some(result.patch.summary());
-    manifest.warnings = result.warnings.clone();
-    manifest.poisoned = result.poisoned.clone();
-    manifest.artifacts = result
-        .artifacts
-        .copied
-        .iter()
-        .map(|c| c.path.clone())
-        .collect();
+    let ending = Ending {
+        args,
+        setup,
+        started_at,
+    };
+    finish_run(run, end, &ending, session, output).await
 }
 
 /// The review mode when none is given: ask at a terminal, else only save.

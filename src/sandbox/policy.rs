@@ -120,6 +120,9 @@ pub enum Reason {
     SymlinkUnchecked { target: String, detail: String },
     /// A file over the size cap for staging: it was never recorded.
     TooLarge { limit: u64 },
+    /// Any change while the run's steps are read-only (a phase that only
+    /// looks, see `run::StepRules`).
+    ReadOnly,
 }
 
 impl Violation {
@@ -161,6 +164,10 @@ impl fmt::Display for Violation {
                 f,
                 "{path:?} is larger than {}: a file that large cannot be part of the patch",
                 size_text(*limit)
+            ),
+            Reason::ReadOnly => write!(
+                f,
+                "{path:?} was changed while /work is read-only (this phase may only look)"
             ),
         }
     }

@@ -8,11 +8,15 @@
 //! run: no further tool runs, and its changes must not be applied. `finish`
 //! stops the backend and builds the patch.
 
+mod rules;
 #[cfg(test)]
 mod tests;
+mod view;
+
+pub use rules::{HostTool, StepRules};
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use git2::Oid;
 use serde_json::Value;
@@ -24,7 +28,11 @@ use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
 use super::shadow::{self, ShadowRepo};
 use super::{Backend, BackendKind, Change, workspace};
-use crate::tools::{self, Exec, ExecOutput, OutputLimits, ToolOutput};
+use crate::llm::ToolDef;
+use crate::llm::models::EditFormat;
+use crate::tools::{self, OutputLimits, ToolOutput};
+use rules::Route;
+use view::ExecView;
 
 /// Why a run could not be prepared or finished.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +96,11 @@ pub struct Run {
     dir: RunDir,
     shadow: ShadowRepo,
     backend: Box<dyn Backend>,
+    /// Runs commands while the rules make `/work` read-only (a container
+    /// that mounts it read-only); without one, `backend` runs them and what
+    /// they change is undone.
+    read_only_backend: Option<Box<dyn Backend>>,
+    rules: StepRules,
     policy: Policy,
     baseline: Oid,
     head: Oid,
@@ -129,6 +142,8 @@ impl Run {
             dir,
             shadow,
             backend,
+            read_only_backend: None,
+            rules: StepRules::default(),
             policy,
             baseline,
             head: baseline,
@@ -144,6 +159,22 @@ impl Run {
     /// Sets how much of each tool's output the model gets.
     pub fn set_output_limits(&mut self, limits: OutputLimits) {
         self.limits = limits;
+    }
+
+    /// Adds the backend that runs commands while `/work` is read-only.
+    pub fn attach_read_only_backend(&mut self, backend: Box<dyn Backend>) {
+        self.read_only_backend = Some(backend);
+    }
+
+    /// Sets what the next steps may do.
+    pub fn set_rules(&mut self, rules: StepRules) {
+        self.rules = rules;
+    }
+
+    /// The tools the model is offered under the current rules, with the
+    /// edit tool of its edit `format`.
+    pub fn tool_specs(&self, format: EditFormat) -> Vec<ToolDef> {
+        self.rules.specs(format)
     }
 
     /// Sets how long a `bash` call runs when the model names no timeout.
@@ -180,9 +211,13 @@ impl Run {
         self.steps += 1;
         let step = self.steps;
         let started = Instant::now();
+        let backend = match (&self.read_only_backend, self.rules.is_read_only()) {
+            (Some(read_only), true) => read_only.as_ref(),
+            _ => self.backend.as_ref(),
+        };
         let view = ExecView {
             root: self.dir.work_dir(),
-            backend: self.backend.as_ref(),
+            backend,
             policy: &self.policy,
             limits: self.limits,
             bash_timeout: self.bash_timeout,
@@ -192,7 +227,11 @@ impl Run {
             Some(reason) => ToolOutput::error(format!(
                 "[ah: not run: the run is stopped because {reason}; make no more tool calls]"
             )),
-            None => tools::call(name, input, &view).await,
+            None => match self.rules.route(name) {
+                Route::Builtin => tools::call(name, input, &view).await,
+                Route::Host(tool) => rules::call_host(tool.as_ref(), input),
+                Route::Refused(why) => ToolOutput::error(why),
+            },
         };
         let duration_ms = started.elapsed().as_millis() as u64;
         // A secret the sandbox could read (a key in a project file) goes no
@@ -272,6 +311,12 @@ impl Run {
             .collect();
         if let Some(commit) = committed.commit {
             outcome.changes = committed.changes;
+            if self.rules.is_read_only() {
+                violations.extend(outcome.changes.iter().map(|change| Violation {
+                    path: change.path.clone(),
+                    reason: Reason::ReadOnly,
+                }));
+            }
             violations.extend(self.check_commit(commit, &outcome.changes));
             if violations.is_empty() {
                 self.head = commit;
@@ -345,6 +390,11 @@ impl Run {
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }
+        if let Some(read_only) = &self.read_only_backend
+            && let Err(err) = read_only.shutdown().await
+        {
+            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
+        }
         let egress = self.backend.take_egress();
         let info = patch::session_patch(&self.shadow, self.baseline, self.head)
             .map_err(|e| RunError::Patch(e.to_string()))?;
@@ -388,43 +438,5 @@ impl Run {
             poisoned: self.poisoned,
             egress,
         })
-    }
-}
-
-/// The tools' view of a run: its work root, its backend and its policy.
-struct ExecView<'a> {
-    root: PathBuf,
-    backend: &'a dyn Backend,
-    policy: &'a Policy,
-    limits: OutputLimits,
-    bash_timeout: u64,
-    /// The step's `.out` file, where the whole output is kept.
-    full_output: PathBuf,
-}
-
-#[async_trait::async_trait]
-impl Exec for ExecView<'_> {
-    fn root(&self) -> &Path {
-        &self.root
-    }
-
-    async fn run(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        self.backend.exec(command, timeout).await
-    }
-
-    fn check_write(&self, rel_path: &str) -> Result<(), String> {
-        self.policy.check_path(rel_path).map_err(|v| v.to_string())
-    }
-
-    fn limits(&self) -> OutputLimits {
-        self.limits
-    }
-
-    fn bash_timeout(&self) -> u64 {
-        self.bash_timeout
-    }
-
-    fn full_output(&self) -> Option<String> {
-        Some(self.full_output.display().to_string())
     }
 }

@@ -125,6 +125,13 @@ impl RunDir {
         self.path.join("artifacts")
     }
 
+    /// Where a work session (`ah work`) keeps its phases' files
+    /// (`plan/`, `do/`, `check/`, `act/`) and `work.json`; `work/` is the
+    /// work copy.
+    pub fn phases_dir(&self) -> PathBuf {
+        self.path.join("phases")
+    }
+
     pub fn manifest_path(&self) -> PathBuf {
         self.path.join("manifest.json")
     }

@@ -238,6 +238,12 @@ impl Tool {
 
 /// The tool definitions sent to the API for a model that edits with
 /// `format`, in a stable order: read, write, edit or apply_patch, bash.
+/// The names of every tool ah has, both edit tools included.
+pub fn names() -> Vec<String> {
+    Tool::ALL.map(|tool| tool.spec().name).into()
+}
+
+/// The tools offered to a model whose edit format is `format`.
 pub fn specs(format: EditFormat) -> Vec<ToolDef> {
     Tool::ALL
         .into_iter()

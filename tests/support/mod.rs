@@ -9,6 +9,7 @@
 pub mod host;
 pub mod mock;
 pub mod podman;
+pub mod work;
 
 #[allow(unused_imports)]
 pub use mock::{MockServer, RecordedRequest, Reply, Turn};

@@ -66,6 +66,7 @@ mod tests {
                 edit_format: EditFormat::Edit,
             },
             system: String::new(),
+            tools: Vec::new(),
             max_tools: None,
             loop_window: 0,
             thinking_budget,

@@ -13,14 +13,14 @@ use tempfile::TempDir;
 use super::*;
 use crate::sandbox::none::NoneBackend;
 
-struct Fixture {
+pub(super) struct Fixture {
     _project: TempDir,
-    run: Run,
-    work: PathBuf,
+    pub(super) run: Run,
+    pub(super) work: PathBuf,
 }
 
 /// A small project and a prepared run on it.
-fn fixture() -> Fixture {
+pub(super) fn fixture() -> Fixture {
     let project = tempfile::tempdir().unwrap();
     fs::create_dir(project.path().join("src")).unwrap();
     fs::write(project.path().join("src/lib.rs"), "fn main() {}\n").unwrap();

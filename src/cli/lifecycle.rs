@@ -1,0 +1,315 @@
+//! The two ends of a run that every command driving the agent shares (`ah`
+//! and `ah work`): starting it (run directory, work copy, baseline, sandbox)
+//! and ending it (patch, manifest, review, exit code), plus the signal
+//! watch in between. Once the agent has run, the patch is always saved and
+//! the manifest written, whatever happens after.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use anyhow::Result;
+
+use super::abort::{self, EXIT_ABORTED};
+use super::args::{ReviewMode, RunArgs};
+use super::network;
+use super::output::Output;
+use super::review::{self, ReviewOutcome};
+use super::sandbox_setup::{configure_sandbox, output_limits};
+use super::task::RunSetup;
+use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use crate::agent::prompt::Workspace;
+use crate::agent::{AbortSignal, Event, abort_channel, record_event};
+use crate::sandbox::none::NoneBackend;
+use crate::sandbox::run::{Run, RunResult};
+use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
+use crate::sandbox::{Backend, BackendKind, podman};
+use crate::session::Session;
+use crate::session::queue::SessionLock;
+
+/// Makes the run directory, copies the project, takes the baseline and
+/// starts the sandbox. With `read_only_sandbox`, the podman backend also
+/// gets a second container that mounts `/work` read-only, for steps whose
+/// rules make `/work` read-only (the none backend has no such mount: its
+/// read-only steps are undone when they change anything).
+pub(super) async fn start_run(
+    args: &RunArgs,
+    setup: &RunSetup,
+    read_only_sandbox: bool,
+) -> Result<Run> {
+    let dir = RunDir::create(&setup.ah_dir)?;
+    eprintln!(
+        "run {} ({} backend, model {})",
+        dir.id(),
+        args.backend.as_str(),
+        setup.model_name
+    );
+    let (shadow, baseline) = Run::prepare(&setup.project, &dir)?;
+    let backend: Box<dyn Backend> = match args.backend {
+        BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
+        BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false).await?),
+    };
+    let read_only = match (args.backend, read_only_sandbox) {
+        (BackendKind::Podman, true) => Some(start_podman(args, setup, &dir, true).await?),
+        _ => None,
+    };
+    let mut run = Run::attach(
+        dir,
+        shadow,
+        baseline,
+        backend,
+        setup.policy.clone(),
+        args.max_artifact_size.saturating_mul(1024 * 1024),
+    );
+    if let Some(read_only) = read_only {
+        run.attach_read_only_backend(Box::new(read_only));
+    }
+    run.set_output_limits(output_limits(&args.output_limits));
+    run.set_bash_timeout(
+        args.bash_timeout
+            .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
+    );
+    Ok(run)
+}
+
+/// The run's container; the read-only one is `ah-<run>-ro`.
+async fn start_podman(
+    args: &RunArgs,
+    setup: &RunSetup,
+    dir: &RunDir,
+    read_only: bool,
+) -> Result<podman::PodmanBackend> {
+    let name = match read_only {
+        true => format!("{}-ro", dir.id()),
+        false => dir.id().to_string(),
+    };
+    let mut options = podman::PodmanOptions::new(&name, &setup.project, &dir.work_dir());
+    options.image = setup.image.clone();
+    options.read_only_work = read_only;
+    configure_sandbox(&mut options, &args.sandbox);
+    if read_only {
+        // Plan and check read and test; they get no network.
+        network::configure_offline(&mut options, &setup.policy);
+    } else {
+        network::configure_network(&mut options, &args.sandbox, &setup.policy, dir)?;
+    }
+    Ok(podman::PodmanBackend::start(&options).await?)
+}
+
+/// Where the model's commands run, as its prompt tells it.
+pub(super) fn workspace_of(backend: BackendKind) -> Workspace {
+    match backend {
+        BackendKind::Podman => Workspace::Container,
+        BackendKind::None => Workspace::Host,
+    }
+}
+
+/// The first SIGINT/SIGTERM asks the loop to stop; it keeps what was
+/// streamed and answers every pending tool call itself. Once the loop is
+/// over there is nothing to stop gracefully: a signal then exits at once
+/// (the session is consistent; a leftover sandbox is removed by the next
+/// run). Exiting at once skips destructors, so the session lock is released
+/// by hand first.
+pub(super) struct SignalWatch {
+    loop_over: Arc<AtomicBool>,
+}
+
+impl SignalWatch {
+    pub(super) fn start(lock: &SessionLock) -> (SignalWatch, AbortSignal) {
+        let (stop, abort) = abort_channel();
+        let loop_over = Arc::new(AtomicBool::new(false));
+        let over = Arc::clone(&loop_over);
+        let held = lock.clone();
+        tokio::spawn(async move {
+            let on_exit = {
+                let held = held.clone();
+                move || drop(held.release())
+            };
+            abort::first_signal(on_exit).await;
+            if over.load(Ordering::SeqCst) {
+                eprintln!("interrupted after the run; its patch is in the run directory");
+                drop(held.release());
+                std::process::exit(EXIT_ABORTED);
+            }
+            eprintln!(
+                "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
+            );
+            stop.abort();
+        });
+        (SignalWatch { loop_over }, abort)
+    }
+
+    /// From now on a signal exits at once.
+    pub(super) fn loop_over(&self) {
+        self.loop_over.store(true, Ordering::SeqCst);
+    }
+}
+
+/// How the agent's part of a run ended, as the end of the run treats it.
+pub(super) enum RunEnd {
+    /// Review the patch.
+    Finished,
+    /// Interrupted: the patch so far is saved.
+    Aborted,
+    /// Stopped for `why`: the patch is saved, not offered for applying;
+    /// `next` says what the user can do besides `ah apply`.
+    Stopped { why: String, next: String },
+    /// Failed: the patch so far is saved and the error is returned.
+    Failed(anyhow::Error),
+}
+
+/// What the end of a run needs to know of its start.
+pub(super) struct Ending<'a> {
+    pub(super) args: &'a RunArgs,
+    pub(super) setup: &'a RunSetup,
+    pub(super) started_at: SystemTime,
+}
+
+/// Builds and saves the patch, writes the manifest, and reviews the patch
+/// when the run `Finished`; returns the exit code.
+pub(super) async fn finish_run(
+    run: Run,
+    end: RunEnd,
+    ending: &Ending<'_>,
+    session: &Session,
+    output: &mut Output,
+) -> Result<i32> {
+    let Ending {
+        args,
+        setup,
+        started_at,
+    } = ending;
+    let review_mode = setup.review_mode;
+    let run_dir = run.dir().clone();
+    let result = run.finish().await?;
+    for decision in &result.egress {
+        announce(session, output, Event::egress(result.steps, decision));
+    }
+    let mut manifest = Manifest::new(
+        &run_dir.id().to_string(),
+        &setup.task,
+        &setup.model_name,
+        args.backend.as_str(),
+    );
+    manifest.image = (args.backend == BackendKind::Podman).then(|| setup.image.clone());
+    manifest.network = (args.backend == BackendKind::Podman).then(|| {
+        args.sandbox
+            .network
+            .unwrap_or_default()
+            .as_str()
+            .to_string()
+    });
+    manifest.session_db = Some(session.path().display().to_string());
+    manifest.started_at = crate::session::format_rfc3339(*started_at);
+    fill_manifest(&mut manifest, &result);
+    for warning in &result.warnings {
+        eprintln!("warning: {warning}");
+    }
+    manifest.save(&run_dir.manifest_path())?;
+
+    let not_applied = |decision: &str, why: String| ReviewRecord {
+        mode: review_mode.as_str().to_string(),
+        decision: decision.to_string(),
+        reason: Some(why),
+    };
+    match end {
+        RunEnd::Failed(err) => {
+            eprintln!("patch so far saved: {}", result.patch_path.display());
+            Err(err)
+        }
+        RunEnd::Aborted => {
+            eprintln!(
+                "aborted; patch so far saved: {}",
+                result.patch_path.display()
+            );
+            let record = not_applied("aborted", "the run was interrupted".to_string());
+            announce(session, output, review_event(&result, &record, false));
+            manifest.review = Some(record);
+            manifest.save(&run_dir.manifest_path())?;
+            Ok(EXIT_ABORTED)
+        }
+        RunEnd::Stopped { why, next } => {
+            // Not offered for applying: the patch is kept for `ah apply`
+            // after a look.
+            eprintln!(
+                "stopped: {why}; the patch so far is saved, not applied: {}\n\
+                 look at it and apply it with `ah apply {}`, or {next}",
+                result.patch_path.display(),
+                run_dir.id()
+            );
+            let record = not_applied("stopped", why);
+            announce(session, output, review_event(&result, &record, false));
+            manifest.review = Some(record);
+            manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+            manifest.save(&run_dir.manifest_path())?;
+            Ok(EXIT_ERROR)
+        }
+        RunEnd::Finished => {
+            let reviewed = review::review(
+                review_mode,
+                &setup.project,
+                &result,
+                &setup.policy,
+                &setup.task,
+                args.no_commit,
+            )?;
+            announce(
+                session,
+                output,
+                review_event(&result, &reviewed.record, reviewed.applied),
+            );
+            manifest.review = Some(reviewed.record.clone());
+            manifest.applied = reviewed.applied;
+            manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+            manifest.save(&run_dir.manifest_path())?;
+            Ok(exit_code(review_mode, &result, &reviewed))
+        }
+    }
+}
+
+/// Shows an event of the run's end and keeps it in the session's event log
+/// (a failed insert only loses the log entry; the manifest has the facts).
+fn announce(session: &Session, output: &mut Output, event: Event) {
+    record_event(session, None, &event);
+    output.show(&event);
+}
+
+/// The event that tells consumers what became of the patch.
+fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Event {
+    Event::ReviewDone {
+        patch: result.patch_path.display().to_string(),
+        files: result.patch.files.len(),
+        added: result.patch.added_lines,
+        removed: result.patch.removed_lines,
+        mode: record.mode.clone(),
+        decision: record.decision.clone(),
+        reason: record.reason.clone(),
+        applied,
+    }
+}
+
+fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {
+    if reviewed.failed {
+        EXIT_ERROR
+    } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {
+        EXIT_NOT_APPLIED
+    } else {
+        EXIT_OK
+    }
+}
+
+fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
+    manifest.baseline = Some(result.baseline.clone());
+    manifest.head = Some(result.head.clone());
+    manifest.steps = result.steps;
+    manifest.violations = result.violations.clone();
+    manifest.patch = Some(result.patch.summary());
+    manifest.warnings = result.warnings.clone();
+    manifest.poisoned = result.poisoned.clone();
+    manifest.artifacts = result
+        .artifacts
+        .copied
+        .iter()
+        .map(|c| c.path.clone())
+        .collect();
+}

@@ -1,0 +1,213 @@
+//! `ah work ISSUE.md` (or `--issue TEXT`): one work session, plan → do →
+//! check → act with fix rounds (see `crate::work`), in one run with its own
+//! session database `.ah/work-<ulid>.db`. The run starts and ends as any
+//! run does (see `lifecycle`): one work copy, one patch, one review.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, anyhow};
+use ulid::Ulid;
+
+use super::args::RunArgs;
+use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run};
+use super::output::Output;
+use super::queue::{claim_exclusive, report_dropped};
+use super::task::{RunSetup, UsageError, settle};
+use crate::agent::event::SessionState;
+use crate::agent::{EndReason, set_state};
+use crate::llm::Provider;
+use crate::session::Session;
+use crate::session::queue::SessionLock;
+use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
+
+/// `matches` are the `work` subcommand's, for the configuration to know
+/// which options the command line gave.
+pub(super) async fn work(
+    mut args: RunArgs,
+    matches: &clap::ArgMatches,
+    issue: Option<String>,
+    max_rounds: u32,
+) -> Result<i32> {
+    let issue = read_issue(&args, issue)?;
+    let (setup, provider) = settle(&mut args, matches, issue).await?;
+    let db = match &args.db {
+        Some(db) => db.clone(),
+        None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),
+    };
+    let mut session = Session::open(&db)?;
+    let lock = claim_exclusive(&session, true)?;
+    session.set_context(super::model::SESSION_MODEL, &setup.model_name)?;
+    let mut output = Output::new(args.json);
+    let code = work_in_session(
+        &args,
+        &setup,
+        provider.as_ref(),
+        &mut session,
+        &lock,
+        &mut output,
+        max_rounds,
+    )
+    .await;
+    // Whatever happened, no process works on the session any more.
+    if let Ok(event) = set_state(&session, SessionState::Closed) {
+        output.show(&event);
+    }
+    match lock.release() {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
+    }
+    code
+}
+
+/// The issue: `--issue TEXT`, or the one file named.
+fn read_issue(args: &RunArgs, issue: Option<String>) -> Result<String> {
+    let text = match (issue, args.prompt.as_slice()) {
+        (Some(_), [_, ..]) => {
+            return Err(UsageError(
+                "give the issue either as a file or with --issue, not both".into(),
+            )
+            .into());
+        }
+        (Some(text), []) => text,
+        (None, [file]) => std::fs::read_to_string(Path::new(file))
+            .with_context(|| format!("cannot read the issue file {file}"))?,
+        (None, _) => {
+            return Err(UsageError(
+                "no issue given: ah work ISSUE.md, or ah work --issue \"what to do\" (see ah work --help)"
+                    .into(),
+            )
+            .into());
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(UsageError("the issue is empty: say what to do".into()).into());
+    }
+    Ok(text)
+}
+
+async fn work_in_session(
+    args: &RunArgs,
+    setup: &RunSetup,
+    provider: &dyn Provider,
+    session: &mut Session,
+    lock: &SessionLock,
+    output: &mut Output,
+    max_rounds: u32,
+) -> Result<i32> {
+    let started_at = SystemTime::now();
+    let mut run = start_run(args, setup, true).await?;
+    eprintln!("work session {}", session.path().display());
+    let config = WorkConfig {
+        // The issue as the prompt setup left it (`/` commands and
+        // `--skill`s expanded).
+        issue: setup.prompts.blocks.join("\n\n"),
+        model: setup.model.clone(),
+        system: setup.prompts.system.clone(),
+        ah_dir: setup.ah_dir.clone(),
+        max_rounds,
+        max_tools: args.max_tools,
+        loop_window: args.loop_window,
+        compact_reserve: args.compact_reserve,
+    };
+    output.show(&set_state(session, SessionState::Processing)?);
+    let (signals, mut abort) = SignalWatch::start(lock);
+    let worked = {
+        let mut on_update = |update: Update<'_>| match update {
+            Update::Agent(event) => output.show(event),
+            Update::Work(event) => output.show_work(event),
+        };
+        Worker {
+            config: &config,
+            provider,
+            session,
+            run: &mut run,
+            abort: &mut abort,
+            inbox: lock,
+            on_update: &mut on_update,
+        }
+        .run()
+        .await
+    };
+    signals.loop_over();
+    let outcome = match &worked {
+        Ok(_) => EndReason::Done,
+        Err(_) => EndReason::Failed,
+    };
+    let head = session.head().ok().flatten();
+    match lock.close(head.as_deref(), outcome.as_str()) {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
+    }
+    output.show(&set_state(session, SessionState::Idle)?);
+    let end = match worked {
+        Err(err) => RunEnd::Failed(err.into()),
+        Ok(record) => run_end(&record, &args.max_tools),
+    };
+    let ending = Ending {
+        args,
+        setup,
+        started_at,
+    };
+    finish_run(run, end, &ending, session, output).await
+}
+
+/// What the end of the work session means for the run: only `done` (or a
+/// poisoned run, which the review refuses) goes to review.
+fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
+    let stopped = |why: String, next: &str| RunEnd::Stopped {
+        why,
+        next: next.to_string(),
+    };
+    let Some(end) = record.end else {
+        return RunEnd::Failed(anyhow!("the work session ended without an outcome"));
+    };
+    match end {
+        WorkEnd::Done => RunEnd::Finished,
+        WorkEnd::Friction => stopped(
+            "the act phase found friction that blocks the work".to_string(),
+            "read what blocked it in the run's phases/act/friction.md",
+        ),
+        WorkEnd::MaxRounds => stopped(
+            format!(
+                "the checks still failed after {} round(s)",
+                record.max_rounds
+            ),
+            "read phases/check/ and run ah work again with a clearer issue or more --max-rounds",
+        ),
+        WorkEnd::MissingOutput { phase } => RunEnd::Failed(anyhow!(
+            "the {} phase ended twice without {} (it was reminded once); the work session stops: \
+             look at its messages in the work session database, or run ah work again",
+            phase.as_str(),
+            phase.report_name()
+        )),
+        WorkEnd::Stopped { reason, phase } => stopped_phase(phase, reason, max_tools),
+    }
+}
+
+fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> RunEnd {
+    let name = phase.as_str();
+    let (why, next) = match reason {
+        EndReason::Aborted => return RunEnd::Aborted,
+        EndReason::Done | EndReason::Poisoned => return RunEnd::Finished,
+        EndReason::Looping => (
+            format!("the model repeated itself in the {name} phase"),
+            "run ah work again with a clearer issue (--loop-window 0 turns loop detection off)",
+        ),
+        EndReason::ToolLimit => (
+            format!(
+                "the {name} phase reached the tool call limit (--max-tools {})",
+                max_tools.unwrap_or_default()
+            ),
+            "run ah work again with a higher --max-tools",
+        ),
+        EndReason::Stopped | EndReason::Failed => (
+            format!("the model stopped in the {name} phase before finishing it"),
+            "run ah work again",
+        ),
+    };
+    RunEnd::Stopped {
+        why,
+        next: next.to_string(),
+    }
+}

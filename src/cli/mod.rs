@@ -9,9 +9,12 @@ mod commands;
 mod compact;
 mod display;
 mod output;
+mod resolve;
 mod review;
 mod safe_text;
 mod sandbox_setup;
+mod sessions;
+mod start;
 mod task;
 
 use clap::Parser;
@@ -62,8 +65,16 @@ pub fn main() -> i32 {
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
-            Some(Command::Compact { db, model }) => {
-                compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
+            Some(Command::Compact { model }) => {
+                compact::compact(
+                    cli.run.project.as_deref(),
+                    &cli.run.session,
+                    model.as_deref(),
+                )
+                .await
+            }
+            Some(Command::Session(command)) => {
+                sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
             }
             Some(Command::Doctor { image }) => {
                 commands::doctor(image.as_deref(), sandbox_setup::runtime(&cli.run.sandbox)).await

@@ -16,15 +16,16 @@ use anyhow::{Context, Result, bail};
 use super::abort::{self, EXIT_ABORTED};
 use super::args::{ReviewMode, RunArgs};
 use super::output::Output;
+use super::resolve::{self, Target};
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
+use super::start::{Begin, plan, position, split_prompt};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt::{self, Workspace};
 use crate::agent::{
-    AgentConfig, EndReason, Event, abort_channel, busy, close_interrupted, record_event, run_agent,
-    set_state,
+    AgentConfig, EndReason, Event, abort_channel, busy, record_event, run_agent, set_state,
 };
 use crate::llm::anthropic::AnthropicClient;
 use crate::llm::retry::RetryPolicy;
@@ -47,16 +48,17 @@ copy of the project as it is now: changes from earlier runs are in it only if th
 pub struct UsageError(pub String);
 
 pub async fn run(args: RunArgs) -> Result<i32> {
-    let task = args.prompt.join(" ");
-    if task.trim().is_empty() {
-        return Err(UsageError(
-            "no prompt given: say what to do, e.g. ah -C ~/src/repo \"make the tests pass\" (see ah --help)"
-                .into(),
-        )
-        .into());
-    }
+    let (fork, prompt) = split_prompt(&args.prompt);
     let project = resolve_project(args.project.as_deref())?;
     let ah_dir = project.join(".ah");
+    let target = resolve::resolve(&ah_dir, &args.session, args.new_session)?;
+    // An existing session is opened now: whether and where the run can
+    // start depends on it. A new one is created once the checks pass.
+    let existing = match &target {
+        Target::Existing(_) => Some(target.clone().open(&ah_dir)?),
+        Target::Create { .. } => None,
+    };
+    let (begin, task) = plan(existing.as_ref(), fork, &prompt)?;
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
     let model = models::resolve(
@@ -87,7 +89,10 @@ pub async fn run(args: RunArgs) -> Result<i32> {
     if args.backend == BackendKind::Podman {
         podman_preflight(&image).await?;
     }
-    let mut session = open_session(&args, &ah_dir)?;
+    let mut session = match existing {
+        Some(session) => session,
+        None => target.open(&ah_dir)?,
+    };
     refuse_if_busy(&session)?;
     let mut output = Output::new(args.json);
     let setup = RunSetup {
@@ -98,6 +103,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         review_mode,
         image,
         task,
+        begin,
     };
     let code = run_in_session(&args, &setup, &provider, &mut session, &mut output).await;
     // Whatever happened, no process works on the session any more.
@@ -128,6 +134,7 @@ struct RunSetup {
     review_mode: ReviewMode,
     image: String,
     task: String,
+    begin: Begin,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -147,6 +154,7 @@ async fn run_in_session(
         review_mode,
         image,
         task,
+        begin,
     } = setup;
     let review_mode = *review_mode;
     let dir = RunDir::create(ah_dir)?;
@@ -183,20 +191,25 @@ async fn run_in_session(
     run.set_output_limits(output_limits(&args.output_limits));
 
     // A session left mid-turn by a crash gets its missing tool results first.
-    close_interrupted(session)?;
-    let parent = session.head()?;
-    let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
-    if parent.is_some() {
-        prompt_blocks.push(BlockRecord::from(Block::Text {
-            text: NEW_RUN_NOTE.to_string(),
-        }));
-    }
-    let user = session.append(
-        parent.as_deref(),
-        Role::User,
-        &prompt_blocks,
-        &MessageMeta::default(),
-    )?;
+    let parent = position(session, begin)?;
+    let start = match (begin, parent) {
+        (Begin::Continue { .. }, Some(from)) => from,
+        (_, parent) => {
+            let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
+            if parent.is_some() {
+                prompt_blocks.push(BlockRecord::from(Block::Text {
+                    text: NEW_RUN_NOTE.to_string(),
+                }));
+            }
+            let user = session.append(
+                parent.as_deref(),
+                Role::User,
+                &prompt_blocks,
+                &MessageMeta::default(),
+            )?;
+            user.id
+        }
+    };
     let config = AgentConfig {
         model: model.clone(),
         system: prompt::system_prompt(ah_dir, workspace)?,
@@ -233,7 +246,7 @@ async fn run_in_session(
             provider,
             session,
             &mut run,
-            user.id,
+            start,
             &mut abort,
             &mut on_event,
         )
@@ -387,18 +400,6 @@ fn resolve_project(project: Option<&Path>) -> Result<PathBuf> {
         );
     }
     Ok(canonical)
-}
-
-fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
-    if let Some(db) = &args.db {
-        return Ok(Session::open(db)?);
-    }
-    if !args.new_session
-        && let Some(latest) = Session::latest(ah_dir)?
-    {
-        return Ok(Session::open(&latest)?);
-    }
-    Ok(Session::create(ah_dir)?)
 }
 
 /// Retry settings, adjustable through the environment (`AH_RETRY_ATTEMPTS`,

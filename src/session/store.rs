@@ -13,11 +13,11 @@ use ulid::Ulid;
 use super::rows::{self, BlockRow, MessageRow, to_i64};
 use super::schema::{self, classify};
 use super::time::now_rfc3339;
-use super::{BlockRecord, MessageMeta, Result, SessionError, StoredMessage};
+use super::{BlockRecord, MessageMeta, Repairs, Result, SessionError, StoredMessage};
 use crate::llm::{Role, Usage};
 
 /// The context key that names the message the conversation continues from.
-const HEAD_KEY: &str = "head";
+pub(super) const HEAD_KEY: &str = "head";
 
 /// A message and its ancestors, root first, in [`MessageRow::read`] column
 /// order. Each step goes to the parent by primary key; a parent always has a
@@ -45,8 +45,10 @@ pub(super) const BLOCKS_SQL: &str = "
 /// An open session database.
 #[derive(Debug)]
 pub struct Session {
-    conn: Connection,
-    path: PathBuf,
+    pub(super) conn: Connection,
+    pub(super) path: PathBuf,
+    /// What opening the file found and repaired (see [`super::orphans`]).
+    pub(super) repairs: Repairs,
 }
 
 impl Session {
@@ -62,11 +64,21 @@ impl Session {
 
     /// Opens the session database at `path`, creating it if it does not
     /// exist and migrating an older schema.
+    /// Messages left without content blocks are removed on the way (see
+    /// [`Session::repairs`]).
     pub fn open(path: &Path) -> Result<Session> {
-        Ok(Session {
+        let mut session = Session {
             conn: schema::open(path)?,
             path: path.to_path_buf(),
-        })
+            repairs: Repairs::default(),
+        };
+        session.repairs = session.remove_orphans()?;
+        Ok(session)
+    }
+
+    /// What opening the file found and repaired.
+    pub fn repairs(&self) -> &Repairs {
+        &self.repairs
     }
 
     /// The most recently created session in `project_ah_dir`: the `<ulid>.db`
@@ -309,7 +321,7 @@ impl Session {
             .map_err(|e| self.sql(e))
     }
 
-    fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
+    pub(super) fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
         let rows = self
             .conn
             .prepare_cached(BLOCKS_SQL)
@@ -326,18 +338,18 @@ impl Session {
             .collect()
     }
 
-    fn sql(&self, error: rusqlite::Error) -> SessionError {
+    pub(super) fn sql(&self, error: rusqlite::Error) -> SessionError {
         classify(&self.path, error)
     }
 
-    fn unknown(&self, id: &str) -> SessionError {
+    pub(super) fn unknown(&self, id: &str) -> SessionError {
         SessionError::UnknownMessage {
             path: self.path.clone(),
             id: id.to_string(),
         }
     }
 
-    fn corrupt(&self, reason: String) -> SessionError {
+    pub(super) fn corrupt(&self, reason: String) -> SessionError {
         SessionError::Corrupt {
             path: self.path.clone(),
             reason,
@@ -361,7 +373,7 @@ fn require_message(conn: &Connection, path: &Path, id: &str) -> Result<()> {
     }
 }
 
-fn put_context(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+pub(super) fn put_context(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO context (key, value) VALUES (?1, ?2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",

@@ -104,10 +104,10 @@ fn continue_plan(session: &Session) -> Result<(Begin, String)> {
     Ok((Begin::Continue { from }, task))
 }
 
-/// Moves the session to where the run starts and closes tool calls left
-/// without results. Returns the message to store the prompt under (for a
-/// prompt or a fork) or to run from (to continue).
-pub fn position(session: &mut Session, begin: &Begin) -> Result<Option<String>> {
+/// Moves the head to where the run starts. A fork also sets
+/// `workspace_at`, so the run's files start from that point: this happens
+/// before the work copy is made.
+pub fn enter(session: &Session, begin: &Begin) -> Result<()> {
     match begin {
         Begin::Prompt | Begin::Continue { from: None } => {}
         Begin::Fork { id, .. } => {
@@ -116,6 +116,12 @@ pub fn position(session: &mut Session, begin: &Begin) -> Result<Option<String>> 
         }
         Begin::Continue { from: Some(id) } => session.set_head(id)?,
     }
+    Ok(())
+}
+
+/// Closes tool calls the head left without results and returns the head:
+/// the message to store the prompt under, or to run from (to continue).
+pub fn position(session: &mut Session) -> Result<Option<String>> {
     close_interrupted(session)?;
     Ok(session.head()?)
 }

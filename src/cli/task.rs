@@ -19,7 +19,7 @@ use super::output::Output;
 use super::resolve::{self, Target};
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
-use super::start::{Begin, plan, position, split_prompt};
+use super::start::{Begin, enter, plan, position, split_prompt};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
@@ -94,6 +94,7 @@ pub async fn run(args: RunArgs) -> Result<i32> {
         None => target.open(&ah_dir)?,
     };
     refuse_if_busy(&session)?;
+    enter(&session, &begin)?;
     let mut output = Output::new(args.json);
     let setup = RunSetup {
         project,
@@ -191,7 +192,7 @@ async fn run_in_session(
     run.set_output_limits(output_limits(&args.output_limits));
 
     // A session left mid-turn by a crash gets its missing tool results first.
-    let parent = position(session, begin)?;
+    let parent = position(session)?;
     let start = match (begin, parent) {
         (Begin::Continue { .. }, Some(from)) => from,
         (_, parent) => {

@@ -93,8 +93,8 @@ pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
     if let Some(name) = &args.name {
         return by_name(ah_dir, name);
     }
-    if !new && let Some(latest) = session_files(ah_dir)?.into_iter().next() {
-        return Ok(Target::Existing(latest.path));
+    if !new && let Some(latest) = Session::latest(ah_dir)? {
+        return Ok(Target::Existing(latest));
     }
     Ok(Target::Create {
         path: None,

@@ -3,7 +3,6 @@
 //! values and events.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -85,32 +84,10 @@ impl Session {
     /// with the highest ULID. Other files (queues, stray names) are ignored
     /// and no database is opened. `None` when there is no session yet.
     pub fn latest(project_ah_dir: &Path) -> Result<Option<PathBuf>> {
-        let dir_err = |source| SessionError::Dir {
-            path: project_ah_dir.to_path_buf(),
-            source,
-        };
-        let entries = match fs::read_dir(project_ah_dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(dir_err(e)),
-        };
-        let mut latest: Option<(Ulid, PathBuf)> = None;
-        for entry in entries {
-            let entry = entry.map_err(dir_err)?;
-            let name = entry.file_name();
-            let Some(ulid) = name
-                .to_str()
-                .and_then(|name| name.strip_suffix(".db"))
-                .and_then(|stem| Ulid::from_string(stem).ok())
-            else {
-                continue;
-            };
-            let path = entry.path();
-            if path.is_file() && latest.as_ref().is_none_or(|(best, _)| ulid > *best) {
-                latest = Some((ulid, path));
-            }
-        }
-        Ok(latest.map(|(_, path)| path))
+        Ok(super::session_files(project_ah_dir)?
+            .into_iter()
+            .next()
+            .map(|file| file.path))
     }
 
     /// The database file.

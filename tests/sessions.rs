@@ -216,6 +216,10 @@ fn every_tree_command_shows_the_tree() {
         ["total", "4", "answers", "1000", "in", "100", "out"]
     );
 
+    let all = stdout(&host, &["usage", "--all"]);
+    assert!(all.starts_with("1 sessions in "), "{all}");
+    assert_eq!(all.lines().last(), usage.lines().last());
+
     let listed = stdout(&host, &["sessions"]);
     assert_eq!(listed.lines().count(), 1, "{listed}");
     assert!(

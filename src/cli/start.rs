@@ -153,6 +153,132 @@ fn usage(message: String) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::{BlockRecord, MessageMeta};
+    use serde_json::json;
+
+    fn session() -> (tempfile::TempDir, Session) {
+        let dir = tempfile::tempdir().unwrap();
+        let session = Session::create(&dir.path().join(".ah")).unwrap();
+        (dir, session)
+    }
+
+    fn append(
+        session: &mut Session,
+        parent: Option<&str>,
+        role: Role,
+        block: Block,
+        stop: Option<&str>,
+    ) -> String {
+        let meta = MessageMeta {
+            stop_reason: stop.map(str::to_string),
+            ..MessageMeta::default()
+        };
+        session
+            .append(parent, role, &[BlockRecord::from(block)], &meta)
+            .unwrap()
+            .id
+    }
+
+    fn text(text: &str) -> Block {
+        Block::Text { text: text.into() }
+    }
+
+    fn begin(session: &Session, fork: Option<i64>, prompt: &str) -> Begin {
+        plan(Some(session), fork, prompt).unwrap().0
+    }
+
+    fn usage_error(result: Result<(Begin, String)>) -> String {
+        let err = result.unwrap_err();
+        assert!(err.downcast_ref::<UsageError>().is_some(), "{err}");
+        err.to_string()
+    }
+
+    #[test]
+    fn without_a_prompt_only_a_cut_turn_continues() {
+        let (_dir, mut session) = session();
+        assert!(usage_error(plan(Some(&session), None, "")).contains("no prompt given"));
+        let prompt = append(&mut session, None, Role::User, text("fix it"), None);
+        // An unanswered prompt is sent again.
+        assert_eq!(
+            plan(Some(&session), None, " ").unwrap(),
+            (
+                Begin::Continue { from: None },
+                "continue: fix it".to_string()
+            )
+        );
+        // An answer cut while streaming: from the message before it.
+        append(
+            &mut session,
+            Some(&prompt),
+            Role::Assistant,
+            text("hal"),
+            Some("aborted"),
+        );
+        assert_eq!(
+            begin(&session, None, ""),
+            Begin::Continue {
+                from: Some(prompt.clone())
+            }
+        );
+        // Tool calls without results: they are closed first.
+        let call = Block::ToolUse {
+            id: "t1".into(),
+            name: "bash".into(),
+            input: json!({"command": "ls"}),
+        };
+        let calls = append(
+            &mut session,
+            Some(&prompt),
+            Role::Assistant,
+            call,
+            Some("tool_use"),
+        );
+        assert_eq!(begin(&session, None, ""), Begin::Continue { from: None });
+        enter(&session, &Begin::Continue { from: None }).unwrap();
+        let start = position(&mut session).unwrap().unwrap();
+        let closed = session.path_to(&start).unwrap();
+        assert_eq!(closed[closed.len() - 2].id, calls);
+        // A finished answer: nothing to continue.
+        append(
+            &mut session,
+            Some(&start),
+            Role::Assistant,
+            text("done"),
+            Some("end_turn"),
+        );
+        assert!(usage_error(plan(Some(&session), None, "")).contains("nothing to continue"));
+    }
+
+    #[test]
+    fn a_fork_moves_the_head_and_marks_the_workspace() {
+        let (_dir, mut session) = session();
+        let first = append(&mut session, None, Role::User, text("one"), None);
+        append(
+            &mut session,
+            Some(&first),
+            Role::Assistant,
+            text("two"),
+            None,
+        );
+        let fork = begin(&session, Some(1), "again");
+        assert_eq!(
+            fork,
+            Begin::Fork {
+                id: first.clone(),
+                seq: 1
+            }
+        );
+        enter(&session, &fork).unwrap();
+        assert_eq!(session.head().unwrap(), Some(first.clone()));
+        assert_eq!(session.context(WORKSPACE_AT_KEY).unwrap(), Some(first));
+        let missing = usage_error(plan(Some(&session), Some(9), "x"));
+        assert!(
+            missing.contains(&session.id()) && missing.contains("@1 to @2"),
+            "{missing}"
+        );
+        assert!(usage_error(plan(Some(&session), Some(1), "")).contains("needs a prompt"));
+        assert!(usage_error(plan(None, Some(1), "x")).contains("session is new"));
+    }
 
     fn words(text: &str) -> Vec<String> {
         text.split(' ').map(str::to_string).collect()

@@ -149,12 +149,6 @@ impl Tree {
             .find(|m| on_a.contains(m.id.as_str()))
     }
 
-    /// Whether `message` is the head or one of the head's ancestors.
-    pub fn on_head_path(&self, message: &StoredMessage) -> bool {
-        self.head()
-            .is_some_and(|head| self.path(head).iter().any(|m| m.id == message.id))
-    }
-
     fn index(&self, message: &StoredMessage) -> Option<usize> {
         self.by_id.get(&message.id).copied()
     }

@@ -137,7 +137,13 @@ pub fn session_files(ah_dir: &Path) -> Result<Vec<SessionFile>> {
             continue;
         };
         let path = entry.path();
-        if path.is_file() {
+        // The entry's type needs no stat; a symlink is followed.
+        let is_file = match entry.file_type() {
+            Ok(kind) if kind.is_symlink() => path.is_file(),
+            Ok(kind) => kind.is_file(),
+            Err(_) => false,
+        };
+        if is_file {
             files.push(SessionFile { id, path });
         }
     }
@@ -155,13 +161,16 @@ pub fn list_sessions(ah_dir: &Path) -> Result<Vec<SessionSummary>> {
         .and_then(|bytes| serde_json::from_slice::<Catalog>(&bytes).ok())
         .filter(|catalog| catalog.version == CATALOG_VERSION)
         .unwrap_or_default();
+    // Stamps are taken before a file is opened: a write after that changes
+    // the stamp, so a cached summary is never older than its stamp says.
+    let stamps: Vec<Stamp> = files.iter().map(|file| stamp(&file.path)).collect();
     let mut stale = Vec::new();
     let mut summaries: Vec<Option<SessionSummary>> = Vec::with_capacity(files.len());
     for (i, file) in files.iter().enumerate() {
         let cached = cache
             .entries
             .get(&file.id.to_string())
-            .filter(|entry| entry.stamp == stamp(&file.path));
+            .filter(|entry| entry.stamp == stamps[i]);
         match cached {
             Some(entry) => summaries.push(Some(entry.summary.clone())),
             None => {
@@ -179,12 +188,12 @@ pub fn list_sessions(ah_dir: &Path) -> Result<Vec<SessionSummary>> {
     let summaries: Vec<SessionSummary> = summaries.into_iter().flatten().collect();
     cache = Catalog {
         version: CATALOG_VERSION,
-        entries: files
-            .iter()
+        entries: stamps
+            .into_iter()
             .zip(&summaries)
-            .map(|(file, summary)| {
+            .map(|(stamp, summary)| {
                 let entry = Entry {
-                    stamp: stamp(&file.path),
+                    stamp,
                     summary: summary.clone(),
                 };
                 (summary.id.clone(), entry)
@@ -226,8 +235,9 @@ fn summarise_all(files: &[SessionFile], which: &[usize]) -> Result<Vec<(usize, S
 }
 
 /// Size and modification time of the database and its WAL (zeros for a
-/// file that is missing). Taken after the session is closed, since closing
-/// may checkpoint the WAL into the database.
+/// file that is missing). Reading a session leaves both as they were, unless
+/// closing it checkpoints a WAL another process left behind: that costs one
+/// more reading next time, never a stale summary.
 fn stamp(db: &Path) -> Stamp {
     let of = |path: &Path| {
         fs::metadata(path).map_or((0, 0), |meta| {

@@ -2,6 +2,7 @@
 //! `ah usage`, `ah checkout @N`, `ah branch rm @N`.
 
 use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -28,6 +29,8 @@ pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
     if sessions.is_empty() {
         eprintln!("no sessions yet in {}", ah_dir.display());
     }
+    // Thousands of lines: one buffer, not one write per line.
+    let mut out = BufWriter::new(std::io::stdout().lock());
     for s in &sessions {
         let created: String = s
             .created_at
@@ -47,15 +50,18 @@ pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
             .chars()
             .take(60)
             .collect();
-        println!(
+        writeln!(
+            out,
             "{}  {created}  {:>5} msgs  {:>9} in  {:>8} out  {name}{}",
             s.id,
             s.messages,
             s.input_tokens,
             s.output_tokens,
             terminal_safe(&prompt)
-        );
+        )
+        .context("cannot print the session list")?;
     }
+    out.flush().context("cannot print the session list")?;
     Ok(EXIT_OK)
 }
 

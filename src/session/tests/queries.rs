@@ -230,6 +230,17 @@ fn the_listing_is_newest_first_and_reopens_only_changed_sessions() {
     assert_eq!(listed[1].first_prompt.as_deref(), Some("old one"));
     assert_eq!(listed[1].name.as_deref(), Some("renamed"));
 
+    // Reading a closed session leaves its files as they were: the next
+    // listing takes it from the cache.
+    drop(new);
+    list_sessions(&ah_dir).unwrap();
+    let doctored = std::fs::read_to_string(&cache)
+        .unwrap()
+        .replace("\"new one\"", "\"cached again\"");
+    std::fs::write(&cache, doctored).unwrap();
+    let listed = list_sessions(&ah_dir).unwrap();
+    assert_eq!(listed[0].first_prompt.as_deref(), Some("cached again"));
+
     // A damaged cache is rebuilt.
     std::fs::write(&cache, "{").unwrap();
     assert_eq!(list_sessions(&ah_dir).unwrap().len(), 2);

@@ -52,13 +52,16 @@ pub enum SessionCommand {
     },
     /// Two messages' common ancestor and what each branch adds after it.
     Diff {
+        /// One message, as @N or N.
         #[arg(value_parser = parse_at)]
         a: i64,
+        /// The other message.
         #[arg(value_parser = parse_at)]
         b: i64,
     },
     /// One message in full: metadata, every block, whole tool outputs.
     Show {
+        /// The message, as @N or N.
         #[arg(value_parser = parse_at)]
         at: i64,
     },
@@ -74,6 +77,7 @@ pub enum SessionCommand {
 pub enum BranchAction {
     /// Remove @N and everything after it (blocks and events too).
     Rm {
+        /// The first message of the branch, as @N or N.
         #[arg(value_parser = parse_at)]
         at: i64,
         /// Also when the head is in the branch: it moves to @N's parent.

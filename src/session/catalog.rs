@@ -48,6 +48,29 @@ pub struct SessionSummary {
     pub output_tokens: u64,
     /// The start of the first prompt (at most 200 characters).
     pub first_prompt: Option<String>,
+    /// Why the session could not be read (then the counts are 0). Such a
+    /// summary is not cached: the file is tried again next time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SessionSummary {
+    /// A summary with only what the file name tells, and `error`.
+    fn unreadable(id: &str, error: Option<String>) -> SessionSummary {
+        let created_at = Ulid::from_string(id)
+            .map(|ulid| format_rfc3339(ulid.datetime()))
+            .unwrap_or_default();
+        SessionSummary {
+            id: id.to_string(),
+            name: None,
+            created_at,
+            messages: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            first_prompt: None,
+            error,
+        }
+    }
 }
 
 /// A session file found in `.ah/`.
@@ -96,19 +119,14 @@ impl Session {
                 |row| row.get(0),
             ))
             .map_err(sql)?;
-        let id = self.id();
-        let created_at = Ulid::from_string(&id)
-            .map(|ulid| format_rfc3339(ulid.datetime()))
-            .unwrap_or_default();
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
         Ok(SessionSummary {
             name: self.context(NAME_KEY)?,
-            id,
-            created_at,
             messages: count(messages),
             input_tokens: count(input),
             output_tokens: count(output),
             first_prompt,
+            ..SessionSummary::unreadable(&self.id(), None)
         })
     }
 }
@@ -182,7 +200,7 @@ pub fn list_sessions(ah_dir: &Path) -> Result<Vec<SessionSummary>> {
     if stale.is_empty() && cache.entries.len() == files.len() {
         return Ok(summaries.into_iter().flatten().collect());
     }
-    for (i, fresh) in summarise_all(&files, &stale)? {
+    for (i, fresh) in summarise_all(&files, &stale) {
         summaries[i] = Some(fresh);
     }
     let summaries: Vec<SessionSummary> = summaries.into_iter().flatten().collect();
@@ -191,6 +209,7 @@ pub fn list_sessions(ah_dir: &Path) -> Result<Vec<SessionSummary>> {
         entries: stamps
             .into_iter()
             .zip(&summaries)
+            .filter(|(_, summary)| summary.error.is_none())
             .map(|(stamp, summary)| {
                 let entry = Entry {
                     stamp,
@@ -205,8 +224,16 @@ pub fn list_sessions(ah_dir: &Path) -> Result<Vec<SessionSummary>> {
 }
 
 /// Opens the sessions at `which` (indexes into `files`) and summarises
-/// them, one thread per core.
-fn summarise_all(files: &[SessionFile], which: &[usize]) -> Result<Vec<(usize, SessionSummary)>> {
+/// them, one thread per core. A session that cannot be read gets a summary
+/// that says why.
+fn summarise_all(files: &[SessionFile], which: &[usize]) -> Vec<(usize, SessionSummary)> {
+    let summarise = |file: &SessionFile| {
+        Session::open(&file.path)
+            .and_then(|session| session.summary())
+            .unwrap_or_else(|e| {
+                SessionSummary::unreadable(&file.id.to_string(), Some(e.to_string()))
+            })
+    };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let chunk = which.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
@@ -215,22 +242,19 @@ fn summarise_all(files: &[SessionFile], which: &[usize]) -> Result<Vec<(usize, S
             .map(|part| {
                 scope.spawn(move || {
                     part.iter()
-                        .map(|&i| {
-                            let session = Session::open(&files[i].path)?;
-                            Ok((i, session.summary()?))
-                        })
-                        .collect::<Result<Vec<_>>>()
+                        .map(|&i| (i, summarise(&files[i])))
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
         let mut all = Vec::with_capacity(which.len());
         for worker in workers {
             match worker.join() {
-                Ok(part) => all.extend(part?),
+                Ok(part) => all.extend(part),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
         }
-        Ok(all)
+        all
     })
 }
 

@@ -77,7 +77,15 @@ pub fn usage_all(ah_dir: &Path) -> Result<i32> {
     let files = session_files(ah_dir)?;
     let mut by_model: BTreeMap<Option<String>, ModelUsage> = BTreeMap::new();
     for file in &files {
-        for usage in Session::open(&file.path)?.usage_by_model()? {
+        let usages = Session::open(&file.path).and_then(|session| session.usage_by_model());
+        let usages = match usages {
+            Ok(usages) => usages,
+            Err(err) => {
+                eprintln!("warning: skipped: {err}");
+                continue;
+            }
+        };
+        for usage in usages {
             let total = by_model.entry(usage.model.clone()).or_insert(ModelUsage {
                 model: usage.model.clone(),
                 answers: 0,

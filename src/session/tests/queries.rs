@@ -244,6 +244,20 @@ fn the_listing_is_newest_first_and_reopens_only_changed_sessions() {
     // A damaged cache is rebuilt.
     std::fs::write(&cache, "{").unwrap();
     assert_eq!(list_sessions(&ah_dir).unwrap().len(), 2);
+
+    // A file that is no session is listed as such, not cached, and does
+    // not hide the others.
+    let junk = ulid::Ulid::generate().to_string();
+    std::fs::write(ah_dir.join(format!("{junk}.db")), "junk").unwrap();
+    for _ in 0..2 {
+        let listed = list_sessions(&ah_dir).unwrap();
+        assert_eq!(listed.len(), 3);
+        assert_eq!(listed[0].id, junk);
+        let error = listed[0].error.as_deref().unwrap();
+        assert!(error.contains("not an ah session"), "{error}");
+        assert_eq!(listed[1].error, None);
+    }
+    assert!(!std::fs::read_to_string(&cache).unwrap().contains(&junk));
 }
 
 #[test]

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use super::resolve::SessionArgs;
+use super::sessions::SessionCommand;
 use crate::sandbox::BackendKind;
 use crate::sandbox::egress::NetworkMode;
 use crate::tools::OutputLimits;
@@ -75,9 +77,8 @@ pub struct RunArgs {
     #[arg(short = 'n', long = "new")]
     pub new_session: bool,
 
-    /// Use this session database file.
-    #[arg(long, value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    #[command(flatten)]
+    pub session: SessionArgs,
 
     /// Send MSG to the ah working on this session (from another terminal):
     /// the model gets it at the next tool round, and the tool calls of the
@@ -312,13 +313,12 @@ pub enum Command {
     /// Summarise the session's conversation now: later requests carry the
     /// summary and the most recent messages (the session keeps everything).
     Compact {
-        /// The session database (default: the project's most recent session).
-        #[arg(long, value_name = "PATH")]
-        db: Option<PathBuf>,
         /// The model that writes the summary (default: the session's model).
         #[arg(short = 'm', long = "model", value_name = "MODEL")]
         model: Option<String>,
     },
+    #[command(flatten)]
+    Session(SessionCommand),
     /// Check that the sandbox can run here, and say how to fix what cannot.
     Doctor {
         /// The sandbox image to check.

@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 
 use super::EXIT_OK;
 use super::commands::project_dir;
 use super::display::Display;
+use super::resolve::{SessionArgs, open_existing};
 use super::task::retry_policy;
 use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
 use crate::agent::prompt::{self, Workspace};
@@ -16,35 +17,19 @@ use crate::agent::{AgentConfig, Event};
 use crate::llm::Role;
 use crate::session::Session;
 
-/// Compacts the session in `db`, else the project's most recent one. The
-/// summary is written by `model`, else the model (and provider) of the
-/// session's last run, else the model of its latest answer.
+/// Compacts the session the flags name, else the project's most recent
+/// one. The summary is written by `model`, else the model (and provider) of
+/// the session's last run, else the model of its latest answer.
 pub async fn compact(
     project: Option<&Path>,
-    db: Option<&Path>,
+    which: &SessionArgs,
     model: Option<&str>,
     overrides: &[String],
 ) -> Result<i32> {
     let project = project_dir(project)?;
     let loaded = super::config::load(&project, overrides)?;
     let ah_dir = project.join(".ah");
-    let path = match db {
-        Some(db) => db.to_path_buf(),
-        None => Session::latest(&ah_dir)?.with_context(|| {
-            format!(
-                "no session in {}: run a task first, or pass --db",
-                ah_dir.display()
-            )
-        })?,
-    };
-    // Opening a missing file would create an empty session.
-    if !path.is_file() {
-        bail!(
-            "session database {} not found: pass the path of an existing session to --db",
-            path.display()
-        );
-    }
-    let mut session = Session::open(&path)?;
+    let mut session = open_existing(&ah_dir, which)?;
     // Held until compaction ends; dropping it on any return releases it.
     let _lock = super::queue::claim_exclusive(&session, false)?;
     let name = match model {

@@ -219,7 +219,7 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
 }
 
 /// The parameter that says most about a call, shortened to one line.
-fn key_param(tool: &str, input: &Value) -> String {
+pub(super) fn key_param(tool: &str, input: &Value) -> String {
     let key = match tool {
         "bash" => "command",
         _ => "path",

@@ -15,10 +15,13 @@ mod network;
 mod output;
 mod prompt_setup;
 mod queue;
+mod resolve;
 mod review;
 mod review_pick;
 mod safe_text;
 mod sandbox_setup;
+mod sessions;
+mod start;
 mod task;
 mod work;
 
@@ -87,14 +90,17 @@ pub fn main() -> i32 {
                 let sub = matches.subcommand_matches("work").unwrap_or(&matches);
                 work::work(*run, sub, issue, max_rounds).await
             }
+            Some(Command::Session(command)) => {
+                sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
+            }
             Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Config) => {
                 commands::config(cli.run.project.as_deref(), &cli.run.overrides)
             }
-            Some(Command::Compact { db, model }) => {
+            Some(Command::Compact { model }) => {
                 compact::compact(
                     cli.run.project.as_deref(),
-                    db.as_deref(),
+                    &cli.run.session,
                     model.as_deref(),
                     &cli.run.overrides,
                 )

@@ -8,7 +8,7 @@ mod wait;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use super::EXIT_OK;
 use super::args::RunArgs;
@@ -182,25 +182,12 @@ fn hold(lock: &SessionLock, session: &str, took_over: Option<&Takeover>) {
     });
 }
 
-/// The session `--steer`/`--followup` talk to: `--db`, else the project's
-/// latest.
+/// The session `--steer`/`--followup` talk to: the one `--db`, `--name` or
+/// `-S` names, else the project's latest.
 fn session_path(args: &RunArgs) -> Result<PathBuf> {
-    if let Some(db) = &args.db {
-        if !db.is_file() {
-            bail!(
-                "session database {} not found: pass the path of an existing session to --db",
-                db.display()
-            );
-        }
-        return Ok(db.clone());
-    }
     let ah_dir = project_dir(args.project.as_deref())?.join(".ah");
-    Session::latest(&ah_dir)?.with_context(|| {
-        format!(
-            "no session in {}: there is no running ah to send this to",
-            ah_dir.display()
-        )
-    })
+    let session = super::resolve::open_existing(&ah_dir, &args.session)?;
+    Ok(session.path().to_path_buf())
 }
 
 fn session_id(db: &Path) -> String {

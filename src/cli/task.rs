@@ -17,12 +17,14 @@ use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, works
 use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
-use super::queue::{Claim, claim_for_run, report_dropped};
+use super::queue::{Claim, claim_exclusive, claim_for_run, report_dropped};
+use super::resolve::{self, Target};
 use super::sandbox_setup::podman_preflight;
+use super::start::{Begin, enter, plan, position, split_prompt};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
-use crate::agent::{AgentConfig, EndReason, Event, close_interrupted, run_agent, set_state};
+use crate::agent::{AgentConfig, EndReason, Event, run_agent, set_state};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Provider, Role, models};
 use crate::sandbox::policy::Policy;
@@ -41,21 +43,40 @@ copy of the project as it is now: changes from earlier runs are in it only if th
 pub struct UsageError(pub String);
 
 pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
-    let task = args.prompt.join(" ");
-    if task.trim().is_empty() {
-        return Err(UsageError(
-            "no prompt given: say what to do, e.g. ah -C ~/src/repo \"make the tests pass\" (see ah --help)"
-                .into(),
-        )
-        .into());
-    }
-    let (setup, provider) = settle(&mut args, matches, task).await?;
-    let mut session = open_session(&args, &setup.ah_dir)?;
-    let prompt = setup.prompts.blocks.join("\n\n");
-    let lock = match claim_for_run(&session, &prompt, args.wait).await? {
-        Claim::Owner(lock) => lock,
-        Claim::Queued(code) => return Ok(code),
+    let (fork, prompt) = split_prompt(&args.prompt);
+    let project = resolve_project(args.project.as_deref())?;
+    let ah_dir = project.join(".ah");
+    let target = resolve::resolve(&ah_dir, &args.session, args.new_session)?;
+    // An existing session is opened now: whether and where the run can
+    // start depends on it. A new one is created once the checks pass.
+    let existing = match &target {
+        Target::Existing(_) => Some(target.clone().open(&ah_dir)?),
+        Target::Create { .. } => None,
     };
+    let (begin, task) = plan(existing.as_ref(), fork, &prompt)?;
+    let (mut setup, provider) = settle(&mut args, matches, task).await?;
+    let mut session = match existing {
+        Some(session) => session,
+        None => target.open(&setup.ah_dir)?,
+    };
+    let lock = match &begin {
+        // A new prompt for a busy session waits its turn there.
+        Begin::Prompt => {
+            let prompt = setup.prompts.blocks.join(
+                "
+
+",
+            );
+            match claim_for_run(&session, &prompt, args.wait).await? {
+                Claim::Owner(lock) => lock,
+                Claim::Queued(code) => return Ok(code),
+            }
+        }
+        // A fork or a continuation moves the head: not under a live ah.
+        Begin::Fork { .. } | Begin::Continue { .. } => claim_exclusive(&session, true)?,
+    };
+    enter(&session, &begin)?;
+    setup.begin = begin;
     // What `ah compact` uses: the provider is not in the model id the API
     // reports.
     session.set_context(super::model::SESSION_MODEL, &setup.model_name)?;
@@ -83,7 +104,8 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
 /// Everything checked before a session is opened or anything copied: the
 /// project, its configuration (filled into `args` where the command line is
 /// silent; `matches` tells which), the model and its credentials, the
-/// policy, the review mode, the sandbox and the prompts.
+/// policy, the review mode, the sandbox and the prompts. The run begins
+/// with a new prompt unless the caller says otherwise.
 pub(super) async fn settle(
     args: &mut RunArgs,
     matches: &clap::ArgMatches,
@@ -142,6 +164,7 @@ pub(super) async fn settle(
         image,
         task,
         prompts,
+        begin: Begin::Prompt,
     };
     Ok((setup, provider))
 }
@@ -158,6 +181,8 @@ pub(super) struct RunSetup {
     pub(super) image: String,
     pub(super) task: String,
     pub(super) prompts: PromptSetup,
+    /// Where in the session tree the run starts.
+    pub(super) begin: Begin,
 }
 
 /// The run proper: prepare the work copy and the sandbox, run the agent,
@@ -174,30 +199,36 @@ async fn run_in_session(
         ah_dir,
         model,
         prompts,
+        begin,
         ..
     } = setup;
     let started_at = SystemTime::now();
     let mut run = start_run(args, setup, false).await?;
 
     // A session left mid-turn by a crash gets its missing tool results first.
-    close_interrupted(session)?;
-    let parent = session.head()?;
-    let mut prompt_blocks: Vec<BlockRecord> = prompts
-        .blocks
-        .iter()
-        .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
-        .collect();
-    if parent.is_some() {
-        prompt_blocks.push(BlockRecord::from(Block::Text {
-            text: NEW_RUN_NOTE.to_string(),
-        }));
-    }
-    let user = session.append(
-        parent.as_deref(),
-        Role::User,
-        &prompt_blocks,
-        &MessageMeta::default(),
-    )?;
+    let parent = position(session)?;
+    let start = match (begin, parent) {
+        (Begin::Continue { .. }, Some(from)) => from,
+        (_, parent) => {
+            let mut prompt_blocks: Vec<BlockRecord> = prompts
+                .blocks
+                .iter()
+                .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
+                .collect();
+            if parent.is_some() {
+                prompt_blocks.push(BlockRecord::from(Block::Text {
+                    text: NEW_RUN_NOTE.to_string(),
+                }));
+            }
+            let user = session.append(
+                parent.as_deref(),
+                Role::User,
+                &prompt_blocks,
+                &MessageMeta::default(),
+            )?;
+            user.id
+        }
+    };
     let config = AgentConfig {
         model: model.clone(),
         system: prompts.system.clone(),
@@ -217,7 +248,7 @@ async fn run_in_session(
             provider,
             session,
             &mut run,
-            user.id,
+            start,
             &mut abort,
             lock,
             &mut on_event,
@@ -279,18 +310,6 @@ fn resolve_project(project: Option<&Path>) -> Result<PathBuf> {
         );
     }
     Ok(canonical)
-}
-
-fn open_session(args: &RunArgs, ah_dir: &Path) -> Result<Session> {
-    if let Some(db) = &args.db {
-        return Ok(Session::open(db)?);
-    }
-    if !args.new_session
-        && let Some(latest) = Session::latest(ah_dir)?
-    {
-        return Ok(Session::open(&latest)?);
-    }
-    Ok(Session::create(ah_dir)?)
 }
 
 /// The retry settings of the configuration (`retry.*`, also set by

@@ -31,7 +31,7 @@ pub(super) async fn work(
 ) -> Result<i32> {
     let issue = read_issue(&args, issue)?;
     let (setup, provider) = settle(&mut args, matches, issue).await?;
-    let db = match &args.db {
+    let db = match &args.session.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),
     };

@@ -8,11 +8,14 @@
 //! holds the lock of the process working on it and the messages other
 //! terminals send it. This layer only uses `crate::llm`.
 
+mod catalog;
+mod orphans;
 pub mod queue;
 mod rows;
 mod schema;
 mod store;
 mod time;
+mod tree;
 
 #[cfg(test)]
 mod tests;
@@ -23,9 +26,14 @@ use serde_json::Value;
 
 use crate::llm::{Block, Message, Role, Usage};
 
+pub use catalog::{
+    CATALOG_FILE, NAME_KEY, SessionFile, SessionSummary, list_sessions, session_files,
+};
+pub use orphans::Repairs;
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
 pub use time::format_rfc3339;
+pub use tree::{BranchRemoval, ModelUsage, Tree, WORKSPACE_AT_KEY};
 
 /// One content block with what the store keeps beside it.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,6 @@
 //! values and events.
 
 use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -13,11 +12,11 @@ use ulid::Ulid;
 use super::rows::{self, BlockRow, MessageRow, to_i64};
 use super::schema::{self, classify};
 use super::time::now_rfc3339;
-use super::{BlockRecord, MessageMeta, Result, SessionError, StoredMessage};
+use super::{BlockRecord, MessageMeta, Repairs, Result, SessionError, StoredMessage};
 use crate::llm::{Role, Usage};
 
 /// The context key that names the message the conversation continues from.
-const HEAD_KEY: &str = "head";
+pub(super) const HEAD_KEY: &str = "head";
 
 /// A message and its ancestors, root first, in [`MessageRow::read`] column
 /// order. Each step goes to the parent by primary key; a parent always has a
@@ -45,8 +44,10 @@ pub(super) const BLOCKS_SQL: &str = "
 /// An open session database.
 #[derive(Debug)]
 pub struct Session {
-    conn: Connection,
-    path: PathBuf,
+    pub(super) conn: Connection,
+    pub(super) path: PathBuf,
+    /// What opening the file found and repaired (see [`super::orphans`]).
+    pub(super) repairs: Repairs,
 }
 
 impl Session {
@@ -62,43 +63,31 @@ impl Session {
 
     /// Opens the session database at `path`, creating it if it does not
     /// exist and migrating an older schema.
+    /// Messages left without content blocks are removed on the way (see
+    /// [`Session::repairs`]).
     pub fn open(path: &Path) -> Result<Session> {
-        Ok(Session {
+        let mut session = Session {
             conn: schema::open(path)?,
             path: path.to_path_buf(),
-        })
+            repairs: Repairs::default(),
+        };
+        session.repairs = session.remove_orphans()?;
+        Ok(session)
+    }
+
+    /// What opening the file found and repaired.
+    pub fn repairs(&self) -> &Repairs {
+        &self.repairs
     }
 
     /// The most recently created session in `project_ah_dir`: the `<ulid>.db`
     /// with the highest ULID. Other files (queues, stray names) are ignored
     /// and no database is opened. `None` when there is no session yet.
     pub fn latest(project_ah_dir: &Path) -> Result<Option<PathBuf>> {
-        let dir_err = |source| SessionError::Dir {
-            path: project_ah_dir.to_path_buf(),
-            source,
-        };
-        let entries = match fs::read_dir(project_ah_dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(dir_err(e)),
-        };
-        let mut latest: Option<(Ulid, PathBuf)> = None;
-        for entry in entries {
-            let entry = entry.map_err(dir_err)?;
-            let name = entry.file_name();
-            let Some(ulid) = name
-                .to_str()
-                .and_then(|name| name.strip_suffix(".db"))
-                .and_then(|stem| Ulid::from_string(stem).ok())
-            else {
-                continue;
-            };
-            let path = entry.path();
-            if path.is_file() && latest.as_ref().is_none_or(|(best, _)| ulid > *best) {
-                latest = Some((ulid, path));
-            }
-        }
-        Ok(latest.map(|(_, path)| path))
+        Ok(super::session_files(project_ah_dir)?
+            .into_iter()
+            .next()
+            .map(|file| file.path))
     }
 
     /// The database file.
@@ -311,7 +300,7 @@ impl Session {
             .map_err(|e| self.sql(e))
     }
 
-    fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
+    pub(super) fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
         let rows = self
             .conn
             .prepare_cached(BLOCKS_SQL)
@@ -328,18 +317,18 @@ impl Session {
             .collect()
     }
 
-    fn sql(&self, error: rusqlite::Error) -> SessionError {
+    pub(super) fn sql(&self, error: rusqlite::Error) -> SessionError {
         classify(&self.path, error)
     }
 
-    fn unknown(&self, id: &str) -> SessionError {
+    pub(super) fn unknown(&self, id: &str) -> SessionError {
         SessionError::UnknownMessage {
             path: self.path.clone(),
             id: id.to_string(),
         }
     }
 
-    fn corrupt(&self, reason: String) -> SessionError {
+    pub(super) fn corrupt(&self, reason: String) -> SessionError {
         SessionError::Corrupt {
             path: self.path.clone(),
             reason,
@@ -363,7 +352,7 @@ fn require_message(conn: &Connection, path: &Path, id: &str) -> Result<()> {
     }
 }
 
-fn put_context(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+pub(super) fn put_context(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO context (key, value) VALUES (?1, ?2)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",

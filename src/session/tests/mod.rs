@@ -1,6 +1,7 @@
 //! Behaviour of the session store against real SQLite files in temp dirs.
 
 mod files;
+mod queries;
 mod tree;
 
 use std::path::Path;

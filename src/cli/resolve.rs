@@ -1,0 +1,221 @@
+//! Which session a command works on: `--db PATH`, `--name NAME`,
+//! `-S/--session PREFIX`, `-n/--new` (runs only), else the project's most
+//! recent session. Runs may create the session; the other commands need one
+//! that exists.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use super::safe_text::terminal_safe;
+use super::task::UsageError;
+use crate::session::{NAME_KEY, Session, SessionSummary, list_sessions, session_files};
+
+/// The flags that choose a session; global, so every subcommand takes them.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SessionArgs {
+    /// Use this session database file.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+
+    /// The session named NAME in the project (a run creates it when no
+    /// session has that name).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub name: Option<String>,
+
+    /// The session whose id starts with PREFIX (case-insensitive; `ah
+    /// sessions` lists them).
+    #[arg(short = 'S', long = "session", value_name = "PREFIX", global = true)]
+    pub session: Option<String>,
+}
+
+/// A resolved session: one that exists, or one a run is to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Existing(PathBuf),
+    /// A new session: at `path` (`--db` of a missing file) or as a new
+    /// `<ulid>.db`, named `name` when `--name` asked for it.
+    Create {
+        path: Option<PathBuf>,
+        name: Option<String>,
+    },
+}
+
+impl Target {
+    /// Opens the session, creating it when it is new, and warns about what
+    /// opening it repaired.
+    pub fn open(self, ah_dir: &Path) -> Result<Session> {
+        let session = match self {
+            Target::Existing(path) => Session::open(&path)?,
+            Target::Create { path, name } => {
+                let session = match path {
+                    Some(path) => Session::open(&path)?,
+                    None => Session::create(ah_dir)?,
+                };
+                if let Some(name) = name {
+                    session.set_context(NAME_KEY, &name)?;
+                }
+                session
+            }
+        };
+        warn_repairs(&session);
+        Ok(session)
+    }
+}
+
+/// Resolves the session flags in `ah_dir`. `new` is `-n` (runs only).
+pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
+    let chosen = [
+        args.db.is_some(),
+        args.name.is_some(),
+        args.session.is_some(),
+        new,
+    ];
+    if chosen.iter().filter(|&&c| c).count() > 1 {
+        return Err(UsageError(
+            "--db, --name, -S/--session and -n/--new each choose the session: give only one".into(),
+        )
+        .into());
+    }
+    if let Some(db) = &args.db {
+        return Ok(if db.is_file() {
+            Target::Existing(db.clone())
+        } else {
+            Target::Create {
+                path: Some(db.clone()),
+                name: None,
+            }
+        });
+    }
+    if let Some(prefix) = &args.session {
+        return by_prefix(ah_dir, prefix).map(Target::Existing);
+    }
+    if let Some(name) = &args.name {
+        return by_name(ah_dir, name);
+    }
+    if !new && let Some(latest) = Session::latest(ah_dir)? {
+        return Ok(Target::Existing(latest));
+    }
+    Ok(Target::Create {
+        path: None,
+        name: None,
+    })
+}
+
+/// Opens the session the flags name, which must exist (every command but a
+/// run).
+pub fn open_existing(ah_dir: &Path, args: &SessionArgs) -> Result<Session> {
+    match resolve(ah_dir, args, false)? {
+        target @ Target::Existing(_) => target.open(ah_dir),
+        Target::Create {
+            path: Some(path), ..
+        } => bail!(
+            "session database {} not found: pass the path of an existing session to --db",
+            path.display()
+        ),
+        Target::Create {
+            name: Some(name), ..
+        } => bail!(
+            "no session in {} is named {:?}: `ah sessions` lists them; a run with --name creates one",
+            ah_dir.display(),
+            terminal_safe(&name)
+        ),
+        Target::Create { .. } => bail!("no session in {} yet: run a task first", ah_dir.display()),
+    }
+}
+
+fn by_prefix(ah_dir: &Path, prefix: &str) -> Result<PathBuf> {
+    let wanted = prefix.to_ascii_uppercase();
+    let mut matches: Vec<_> = session_files(ah_dir)?
+        .into_iter()
+        .filter(|file| file.id.to_string().starts_with(&wanted))
+        .collect();
+    match matches.len() {
+        1 => Ok(matches.remove(0).path),
+        0 => Err(UsageError(format!(
+            "no session in {} has an id starting with {:?}: `ah sessions` lists them",
+            ah_dir.display(),
+            terminal_safe(prefix)
+        ))
+        .into()),
+        _ => {
+            let ids: Vec<String> = matches.iter().map(|f| f.id.to_string()).collect();
+            let found: Vec<SessionSummary> = list_sessions(ah_dir)?
+                .into_iter()
+                .filter(|s| ids.contains(&s.id))
+                .collect();
+            Err(UsageError(format!(
+                "{:?} matches {} sessions; give more of the id:\n{}",
+                terminal_safe(prefix),
+                found.len(),
+                listing(&found)
+            ))
+            .into())
+        }
+    }
+}
+
+fn by_name(ah_dir: &Path, name: &str) -> Result<Target> {
+    let named: Vec<SessionSummary> = list_sessions(ah_dir)?
+        .into_iter()
+        .filter(|s| s.name.as_deref() == Some(name))
+        .collect();
+    match named.as_slice() {
+        [] => Ok(Target::Create {
+            path: None,
+            name: Some(name.to_string()),
+        }),
+        [one] => Ok(Target::Existing(ah_dir.join(format!("{}.db", one.id)))),
+        many => bail!(
+            "{} sessions are named {:?}; choose one with -S:\n{}",
+            many.len(),
+            terminal_safe(name),
+            listing(many)
+        ),
+    }
+}
+
+/// One indented line per session: id and the start of its first prompt.
+fn listing(sessions: &[SessionSummary]) -> String {
+    sessions
+        .iter()
+        .map(|s| {
+            let prompt = s.first_prompt.as_deref().unwrap_or("(no prompt)");
+            let line: String = prompt
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect();
+            format!("  {}  {}", s.id, terminal_safe(&line))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Tells the user what opening the session repaired, and what it could not.
+fn warn_repairs(session: &Session) {
+    let repairs = session.repairs();
+    let seqs = |seqs: &[i64]| {
+        seqs.iter()
+            .map(|s| format!("@{s}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !repairs.removed.is_empty() {
+        eprintln!(
+            "note: session {}: removed empty messages {} (left by an interrupted writer or a hand edit)",
+            session.id(),
+            seqs(&repairs.removed)
+        );
+    }
+    if !repairs.kept.is_empty() {
+        eprintln!(
+            "warning: session {}: messages {} have no content but later messages follow them; \
+             the API refuses a conversation through them: fork from an earlier message with `ah @N \"prompt\"`",
+            session.id(),
+            seqs(&repairs.kept)
+        );
+    }
+}

@@ -1,0 +1,167 @@
+//! The project-level and changing session commands: `ah sessions`,
+//! `ah usage`, `ah checkout @N`, `ah branch rm @N`.
+
+use std::collections::BTreeMap;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::super::EXIT_OK;
+use super::super::queue::claim_exclusive;
+use super::super::safe_text::terminal_safe;
+use super::super::task::UsageError;
+use super::message;
+use super::summary::row;
+use crate::session::{
+    BranchRemoval, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
+};
+
+/// `ah sessions`: one line per session, newest first.
+pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
+    let sessions = list_sessions(ah_dir)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&sessions).context("cannot encode the session list")?
+        );
+        return Ok(EXIT_OK);
+    }
+    if sessions.is_empty() {
+        eprintln!("no sessions yet in {}", ah_dir.display());
+    }
+    // Thousands of lines: one buffer, not one write per line.
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for s in &sessions {
+        let created: String = s
+            .created_at
+            .chars()
+            .take(16)
+            .collect::<String>()
+            .replace('T', " ");
+        let name = s
+            .name
+            .as_deref()
+            .map_or(String::new(), |n| format!("[{}] ", terminal_safe(n)));
+        let prompt = s.first_prompt.as_deref().unwrap_or_default();
+        let prompt: String = prompt
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(60)
+            .collect();
+        writeln!(
+            out,
+            "{}  {created}  {:>5} msgs  {:>9} in  {:>8} out  {name}{}",
+            s.id,
+            s.messages,
+            s.input_tokens,
+            s.output_tokens,
+            terminal_safe(&prompt)
+        )
+        .context("cannot print the session list")?;
+    }
+    out.flush().context("cannot print the session list")?;
+    Ok(EXIT_OK)
+}
+
+/// `ah usage`: tokens by model in one session.
+pub fn usage(session: &Session) -> Result<i32> {
+    println!("session {}", session.id());
+    print_usage(&session.usage_by_model()?);
+    Ok(EXIT_OK)
+}
+
+/// `ah usage --all`: tokens by model over every session of the project.
+pub fn usage_all(ah_dir: &Path) -> Result<i32> {
+    let files = session_files(ah_dir)?;
+    let mut by_model: BTreeMap<Option<String>, ModelUsage> = BTreeMap::new();
+    for file in &files {
+        let usages = Session::open(&file.path).and_then(|session| session.usage_by_model());
+        let usages = match usages {
+            Ok(usages) => usages,
+            Err(err) => {
+                eprintln!("warning: skipped: {err}");
+                continue;
+            }
+        };
+        for usage in usages {
+            let total = by_model.entry(usage.model.clone()).or_insert(ModelUsage {
+                model: usage.model.clone(),
+                answers: 0,
+                input_tokens: 0,
+                output_tokens: 0,
+            });
+            total.answers += usage.answers;
+            total.input_tokens += usage.input_tokens;
+            total.output_tokens += usage.output_tokens;
+        }
+    }
+    println!("{} sessions in {}", files.len(), ah_dir.display());
+    let mut totals: Vec<ModelUsage> = by_model.into_values().collect();
+    totals.sort_by_key(|u| std::cmp::Reverse(u.output_tokens));
+    print_usage(&totals);
+    Ok(EXIT_OK)
+}
+
+fn print_usage(rows: &[ModelUsage]) {
+    let line = |model: &str, answers: u64, input: u64, output: u64| {
+        println!("{model:<32} {answers:>7} answers {input:>12} in {output:>10} out");
+    };
+    for usage in rows {
+        let model = usage.model.as_deref().unwrap_or("(no model recorded)");
+        line(
+            &terminal_safe(model),
+            usage.answers,
+            usage.input_tokens,
+            usage.output_tokens,
+        );
+    }
+    line(
+        "total",
+        rows.iter().map(|u| u.answers).sum(),
+        rows.iter().map(|u| u.input_tokens).sum(),
+        rows.iter().map(|u| u.output_tokens).sum(),
+    );
+}
+
+/// `ah checkout @N`: the next prompt goes under @N, and the next run's
+/// files start from @N's point (`workspace_at`).
+pub fn checkout(session: &Session, seq: i64) -> Result<i32> {
+    // Not under a live ah; held until the head is moved.
+    let _lock = claim_exclusive(session, false)?;
+    let target = message(session, seq)?;
+    session.set_head(&target.id)?;
+    session.set_context(WORKSPACE_AT_KEY, &target.id)?;
+    println!("head is now {}", row(&target));
+    println!("the next prompt continues from @{seq}: ah \"…\"");
+    Ok(EXIT_OK)
+}
+
+/// `ah branch rm @N`: removes @N and everything under it.
+pub fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<i32> {
+    // Not under a live ah; held until the branch is gone.
+    let _lock = claim_exclusive(session, false)?;
+    let target = message(session, seq)?;
+    match session.remove_branch(&target.id, force)? {
+        BranchRemoval::HeadInside { head_seq } => Err(UsageError(format!(
+            "the head (@{head_seq}) is in the branch from @{seq}: check out another message first \
+             (ah checkout @N), or pass --force to move the head to @{seq}'s parent"
+        ))
+        .into()),
+        BranchRemoval::Removed {
+            seqs,
+            head_moved_to,
+        } => {
+            let list: Vec<String> = seqs.iter().map(|s| format!("@{s}")).collect();
+            println!("removed {} messages: {}", seqs.len(), list.join(", "));
+            match head_moved_to {
+                Some(Some(parent)) => println!("head moved to @{parent}"),
+                Some(None) => println!("head cleared: no message is left above the branch"),
+                None => {}
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}

@@ -59,6 +59,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 
+    /// Start from the project's current files even when the conversation was
+    /// forked or checked out at an earlier point (whose files are otherwise
+    /// restored).
+    #[arg(long)]
+    pub no_restore: bool,
+
     /// Print the run's events as JSON lines on stdout (and nothing else on
     /// stdout); human messages stay on stderr. Implies --review never unless
     /// --review auto is given.
@@ -230,7 +236,10 @@ pub enum Command {
         force: bool,
     },
     /// List the project's runs, newest first.
-    Runs,
+    Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
+    },
     /// Summarise the session's conversation now: later requests carry the
     /// summary and the most recent messages (the session keeps everything).
     Compact {
@@ -251,6 +260,24 @@ pub enum Command {
     Image {
         #[command(subcommand)]
         action: ImageAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsAction {
+    /// Remove old run directories (patch, steps, shadow repo), never a live
+    /// run. A forked conversation cannot restore the files of a pruned run.
+    Prune {
+        /// Remove only runs started longer ago than this (e.g. 14d, 12h, 30m, 2w).
+        #[arg(long, value_name = "AGE", default_value = super::prune::DEFAULT_AGE,
+              value_parser = super::prune::parse_age)]
+        older_than: std::time::Duration,
+        /// Keep the newest N runs whatever their age.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        keep: usize,
+        /// Show what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

@@ -9,15 +9,17 @@ mod commands;
 mod compact;
 mod display;
 mod output;
+mod prune;
 mod review;
 mod safe_text;
 mod sandbox_setup;
 mod task;
+mod time_travel;
 
 use clap::Parser;
 
 use crate::sandbox::image::ImageSource;
-use args::{Cli, Command, ImageAction};
+use args::{Cli, Command, ImageAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
 pub const EXIT_OK: i32 = 0;
@@ -61,7 +63,22 @@ pub fn main() -> i32 {
                 no_commit,
                 force,
             }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
-            Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Runs {
+                action:
+                    Some(RunsAction::Prune {
+                        older_than,
+                        keep,
+                        dry_run,
+                    }),
+            }) => prune::runs_prune(
+                cli.run.project.as_deref(),
+                crate::sandbox::rundir::prune::PruneOptions {
+                    older_than,
+                    keep,
+                    dry_run,
+                },
+            ),
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
             }

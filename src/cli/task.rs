@@ -18,6 +18,7 @@ use super::args::{ReviewMode, RunArgs};
 use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits, podman_preflight};
+use super::time_travel;
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
@@ -150,6 +151,7 @@ async fn run_in_session(
     } = setup;
     let review_mode = *review_mode;
     let dir = RunDir::create(ah_dir)?;
+    let _live = dir.hold_live()?;
     let started_at = SystemTime::now();
     eprintln!(
         "run {} ({} backend, model {})",
@@ -157,7 +159,8 @@ async fn run_in_session(
         args.backend.as_str(),
         model.id
     );
-    let (shadow, baseline) = Run::prepare(project, &dir)?;
+    let (start, restored) =
+        time_travel::prepare_files(session, args.no_restore, project, ah_dir, &dir)?;
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
         BackendKind::Podman => {
@@ -174,8 +177,7 @@ async fn run_in_session(
     };
     let mut run = Run::attach(
         dir,
-        shadow,
-        baseline,
+        start,
         backend,
         policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
@@ -187,9 +189,10 @@ async fn run_in_session(
     let parent = session.head()?;
     let mut prompt_blocks = vec![BlockRecord::from(Block::Text { text: task.clone() })];
     if parent.is_some() {
-        prompt_blocks.push(BlockRecord::from(Block::Text {
-            text: NEW_RUN_NOTE.to_string(),
-        }));
+        let note = restored
+            .as_ref()
+            .map_or_else(|| NEW_RUN_NOTE.to_string(), time_travel::restored_note);
+        prompt_blocks.push(BlockRecord::from(Block::Text { text: note }));
     }
     let user = session.append(
         parent.as_deref(),
@@ -252,6 +255,7 @@ async fn run_in_session(
     );
     manifest.image = (args.backend == BackendKind::Podman).then(|| image.clone());
     manifest.session_db = Some(session.path().display().to_string());
+    manifest.restored_from = restored;
     manifest.started_at = crate::session::format_rfc3339(started_at);
     fill_manifest(&mut manifest, &result);
     for warning in &result.warnings {

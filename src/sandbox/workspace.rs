@@ -30,7 +30,7 @@ use std::thread;
 const MAX_THREADS: usize = 4;
 
 /// Top-level names never copied into the work directory.
-const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
+pub(super) const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
 
 /// What a copy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -67,6 +67,35 @@ pub enum WorkspaceError {
 
 /// Copies `project` into `work`, which must not exist yet or be empty.
 pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceError> {
+    copy_dir(project, work, &EXCLUDED_TOP_LEVEL)
+}
+
+/// Copies the folder `from` into `to` (which must not exist yet or be
+/// empty) as [`copy_project`] does, but whole: for a part of a project
+/// copied on its own, where a top-level `.git` is the content of a nested
+/// repository.
+pub fn copy_folder(from: &Path, to: &Path) -> Result<CopyStats, WorkspaceError> {
+    copy_dir(from, to, &[])
+}
+
+/// Copies one file or symbolic link of a project to `to` (which must not
+/// exist) as [`copy_project`] would; other kinds of file are skipped.
+pub fn copy_entry(from: &Path, to: &Path, kind: FileType) -> Result<CopyStats, WorkspaceError> {
+    let mut stats = CopyStats::default();
+    if kind.is_symlink() {
+        copy_link(from, to)?;
+        stats.symlinks = 1;
+    } else if kind.is_file() {
+        stats.bytes = copy_file(from, to)?;
+        stats.files = 1;
+    } else {
+        stats.skipped = 1;
+    }
+    Ok(stats)
+}
+
+/// Copies `project` into `work`, leaving out the top-level names `excluded`.
+fn copy_dir(project: &Path, work: &Path, excluded: &[&str]) -> Result<CopyStats, WorkspaceError> {
     let root_meta = fs::metadata(project).map_err(|source| WorkspaceError::Read {
         path: project.to_path_buf(),
         source,
@@ -80,7 +109,7 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
     // Directory modes are applied last, deepest first, so that a read-only
     // directory can still be filled.
     let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
-    let folders = create_folders(project, work, &mut stats, &mut dir_modes)?;
+    let folders = create_folders(project, work, excluded, &mut stats, &mut dir_modes)?;
 
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -126,10 +155,12 @@ struct Folder {
 
 /// Walks the project, creating every folder in the work copy (counted in
 /// `stats`, with its mode pushed to `dir_modes`) and listing what each one
-/// holds; sockets, fifos and device files are counted and left out.
+/// holds; sockets, fifos and device files are counted and left out, and so
+/// are the top-level names `excluded`.
 fn create_folders(
     project: &Path,
     work: &Path,
+    excluded: &[&str],
     stats: &mut CopyStats,
     dir_modes: &mut Vec<(PathBuf, u32)>,
 ) -> Result<Vec<Folder>, WorkspaceError> {
@@ -145,7 +176,7 @@ fn create_folders(
         for entry in fs::read_dir(&src_dir).map_err(read_err)? {
             let entry = entry.map_err(read_err)?;
             let name = entry.file_name();
-            if top_level && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
+            if top_level && excluded.iter().any(|x| name == *x) {
                 continue;
             }
             // The entry's own type: symbolic links are not followed.

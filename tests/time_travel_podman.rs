@@ -1,6 +1,7 @@
 //! Time travel in the podman sandbox: a run forked after step 1 of an
 //! earlier run sees that step's files at `/work` inside the container, and
-//! its patch applies to the host. Skipped only when podman is absent and
+//! its patch applies to the host; a run whose sandbox cannot start leaves
+//! the fork point for the next attempt. Skipped only when podman is absent and
 //! `AH_REQUIRE_PODMAN` is unset (see `support::podman`).
 
 mod support;
@@ -52,7 +53,25 @@ fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
     let out = ah(&first, "never", "first");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let first_run = host.run();
-    fork_at(&db, &result_message(&db, "toolu_1"));
+    let fork_point = result_message(&db, "toolu_1");
+    fork_at(&db, &fork_point);
+
+    // A run whose sandbox cannot start leaves the fork point for the next.
+    let unused = MockServer::start(Vec::new());
+    let out = host
+        .ah(&unused.url())
+        .arg("--db")
+        .arg(&db)
+        .args(["--runtime", "/bin/false", "--review", "never", "second"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("files restored from run"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(context(&db, "workspace_at"), Some(fork_point));
 
     let second = MockServer::start(script(vec![
         bash("pwd; cat /work/a.txt /work/build/cache.txt; ls /work"),

@@ -71,14 +71,7 @@ pub fn main() -> i32 {
                         keep,
                         dry_run,
                     }),
-            }) => prune::runs_prune(
-                cli.run.project.as_deref(),
-                crate::sandbox::rundir::prune::PruneOptions {
-                    older_than,
-                    keep,
-                    dry_run,
-                },
-            ),
+            }) => prune::runs_prune(cli.run.project.as_deref(), older_than, keep, dry_run),
             Some(Command::Compact { db, model }) => {
                 compact::compact(cli.run.project.as_deref(), db.as_deref(), model.as_deref()).await
             }

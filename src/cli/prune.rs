@@ -14,8 +14,18 @@ use crate::sandbox::rundir::prune::{PruneOptions, prune};
 /// The age `--older-than` takes by default.
 pub const DEFAULT_AGE: &str = "14d";
 
-pub fn runs_prune(project: Option<&Path>, options: PruneOptions) -> Result<i32> {
+pub fn runs_prune(
+    project: Option<&Path>,
+    older_than: Duration,
+    keep: usize,
+    dry_run: bool,
+) -> Result<i32> {
     let project = project_dir(project)?;
+    let options = PruneOptions {
+        older_than,
+        keep,
+        dry_run,
+    };
     let report = prune(&project.join(".ah"), options, SystemTime::now())?;
     let verb = if options.dry_run {
         "would remove"
@@ -26,7 +36,7 @@ pub fn runs_prune(project: Option<&Path>, options: PruneOptions) -> Result<i32> 
         println!("{verb} run {}  {}", run.id, size(run.bytes));
     }
     for id in &report.live {
-        println!("kept run {id}: it is live (an ah process is running it)");
+        println!("kept run {id}: it is live (an ah process is running it, or it is starting)");
     }
     for (id, why) in &report.failed {
         println!("could not remove run {id}: {why}");

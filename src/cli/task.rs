@@ -200,6 +200,7 @@ async fn run_in_session(
         &prompt_blocks,
         &MessageMeta::default(),
     )?;
+    time_travel::started(session)?;
     let config = AgentConfig {
         model: model.clone(),
         system: prompt::system_prompt(ah_dir, workspace)?,

@@ -2,7 +2,9 @@
 //! conversation was forked or checked out at an earlier message (session
 //! context `workspace_at`), the files as they were at that message (see
 //! `agent::time_travel` for which step that is, and `sandbox::restore` for
-//! how the work copy is made). The key is removed once it has been used.
+//! how the work copy is made). The key is removed once the run has started
+//! (its prompt is stored), so a run that fails before that, e.g. because the
+//! sandbox cannot start, leaves the fork point for the next attempt.
 
 use std::path::Path;
 
@@ -29,7 +31,6 @@ pub(super) fn prepare_files(
     };
     if no_restore {
         let start = Run::prepare(project, dir)?;
-        session.remove_context(WORKSPACE_AT)?;
         eprintln!("files: the project's current files (--no-restore)");
         return Ok((start, None));
     }
@@ -42,7 +43,6 @@ pub(super) fn prepare_files(
     let at = files_at(session, &message_id).map_err(|e| discard(e.into()))?;
     let Some(step) = at.step else {
         let start = Run::prepare(project, dir)?;
-        session.remove_context(WORKSPACE_AT)?;
         eprintln!(
             "files: the project's current files (no tool ran before message @{})",
             at.message_seq
@@ -68,7 +68,6 @@ pub(super) fn prepare_files(
         }
         Err(err) => return Err(discard(err.into())),
     };
-    session.remove_context(WORKSPACE_AT)?;
     eprintln!(
         "files restored from run {} step {} (message @{})",
         step.run_id, step.step, at.message_seq
@@ -81,6 +80,11 @@ pub(super) fn prepare_files(
         message_seq: at.message_seq,
     };
     Ok((start, Some(restored)))
+}
+
+/// Marks the fork point as used: the run that started from it is under way.
+pub(super) fn started(session: &Session) -> Result<()> {
+    Ok(session.remove_context(WORKSPACE_AT)?)
 }
 
 /// Told to the model when a session continues in a run whose files were

@@ -121,6 +121,49 @@ async fn the_step_files_and_the_projects_unrecorded_files_make_the_work_copy() {
 }
 
 #[tokio::test]
+async fn a_run_restored_from_a_restored_run_needs_neither_earlier_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    project(root);
+    let ah = root.join(".ah");
+    let (first_id, first_baseline, step_one) = earlier_run(root).await;
+    let source = Source {
+        run_id: &first_id,
+        commit: &step_one,
+    };
+    let middle = RunDir::create(&ah).unwrap();
+    let start = restore(root, &ah, &middle, source).unwrap();
+    let policy = Policy::load(root, None, &[], &[]).unwrap();
+    let backend = Box::new(NoneBackend::new(middle.work_dir()));
+    let mut run = Run::attach(
+        middle.clone(),
+        start,
+        backend,
+        policy,
+        artifacts::DEFAULT_MAX_BYTES,
+    );
+    let step = run
+        .tool_step("bash", &json!({"command": "echo middle >> a.txt"}))
+        .await;
+    run.finish().await.unwrap();
+    fs::remove_dir_all(ah.join("runs").join(&first_id)).unwrap();
+
+    let last = RunDir::create(&ah).unwrap();
+    let middle_id = middle.id().to_string();
+    let source = Source {
+        run_id: &middle_id,
+        commit: &step.head,
+    };
+    let start = restore(root, &ah, &last, source).unwrap();
+    assert_eq!(start.baseline, first_baseline);
+    fs::remove_dir_all(middle.path()).unwrap();
+    assert_eq!(read(&last.work_dir(), "a.txt"), "one\nmiddle\n");
+    let info = patch::session_patch(&start.shadow, start.baseline, start.head).unwrap();
+    let text = String::from_utf8(info.text).unwrap();
+    assert!(text.contains("+one") && text.contains("+middle"), "{text}");
+}
+
+#[tokio::test]
 async fn a_pruned_run_is_reported_as_pruned() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();

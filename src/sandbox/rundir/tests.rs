@@ -150,6 +150,13 @@ fn full_manifest(run: &RunDir) -> Manifest {
     manifest.session_db = Some(".ah/01ABC.db".into());
     manifest.baseline = Some("1".repeat(40));
     manifest.head = Some("2".repeat(40));
+    manifest.restored_from = Some(RestoredFrom {
+        run_id: "01HZY8J5Q8W3V4N1T2C6B7D9EF".into(),
+        step: 3,
+        commit: "3".repeat(40),
+        message_id: "01HZY8J5Q8W3V4N1T2C6B7D9EG".into(),
+        message_seq: 9,
+    });
     manifest.finished_at = Some(crate::session::format_rfc3339(std::time::SystemTime::now()));
     manifest.steps = 7;
     manifest.violations = vec![ViolationRecord {

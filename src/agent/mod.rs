@@ -17,6 +17,7 @@ pub mod loop_detect;
 pub mod prompt;
 mod request;
 mod step;
+pub mod time_travel;
 
 pub use abort::{AbortHandle, AbortSignal, abort_channel};
 pub use emit::record_event;

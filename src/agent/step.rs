@@ -45,7 +45,11 @@ pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Ev
 }
 
 /// The stored tool result: what the model was told, the full output, and
-/// where the step lives on disk.
+/// where the step lives on disk. `details` names the run and the step, the
+/// step's own commit (`null` when it changed nothing or was undone), and
+/// `head`, the run's last accepted commit after the step: the state of the
+/// files at this point of the conversation, which is what time travel
+/// restores (see [`super::time_travel`]).
 pub(super) fn result_record(
     id: &str,
     name: &str,
@@ -61,6 +65,7 @@ pub(super) fn result_record(
         "run_id": run_id,
         "step": outcome.step,
         "commit": outcome.commit,
+        "head": outcome.head,
         "exit_code": out.exit_code,
         "tool": out.details,
         "violation": outcome.violation,

@@ -96,6 +96,12 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "json")]
     pub wait: bool,
 
+    /// Start from the project's current files even when the conversation was
+    /// forked or checked out at an earlier point (whose files are otherwise
+    /// restored).
+    #[arg(long)]
+    pub no_restore: bool,
+
     /// Print the run's events as JSON lines on stdout (and nothing else on
     /// stdout); human messages stay on stderr. Implies --review never unless
     /// --review auto is given.
@@ -306,7 +312,10 @@ pub enum Command {
         run: Box<RunArgs>,
     },
     /// List the project's runs, newest first.
-    Runs,
+    Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
+    },
     /// Print the merged configuration: every key, its value, and where the
     /// value came from (default, a config file, an AH_* variable, or -c).
     Config,
@@ -335,6 +344,24 @@ pub enum Command {
     Image {
         #[command(subcommand)]
         action: ImageAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsAction {
+    /// Remove old run directories (patch, steps, shadow repo), never a live
+    /// run. A forked conversation cannot restore the files of a pruned run.
+    Prune {
+        /// Remove only runs started longer ago than this (e.g. 14d, 12h, 30m, 2w).
+        #[arg(long, value_name = "AGE", default_value = super::prune::DEFAULT_AGE,
+              value_parser = super::prune::parse_age)]
+        older_than: std::time::Duration,
+        /// Keep the newest N runs whatever their age.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        keep: usize,
+        /// Show what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 

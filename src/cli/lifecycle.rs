@@ -17,34 +17,54 @@ use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits};
 use super::task::RunSetup;
+use super::time_travel;
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::prompt::Workspace;
 use crate::agent::{AbortSignal, Event, abort_channel, record_event};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::rundir::{Manifest, ReviewRecord, RunDir};
+use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
 use crate::sandbox::{Backend, BackendKind, podman};
 use crate::session::Session;
 use crate::session::queue::SessionLock;
 
-/// Makes the run directory, copies the project, takes the baseline and
-/// starts the sandbox. With `read_only_sandbox`, the podman backend also
-/// gets a second container that mounts `/work` read-only, for steps whose
-/// rules make `/work` read-only (the none backend has no such mount: its
-/// read-only steps are undone when they change anything).
+/// A run that has started, and what the end of the run needs of its start.
+pub(super) struct Started {
+    pub(super) run: Run,
+    /// Where the files came from, when a fork point's were restored.
+    pub(super) restored: Option<RestoredFrom>,
+    /// Held while the run is live, so `ah runs prune` leaves it alone.
+    pub(super) live: LiveLock,
+}
+
+/// Makes the run directory, prepares the work copy and the baseline (the
+/// project's files, or those of the session's fork point: see
+/// `time_travel`) and starts the sandbox. With `read_only_sandbox`, the
+/// podman backend also gets a second container that mounts `/work`
+/// read-only, for steps whose rules make `/work` read-only (the none
+/// backend has no such mount: its read-only steps are undone when they
+/// change anything).
 pub(super) async fn start_run(
     args: &RunArgs,
     setup: &RunSetup,
+    session: &Session,
     read_only_sandbox: bool,
-) -> Result<Run> {
+) -> Result<Started> {
     let dir = RunDir::create(&setup.ah_dir)?;
+    let live = dir.hold_live()?;
     eprintln!(
         "run {} ({} backend, model {})",
         dir.id(),
         args.backend.as_str(),
         setup.model_name
     );
-    let (shadow, baseline) = Run::prepare(&setup.project, &dir)?;
+    let (start, restored) = time_travel::prepare_files(
+        session,
+        args.no_restore,
+        &setup.project,
+        &setup.ah_dir,
+        &dir,
+    )?;
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
         BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false).await?),
@@ -55,8 +75,7 @@ pub(super) async fn start_run(
     };
     let mut run = Run::attach(
         dir,
-        shadow,
-        baseline,
+        start,
         backend,
         setup.policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
@@ -69,7 +88,11 @@ pub(super) async fn start_run(
         args.bash_timeout
             .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
     );
-    Ok(run)
+    Ok(Started {
+        run,
+        restored,
+        live,
+    })
 }
 
 /// The run's container; the read-only one is `ah-<run>-ro`.
@@ -163,6 +186,7 @@ pub(super) struct Ending<'a> {
     pub(super) args: &'a RunArgs,
     pub(super) setup: &'a RunSetup,
     pub(super) started_at: SystemTime,
+    pub(super) restored: Option<RestoredFrom>,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -178,6 +202,7 @@ pub(super) async fn finish_run(
         args,
         setup,
         started_at,
+        restored,
     } = ending;
     let review_mode = setup.review_mode;
     let run_dir = run.dir().clone();
@@ -200,6 +225,7 @@ pub(super) async fn finish_run(
             .to_string()
     });
     manifest.session_db = Some(session.path().display().to_string());
+    manifest.restored_from = restored.clone();
     manifest.started_at = crate::session::format_rfc3339(*started_at);
     fill_manifest(&mut manifest, &result);
     for warning in &result.warnings {

@@ -14,6 +14,7 @@ mod model;
 mod network;
 mod output;
 mod prompt_setup;
+mod prune;
 mod queue;
 mod resolve;
 mod review;
@@ -23,12 +24,13 @@ mod sandbox_setup;
 mod sessions;
 mod start;
 mod task;
+mod time_travel;
 mod work;
 
 use clap::{CommandFactory, FromArgMatches};
 
 use crate::sandbox::image::ImageSource;
-use args::{Cli, Command, ImageAction};
+use args::{Cli, Command, ImageAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
 pub const EXIT_OK: i32 = 0;
@@ -90,10 +92,18 @@ pub fn main() -> i32 {
                 let sub = matches.subcommand_matches("work").unwrap_or(&matches);
                 work::work(*run, sub, issue, max_rounds).await
             }
+            Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
+            Some(Command::Runs {
+                action:
+                    Some(RunsAction::Prune {
+                        older_than,
+                        keep,
+                        dry_run,
+                    }),
+            }) => prune::runs_prune(cli.run.project.as_deref(), older_than, keep, dry_run),
             Some(Command::Session(command)) => {
                 sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
             }
-            Some(Command::Runs) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Config) => {
                 commands::config(cli.run.project.as_deref(), &cli.run.overrides)
             }

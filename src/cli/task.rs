@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
-use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run, workspace_of};
+use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run, workspace_of};
 use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
@@ -21,6 +21,7 @@ use super::queue::{Claim, claim_exclusive, claim_for_run, report_dropped};
 use super::resolve::{self, Target};
 use super::sandbox_setup::podman_preflight;
 use super::start::{Begin, enter, plan, position, split_prompt};
+use super::time_travel;
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
@@ -203,7 +204,11 @@ async fn run_in_session(
         ..
     } = setup;
     let started_at = SystemTime::now();
-    let mut run = start_run(args, setup, false).await?;
+    let Started {
+        mut run,
+        restored,
+        live: _live,
+    } = start_run(args, setup, session, false).await?;
 
     // A session left mid-turn by a crash gets its missing tool results first.
     let parent = position(session)?;
@@ -216,9 +221,10 @@ async fn run_in_session(
                 .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
                 .collect();
             if parent.is_some() {
-                prompt_blocks.push(BlockRecord::from(Block::Text {
-                    text: NEW_RUN_NOTE.to_string(),
-                }));
+                let note = restored
+                    .as_ref()
+                    .map_or_else(|| NEW_RUN_NOTE.to_string(), time_travel::restored_note);
+                prompt_blocks.push(BlockRecord::from(Block::Text { text: note }));
             }
             let user = session.append(
                 parent.as_deref(),
@@ -229,6 +235,7 @@ async fn run_in_session(
             user.id
         }
     };
+    time_travel::started(session)?;
     let config = AgentConfig {
         model: model.clone(),
         system: prompts.system.clone(),
@@ -282,6 +289,7 @@ async fn run_in_session(
         args,
         setup,
         started_at,
+        restored,
     };
     finish_run(run, end, &ending, session, output).await
 }

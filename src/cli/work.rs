@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow};
 use ulid::Ulid;
 
 use super::args::RunArgs;
-use super::lifecycle::{Ending, RunEnd, SignalWatch, finish_run, start_run};
+use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run};
 use super::output::Output;
 use super::queue::{claim_exclusive, report_dropped};
 use super::task::{RunSetup, UsageError, settle};
@@ -96,7 +96,11 @@ async fn work_in_session(
     max_rounds: u32,
 ) -> Result<i32> {
     let started_at = SystemTime::now();
-    let mut run = start_run(args, setup, true).await?;
+    let Started {
+        mut run,
+        restored,
+        live: _live,
+    } = start_run(args, setup, session, true).await?;
     eprintln!("work session {}", session.path().display());
     let config = WorkConfig {
         // The issue as the prompt setup left it (`/` commands and
@@ -148,6 +152,7 @@ async fn work_in_session(
         args,
         setup,
         started_at,
+        restored,
     };
     finish_run(run, end, &ending, session, output).await
 }

@@ -1,6 +1,7 @@
 //! Where the model's commands run and what happens to their effects: backends
 //! (podman, none), the work copy of the project, shadow-git steps, the write
-//! policy, the session patch, the host apply, artifacts and the run directory.
+//! policy, the session patch, the host apply, artifacts, the run directory,
+//! and work copies restored from an earlier run's step.
 
 pub mod apply;
 pub mod artifacts;
@@ -12,6 +13,7 @@ pub mod none;
 pub mod patch;
 pub mod podman;
 pub mod policy;
+pub mod restore;
 pub mod review;
 pub mod run;
 pub mod rundir;

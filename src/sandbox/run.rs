@@ -55,6 +55,11 @@ pub struct StepOutcome {
     pub duration_ms: u64,
     /// The step's commit in the shadow repo, when it changed files and stood.
     pub commit: Option<String>,
+    /// The run's last accepted commit once the step is over: the step's own
+    /// commit when it stood, else the commit before it (a step that changed
+    /// nothing or was undone leaves the files as they were). This is the
+    /// state of the files at this point of the conversation.
+    pub head: String,
     pub changes: Vec<Change>,
     /// The violation report, when the step broke the policy and was undone.
     pub violation: Option<String>,
@@ -91,6 +96,16 @@ pub struct RunResult {
     pub egress: Vec<EgressDecision>,
 }
 
+/// Where a prepared run starts: its shadow repo, the baseline its patch is
+/// taken against, and the commit its work copy holds (the baseline, unless
+/// the files were restored from an earlier run's step).
+#[derive(Debug)]
+pub struct Start {
+    pub shadow: ShadowRepo,
+    pub baseline: Oid,
+    pub head: Oid,
+}
+
 /// A prepared run, ready for tool steps.
 pub struct Run {
     dir: RunDir,
@@ -117,8 +132,9 @@ pub struct Run {
 impl Run {
     /// Copies `project` into the run's work directory and takes the baseline
     /// commit. The backend is started afterwards by the caller (it needs the
-    /// work directory) and handed to [`Run::attach`].
-    pub fn prepare(project: &Path, dir: &RunDir) -> Result<(ShadowRepo, Oid), RunError> {
+    /// work directory) and handed to [`Run::attach`]. (A run that starts
+    /// from an earlier run's files is prepared by [`super::restore`].)
+    pub fn prepare(project: &Path, dir: &RunDir) -> Result<Start, RunError> {
         workspace::copy_project(project, &dir.work_dir())
             .map_err(|e| RunError::Copy(e.to_string()))?;
         let shadow = ShadowRepo::init(&dir.shadow_dir(), &dir.work_dir())
@@ -126,27 +142,30 @@ impl Run {
         let baseline = shadow
             .baseline()
             .map_err(|e| RunError::Shadow(e.to_string()))?;
-        Ok((shadow, baseline))
+        Ok(Start {
+            shadow,
+            baseline,
+            head: baseline,
+        })
     }
 
     /// Assembles a run from its prepared parts.
     pub fn attach(
         dir: RunDir,
-        shadow: ShadowRepo,
-        baseline: Oid,
+        start: Start,
         backend: Box<dyn Backend>,
         policy: Policy,
         artifact_cap: u64,
     ) -> Run {
         Run {
             dir,
-            shadow,
+            shadow: start.shadow,
             backend,
             read_only_backend: None,
             rules: StepRules::default(),
             policy,
-            baseline,
-            head: baseline,
+            baseline: start.baseline,
+            head: start.head,
             steps: 0,
             violations: Vec::new(),
             artifact_cap,
@@ -242,6 +261,7 @@ impl Run {
             output: ToolOutput::error(String::new()),
             duration_ms,
             commit: None,
+            head: String::new(),
             changes: Vec::new(),
             violation: None,
             egress: self.backend.take_egress(),
@@ -250,6 +270,7 @@ impl Run {
             self.commit_step(step, name, &mut output, &mut outcome);
         }
         outcome.output = output;
+        outcome.head = self.head.to_string();
         let record = StepRecord {
             step,
             tool: name.to_string(),
@@ -258,6 +279,7 @@ impl Run {
             is_error: outcome.output.is_error,
             duration_ms,
             commit: outcome.commit.clone(),
+            head: Some(outcome.head.clone()),
             changed: outcome.changes.clone(),
         };
         if let Err(err) = self.dir.write_step(

@@ -2,11 +2,16 @@
 //! step records, violations, manifest, patch, artifacts and shadow repo. This
 //! module owns the names and formats of those files (an on-disk contract that
 //! `ah runs` and later tools read back) and makes sure the host repository
-//! never sees `.ah/`.
+//! never sees `.ah/`. Run directories stay after the run (a forked
+//! conversation restores its files from their shadow repos) until
+//! `ah runs prune` removes them.
 
+mod live;
 mod manifest;
+pub mod prune;
 
-pub use manifest::{Manifest, PatchStats, ReviewRecord, ViolationRecord};
+pub use live::{LiveLock, Liveness};
+pub use manifest::{Manifest, PatchStats, RestoredFrom, ReviewRecord, ViolationRecord};
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -59,6 +64,11 @@ pub struct StepRecord {
     pub duration_ms: u64,
     /// The shadow commit of the step (hex), if the step committed anything.
     pub commit: Option<String>,
+    /// The run's last accepted commit after the step (hex): the files as
+    /// they stood once the step was over, whether or not it changed any.
+    /// `None` only in records written before ah kept it.
+    #[serde(default)]
+    pub head: Option<String>,
     pub changed: Vec<Change>,
 }
 

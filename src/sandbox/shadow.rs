@@ -26,6 +26,7 @@
 mod baseline;
 mod links;
 mod pack;
+mod restore;
 mod revert;
 mod stage;
 #[cfg(test)]

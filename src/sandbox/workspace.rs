@@ -30,7 +30,7 @@ use std::thread;
 const MAX_THREADS: usize = 4;
 
 /// Top-level names never copied into the work directory.
-const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
+pub(super) const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
 
 /// What a copy did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -67,6 +67,35 @@ pub enum WorkspaceError {
 
 /// Copies `project` into `work`, which must not exist yet or be empty.
 pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceError> {
+    copy_dir(project, work, &EXCLUDED_TOP_LEVEL)
+}
+
+/// Copies the folder `from` into `to` (which must not exist yet or be
+/// empty) as [`copy_project`] does, but whole: for a part of a project
+/// copied on its own, where a top-level `.git` is the content of a nested
+/// repository.
+pub fn copy_folder(from: &Path, to: &Path) -> Result<CopyStats, WorkspaceError> {
+    copy_dir(from, to, &[])
+}
+
+/// Copies one file or symbolic link of a project to `to` (which must not
+/// exist) as [`copy_project`] would; other kinds of file are skipped.
+pub fn copy_entry(from: &Path, to: &Path, kind: FileType) -> Result<CopyStats, WorkspaceError> {
+    let mut stats = CopyStats::default();
+    if kind.is_symlink() {
+        copy_link(from, to)?;
+        stats.symlinks = 1;
+    } else if kind.is_file() {
+        stats.bytes = copy_file(from, to)?;
+        stats.files = 1;
+    } else {
+        stats.skipped = 1;
+    }
+    Ok(stats)
+}
+
+/// Copies `project` into `work`, leaving out the top-level names `excluded`.
+fn copy_dir(project: &Path, work: &Path, excluded: &[&str]) -> Result<CopyStats, WorkspaceError> {
     let root_meta = fs::metadata(project).map_err(|source| WorkspaceError::Read {
         path: project.to_path_buf(),
         source,
@@ -80,7 +109,7 @@ pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceE
     // Directory modes are applied last, deepest first, so that a read-only
     // directory can still be filled.
     let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
-    let folders = create_folders(project, work, &mut stats, &mut dir_modes)?;
+    let folders = create_folders(project, work, excluded, &mut stats, &mut dir_modes)?;
 
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -126,10 +155,12 @@ struct Folder {
 
 /// Walks the project, creating every folder in the work copy (counted in
 /// `stats`, with its mode pushed to `dir_modes`) and listing what each one
-/// holds; sockets, fifos and device files are counted and left out.
+/// holds; sockets, fifos and device files are counted and left out, and so
+/// are the top-level names `excluded`.
 fn create_folders(
     project: &Path,
     work: &Path,
+    excluded: &[&str],
     stats: &mut CopyStats,
     dir_modes: &mut Vec<(PathBuf, u32)>,
 ) -> Result<Vec<Folder>, WorkspaceError> {
@@ -145,7 +176,7 @@ fn create_folders(
         for entry in fs::read_dir(&src_dir).map_err(read_err)? {
             let entry = entry.map_err(read_err)?;
             let name = entry.file_name();
-            if top_level && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
+            if top_level && excluded.iter().any(|x| name == *x) {
                 continue;
             }
             // The entry's own type: symbolic links are not followed.
@@ -288,144 +319,4 @@ fn copy_file(from: &Path, to: &Path) -> Result<u64, WorkspaceError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::{MetadataExt, symlink};
-    use std::process::Command;
-
-    use super::*;
-
-    fn mode(path: &Path) -> u32 {
-        fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
-    }
-
-    /// A project with the things a copy must get right.
-    fn project(root: &Path) {
-        fs::create_dir_all(root.join("src/deep")).unwrap();
-        fs::create_dir_all(root.join(".git/objects")).unwrap();
-        fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
-        fs::create_dir_all(root.join(".ah/runs")).unwrap();
-        fs::write(root.join(".ah/x.db"), "db").unwrap();
-        fs::write(root.join("README.md"), "hello\n").unwrap();
-        fs::write(root.join("src/deep/data.bin"), vec![0u8; 70_000]).unwrap();
-        fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
-        fs::set_permissions(root.join("run.sh"), Permissions::from_mode(0o755)).unwrap();
-        fs::write(root.join("private"), "p").unwrap();
-        fs::set_permissions(root.join("private"), Permissions::from_mode(0o600)).unwrap();
-        symlink("README.md", root.join("inside")).unwrap();
-        symlink("/etc/passwd", root.join("outside")).unwrap();
-        symlink("../../missing", root.join("src/dangling")).unwrap();
-        symlink("src", root.join("dirlink")).unwrap();
-        // Nested `.git` and `.ah` are ordinary content.
-        fs::create_dir_all(root.join("src/.ah")).unwrap();
-        fs::write(root.join("src/.ah/keep"), "k").unwrap();
-        let fifo = Command::new("mkfifo").arg(root.join("pipe")).status();
-        assert!(fifo.unwrap().success());
-    }
-
-    #[test]
-    fn copies_content_modes_and_links_but_not_ah_git_or_fifos() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
-        project(&src);
-        let stats = copy_project(&src, &dst).unwrap();
-        assert_eq!(
-            stats,
-            CopyStats {
-                files: 5,
-                dirs: 3,
-                symlinks: 4,
-                bytes: 6 + 70_000 + 10 + 1 + 1,
-                skipped: 1,
-            }
-        );
-        assert!(!dst.join(".git").exists());
-        assert!(!dst.join(".ah").exists());
-        assert!(!dst.join("pipe").exists());
-        assert_eq!(fs::read(dst.join("src/.ah/keep")).unwrap(), b"k");
-        assert_eq!(
-            fs::read(dst.join("src/deep/data.bin")).unwrap().len(),
-            70_000
-        );
-        assert_eq!(mode(&dst.join("run.sh")), 0o755);
-        assert_eq!(mode(&dst.join("private")), 0o600);
-        let mtime = |p: &Path| fs::metadata(p).unwrap().mtime_nsec();
-        assert_eq!(mtime(&dst.join("README.md")), mtime(&src.join("README.md")));
-        for (link, target) in [
-            ("inside", "README.md"),
-            ("outside", "/etc/passwd"),
-            ("src/dangling", "../../missing"),
-            ("dirlink", "src"),
-        ] {
-            let meta = fs::symlink_metadata(dst.join(link)).unwrap();
-            assert!(meta.file_type().is_symlink(), "{link}");
-            assert_eq!(fs::read_link(dst.join(link)).unwrap(), Path::new(target));
-        }
-    }
-
-    #[test]
-    fn every_folder_is_filled_whichever_thread_takes_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
-        for d in 0..40 {
-            let folder = src.join(format!("d{}/e{d}", d % 4));
-            fs::create_dir_all(&folder).unwrap();
-            for f in 0..5 {
-                fs::write(folder.join(format!("f{f}")), format!("{d}/{f}")).unwrap();
-            }
-            symlink("f0", folder.join("link")).unwrap();
-        }
-        let stats = copy_project(&src, &dst).unwrap();
-        assert_eq!((stats.files, stats.symlinks, stats.dirs), (200, 40, 44));
-        let bytes: u64 = (0..40).map(|d| 5 * format!("{d}/0").len() as u64).sum();
-        assert_eq!(stats.bytes, bytes);
-        for d in 0..40 {
-            let folder = dst.join(format!("d{}/e{d}", d % 4));
-            for f in 0..5 {
-                let text = fs::read_to_string(folder.join(format!("f{f}"))).unwrap();
-                assert_eq!(text, format!("{d}/{f}"));
-            }
-            assert_eq!(fs::read_link(folder.join("link")).unwrap(), Path::new("f0"));
-        }
-    }
-
-    #[test]
-    fn a_git_file_is_excluded_too() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
-        fs::create_dir(&src).unwrap();
-        fs::write(src.join(".git"), "gitdir: /elsewhere/.git/worktrees/x\n").unwrap();
-        fs::write(src.join("a"), "a").unwrap();
-        let stats = copy_project(&src, &dst).unwrap();
-        assert_eq!(stats.files, 1);
-        assert!(!dst.join(".git").exists());
-    }
-
-    #[test]
-    fn read_only_directories_are_copied_with_their_mode() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
-        fs::create_dir_all(src.join("ro")).unwrap();
-        fs::write(src.join("ro/file"), "f").unwrap();
-        fs::set_permissions(src.join("ro"), Permissions::from_mode(0o555)).unwrap();
-        copy_project(&src, &dst).unwrap();
-        assert_eq!(fs::read(dst.join("ro/file")).unwrap(), b"f");
-        assert_eq!(mode(&dst.join("ro")), 0o555);
-    }
-
-    #[test]
-    fn refuses_a_non_empty_destination_and_a_missing_project() {
-        let dir = tempfile::tempdir().unwrap();
-        let (src, dst) = (dir.path().join("project"), dir.path().join("work"));
-        fs::create_dir(&src).unwrap();
-        fs::create_dir(&dst).unwrap();
-        fs::write(dst.join("old"), "").unwrap();
-        let err = copy_project(&src, &dst).unwrap_err();
-        assert!(matches!(err, WorkspaceError::NotEmpty(_)), "{err}");
-        let missing = dir.path().join("nope");
-        let err = copy_project(&missing, &dir.path().join("w2")).unwrap_err();
-        assert!(err.to_string().contains("nope"), "{err}");
-        // An empty existing directory is fine.
-        fs::remove_file(dst.join("old")).unwrap();
-        copy_project(&src, &dst).unwrap();
-    }
-}
+mod tests;

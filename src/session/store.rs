@@ -262,6 +262,15 @@ impl Session {
         put_context(&self.conn, key, value).map_err(|e| self.sql(e))
     }
 
+    /// Removes a context value (nothing happens when it is not set).
+    pub fn remove_context(&self, key: &str) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM context WHERE key = ?1")
+            .and_then(|mut stmt| stmt.execute([key]))
+            .map(drop)
+            .map_err(|e| self.sql(e))
+    }
+
     /// A context value, if set.
     pub fn context(&self, key: &str) -> Result<Option<String>> {
         self.conn

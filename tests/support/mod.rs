@@ -6,6 +6,7 @@
 //! warnings are off here.
 #![allow(dead_code)]
 
+pub mod fork;
 pub mod host;
 pub mod mock;
 pub mod podman;

@@ -25,18 +25,11 @@ pub(super) fn fixture() -> Fixture {
     fs::create_dir(project.path().join("src")).unwrap();
     fs::write(project.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
     let dir = RunDir::create(&project.path().join(".ah")).unwrap();
-    let (shadow, baseline) = Run::prepare(project.path(), &dir).unwrap();
+    let start = Run::prepare(project.path(), &dir).unwrap();
     let work = dir.work_dir();
     let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
     let backend = Box::new(NoneBackend::new(&work));
-    let run = Run::attach(
-        dir,
-        shadow,
-        baseline,
-        backend,
-        policy,
-        artifacts::DEFAULT_MAX_BYTES,
-    );
+    let run = Run::attach(dir, start, backend, policy, artifacts::DEFAULT_MAX_BYTES);
     Fixture {
         _project: project,
         run,

@@ -25,8 +25,12 @@ pub struct Manifest {
     pub network: Option<String>,
     /// Path of the session database the run's conversation lives in.
     pub session_db: Option<String>,
-    /// Shadow commit the run started from (hex).
+    /// Shadow commit the run's patch is taken against (hex). A run restored
+    /// from an earlier run's step keeps that run's baseline.
     pub baseline: Option<String>,
+    /// Where the run's files came from when it started from an earlier
+    /// run's step rather than the project (time travel).
+    pub restored_from: Option<RestoredFrom>,
     /// Last shadow commit of the run (hex).
     pub head: Option<String>,
     /// RFC 3339, UTC (see [`format_rfc3339`]).
@@ -46,6 +50,20 @@ pub struct Manifest {
     /// Why the run is poisoned (a violating step could not be undone), when
     /// it is: such a run's patch must never be applied.
     pub poisoned: Option<String>,
+}
+
+/// The step of an earlier run whose files a run started from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RestoredFrom {
+    pub run_id: String,
+    pub step: u32,
+    /// That run's commit at the step (hex): the new run's starting point.
+    pub commit: String,
+    /// The session message the conversation was forked at (its id and its
+    /// number `@N`).
+    pub message_id: String,
+    pub message_seq: i64,
 }
 
 /// A path a step wrote against the write policy (the step was reverted).

@@ -83,6 +83,7 @@ fn write_step_writes_output_errors_and_meta() {
         is_error: true,
         duration_ms: 1234,
         commit: Some("ab".repeat(20)),
+        head: Some("ab".repeat(20)),
         changed: vec![Change {
             path: "src/a.rs".into(),
             kind: ChangeKind::Modified,
@@ -127,12 +128,19 @@ fn a_step_without_commit_records_null() {
         is_error: false,
         duration_ms: 1,
         commit: None,
+        head: Some("cd".repeat(20)),
         changed: Vec::new(),
     };
     run.write_step(1, &record, b"", b"").unwrap();
     let text = std::fs::read_to_string(run.step_file(1, "meta.json")).unwrap();
     let meta: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(meta["commit"].is_null());
+    assert_eq!(meta["head"], "cd".repeat(20));
+    // A record written before `head` was kept still loads.
+    let mut older = meta.clone();
+    older.as_object_mut().unwrap().remove("head");
+    let back: StepRecord = serde_json::from_value(older).unwrap();
+    assert_eq!(back.head, None);
     assert!(text.contains('\n'), "meta should be pretty JSON");
 }
 
@@ -142,6 +150,13 @@ fn full_manifest(run: &RunDir) -> Manifest {
     manifest.session_db = Some(".ah/01ABC.db".into());
     manifest.baseline = Some("1".repeat(40));
     manifest.head = Some("2".repeat(40));
+    manifest.restored_from = Some(RestoredFrom {
+        run_id: "01HZY8J5Q8W3V4N1T2C6B7D9EF".into(),
+        step: 3,
+        commit: "3".repeat(40),
+        message_id: "01HZY8J5Q8W3V4N1T2C6B7D9EG".into(),
+        message_seq: 9,
+    });
     manifest.finished_at = Some(crate::session::format_rfc3339(std::time::SystemTime::now()));
     manifest.steps = 7;
     manifest.violations = vec![ViolationRecord {

@@ -208,6 +208,12 @@ fn head_follows_appends_and_context() {
         .execute("DELETE FROM context WHERE key = 'head'", [])
         .unwrap();
     assert_eq!(session.head().unwrap(), Some(second.id));
+
+    // A removed value is gone; removing it again is no error.
+    session.set_context("workspace_at", &first.id).unwrap();
+    session.remove_context("workspace_at").unwrap();
+    assert_eq!(session.context("workspace_at").unwrap(), None);
+    session.remove_context("workspace_at").unwrap();
 }
 
 #[test]

@@ -1,0 +1,129 @@
+//! `ah runs prune`: removes old run directories (and the shadow repos a
+//! forked conversation would restore its files from), never a live run;
+//! prints what went and the bytes freed.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+
+use super::commands::project_dir;
+use super::{EXIT_ERROR, EXIT_OK};
+use crate::sandbox::rundir::prune::{PruneOptions, prune};
+
+/// The age `--older-than` takes by default.
+pub const DEFAULT_AGE: &str = "14d";
+
+pub fn runs_prune(
+    project: Option<&Path>,
+    older_than: Duration,
+    keep: usize,
+    dry_run: bool,
+) -> Result<i32> {
+    let project = project_dir(project)?;
+    let options = PruneOptions {
+        older_than,
+        keep,
+        dry_run,
+    };
+    let report = prune(&project.join(".ah"), options, SystemTime::now())?;
+    let verb = if options.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for run in &report.removed {
+        println!("{verb} run {}  {}", run.id, size(run.bytes));
+    }
+    for id in &report.live {
+        println!("kept run {id}: it is live (an ah process is running it, or it is starting)");
+    }
+    for (id, why) in &report.failed {
+        println!("could not remove run {id}: {why}");
+    }
+    let freed = if options.dry_run {
+        "would free"
+    } else {
+        "freed"
+    };
+    println!(
+        "{} {} run{}, {freed} {}; {} kept",
+        verb,
+        report.removed.len(),
+        if report.removed.len() == 1 { "" } else { "s" },
+        size(report.bytes()),
+        report.kept + report.live.len() + report.failed.len(),
+    );
+    Ok(if report.failed.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_ERROR
+    })
+}
+
+/// Parses an age such as `14d`, `12h`, `30m`, `90s` or `2w`.
+pub fn parse_age(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a number and a unit, e.g. 14d, 12h, 30m"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 60 * 60,
+        "d" => 24 * 60 * 60,
+        "w" => 7 * 24 * 60 * 60,
+        other => {
+            return Err(format!(
+                "{text:?}: unknown unit {other:?}; use s, m, h, d or w (e.g. 14d)"
+            ));
+        }
+    };
+    number
+        .checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long an age"))
+}
+
+/// Bytes in the largest unit that keeps a whole number in front.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_take_a_number_and_a_unit() {
+        assert_eq!(parse_age("14d"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_age("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_age("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_age("90m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "d", "14", "14y", "-1d", "99999999999999999999d"] {
+            assert!(parse_age(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_shown_in_binary_units() {
+        assert_eq!(size(0), "0 B");
+        assert_eq!(size(1023), "1023 B");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(5 * 1024 * 1024), "5.0 MiB");
+    }
+}

@@ -1,0 +1,189 @@
+//! A run that starts from the files of an earlier run's step (time travel).
+//!
+//! The work copy must be what that step left, and the new run's patch must
+//! still apply to the host, so:
+//!
+//! - the new shadow repo takes over the earlier repo's objects (linked or
+//!   copied: the earlier run directory may be pruned afterwards), checks the
+//!   step's commit out into the empty work copy, and keeps the earlier run's
+//!   baseline as its own, so `session.patch` is old baseline..new head and
+//!   `git apply --3way` finds its preimages as it does for the earlier run;
+//! - what a shadow repo never records comes from the project as it is now,
+//!   as in a fresh copy: paths the project's ignore rules leave out (build
+//!   folders, `node_modules`, `.env`…) and nested repositories. Recorded
+//!   paths come only from the commit: a recorded file the step did not have
+//!   (deleted by the earlier run, or added to the host later) is not there.
+//!
+//! Whether a path is ignored is asked of the restored work copy, so the
+//! `.gitignore` files of that point decide, as they did for the earlier run.
+
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use git2::Oid;
+
+use super::run::Start;
+use super::rundir::{RunDir, RunDirError};
+use super::shadow::{ShadowError, ShadowRepo};
+use super::workspace::{self, CopyStats, EXCLUDED_TOP_LEVEL, WorkspaceError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error(
+        "the files of run {run_id} were pruned: {} is gone (`ah runs prune` removes old runs)",
+        shadow.display()
+    )]
+    Pruned { run_id: String, shadow: PathBuf },
+    #[error("\"{0}\" is not a run id, so the files of that point cannot be found")]
+    BadRunId(String),
+    #[error("\"{0}\" is not a shadow commit id, so the files of that point cannot be found")]
+    BadCommit(String),
+    #[error("cannot read the run directory: {0}")]
+    RunDir(#[from] RunDirError),
+    #[error("cannot restore the files: {0}")]
+    Shadow(#[from] ShadowError),
+    #[error("cannot copy the project's unrecorded files into the work copy: {0}")]
+    Copy(#[from] WorkspaceError),
+}
+
+/// The step whose files a run starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub run_id: &'a str,
+    /// The earlier run's commit at that step (hex).
+    pub commit: &'a str,
+}
+
+/// Fills the new run `dir`'s work copy with the files of `source` plus the
+/// unrecorded files of `project`, and starts its shadow repo there (see the
+/// module doc).
+pub fn restore(
+    project: &Path,
+    ah_dir: &Path,
+    dir: &RunDir,
+    source: Source<'_>,
+) -> Result<Start, RestoreError> {
+    let old = match RunDir::open(ah_dir, source.run_id) {
+        Ok(old) => old,
+        Err(RunDirError::BadId(id)) => return Err(RestoreError::BadRunId(id)),
+        Err(RunDirError::NotFound { .. }) => {
+            return Err(RestoreError::Pruned {
+                run_id: source.run_id.to_string(),
+                shadow: ah_dir.join("runs").join(source.run_id).join("shadow.git"),
+            });
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let old_shadow = old.shadow_dir();
+    if !old_shadow.join("objects").is_dir() {
+        return Err(RestoreError::Pruned {
+            run_id: source.run_id.to_string(),
+            shadow: old_shadow,
+        });
+    }
+    let head =
+        Oid::from_str(source.commit).map_err(|_| RestoreError::BadCommit(source.commit.into()))?;
+    let work = dir.work_dir();
+    fs::create_dir_all(&work).map_err(|source| WorkspaceError::Write {
+        path: work.clone(),
+        source,
+    })?;
+    let shadow = ShadowRepo::init(&dir.shadow_dir(), &work)?;
+    shadow.take_objects(&old_shadow)?;
+    let baseline = shadow.start_at(head)?;
+    copy_unrecorded(project, &work, &shadow)?;
+    Ok(Start {
+        shadow,
+        baseline,
+        head,
+    })
+}
+
+/// Copies what `shadow` does not record from `project` into `work`: ignored
+/// paths and nested repositories that `work` does not hold yet. The
+/// top-level `.ah` and `.git` are left out, as from every work copy.
+pub fn copy_unrecorded(
+    project: &Path,
+    work: &Path,
+    shadow: &ShadowRepo,
+) -> Result<CopyStats, RestoreError> {
+    let mut stats = CopyStats::default();
+    let mut pending = vec![PathBuf::new()];
+    while let Some(rel_dir) = pending.pop() {
+        let src_dir = project.join(&rel_dir);
+        let read_err = |source| WorkspaceError::Read {
+            path: src_dir.clone(),
+            source,
+        };
+        let mut entries: Vec<(OsString, fs::FileType)> = Vec::new();
+        for entry in fs::read_dir(&src_dir).map_err(read_err)? {
+            let entry = entry.map_err(read_err)?;
+            let kind = entry.file_type().map_err(read_err)?;
+            entries.push((entry.file_name(), kind));
+        }
+        for (name, kind) in entries {
+            if rel_dir.as_os_str().is_empty() && EXCLUDED_TOP_LEVEL.iter().any(|x| name == *x) {
+                continue;
+            }
+            let rel = rel_dir.join(&name);
+            let (src, dst) = (project.join(&rel), work.join(&rel));
+            if let Some(there) = file_type(&dst)? {
+                // The commit has this path: its files win; a folder may
+                // still hold unrecorded files further down.
+                if kind.is_dir() && there.is_dir() {
+                    pending.push(rel);
+                }
+                continue;
+            }
+            if kind.is_dir() {
+                let nested_repo = file_type(&src.join(".git"))?.is_some();
+                if nested_repo || shadow.is_ignored(&rel, true)? {
+                    make_parent(&dst)?;
+                    add(&mut stats, workspace::copy_folder(&src, &dst)?);
+                } else {
+                    pending.push(rel);
+                }
+            } else if shadow.is_ignored(&rel, false)? {
+                make_parent(&dst)?;
+                add(&mut stats, workspace::copy_entry(&src, &dst, kind)?);
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// The type of what is at `path` (links not followed), if anything.
+fn file_type(path: &Path) -> Result<Option<fs::FileType>, WorkspaceError> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(Some(meta.file_type())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(WorkspaceError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Creates the folders above `path` that the commit did not have.
+fn make_parent(path: &Path) -> Result<(), WorkspaceError> {
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    fs::create_dir_all(parent).map_err(|source| WorkspaceError::Write {
+        path: parent.to_path_buf(),
+        source,
+    })
+}
+
+fn add(total: &mut CopyStats, part: CopyStats) {
+    total.files += part.files;
+    total.dirs += part.dirs;
+    total.symlinks += part.symlinks;
+    total.bytes += part.bytes;
+    total.skipped += part.skipped;
+}

@@ -1,0 +1,112 @@
+//! Time travel in the podman sandbox: a run forked after step 1 of an
+//! earlier run sees that step's files at `/work` inside the container, and
+//! its patch applies to the host; a run whose sandbox cannot start leaves
+//! the fork point for the next attempt. Skipped only when podman is absent and
+//! `AH_REQUIRE_PODMAN` is unset (see `support::podman`).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::fork::{context, fork_at, result_message};
+use support::host::{Host, describe, json_file, run_id};
+use support::mock::{MockServer, Reply, Turn};
+use support::podman::podman_ready_blocking;
+
+fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, (tool, input))| {
+            Turn::reply(Reply::new().tool_use(format!("toolu_{}", i + 1), tool, input))
+        })
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("done")));
+    turns
+}
+
+fn bash(command: &str) -> (&'static str, Value) {
+    ("bash", json!({ "command": command }))
+}
+
+#[test]
+fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("keep.txt", "keep\n"), (".gitignore", "build/\n")]);
+    host.write("build/cache.txt", "cached\n");
+    let db = host.root.path().join("session.db");
+    let ah = |mock: &MockServer, review: &str, task: &str| {
+        host.ah(&mock.url())
+            .arg("--db")
+            .arg(&db)
+            .args(["--review", review, task])
+            .output()
+            .unwrap_or_else(|e| panic!("run ah: {e}"))
+    };
+
+    let first = MockServer::start(script(vec![
+        bash("echo one > /work/a.txt"),
+        bash("cat a.txt"),
+        bash("echo three > a.txt && echo other > b.txt"),
+    ]));
+    let out = ah(&first, "never", "first");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let first_run = host.run();
+    let fork_point = result_message(&db, "toolu_1");
+    fork_at(&db, &fork_point);
+
+    // A run whose sandbox cannot start leaves the fork point for the next.
+    let unused = MockServer::start(Vec::new());
+    let out = host
+        .ah(&unused.url())
+        .arg("--db")
+        .arg(&db)
+        .args(["--runtime", "/bin/false", "--review", "never", "second"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("files restored from run"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(context(&db, "workspace_at"), Some(fork_point));
+
+    let second = MockServer::start(script(vec![
+        bash("pwd; cat /work/a.txt /work/build/cache.txt; ls /work"),
+        bash("echo two >> a.txt"),
+    ]));
+    let out = ah(&second, "auto", "second");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "files restored from run {} step 1",
+            run_id(&first_run)
+        )),
+        "{stderr}"
+    );
+
+    let requests = second.requests();
+    let last = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    let seen = last["content"][0]["content"].as_str().unwrap_or_default();
+    assert!(seen.contains("/work\none\ncached\n"), "{seen}");
+    assert!(!seen.contains("three") && !seen.contains("b.txt"), "{seen}");
+
+    assert_eq!(host.read("a.txt"), "one\ntwo\n");
+    assert!(!host.project.join("b.txt").exists());
+    let second_run = host.runs().pop().unwrap();
+    let manifest = json_file(&second_run.join("manifest.json"));
+    assert_eq!(manifest["backend"], json!("podman"));
+    assert_eq!(manifest["restored_from"]["step"], json!(1));
+    assert_eq!(
+        manifest["baseline"],
+        json_file(&first_run.join("manifest.json"))["baseline"]
+    );
+    assert_eq!(context(&db, "workspace_at"), None);
+}

@@ -227,3 +227,24 @@ fn show_lists_every_key_with_its_source() {
     assert!(line("model").ends_with("# default"));
     assert!(line("review.mode").contains("(not set)"));
 }
+
+#[test]
+fn network_settings_are_typed() {
+    let f = files(
+        "[network]\nmode = \"proxy\"\nallow = [\"crates.io:443\"]\n[sandbox]\nenv = [\"CI\"]\n",
+        "",
+    );
+    let loaded = load(&f, &[], &[]).unwrap();
+    assert_eq!(
+        loaded.config.network.mode,
+        Some(crate::sandbox::egress::NetworkMode::Proxy)
+    );
+    assert_eq!(loaded.config.network.allow, ["crates.io:443"]);
+    assert_eq!(loaded.config.sandbox.env, ["CI"]);
+    let f = files("", "[network]\nmode = \"open\"\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:", f.project.display())),
+        "{err}"
+    );
+}

@@ -1,4 +1,5 @@
 //! Tests of the podman arguments: what each option adds to `podman run`.
+
 use super::*;
 
 fn spec<'a>(work: &'a Path, project: &'a Path) -> RunSpec<'a> {

@@ -304,10 +304,10 @@ pub enum Command {
         /// The issue as text instead of a file.
         #[arg(long, value_name = "TEXT")]
         issue: Option<String>,
-        /// Most do rounds: the first and the fixes after failed checks.
-        #[arg(long, value_name = "N", default_value_t = crate::work::DEFAULT_MAX_ROUNDS,
-              value_parser = clap::value_parser!(u32).range(1..))]
-        max_rounds: u32,
+        /// Most do rounds: the first and the fixes after failed checks
+        /// [config: work.max_rounds; default: 3].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_rounds: Option<u32>,
         #[command(flatten)]
         run: Box<RunArgs>,
     },

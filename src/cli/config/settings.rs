@@ -30,6 +30,23 @@ pub struct Config {
     pub agent: AgentSettings,
     pub retry: RetrySettings,
     pub network: NetworkSettings,
+    pub work: WorkSettings,
+}
+
+/// `ah work`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkSettings {
+    /// Most do rounds: the first and the fixes after failed checks.
+    pub max_rounds: u32,
+}
+
+impl Default for WorkSettings {
+    fn default() -> WorkSettings {
+        WorkSettings {
+            max_rounds: crate::work::DEFAULT_MAX_ROUNDS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,6 +147,7 @@ impl Default for Config {
             agent: AgentSettings::default(),
             retry: RetrySettings::default(),
             network: NetworkSettings::default(),
+            work: WorkSettings::default(),
         }
     }
 }
@@ -244,6 +262,11 @@ impl Config {
                 output.bash_lines,
                 OutputLimits::MIN_LINES
             ),
+        );
+        check(
+            "work.max_rounds",
+            self.work.max_rounds == 0,
+            "0 rounds would never change anything; use at least 1".to_string(),
         );
         check(
             "retry.attempts",

@@ -263,10 +263,7 @@ fn provider_tables_add_and_override_built_ins_key_by_key() {
         "providers.gpu.edit_format = \"edit\"",
         "models.coder.provider = \"gpu\"",
     ] {
-        assert!(
-            text.lines().any(|l| l.starts_with(line)),
-            "{line}:\n{text}"
-        );
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line}:\n{text}");
     }
 }
 

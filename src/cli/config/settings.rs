@@ -12,6 +12,7 @@ use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::cli::args::ReviewMode;
 use crate::llm::models::EditFormat;
 use crate::sandbox::BackendKind;
+use crate::sandbox::egress::NetworkMode;
 use crate::sandbox::podman::DEFAULT_IMAGE;
 use crate::tools::OutputLimits;
 
@@ -32,6 +33,7 @@ pub struct Config {
     pub tools: ToolSettings,
     pub agent: AgentSettings,
     pub retry: RetrySettings,
+    pub network: NetworkSettings,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,6 +63,20 @@ pub struct SandboxSettings {
     pub nofile: Option<u64>,
     /// Processes per user inside the sandbox (lowered likewise).
     pub nproc: Option<u64>,
+    /// Host variables passed into the sandbox (secrets never are); adds to
+    /// the policy's `[sandbox] env` and `--env`.
+    pub env: Vec<String>,
+}
+
+/// The sandbox's network (podman backend).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkSettings {
+    /// `none`, `proxy` or `full`; unset: none.
+    pub mode: Option<NetworkMode>,
+    /// `HOST:PORT` rules the proxy lets through; adds to the policy's
+    /// `[network] allow` and `--allow-host`.
+    pub allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -123,6 +139,7 @@ impl Default for Config {
             tools: ToolSettings::default(),
             agent: AgentSettings::default(),
             retry: RetrySettings::default(),
+            network: NetworkSettings::default(),
         }
     }
 }
@@ -136,6 +153,7 @@ impl Default for SandboxSettings {
             pids_limit: 1024,
             nofile: None,
             nproc: None,
+            env: Vec::new(),
         }
     }
 }

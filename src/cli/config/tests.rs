@@ -319,3 +319,24 @@ fn bad_provider_tables_name_the_file_and_line_or_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn network_settings_are_typed() {
+    let f = files(
+        "[network]\nmode = \"proxy\"\nallow = [\"crates.io:443\"]\n[sandbox]\nenv = [\"CI\"]\n",
+        "",
+    );
+    let loaded = load(&f, &[], &[]).unwrap();
+    assert_eq!(
+        loaded.config.network.mode,
+        Some(crate::sandbox::egress::NetworkMode::Proxy)
+    );
+    assert_eq!(loaded.config.network.allow, ["crates.io:443"]);
+    assert_eq!(loaded.config.sandbox.env, ["CI"]);
+    let f = files("", "[network]\nmode = \"open\"\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:", f.project.display())),
+        "{err}"
+    );
+}

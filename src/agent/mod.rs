@@ -33,7 +33,7 @@ pub use event::{CompactReason, EndReason, Event};
 use inbox::TurnSteering;
 use interrupt::keep_partial;
 use loop_detect::LoopDetector;
-use request::{INTERRUPTED, sendable};
+use request::{INTERRUPTED, map_edit_calls, sendable};
 use step::{CUT_OFF, result_record, step_events};
 
 use crate::llm::models::ModelInfo;
@@ -378,7 +378,7 @@ async fn stream_call(
     let request = Request {
         model: config.model.id.clone(),
         system: config.system.clone(),
-        messages: sendable(compact::request_messages(path)),
+        messages: map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
         tools: config.tools.clone(),
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,

@@ -68,8 +68,9 @@ pub struct RunArgs {
 
     /// Model alias (opus, sonnet, haiku, or one from the config's [models]),
     /// full Claude model id, or PROVIDER:MODEL (openai, ollama, lmstudio, vllm,
-    /// openrouter; e.g. ollama:qwen2.5-coder:7b) [config: model; env: AH_MODEL;
-    /// default: opus].
+    /// openrouter or a [providers.NAME] of the config; e.g.
+    /// ollama:qwen2.5-coder:7b); may differ from the session's earlier runs
+    /// [config: model; env: AH_MODEL; default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 

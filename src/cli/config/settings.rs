@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::providers::{ProviderSettings, registry};
 use crate::agent::compact::DEFAULT_RESERVE;
 use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::cli::args::ReviewMode;
+use crate::llm::models::EditFormat;
 use crate::sandbox::BackendKind;
 use crate::sandbox::egress::NetworkMode;
 use crate::sandbox::podman::DEFAULT_IMAGE;
@@ -21,8 +23,10 @@ pub struct Config {
     /// The model: an alias (built in or from `[models]`) or a full id.
     pub model: String,
     pub backend: BackendKind,
+    /// Model servers: `[providers.NAME]`, over the built-in ones key by key.
+    pub providers: BTreeMap<String, ProviderSettings>,
     /// Custom model aliases: `[models.NAME]` with `id` and, optionally, its
-    /// context window and output limit.
+    /// provider, context window, output limit and edit format.
     pub models: BTreeMap<String, ModelAlias>,
     pub sandbox: SandboxSettings,
     pub review: ReviewSettings,
@@ -55,8 +59,13 @@ pub struct ModelAlias {
     /// Required once all layers are merged (a project file may change only
     /// the window of an alias the global file defines).
     pub id: Option<String>,
+    /// A provider's name: `id` is then a model of that provider. Unset: `id`
+    /// is read like `-m` (`opus`, `claude-…`, `PROVIDER:MODEL`).
+    pub provider: Option<String>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// `edit` or `apply_patch`; unset: the provider's.
+    pub edit_format: Option<EditFormat>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +149,7 @@ impl Default for Config {
         Config {
             model: crate::llm::models::DEFAULT_MODEL.to_string(),
             backend: BackendKind::Podman,
+            providers: BTreeMap::new(),
             models: BTreeMap::new(),
             sandbox: SandboxSettings::default(),
             review: ReviewSettings::default(),
@@ -279,6 +289,21 @@ impl Config {
                 alias.id.as_deref().is_none_or(|id| id.trim().is_empty()),
                 "the alias has no model id: add `id = \"…\"`".to_string(),
             );
+        }
+        match registry(&self.providers) {
+            Err((key, why)) => problems.push((key, why)),
+            Ok(known) => {
+                for (name, alias) in &self.models {
+                    if let Some(provider) = &alias.provider
+                        && known.get(provider).is_none()
+                    {
+                        problems.push((
+                            format!("models.{name}.provider"),
+                            format!("no provider {provider:?}: add a [providers.{provider}] table"),
+                        ));
+                    }
+                }
+            }
         }
         problems
     }

@@ -5,6 +5,7 @@ use anyhow::Result;
 
 use super::config::Config;
 use super::task::UsageError;
+use crate::llm::models::ToolProtocol;
 use crate::llm::providers::{Registry, Selection};
 
 /// The session `context` key holding the model of its last run, as `-m`
@@ -15,7 +16,8 @@ pub(super) const SESSION_MODEL: &str = "model";
 /// `[models]` (whose `id` may be `PROVIDER:MODEL`, and whose window and
 /// output limit, when set, replace the known ones), else a built-in alias, a
 /// Claude id or `PROVIDER:MODEL`. A name that picks a provider but no model
-/// is a usage error.
+/// is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when set,
+/// decides how the model calls tools ([`tool_protocol`]).
 pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
     let alias = config.models.get(name.trim());
     let target = alias.and_then(|alias| alias.id.as_deref()).unwrap_or(name);
@@ -30,5 +32,26 @@ pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
             selection.model.max_output_tokens = output;
         }
     }
+    if let Some(protocol) = tool_protocol(std::env::var(TOOL_PROTOCOL_VAR).ok().as_deref())? {
+        selection.model.tool_protocol = protocol;
+    }
     Ok(selection)
+}
+
+/// The variable that picks the tool protocol of the run's model.
+const TOOL_PROTOCOL_VAR: &str = "AH_TOOL_PROTOCOL";
+
+/// The protocol `value` of [`TOOL_PROTOCOL_VAR`] names; unset or empty
+/// leaves the provider entry's; anything else is a usage error.
+fn tool_protocol(value: Option<&str>) -> Result<Option<ToolProtocol>> {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(value) => ToolProtocol::parse(value).map(Some).ok_or_else(|| {
+            UsageError(format!(
+                "{TOOL_PROTOCOL_VAR}={value:?} is not a tool protocol: use native (the API's \
+                 tool calls) or text (##file: and ##run blocks, for models without tool calling)"
+            ))
+            .into()
+        }),
+    }
 }

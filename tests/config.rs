@@ -133,3 +133,27 @@ fn a_run_takes_model_review_and_bash_timeout_from_config_and_flags_win() {
     );
     assert_eq!(host.read("a.txt"), "b\n", "--review never saved only");
 }
+
+#[test]
+fn configured_network_rules_do_not_stop_an_unsandboxed_run() {
+    // The same rules given as flags are refused with --backend none; as the
+    // user's defaults for sandboxed runs they are simply not used.
+    let host = Host::git(&[("a.txt", "a\n")]);
+    write(
+        &host.project.join(".ah/config.toml"),
+        "[network]\nmode = \"proxy\"\nallow = [\"crates.io:443\"]\n[sandbox]\nenv = [\"CI\"]\n",
+    );
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--allow-host", "x.org:443", "task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+}

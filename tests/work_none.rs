@@ -354,7 +354,11 @@ fn the_round_limit_stops_a_session_that_keeps_failing() {
         .verdict("fix", "still wrong")
         .end("fix it");
     let mock = MockServer::start(script.turns());
-    let out = work(&host, &mock, &["--review", "auto", "--max-rounds", "1"]);
+    // The limit from the project's configuration (`--max-rounds` overrides it).
+    let config = host.project.join(".ah/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(&config, "[work]\nmax_rounds = 1\n").unwrap();
+    let out = work(&host, &mock, &["--review", "auto"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -34,7 +34,7 @@ pub use event::{CompactReason, EndReason, Event};
 use inbox::TurnSteering;
 use interrupt::keep_partial;
 use loop_detect::LoopDetector;
-use request::{INTERRUPTED, sendable};
+use request::{INTERRUPTED, map_edit_calls, sendable};
 use step::{CUT_OFF, result_record, step_events};
 
 use crate::llm::models::{ModelInfo, ToolProtocol};
@@ -403,7 +403,7 @@ async fn stream_call(
     let request = Request {
         model: config.model.id.clone(),
         system,
-        messages: sendable(compact::request_messages(path)),
+        messages: map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
         tools,
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,

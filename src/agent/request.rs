@@ -1,6 +1,12 @@
 //! Turns the stored conversation into what the API accepts: empty text
 //! blocks are left out, consecutive turns of one role are joined, and a tool
-//! call whose result was never stored (ah was killed mid-step) is answered.
+//! call whose result was never stored (ah was killed mid-step) is answered;
+//! earlier file edits are shown in the form of the edit tool offered now
+//! ([`edit_calls`]).
+
+mod edit_calls;
+
+pub(super) use edit_calls::map_edit_calls;
 
 use crate::llm::{Block, Message, Role};
 

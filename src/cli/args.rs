@@ -68,8 +68,9 @@ pub struct RunArgs {
 
     /// Model alias (opus, sonnet, haiku, or one from the config's [models]),
     /// full Claude model id, or PROVIDER:MODEL (openai, ollama, lmstudio, vllm,
-    /// openrouter; e.g. ollama:qwen2.5-coder:7b) [config: model; env: AH_MODEL;
-    /// default: opus].
+    /// openrouter or a [providers.NAME] of the config; e.g.
+    /// ollama:qwen2.5-coder:7b); may differ from the session's earlier runs
+    /// [config: model; env: AH_MODEL; default: opus].
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 
@@ -304,10 +305,10 @@ pub enum Command {
         /// The issue as text instead of a file.
         #[arg(long, value_name = "TEXT")]
         issue: Option<String>,
-        /// Most do rounds: the first and the fixes after failed checks.
-        #[arg(long, value_name = "N", default_value_t = crate::work::DEFAULT_MAX_ROUNDS,
-              value_parser = clap::value_parser!(u32).range(1..))]
-        max_rounds: u32,
+        /// Most do rounds: the first and the fixes after failed checks
+        /// [config: work.max_rounds; default: 3].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_rounds: Option<u32>,
         #[command(flatten)]
         run: Box<RunArgs>,
     },

@@ -1,35 +1,46 @@
 //! `-m MODEL` to a model and a connected provider, through the registry of
-//! `llm::providers`: `opus`, `claude-…` or `PROVIDER:MODEL`.
+//! `llm::providers` with the configuration's `[providers]` laid over it:
+//! `opus`, `claude-…`, `PROVIDER:MODEL` or a `[models]` alias.
 
 use anyhow::Result;
 
-use super::config::Config;
+use super::config::{self, Config};
 use super::task::UsageError;
 use crate::llm::models::ToolProtocol;
-use crate::llm::providers::{Registry, Selection};
+use crate::llm::providers::Selection;
 
 /// The session `context` key holding the model of its last run, as `-m`
 /// takes it (`claude-…`, `openai:gpt-4.1`).
 pub(super) const SESSION_MODEL: &str = "model";
 
 /// The model `name` stands for: an alias from the configuration's
-/// `[models]` (whose `id` may be `PROVIDER:MODEL`, and whose window and
-/// output limit, when set, replace the known ones), else a built-in alias, a
-/// Claude id or `PROVIDER:MODEL`. A name that picks a provider but no model
-/// is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when set,
-/// decides how the model calls tools ([`tool_protocol`]).
+/// `[models]` (a model of its `provider`, else an `id` read like `-m`; its
+/// window, output limit and edit format, when set, replace the known
+/// ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
+/// built-in or configured provider. A name that picks a provider but no
+/// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
+/// set, decides how the model calls tools ([`tool_protocol`]).
 pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
+    let usage = |why: String| anyhow::Error::from(UsageError(why));
+    let registry =
+        config::registry(&config.providers).map_err(|(key, why)| usage(format!("{key}: {why}")))?;
     let alias = config.models.get(name.trim());
     let target = alias.and_then(|alias| alias.id.as_deref()).unwrap_or(name);
-    let mut selection = Registry::builtin()
-        .select(target)
-        .map_err(|e| anyhow::Error::from(UsageError(e.to_string())))?;
+    let provider = alias.and_then(|alias| alias.provider.as_deref());
+    let mut selection = match provider {
+        Some(provider) => registry.select_of(provider, target),
+        None => registry.select(target),
+    }
+    .map_err(|e| usage(e.to_string()))?;
     if let Some(alias) = alias {
         if let Some(window) = alias.context_window {
             selection.model.context_window = window;
         }
         if let Some(output) = alias.max_output_tokens {
             selection.model.max_output_tokens = output;
+        }
+        if let Some(format) = alias.edit_format {
+            selection.model.edit_format = format;
         }
     }
     if let Some(protocol) = tool_protocol(std::env::var(TOOL_PROTOCOL_VAR).ok().as_deref())? {

@@ -27,10 +27,11 @@ pub(super) async fn work(
     mut args: RunArgs,
     matches: &clap::ArgMatches,
     issue: Option<String>,
-    max_rounds: u32,
+    max_rounds: Option<u32>,
 ) -> Result<i32> {
     let issue = read_issue(&args, issue)?;
     let (setup, provider) = settle(&mut args, matches, issue).await?;
+    let max_rounds = max_rounds.unwrap_or(args.config.work.max_rounds);
     let db = match &args.session.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),

@@ -7,6 +7,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde::Serialize;
 
 use super::auth::Credentials;
+use super::crossing;
 use super::retry::RetryPolicy;
 use super::sse::Accumulator;
 use super::transport::Endpoint;
@@ -85,13 +86,15 @@ struct Thinking {
 }
 
 /// Encodes `request` as the API's JSON body: empty `system` and `tools` are
-/// left out, `thinking` is present only with a budget.
+/// left out, `thinking` is present only with a budget; what came from
+/// another provider is converted by [`crossing::for_anthropic`].
 pub fn request_body(request: &Request) -> Result<Bytes, LlmError> {
+    let messages = crossing::for_anthropic(&request.messages);
     let wire = WireRequest {
         model: &request.model,
         max_tokens: request.max_tokens,
         system: &request.system,
-        messages: &request.messages,
+        messages: &messages,
         tools: &request.tools,
         stream: true,
         thinking: request.thinking_budget.map(|budget_tokens| Thinking {

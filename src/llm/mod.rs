@@ -7,6 +7,7 @@
 
 pub mod anthropic;
 pub mod auth;
+pub mod crossing;
 pub mod models;
 pub mod openai;
 pub mod providers;

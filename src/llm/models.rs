@@ -2,12 +2,15 @@
 //! each model's context window and output limit, so the agent can size requests
 //! and decide when to compact; one table per API kind.
 
+use serde::{Deserialize, Serialize};
+
 use super::providers::ApiKind;
 
 /// How the model edits files: which tool it is offered besides read, write
 /// and bash. A property of the provider entry (and so of each model), so
-/// configuration can override it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// configuration can override it (`edit`, `apply_patch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EditFormat {
     /// `edit`: replace an exact string (what Claude models are trained on).
     Edit,

@@ -14,6 +14,8 @@
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
 use super::anthropic::{self, AnthropicClient};
 use super::auth::Credentials;
 use super::models::{self, EditFormat, ModelInfo, ToolProtocol};
@@ -21,12 +23,15 @@ use super::openai::OpenAiClient;
 use super::retry::RetryPolicy;
 use super::{LlmError, Provider};
 
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The wire protocol a provider speaks; configuration names it
+/// `anthropic` or `openai-chat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ApiKind {
     /// Anthropic Messages (`POST {base}/v1/messages`).
+    #[serde(rename = "anthropic")]
     Anthropic,
     /// OpenAI Chat Completions (`POST {base}/chat/completions`).
+    #[serde(rename = "openai-chat")]
     OpenAi,
 }
 
@@ -277,19 +282,27 @@ impl Registry {
     /// or id).
     pub fn select(&self, name: &str) -> Result<Selection, SelectError> {
         let name = name.trim();
-        let (provider, model) = match name.split_once(':') {
-            Some((prefix, model)) if self.get(prefix).is_some() => (prefix, model.trim()),
-            _ => ("anthropic", name),
-        };
+        match name.split_once(':') {
+            Some((prefix, model)) if self.get(prefix).is_some() => self.select_of(prefix, model),
+            _ => self.select_of("anthropic", name),
+        }
+    }
+
+    /// Picks the model `model` (alias or id) of the provider named
+    /// `provider`.
+    pub fn select_of(&self, provider: &str, model: &str) -> Result<Selection, SelectError> {
+        let model = model.trim();
         let Some(entry) = self.get(provider) else {
-            // Only a registry without an `anthropic` entry gets here.
             return Err(SelectError::UnknownProvider(
                 provider.to_string(),
-                name.to_string(),
+                model.to_string(),
             ));
         };
         if model.is_empty() {
-            return Err(SelectError::NoModel(name.to_string(), provider.to_string()));
+            return Err(SelectError::NoModel(
+                format!("{provider}:"),
+                provider.to_string(),
+            ));
         }
         let mut info = models::resolve(entry.api, model);
         info.edit_format = entry.edit_format;

@@ -41,6 +41,13 @@ pub(super) const BLOCKS_SQL: &str = "
            is_error, duration_ms, details
     FROM content_blocks WHERE message_id = ?1 ORDER BY seq";
 
+/// The blocks of one message as the model sees them: a tool result's whole
+/// output (`tool_output`, which can be large) is left out.
+const PATH_BLOCKS_SQL: &str = "
+    SELECT block_type, content, tool_id, tool_name, tool_input, NULL,
+           is_error, duration_ms, details
+    FROM content_blocks WHERE message_id = ?1 ORDER BY seq";
+
 /// An open session database.
 #[derive(Debug)]
 pub struct Session {
@@ -228,7 +235,9 @@ impl Session {
     }
 
     /// The messages from the root down to `message_id`, inclusive, with
-    /// their blocks.
+    /// their blocks as the model sees them: this is read before every model
+    /// call, so tool results come without their whole output
+    /// (`tool_output` is `None`; [`Session::message_at`] has it).
     pub fn path_to(&self, message_id: &str) -> Result<Vec<StoredMessage>> {
         let rows = self
             .conn
@@ -250,7 +259,7 @@ impl Session {
         }
         rows.into_iter()
             .map(|row| {
-                let blocks = self.blocks_of(&row.id)?;
+                let blocks = self.read_blocks(PATH_BLOCKS_SQL, &row.id)?;
                 row.into_stored(blocks)
                     .map_err(|reason| self.corrupt(reason))
             })
@@ -309,10 +318,16 @@ impl Session {
             .map_err(|e| self.sql(e))
     }
 
+    /// The blocks of one message, whole.
     pub(super) fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
+        self.read_blocks(BLOCKS_SQL, message_id)
+    }
+
+    /// The blocks of one message, read with `sql` (columns of [`BLOCKS_SQL`]).
+    fn read_blocks(&self, sql: &str, message_id: &str) -> Result<Vec<BlockRecord>> {
         let rows = self
             .conn
-            .prepare_cached(BLOCKS_SQL)
+            .prepare_cached(sql)
             .and_then(|mut stmt| {
                 stmt.query_map([message_id], BlockRow::read)?
                     .collect::<rusqlite::Result<Vec<_>>>()

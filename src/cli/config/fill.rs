@@ -8,6 +8,7 @@ use clap::parser::ValueSource;
 
 use super::Config;
 use crate::cli::args::{OutputLimit, RunArgs, UlimitKind};
+use crate::sandbox::BackendKind;
 
 /// Fills `args` from `config` wherever `matches` shows no flag was given.
 pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
@@ -64,5 +65,19 @@ pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
     .collect();
     ulimits.append(&mut sandbox.ulimits);
     sandbox.ulimits = ulimits;
+    // The network settings mean something only in the podman sandbox; the
+    // same flags are refused with `--backend none`, configured values are
+    // not (they are the user's defaults for sandboxed runs).
+    if args.backend == BackendKind::Podman {
+        if sandbox.network.is_none() {
+            sandbox.network = config.network.mode;
+        }
+        let mut allow = config.network.allow.clone();
+        allow.append(&mut sandbox.allow_hosts);
+        sandbox.allow_hosts = allow;
+        let mut env = config.sandbox.env.clone();
+        env.append(&mut sandbox.env);
+        sandbox.env = env;
+    }
     args.config = config.clone();
 }

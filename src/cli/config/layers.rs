@@ -32,6 +32,7 @@ const ENV_KEYS: &[(&str, &str)] = &[
 /// Keys that have no value unless set (shown as "(not set)").
 pub(super) const UNSET_KEYS: &[&str] = &[
     "agent.max_tools",
+    "network.mode",
     "review.max_files",
     "review.max_lines",
     "review.mode",

@@ -8,6 +8,7 @@
 
 mod fill;
 mod layers;
+mod providers;
 mod settings;
 
 #[cfg(test)]
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 pub use fill::fill;
+pub use providers::registry;
 pub use settings::{Config, RetrySettings};
 
 use crate::agent::instructions::global_dir;
@@ -110,7 +112,18 @@ fn load_from(
         let lines: Vec<String> = problems
             .iter()
             .map(|(key, why)| {
-                let from = sources.get(key).cloned().unwrap_or(Source::Default);
+                // A table's problem names the layer that set one of its keys.
+                let from = sources
+                    .get(key)
+                    .or_else(|| {
+                        let prefix = format!("{key}.");
+                        sources
+                            .iter()
+                            .find(|(known, _)| known.starts_with(&prefix))
+                            .map(|(_, source)| source)
+                    })
+                    .cloned()
+                    .unwrap_or(Source::Default);
                 format!("{key}: {why} (set by {from})")
             })
             .collect();

@@ -6,10 +6,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::providers::{ProviderSettings, registry};
 use crate::agent::compact::DEFAULT_RESERVE;
 use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::cli::args::ReviewMode;
+use crate::llm::models::EditFormat;
 use crate::sandbox::BackendKind;
+use crate::sandbox::egress::NetworkMode;
 use crate::sandbox::podman::DEFAULT_IMAGE;
 use crate::tools::OutputLimits;
 
@@ -20,14 +23,34 @@ pub struct Config {
     /// The model: an alias (built in or from `[models]`) or a full id.
     pub model: String,
     pub backend: BackendKind,
+    /// Model servers: `[providers.NAME]`, over the built-in ones key by key.
+    pub providers: BTreeMap<String, ProviderSettings>,
     /// Custom model aliases: `[models.NAME]` with `id` and, optionally, its
-    /// context window and output limit.
+    /// provider, context window, output limit and edit format.
     pub models: BTreeMap<String, ModelAlias>,
     pub sandbox: SandboxSettings,
     pub review: ReviewSettings,
     pub tools: ToolSettings,
     pub agent: AgentSettings,
     pub retry: RetrySettings,
+    pub network: NetworkSettings,
+    pub work: WorkSettings,
+}
+
+/// `ah work`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkSettings {
+    /// Most do rounds: the first and the fixes after failed checks.
+    pub max_rounds: u32,
+}
+
+impl Default for WorkSettings {
+    fn default() -> WorkSettings {
+        WorkSettings {
+            max_rounds: crate::work::DEFAULT_MAX_ROUNDS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,8 +59,13 @@ pub struct ModelAlias {
     /// Required once all layers are merged (a project file may change only
     /// the window of an alias the global file defines).
     pub id: Option<String>,
+    /// A provider's name: `id` is then a model of that provider. Unset: `id`
+    /// is read like `-m` (`opus`, `claude-…`, `PROVIDER:MODEL`).
+    pub provider: Option<String>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// `edit` or `apply_patch`; unset: the provider's.
+    pub edit_format: Option<EditFormat>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +80,20 @@ pub struct SandboxSettings {
     pub nofile: Option<u64>,
     /// Processes per user inside the sandbox (lowered likewise).
     pub nproc: Option<u64>,
+    /// Host variables passed into the sandbox (secrets never are); adds to
+    /// the policy's `[sandbox] env` and `--env`.
+    pub env: Vec<String>,
+}
+
+/// The sandbox's network (podman backend).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkSettings {
+    /// `none`, `proxy` or `full`; unset: none.
+    pub mode: Option<NetworkMode>,
+    /// `HOST:PORT` rules the proxy lets through; adds to the policy's
+    /// `[network] allow` and `--allow-host`.
+    pub allow: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -107,12 +149,15 @@ impl Default for Config {
         Config {
             model: crate::llm::models::DEFAULT_MODEL.to_string(),
             backend: BackendKind::Podman,
+            providers: BTreeMap::new(),
             models: BTreeMap::new(),
             sandbox: SandboxSettings::default(),
             review: ReviewSettings::default(),
             tools: ToolSettings::default(),
             agent: AgentSettings::default(),
             retry: RetrySettings::default(),
+            network: NetworkSettings::default(),
+            work: WorkSettings::default(),
         }
     }
 }
@@ -126,6 +171,7 @@ impl Default for SandboxSettings {
             pids_limit: 1024,
             nofile: None,
             nproc: None,
+            env: Vec::new(),
         }
     }
 }
@@ -228,6 +274,11 @@ impl Config {
             ),
         );
         check(
+            "work.max_rounds",
+            self.work.max_rounds == 0,
+            "0 rounds would never change anything; use at least 1".to_string(),
+        );
+        check(
             "retry.attempts",
             self.retry.attempts == 0,
             "0 attempts would never call the model; use 1 for no retries".to_string(),
@@ -238,6 +289,21 @@ impl Config {
                 alias.id.as_deref().is_none_or(|id| id.trim().is_empty()),
                 "the alias has no model id: add `id = \"…\"`".to_string(),
             );
+        }
+        match registry(&self.providers) {
+            Err((key, why)) => problems.push((key, why)),
+            Ok(known) => {
+                for (name, alias) in &self.models {
+                    if let Some(provider) = &alias.provider
+                        && known.get(provider).is_none()
+                    {
+                        problems.push((
+                            format!("models.{name}.provider"),
+                            format!("no provider {provider:?}: add a [providers.{provider}] table"),
+                        ));
+                    }
+                }
+            }
         }
         problems
     }

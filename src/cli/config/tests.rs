@@ -4,6 +4,8 @@
 use std::fs;
 
 use super::*;
+use crate::llm::models::EditFormat;
+use crate::llm::providers::{ApiKind, Registry};
 
 struct Files {
     _dir: tempfile::TempDir,
@@ -226,4 +228,115 @@ fn show_lists_every_key_with_its_source() {
     assert!(line("backend").contains("\"none\"") && line("backend").ends_with("# -c backend=none"));
     assert!(line("model").ends_with("# default"));
     assert!(line("review.mode").contains("(not set)"));
+}
+
+#[test]
+fn provider_tables_add_and_override_built_ins_key_by_key() {
+    let f = files(
+        "[providers.gpu]\napi = \"openai-chat\"\nbase_url = \"http://gpu:8000/v1\"\n\
+         api_key_env = \"GPU_KEY\"\n[providers.ollama]\nbase_url = \"http://box:11434/v1\"\n",
+        "[providers.gpu]\nedit_format = \"edit\"\n\
+         [models.coder]\nprovider = \"gpu\"\nid = \"qwen3-coder\"\ncontext_window = 65536\n",
+    );
+    let loaded = load(&f, &[], &["providers.openai.api_key_env="]).unwrap();
+    let registry = registry(&loaded.config.providers).unwrap();
+    let gpu = registry.get("gpu").unwrap();
+    assert_eq!(gpu.api, ApiKind::OpenAi);
+    assert_eq!(gpu.base_url, "http://gpu:8000/v1");
+    assert_eq!(gpu.key_env.as_deref(), Some("GPU_KEY"));
+    assert_eq!(gpu.edit_format, EditFormat::Edit, "the project file's key");
+    let ollama = registry.get("ollama").unwrap();
+    assert_eq!(ollama.base_url, "http://box:11434/v1");
+    assert_eq!(ollama.edit_format, EditFormat::ApplyPatch, "kept");
+    assert_eq!(
+        registry.get("openai").unwrap().key_env,
+        None,
+        "\"\" is no key"
+    );
+    assert_eq!(
+        registry.get("anthropic"),
+        Registry::builtin().get("anthropic")
+    );
+    let text = show(&loaded).unwrap();
+    for line in [
+        "providers.gpu.api = \"openai-chat\"",
+        "providers.gpu.edit_format = \"edit\"",
+        "models.coder.provider = \"gpu\"",
+    ] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "{line}:\n{text}");
+    }
+}
+
+#[test]
+fn bad_provider_tables_name_the_file_and_line_or_the_key() {
+    let f = files(
+        "model = \"opus\"\n[providers.gpu]\napi = \"openai\"\nbase_url = \"http://gpu/v1\"\n",
+        "",
+    );
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "{}:3: unknown variant `openai`",
+            f.global.display()
+        )),
+        "{err}"
+    );
+    let f = files(
+        "",
+        "\n[providers.gpu]\nbase_url = \"http://gpu/v1\"\nkey = \"X\"\n",
+    );
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:4: unknown field `key`", f.project.display())),
+        "{err}"
+    );
+    let f = files("", "[providers.gpu]\nbase_url = \"http://gpu/v1\"\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "providers.gpu: gpu is not a built-in provider, so it needs `api = \"anthropic\"` or \
+             `api = \"openai-chat\"` and `base_url = \"…\"` (set by {})",
+            f.project.display()
+        )),
+        "{err}"
+    );
+    let f = files(
+        "[providers.GPU]\napi = \"anthropic\"\nbase_url = \"gpu\"\n",
+        "",
+    );
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("\"GPU\" cannot name a provider"), "{err}");
+    let f = files(
+        "[providers.gpu]\napi = \"anthropic\"\nbase_url = \"gpu\"\n",
+        "",
+    );
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("base_url \"gpu\" is not an http"), "{err}");
+    let f = files("[models.x]\nid = \"m\"\nprovider = \"nowhere\"\n", "");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.contains("models.x.provider: no provider \"nowhere\": add a [providers.nowhere] table"),
+        "{err}"
+    );
+}
+
+#[test]
+fn network_settings_are_typed() {
+    let f = files(
+        "[network]\nmode = \"proxy\"\nallow = [\"crates.io:443\"]\n[sandbox]\nenv = [\"CI\"]\n",
+        "",
+    );
+    let loaded = load(&f, &[], &[]).unwrap();
+    assert_eq!(
+        loaded.config.network.mode,
+        Some(crate::sandbox::egress::NetworkMode::Proxy)
+    );
+    assert_eq!(loaded.config.network.allow, ["crates.io:443"]);
+    assert_eq!(loaded.config.sandbox.env, ["CI"]);
+    let f = files("", "[network]\nmode = \"open\"\n");
+    let err = load(&f, &[], &[]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:2:", f.project.display())),
+        "{err}"
+    );
 }

@@ -7,13 +7,17 @@
 //!   `tool_call_id`, placed before the user's text of the same turn (the API
 //!   wants the results right after the calls). The API has no error flag:
 //!   a failed call's result starts with `Error: `.
-//! - Thinking blocks are dropped: the API has no field to send reasoning
-//!   back, and replayed as text the model would read its private reasoning
-//!   as something it said.
+//! - The API has no field to send reasoning back, so thinking blocks (from
+//!   this server or from Claude earlier in the session) go into the
+//!   assistant's `content` as `<thinking>…</thinking>` text, before the text
+//!   that followed them, marked so the model reads them as its earlier
+//!   reasoning; redacted thinking is opaque and left out (see
+//!   [`crate::llm::crossing`]).
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
+use crate::llm::crossing::thinking_as_text;
 use crate::llm::providers::OutputLimitField;
 use crate::llm::{Block, LlmError, Message, Request, Role, ToolDef};
 
@@ -90,19 +94,21 @@ fn user(message: &Message, out: &mut Vec<Value>) {
     }
 }
 
-/// The assistant's text and tool calls; `None` when only thinking is left.
+/// The assistant's text (its reasoning included) and tool calls; `None`
+/// when nothing is left.
 fn assistant(message: &Message) -> Option<Value> {
     let mut texts = Vec::new();
     let mut calls = Vec::new();
     for block in &message.content {
         match block {
-            Block::Text { text } => texts.push(text.as_str()),
+            Block::Text { text } => texts.push(text.clone()),
+            Block::Thinking { thinking, .. } => texts.push(thinking_as_text(thinking)),
             Block::ToolUse { id, name, input } => calls.push(json!({
                 "id": id,
                 "type": "function",
                 "function": {"name": name, "arguments": input.to_string()},
             })),
-            Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolResult { .. } => {}
+            Block::RedactedThinking { .. } | Block::ToolResult { .. } => {}
         }
     }
     if texts.is_empty() && calls.is_empty() {

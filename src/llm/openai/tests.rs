@@ -108,7 +108,7 @@ fn a_tool_conversation_becomes_system_tool_calls_and_tool_messages() {
         json!([
             {"role": "system", "content": "You are ah."},
             {"role": "user", "content": "fix it"},
-            {"role": "assistant", "content": "Looking.", "tool_calls": [
+            {"role": "assistant", "content": "<thinking>\nprivate\n</thinking>\n\nLooking.", "tool_calls": [
                 {"id": "call_1", "type": "function",
                  "function": {"name": "read", "arguments": "{\"path\":\"a\"}"}},
                 {"id": "call_2", "type": "function",

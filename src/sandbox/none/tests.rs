@@ -1,3 +1,6 @@
+//! Tests of the unsandboxed backend: commands run in the work copy, time out,
+//! and leave nothing running.
+
 use std::time::{Duration, Instant};
 
 use super::*;

@@ -11,6 +11,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use super::*;
+use crate::sandbox::artifacts;
 use crate::sandbox::none::NoneBackend;
 
 pub(super) struct Fixture {

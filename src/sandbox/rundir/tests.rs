@@ -1,3 +1,5 @@
+//! Tests of the run directory: layout, step files, manifest round trips.
+
 use std::time::Duration;
 
 use serde_json::json;

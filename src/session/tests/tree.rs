@@ -72,11 +72,16 @@ fn every_block_type_round_trips() {
         .unwrap();
 
     let stored = session.path_to(&results.id).unwrap();
-    assert_eq!(
-        stored,
-        vec![user.clone(), assistant.clone(), results.clone()]
-    );
-    assert_eq!(stored[2].blocks, vec![failed, plain]);
+    assert_eq!(stored[..2], [user.clone(), assistant.clone()]);
+    // The path is what the model sees: a result's whole output stays in the
+    // store, and the message read on its own has it.
+    let told = BlockRecord {
+        tool_output: None,
+        ..failed.clone()
+    };
+    assert_eq!(stored[2].blocks, vec![told, plain.clone()]);
+    let whole = session.message_at(results.seq).unwrap().unwrap();
+    assert_eq!(whole.blocks, vec![failed, plain]);
     assert_eq!(stored[1].meta.usage.unwrap().input_tokens, 1200);
     assert!(stored[1].created_at.ends_with('Z'));
 

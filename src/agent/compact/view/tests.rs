@@ -1,3 +1,6 @@
+//! Tests of the compacted view: which messages a request carries after a
+//! summary, and how the summary marker reads.
+
 use serde_json::json;
 
 use super::*;

@@ -1,0 +1,175 @@
+//! Tests of the podman arguments: what each option adds to `podman run`.
+
+use super::*;
+
+fn spec<'a>(work: &'a Path, project: &'a Path) -> RunSpec<'a> {
+    RunSpec {
+        name: "ah-r1",
+        labels: vec![("ah.run", "r1".to_string())],
+        image: "localhost/ah-sandbox:latest",
+        runtime: Some("runc".to_string()),
+        pids_limit: 512,
+        memory: "2g",
+        ulimits: Ulimits {
+            nofile: 1000,
+            nproc: 200,
+        },
+        work_dir: work,
+        project_dir: project,
+        read_only_work: false,
+        masks: vec![
+            Mask::Dir("/project/.ah".to_string()),
+            Mask::File("/project/.git".to_string()),
+        ],
+        init: Path::new("/usr/bin/catatonit"),
+        rootless: false,
+        user: Some((0, 0)),
+        network: Network::None,
+        env: &[],
+    }
+}
+
+fn strings(args: &[OsString]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn run_args_make_a_closed_sandbox() {
+    let args = strings(&run_args(&spec(Path::new("/w"), Path::new("/p"))));
+    for flag in [
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
+        "--network=none",
+        "--read-only",
+        "--pull=never",
+        "--http-proxy=false",
+        "--unsetenv-all",
+        "--volume=/w:/work:rw",
+        "--volume=/p:/project:ro",
+        "--ulimit=nofile=1000:1000",
+        "--ulimit=nproc=200:200",
+        "--label=ah.run=r1",
+        "--runtime=runc",
+        "--user=0:0",
+        "--volume=/dev/null:/project/.git:ro",
+        "--volume=/usr/bin/catatonit:/run/ah-init:ro",
+    ] {
+        assert!(
+            args.contains(&flag.to_string()),
+            "missing {flag} in {args:?}"
+        );
+    }
+    assert!(
+        args.iter()
+            .any(|a| a.starts_with("--tmpfs=/project/.ah:ro,notmpcopyup"))
+    );
+    assert!(!args.iter().any(|a| a.contains("keep-id")));
+    // catatonit is PID 1 and starts nothing: no keeper process to spare.
+    assert!(!args.contains(&"--init".to_string()));
+    assert_eq!(
+        &args[args.len() - 3..],
+        ["localhost/ah-sandbox:latest", "/run/ah-init", "-P"]
+    );
+}
+
+#[test]
+fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
+    let mut spec = spec(Path::new("/w"), Path::new("/p"));
+    spec.rootless = true;
+    spec.read_only_work = true;
+    spec.masks = Vec::new();
+    let args = strings(&run_args(&spec));
+    assert!(args.contains(&"--userns=keep-id".to_string()));
+    assert!(!args.iter().any(|a| a.starts_with("--user=")));
+    assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
+    assert!(!args.iter().any(|a| a.contains("/project/.")));
+}
+
+#[test]
+fn the_network_mode_picks_the_network_and_the_mounts() {
+    let env = [("PATH".to_string(), CONTAINER_PATH.to_string())];
+    let mut spec = spec(Path::new("/w"), Path::new("/p"));
+    spec.env = &env;
+    spec.network = Network::Proxy {
+        socket_dir: Path::new("/tmp/ah-egress-x"),
+        ah: Path::new("/usr/bin/ah"),
+    };
+    let args = strings(&run_args(&spec));
+    assert!(args.contains(&"--network=none".to_string()));
+    assert!(args.contains(&"--volume=/tmp/ah-egress-x:/run/ah-egress:ro".to_string()));
+    assert!(args.contains(&"--volume=/usr/bin/ah:/run/ah-bin:ro".to_string()));
+    assert!(args.contains(&format!("--env=PATH={CONTAINER_PATH}")));
+    assert_eq!(args.iter().filter(|a| a.starts_with("--env=")).count(), 1);
+    spec.network = Network::Full("slirp4netns");
+    let args = strings(&run_args(&spec));
+    assert!(args.contains(&"--network=slirp4netns".to_string()));
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("/run/ah-") && !a.contains("ah-init"))
+    );
+    spec.network = Network::Full("pasta");
+    assert!(strings(&run_args(&spec)).contains(&"--network=pasta".to_string()));
+}
+
+#[test]
+fn masks_cover_the_hidden_entries_a_project_has() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+    assert_eq!(project_masks(dir.path()), []);
+    std::fs::create_dir(dir.path().join(".ah")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.path().join(".git"), "gitdir: /elsewhere\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        project_masks(dir.path()),
+        [
+            Mask::Dir("/project/.ah".to_string()),
+            Mask::File("/project/.git".to_string())
+        ]
+    );
+    std::fs::remove_file(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::create_dir(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(project_masks(dir.path()).contains(&Mask::Dir("/project/.git".to_string())));
+}
+
+#[test]
+fn ulimits_never_exceed_the_host() {
+    let host = HostLimits {
+        nofile_hard: 20_000,
+        nproc_hard: 96_365,
+        pid_max: 32_768,
+    };
+    let got = Ulimits::WANTED.clamped(&host);
+    assert_eq!(
+        got,
+        Ulimits {
+            nofile: 20_000,
+            nproc: 32_768
+        }
+    );
+    let roomy = HostLimits {
+        nofile_hard: u64::MAX,
+        nproc_hard: 1000,
+        pid_max: u64::MAX,
+    };
+    assert_eq!(Ulimits::WANTED.clamped(&roomy).nproc, 1000);
+    assert_eq!(Ulimits::WANTED.clamped(&roomy).nofile, 65_536);
+}
+
+#[test]
+fn host_limits_match_getrlimit_of_this_process() {
+    let limits = HostLimits::read();
+    let text = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
+    let line = text.lines().find(|l| l.starts_with("Max open files"));
+    if let Some(line) = line {
+        let hard = line.split_whitespace().nth(4).unwrap_or("");
+        let expected = if hard == "unlimited" {
+            u64::MAX
+        } else {
+            hard.parse().unwrap_or(0)
+        };
+        assert_eq!(limits.nofile_hard, expected);
+    }
+    assert!(Ulimits::for_host().nofile <= limits.nofile_hard);
+}

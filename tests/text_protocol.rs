@@ -257,3 +257,34 @@ fn an_unknown_tool_protocol_is_a_usage_error() {
     );
     assert!(mock.requests().is_empty());
 }
+
+#[test]
+fn a_model_repeating_its_blocks_is_told_then_stopped_by_loop_detection() {
+    let host = Host::git(&[("README.md", "demo\n")]);
+    // Ten identical blocks a turn: with the window of 10, one detection per
+    // turn, and the third stops the run.
+    let reply = "##run\n```sh\necho same\n```\n".repeat(10);
+    let mut turns: Vec<Turn> = (0..3)
+        .map(|_| Turn::reply(Reply::new().text(reply.clone())).piece_size(64))
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("never asked for")));
+    let mock = MockServer::start(turns);
+    let out = run(&host, &mock, "text", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped: the model repeated itself 3 times"),
+        "{stderr}"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(mock.pending_turns(), 1);
+    let told = last_user_text(&requests[1]);
+    assert!(told.contains("10. ##run echo same: done"), "{told}");
+    assert!(
+        told.contains("[ah: loop detected] Your last 10 tool calls repeat the same call 10 times"),
+        "{told}"
+    );
+    assert!(host.run().join("steps/step-30.meta.json").exists());
+    assert!(!host.run().join("steps/step-31.meta.json").exists());
+}

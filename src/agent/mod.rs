@@ -202,6 +202,7 @@ pub async fn run_agent(
                 &head,
                 abort,
                 &mut tool_calls,
+                &mut loops,
             )
             .await?
         {

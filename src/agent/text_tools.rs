@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::emit::Emitter;
 use super::event::{EndReason, Event};
+use super::loop_detect::LoopDetector;
 use super::request::INTERRUPTED;
 use super::step::step_events;
 use super::{AbortSignal, AgentConfig, AgentError};
@@ -22,6 +23,7 @@ use crate::llm::models::ToolProtocol;
 use crate::llm::{Block, Response, Role, ToolDef};
 use crate::sandbox::run::Run;
 use crate::session::{BlockRecord, MessageMeta, Session};
+use crate::tools::ToolOutput;
 use parse::Directive;
 
 const PROTOCOL: &str = include_str!("../../sys/text_protocol.md");
@@ -79,6 +81,7 @@ pub(super) async fn run_blocks(
     head: &str,
     abort: &mut AbortSignal,
     tool_calls: &mut u32,
+    loops: &mut LoopDetector,
 ) -> Result<Option<Ran>, AgentError> {
     let text: String = response
         .content
@@ -134,16 +137,28 @@ pub(super) async fn run_blocks(
             continue;
         }
         *tool_calls += 1;
-        let (ok, output) = step(run, session, out, head, abort, call).await;
-        match output {
+        let (name, input) = call;
+        match step(run, session, out, head, abort, (name, input.clone())).await {
             Some(output) => {
-                let status = if ok { "done" } else { "failed" };
+                let status = if output.is_error { "failed" } else { "done" };
                 let _ = write!(
                     report,
                     "\n{}. {label}: {status}\n{}\n",
                     n + 1,
-                    fenced(&output)
+                    fenced(&output.content)
                 );
+                if let Some(repetition) = loops.record(name, &input, &output) {
+                    out.emit(session, Some(head), repetition.event());
+                    let steering = repetition.steering();
+                    out.emit(
+                        session,
+                        Some(head),
+                        Event::SteeringInjected {
+                            text: steering.clone(),
+                        },
+                    );
+                    let _ = write!(report, "\n{steering}\n");
+                }
             }
             None => {
                 stop = Some(EndReason::Aborted);
@@ -153,6 +168,9 @@ pub(super) async fn run_blocks(
         if run.poisoned().is_some() {
             stop = Some(EndReason::Poisoned);
         }
+    }
+    if stop.is_none() && loops.should_stop() {
+        stop = Some(EndReason::Looping);
     }
     if stop.is_none() && config.max_tools.is_some_and(|max| *tool_calls >= max) {
         stop = Some(EndReason::ToolLimit);
@@ -166,8 +184,7 @@ pub(super) async fn run_blocks(
 }
 
 /// One block as a tool step, with the events of a native call. Returns
-/// whether it succeeded and what the model is told; `None` when `abort`
-/// stopped it.
+/// its output; `None` when `abort` stopped it.
 async fn step(
     run: &mut Run,
     session: &Session,
@@ -175,7 +192,7 @@ async fn step(
     head: &str,
     abort: &mut AbortSignal,
     (name, input): (&str, Value),
-) -> (bool, Option<String>) {
+) -> Option<ToolOutput> {
     let id = format!("text_{}", ulid::Ulid::generate());
     out.emit(
         session,
@@ -204,12 +221,12 @@ async fn step(
                 output: INTERRUPTED.to_string(),
             },
         );
-        return (false, None);
+        return None;
     };
     for event in step_events(&id, name, &outcome) {
         out.emit(session, Some(head), event);
     }
-    (!outcome.output.is_error, Some(outcome.output.content))
+    Some(outcome.output)
 }
 
 /// `text` in a fence longer than any backtick run inside it.

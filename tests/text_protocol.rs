@@ -288,3 +288,31 @@ fn a_model_repeating_its_blocks_is_told_then_stopped_by_loop_detection() {
     assert!(host.run().join("steps/step-30.meta.json").exists());
     assert!(!host.run().join("steps/step-31.meta.json").exists());
 }
+
+#[test]
+fn the_tool_limit_counts_blocks_and_the_rest_are_answered_not_run() {
+    let host = Host::git(&[("README.md", "demo\n")]);
+    let reply = "##file:one.txt\n```\n1\n```\n##file:two.txt\n```\n2\n```\n";
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().text(reply)),
+        Turn::reply(Reply::new().text("never asked for")),
+    ]);
+    let out = run(&host, &mock, "text", &["--max-tools", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(host.read("one.txt"), "1\n");
+    assert!(!host.project.join("two.txt").exists());
+    assert_eq!(mock.requests().len(), 1, "the limit ends the run");
+    assert_eq!(mock.pending_turns(), 1);
+    let db = &host.sessions()[0];
+    let told = query(
+        db,
+        "SELECT b.content FROM content_blocks b JOIN messages m ON m.id = b.message_id \
+         WHERE m.role = 'user' AND b.content LIKE '[ah: results%'",
+    );
+    let told = told[0][0].as_str().unwrap_or_default();
+    assert!(told.contains("1. ##file:one.txt: done"), "{told}");
+    assert!(
+        told.contains("2. ##file:two.txt: not run: the tool call limit (--max-tools) was reached"),
+        "{told}"
+    );
+}

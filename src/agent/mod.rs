@@ -17,6 +17,7 @@ pub mod loop_detect;
 pub mod prompt;
 mod request;
 mod step;
+mod text_tools;
 pub mod time_travel;
 
 pub use abort::{AbortHandle, AbortSignal, abort_channel};
@@ -36,7 +37,7 @@ use loop_detect::LoopDetector;
 use request::{INTERRUPTED, map_edit_calls, sendable};
 use step::{CUT_OFF, result_record, step_events};
 
-use crate::llm::models::ModelInfo;
+use crate::llm::models::{ModelInfo, ToolProtocol};
 use crate::llm::{Block, LlmError, Provider, Request, Response, Role, ToolDef};
 use crate::sandbox::run::Run;
 use crate::session::{BlockRecord, MessageMeta, Session, SessionError, StoredMessage};
@@ -190,6 +191,30 @@ pub async fn run_agent(
                 _ => None,
             })
             .collect();
+        if calls.is_empty()
+            && config.model.tool_protocol == ToolProtocol::Text
+            && let Some(ran) = text_tools::run_blocks(
+                config,
+                &response,
+                run,
+                session,
+                &mut out,
+                &head,
+                abort,
+                &mut tool_calls,
+                &mut loops,
+            )
+            .await?
+        {
+            head = ran.head;
+            out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+            match ran.stop {
+                Some(reason) => {
+                    return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
+                }
+                None => continue,
+            }
+        }
         if calls.is_empty() {
             out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
             let reason = match response.stop_reason.as_deref() {
@@ -375,11 +400,12 @@ async fn stream_call(
     out: &mut Emitter<'_>,
 ) -> Result<(Response, u64), AgentError> {
     let head = path.last().map(|message| message.id.as_str());
+    let (system, tools) = text_tools::request_parts(config);
     let request = Request {
         model: config.model.id.clone(),
-        system: config.system.clone(),
+        system,
         messages: map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
-        tools: config.tools.clone(),
+        tools,
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,
     };

@@ -6,6 +6,7 @@ use anyhow::Result;
 
 use super::config::{self, Config};
 use super::task::UsageError;
+use crate::llm::models::ToolProtocol;
 use crate::llm::providers::Selection;
 
 /// The session `context` key holding the model of its last run, as `-m`
@@ -17,7 +18,8 @@ pub(super) const SESSION_MODEL: &str = "model";
 /// window, output limit and edit format, when set, replace the known
 /// ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
 /// built-in or configured provider. A name that picks a provider but no
-/// model is a usage error.
+/// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
+/// set, decides how the model calls tools ([`tool_protocol`]).
 pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
     let usage = |why: String| anyhow::Error::from(UsageError(why));
     let registry =
@@ -41,5 +43,26 @@ pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
             selection.model.edit_format = format;
         }
     }
+    if let Some(protocol) = tool_protocol(std::env::var(TOOL_PROTOCOL_VAR).ok().as_deref())? {
+        selection.model.tool_protocol = protocol;
+    }
     Ok(selection)
+}
+
+/// The variable that picks the tool protocol of the run's model.
+const TOOL_PROTOCOL_VAR: &str = "AH_TOOL_PROTOCOL";
+
+/// The protocol `value` of [`TOOL_PROTOCOL_VAR`] names; unset or empty
+/// leaves the provider entry's; anything else is a usage error.
+fn tool_protocol(value: Option<&str>) -> Result<Option<ToolProtocol>> {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(value) => ToolProtocol::parse(value).map(Some).ok_or_else(|| {
+            UsageError(format!(
+                "{TOOL_PROTOCOL_VAR}={value:?} is not a tool protocol: use native (the API's \
+                 tool calls) or text (##file: and ##run blocks, for models without tool calling)"
+            ))
+            .into()
+        }),
+    }
 }

@@ -13,6 +13,7 @@ pub mod openai;
 pub mod providers;
 pub mod redact;
 pub mod retry;
+pub mod sanitize;
 pub mod sse;
 pub mod transport;
 

@@ -18,6 +18,30 @@ pub enum EditFormat {
     ApplyPatch,
 }
 
+/// How the model calls tools. A property of the provider entry (and so of
+/// each model), so configuration can override it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolProtocol {
+    /// The API's own tool calls: tools are sent with the request.
+    #[default]
+    Native,
+    /// For models without tool calling: no tools are sent; the system
+    /// prompt describes `##file:PATH` and `##run` blocks, which ah reads
+    /// from the reply's text.
+    Text,
+}
+
+impl ToolProtocol {
+    /// `native` or `text`, as written in settings.
+    pub fn parse(value: &str) -> Option<ToolProtocol> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "native" => Some(ToolProtocol::Native),
+            "text" => Some(ToolProtocol::Text),
+            _ => None,
+        }
+    }
+}
+
 /// What ah knows about one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelInfo {
@@ -29,6 +53,8 @@ pub struct ModelInfo {
     pub max_output_tokens: u32,
     /// The file-editing tool the model is offered.
     pub edit_format: EditFormat,
+    /// How the model calls tools.
+    pub tool_protocol: ToolProtocol,
 }
 
 /// Window assumed for a Claude model id that is not in the table: every
@@ -148,6 +174,7 @@ pub fn resolve(api: ApiKind, name: &str) -> ModelInfo {
         context_window,
         max_output_tokens,
         edit_format: api.edit_format(),
+        tool_protocol: ToolProtocol::Native,
     }
 }
 
@@ -186,6 +213,7 @@ mod tests {
                 context_window: 200_000,
                 max_output_tokens: 32_000,
                 edit_format: EditFormat::Edit,
+                tool_protocol: ToolProtocol::Native,
             }
         );
         assert_eq!(
@@ -195,6 +223,7 @@ mod tests {
                 context_window: 32_768,
                 max_output_tokens: 8_192,
                 edit_format: EditFormat::ApplyPatch,
+                tool_protocol: ToolProtocol::Native,
             }
         );
     }
@@ -207,5 +236,12 @@ mod tests {
         // "opus" means nothing to an OpenAI-compatible server: passed through.
         assert_eq!(resolve(ApiKind::OpenAi, "opus").id, "opus");
         assert_eq!(claude("gpt-4o").context_window, 200_000);
+    }
+
+    #[test]
+    fn tool_protocols_are_named_native_and_text() {
+        assert_eq!(ToolProtocol::parse(" Text "), Some(ToolProtocol::Text));
+        assert_eq!(ToolProtocol::parse("native"), Some(ToolProtocol::Native));
+        assert_eq!(ToolProtocol::parse("json"), None);
     }
 }

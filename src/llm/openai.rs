@@ -20,6 +20,8 @@ pub struct OpenAiClient {
     endpoint: Endpoint,
     output_limit_field: OutputLimitField,
     retry: RetryPolicy,
+    /// Whether replies go through the stream sanitizer.
+    sanitize: bool,
 }
 
 impl OpenAiClient {
@@ -49,7 +51,15 @@ impl OpenAiClient {
             endpoint: Endpoint::new(url, headers)?,
             output_limit_field,
             retry,
+            sanitize: false,
         })
+    }
+
+    /// Passes the replies' text through the stream sanitizer
+    /// ([`super::sanitize`]) when `sanitize` is set.
+    pub fn sanitized(mut self, sanitize: bool) -> OpenAiClient {
+        self.sanitize = sanitize;
+        self
     }
 }
 
@@ -61,8 +71,13 @@ impl Provider for OpenAiClient {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<Response, LlmError> {
         let body = request::body(request, self.output_limit_field)?;
+        let new_assembler = if self.sanitize {
+            stream::Assembler::sanitized
+        } else {
+            stream::Assembler::new
+        };
         self.endpoint
-            .stream(body, &self.retry, stream::Assembler::new, on_event)
+            .stream(body, &self.retry, new_assembler, on_event)
             .await
     }
 }

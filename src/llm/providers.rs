@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::anthropic::{self, AnthropicClient};
 use super::auth::Credentials;
-use super::models::{self, EditFormat, ModelInfo};
+use super::models::{self, EditFormat, ModelInfo, ToolProtocol};
 use super::openai::OpenAiClient;
 use super::retry::RetryPolicy;
 use super::{LlmError, Provider};
@@ -81,6 +81,11 @@ pub struct ProviderEntry {
     pub edit_format: EditFormat,
     /// How the output limit is named in the request (OpenAI-compatible only).
     pub output_limit_field: OutputLimitField,
+    /// Whether replies go through the stream sanitizer (OpenAI-compatible
+    /// only): local servers' models leak chat-template tokens into the text.
+    pub sanitize: bool,
+    /// How its models call tools.
+    pub tool_protocol: ToolProtocol,
 }
 
 impl ProviderEntry {
@@ -99,6 +104,10 @@ impl ProviderEntry {
             base_url_env: base_url_env.map(str::to_string),
             edit_format: api.edit_format(),
             output_limit_field: OutputLimitField::MaxTokens,
+            // OpenAI's own API never leaks template tokens; the servers
+            // that run open models do.
+            sanitize: api == ApiKind::OpenAi,
+            tool_protocol: ToolProtocol::Native,
         }
     }
 
@@ -195,12 +204,10 @@ impl Selection {
                 if let Some(key) = &key {
                     super::redact::register(key);
                 }
-                Ok(Box::new(OpenAiClient::new(
-                    &base_url,
-                    key.as_deref(),
-                    entry.output_limit_field,
-                    retry,
-                )?))
+                Ok(Box::new(
+                    OpenAiClient::new(&base_url, key.as_deref(), entry.output_limit_field, retry)?
+                        .sanitized(entry.sanitize),
+                ))
             }
         }
     }
@@ -233,6 +240,7 @@ impl Registry {
             Some("OPENAI_BASE_URL"),
         );
         openai.output_limit_field = OutputLimitField::MaxCompletionTokens;
+        openai.sanitize = false;
         Registry {
             entries: vec![
                 ProviderEntry::builtin(
@@ -298,6 +306,7 @@ impl Registry {
         }
         let mut info = models::resolve(entry.api, model);
         info.edit_format = entry.edit_format;
+        info.tool_protocol = entry.tool_protocol;
         Ok(Selection {
             provider: entry.clone(),
             model: info,

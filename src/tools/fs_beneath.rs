@@ -66,14 +66,6 @@ pub fn open_file(root: &Path, rel: &str, write: bool) -> Result<File, BeneathErr
     open_file_with(&root, rel, write, lookup(&root))
 }
 
-/// Opens `rel` beneath `root` to be written from scratch: creates missing
-/// parent folders, then creates the file or truncates the existing one.
-/// Returns the file and whether it was created.
-pub fn create_file(root: &Path, rel: &str) -> Result<(File, bool), BeneathError> {
-    let root = open_root(root)?;
-    create_file_with(&root, rel, lookup(&root))
-}
-
 fn open_file_with(
     root: &OwnedFd,
     rel: &str,
@@ -84,31 +76,6 @@ fn open_file_with(
     let flags = access | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let fd = open_beneath(root.as_fd(), &parts(rel), flags, 0, lookup).map_err(classify)?;
     regular(File::from(fd))
-}
-
-fn create_file_with(
-    root: &OwnedFd,
-    rel: &str,
-    lookup: Lookup,
-) -> Result<(File, bool), BeneathError> {
-    let parts = parts(rel);
-    let Some((name, folders)) = parts.split_last() else {
-        return Err(BeneathError::Directory);
-    };
-    let parent = make_folders(root, folders, lookup)?;
-    let name = [*name];
-    let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    let exclusive = flags | libc::O_CREAT | libc::O_EXCL;
-    match open_beneath(parent.as_fd(), &name, exclusive, 0o666, lookup) {
-        Ok(fd) => Ok((File::from(fd), true)),
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-            let fd = open_beneath(parent.as_fd(), &name, flags, 0, lookup).map_err(classify)?;
-            let file = regular(File::from(fd))?;
-            file.set_len(0)?;
-            Ok((file, false))
-        }
-        Err(e) => Err(classify(e)),
-    }
 }
 
 /// Opens (creating as needed, one `mkdirat` at a time) the folders beneath

@@ -1,11 +1,12 @@
 //! The `write` tool: creates or replaces a file, creating parent folders.
 //! The write policy is asked first; a refused path is never touched.
 
-use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use serde_json::json;
 
+use super::fs_beneath::folder::folder_of;
 use super::fs_beneath::{self, BeneathError};
 use super::input::Input;
 use super::path::{self, Resolved};
@@ -71,38 +72,59 @@ pub(super) fn allowed(resolved: &Resolved, exec: &dyn Exec) -> Result<(), String
     })
 }
 
-/// Writes `bytes` to the file at `resolved`, opened beneath `root` so that no
-/// symlink swapped in after [`path::resolve`] is followed; missing parent
-/// folders are created one by one beneath it. Returns whether the file was
-/// created; an error is the tool's result.
+/// Writes `bytes` to the file at `resolved`: staged as a temporary file in
+/// its folder and renamed over it, so the file is never seen half written.
+/// The folder is opened beneath `root` and an existing file is looked at
+/// without following links, so no symlink swapped in after
+/// [`path::resolve`] is followed; missing parent folders are created one by
+/// one beneath it; an existing file keeps its permission bits. Returns
+/// whether the file was created; an error is the tool's result.
 async fn write_file(root: &Path, resolved: &Resolved, bytes: &[u8]) -> Result<bool, ToolOutput> {
     let (root, rel, shown) = (root.to_path_buf(), resolved.rel.clone(), resolved.display());
     let bytes = bytes.to_vec();
     fs_beneath::unblock(move || {
-        let (mut file, created) = match fs_beneath::create_file(&root, &rel) {
-            Ok(opened) => opened,
+        let mode = match fs_beneath::open_file(&root, &rel, false) {
+            Ok(file) => Some(
+                file.metadata()
+                    .map_err(|e| ToolOutput::error(format!("cannot inspect {shown}: {e}")))?
+                    .permissions()
+                    .mode()
+                    & 0o7777,
+            ),
+            Err(BeneathError::NotFound) => None,
             // An existing directory: nothing was created or changed.
             Err(BeneathError::Directory) => {
                 return Err(ToolOutput::error(format!(
                     "{shown} is a directory: give the path of a file inside it"
                 )));
             }
-            Err(BeneathError::Changed) => {
-                return Err(changed(format!(
-                    "{shown} changed while it was being written: {}; the file was not \
-                     written. Try again.",
-                    BeneathError::Changed
-                )));
-            }
+            Err(BeneathError::Changed) => return Err(swapped(&shown)),
+            Err(e) => return Err(ToolOutput::error(format!("cannot write {shown}: {e}"))),
+        };
+        let (folder, name) = match folder_of(&root, &rel, true) {
+            Ok(found) => found,
+            Err(BeneathError::Changed) => return Err(swapped(&shown)),
             Err(e) => return Err(changed(format!("cannot write {shown}: {e}"))),
         };
-        file.write_all(&bytes)
-            .and_then(|()| file.flush())
+        let temp = folder
+            .stage(&bytes, mode)
             .map_err(|e| changed(format!("cannot write {shown}: {e}")))?;
-        Ok(created)
+        if let Err(e) = folder.rename_into(&temp, &folder, &name) {
+            let _ = folder.remove(&temp);
+            return Err(changed(format!("cannot write {shown}: {e}")));
+        }
+        Ok(mode.is_none())
     })
     .await
     .unwrap_or_else(|message| Err(changed(message)))
+}
+
+/// A folder or the file was replaced by a link after the path was checked.
+fn swapped(shown: &str) -> ToolOutput {
+    changed(format!(
+        "{shown} changed while it was being written: {}; the file was not written. Try again.",
+        BeneathError::Changed
+    ))
 }
 
 /// An error after which files may have changed: parent folders may have been
@@ -148,6 +170,30 @@ mod tests {
             std::fs::read_to_string(exec.path("a/b/c.txt")).unwrap(),
             "bye"
         );
+    }
+
+    #[tokio::test]
+    async fn a_file_is_replaced_whole_by_rename_and_keeps_its_mode() {
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        let exec = TestExec::new();
+        let path = exec.path("run.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+        let before = std::fs::metadata(&path).unwrap().ino();
+        // A reader holding the old file sees the old content, not a mix.
+        let held = std::fs::File::open(&path).unwrap();
+        let out = call(&json!({"path": "run.sh", "content": "new content"}), &exec).await;
+        assert!(!out.is_error, "{}", out.content);
+        let after = std::fs::metadata(&path).unwrap();
+        assert_ne!(after.ino(), before, "a new file was renamed into place");
+        assert_eq!(after.permissions().mode() & 0o7777, 0o751);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new content");
+        assert_eq!(std::io::read_to_string(held).unwrap(), "old");
+        let names: Vec<_> = std::fs::read_dir(exec.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["run.sh"], "no temporary file is left");
     }
 
     #[tokio::test]

@@ -55,7 +55,7 @@ fn floor(config: &AgentConfig) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::models::{EditFormat, ModelInfo};
+    use crate::llm::models::{EditFormat, ModelInfo, ToolProtocol};
 
     fn config(reserve: u64, thinking_budget: Option<u32>) -> AgentConfig {
         AgentConfig {
@@ -64,6 +64,7 @@ mod tests {
                 context_window: 200_000,
                 max_output_tokens: 64_000,
                 edit_format: EditFormat::Edit,
+                tool_protocol: ToolProtocol::Native,
             },
             system: String::new(),
             tools: Vec::new(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::models::EditFormat;
+use crate::llm::models::{EditFormat, ToolProtocol};
 use crate::llm::providers::{ApiKind, OutputLimitField, ProviderEntry, Registry};
 
 /// One `[providers.NAME]` table.
@@ -54,6 +54,9 @@ impl ProviderSettings {
                 base_url_env: None,
                 edit_format: api.edit_format(),
                 output_limit_field: OutputLimitField::MaxTokens,
+                // A server named in configuration is usually a local one.
+                sanitize: api == ApiKind::OpenAi,
+                tool_protocol: ToolProtocol::Native,
             },
             (None, _, _) => {
                 return Err(format!(

@@ -10,10 +10,16 @@
 //! `tool_use`, `length` → `max_tokens`, `stop` → `end_turn` (or `tool_use`
 //! when the reply holds tool calls, as some servers say `stop` then),
 //! `content_filter` → `refusal`.
+//!
+//! For providers whose models leak chat-template tokens, the text goes
+//! through a [`Sanitizer`] first: what it removes is neither streamed nor
+//! kept, and a call it finds framed by those tokens becomes a tool call
+//! after the native ones.
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::llm::sanitize::Sanitizer;
 use crate::llm::sse::StreamError;
 use crate::llm::transport::StreamAssembler;
 use crate::llm::{Block, Response, StreamEvent, Usage};
@@ -29,6 +35,8 @@ pub struct Assembler {
     finish_reason: Option<String>,
     usage: Usage,
     done: bool,
+    /// Filters the text when the provider needs it.
+    sanitizer: Option<Sanitizer>,
 }
 
 /// A tool call while its pieces stream in.
@@ -44,6 +52,26 @@ struct Call {
 impl Assembler {
     pub fn new() -> Assembler {
         Assembler::default()
+    }
+
+    /// An assembler whose text goes through a [`Sanitizer`].
+    pub fn sanitized() -> Assembler {
+        Assembler {
+            sanitizer: Some(Sanitizer::default()),
+            ..Assembler::default()
+        }
+    }
+
+    /// Shows and keeps `piece` of text (as far as the sanitizer lets it).
+    fn text(&mut self, piece: &str, on_event: &mut dyn FnMut(StreamEvent)) {
+        let piece = match &mut self.sanitizer {
+            Some(sanitizer) => sanitizer.push(piece),
+            None => piece.to_string(),
+        };
+        if !piece.is_empty() {
+            self.text.push_str(&piece);
+            on_event(StreamEvent::TextDelta(piece));
+        }
     }
 
     fn handle_chunk(&mut self, chunk: Chunk, on_event: &mut dyn FnMut(StreamEvent)) {
@@ -80,6 +108,9 @@ impl Assembler {
             self.apply(delta, on_event);
         }
         if choice.finish_reason.is_some() {
+            // The choice is over: what the sanitizer holds is decided now,
+            // while it can still be streamed.
+            self.flush(on_event);
             self.finish_reason = choice.finish_reason;
         }
     }
@@ -94,11 +125,8 @@ impl Assembler {
                 on_event(StreamEvent::ThinkingDelta(piece));
             }
         }
-        if let Some(piece) = delta.content
-            && !piece.is_empty()
-        {
-            self.text.push_str(&piece);
-            on_event(StreamEvent::TextDelta(piece));
+        if let Some(piece) = delta.content {
+            self.text(&piece, on_event);
         }
         for piece in delta.tool_calls.unwrap_or_default() {
             let at = self.call_for(&piece);
@@ -168,6 +196,7 @@ impl StreamAssembler for Assembler {
     ) -> Result<(), StreamError> {
         if data.trim() == "[DONE]" {
             self.done = true;
+            self.flush(on_event);
             return Ok(());
         }
         if self.done {
@@ -193,10 +222,13 @@ impl StreamAssembler for Assembler {
     /// A body that ended after a finish reason but without `[DONE]` counts
     /// as complete (some servers leave it out); one without a finish reason
     /// was cut short.
-    fn finish(self) -> Result<Response, StreamError> {
+    fn finish(mut self) -> Result<Response, StreamError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(StreamError::Incomplete);
         }
+        // Without `[DONE]` nobody saw the held text yet; it is kept all the
+        // same (the transport's stream of deltas has ended).
+        self.flush(&mut |_| {});
         let stop_reason = stop_reason(self.finish_reason.as_deref(), !self.calls.is_empty());
         let cut_off = stop_reason.as_deref() == Some("max_tokens");
         let mut content = Vec::new();
@@ -242,6 +274,36 @@ impl StreamAssembler for Assembler {
             usage: self.usage,
             truncated_tool_calls,
         })
+    }
+}
+
+impl Assembler {
+    /// Ends the sanitizer: its held text is shown and its calls join the
+    /// native ones, numbered after them.
+    fn flush(&mut self, on_event: &mut dyn FnMut(StreamEvent)) {
+        let Some(mut sanitizer) = self.sanitizer.take() else {
+            return;
+        };
+        let rest = sanitizer.finish();
+        if !rest.is_empty() {
+            self.text.push_str(&rest);
+            on_event(StreamEvent::TextDelta(rest));
+        }
+        let first = self.calls.iter().map(|c| c.index + 1).max().unwrap_or(0);
+        for (index, found) in (first..).zip(sanitizer.take_calls()) {
+            let id = new_call_id();
+            on_event(StreamEvent::ToolUseStart {
+                id: id.clone(),
+                name: found.name.clone(),
+            });
+            self.calls.push(Call {
+                index,
+                id,
+                name: found.name,
+                arguments: found.input.to_string(),
+                announced: true,
+            });
+        }
     }
 }
 

@@ -143,16 +143,33 @@ fn a_missing_key_names_its_variable_and_local_servers_need_none() {
 }
 
 #[test]
+fn servers_of_open_models_are_sanitized_and_the_big_apis_are_not() {
+    let registry = Registry::builtin();
+    let sanitized = |name: &str| registry.get(name).map(|e| e.sanitize);
+    for name in ["ollama", "lmstudio", "vllm", "openrouter"] {
+        assert_eq!(sanitized(name), Some(true), "{name}");
+    }
+    assert_eq!(sanitized("openai"), Some(false));
+    assert_eq!(sanitized("anthropic"), Some(false));
+}
+
+#[test]
 fn an_inserted_entry_replaces_or_extends_the_registry() {
     let mut registry = Registry::builtin();
     let mut local = registry.get("vllm").expect("vllm").clone();
     local.name = "lab".into();
     local.base_url = "http://gpu-box:9000/v1".into();
     local.edit_format = EditFormat::Edit;
+    local.tool_protocol = ToolProtocol::Text;
     registry.insert(local);
     let lab = registry.select("lab:coder").expect("lab model");
     assert_eq!(lab.provider.base_url, "http://gpu-box:9000/v1");
     assert_eq!(lab.model.edit_format, EditFormat::Edit, "the entry decides");
+    assert_eq!(lab.model.tool_protocol, ToolProtocol::Text);
+    assert_eq!(
+        select("ollama:qwen").model.tool_protocol,
+        ToolProtocol::Native
+    );
 
     let mut ollama = registry.get("ollama").expect("ollama").clone();
     ollama.base_url = "http://elsewhere:11434/v1".into();

@@ -1,4 +1,5 @@
-//! Whole-file replacement beneath the work root, for `apply_patch`: a handle
+//! Whole-file replacement beneath the work root, for `write` and
+//! `apply_patch`: a handle
 //! of a file's folder (opened the same race-free way as files), in which new
 //! content is staged as a temporary file and then renamed over the target,
 //! and files are removed. Names passed here are single components, so

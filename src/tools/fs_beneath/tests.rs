@@ -18,6 +18,35 @@ use crate::tools::{Exec as _, call};
 
 const BOTH: [Lookup; 2] = [Lookup::Openat2, Lookup::Walk];
 
+/// Opens `rel` beneath `root` to be written from scratch, as a file tool
+/// would without staging: missing parents by [`make_folders`], then the
+/// file created or truncated, every link refused. Returns whether it was
+/// created.
+fn create_file_with(
+    root: &OwnedFd,
+    rel: &str,
+    lookup: Lookup,
+) -> Result<(File, bool), BeneathError> {
+    let parts = parts(rel);
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(BeneathError::Directory);
+    };
+    let parent = make_folders(root, folders, lookup)?;
+    let name = [*name];
+    let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let exclusive = flags | libc::O_CREAT | libc::O_EXCL;
+    match open_beneath(parent.as_fd(), &name, exclusive, 0o666, lookup) {
+        Ok(fd) => Ok((File::from(fd), true)),
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+            let fd = open_beneath(parent.as_fd(), &name, flags, 0, lookup).map_err(classify)?;
+            let file = regular(File::from(fd))?;
+            file.set_len(0)?;
+            Ok((file, false))
+        }
+        Err(e) => Err(classify(e)),
+    }
+}
+
 fn root_of(exec: &TestExec) -> OwnedFd {
     open_root(exec.root()).unwrap()
 }

@@ -278,3 +278,61 @@ fn cut_streams_errors_and_garbage_are_reported() {
     result.expect("ignored after done");
     assert!(assembler.is_complete());
 }
+
+#[test]
+fn a_sanitized_stream_drops_leaked_tokens_and_makes_their_call_a_tool_call() {
+    let leaked = "Listing.<|start|>assistant<|channel|>commentary to=functions.bash \
+                  <|constrain|>json<|message|>{\"command\":\"ls -la\"}<|call|>";
+    // Cut into 5-char deltas, as a local server streams tokens.
+    let chars: Vec<char> = leaked.chars().collect();
+    let mut data: Vec<String> = chars
+        .chunks(5)
+        .map(|piece| chunk(json!({"content": piece.iter().collect::<String>()}), None))
+        .collect();
+    data.push(chunk(json!({}), Some("stop")));
+    data.push("[DONE]".to_string());
+
+    let mut assembler = Assembler::sanitized();
+    let mut seen = Vec::new();
+    for d in &data {
+        assembler
+            .handle(d, &mut |e| seen.push(e))
+            .expect("accepted");
+    }
+    let response = assembler.finish().expect("complete");
+    let streamed: String = seen
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta(piece) => Some(piece.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(streamed, "Listing.");
+    let Some(Block::ToolUse { id, name, input }) = response.content.get(1) else {
+        panic!("no tool call in {:?}", response.content);
+    };
+    assert_eq!(
+        response.content[0],
+        Block::Text {
+            text: "Listing.".into()
+        }
+    );
+    assert!(id.starts_with("call_"), "{id}");
+    assert_eq!(name, "bash");
+    assert_eq!(input, &json!({"command": "ls -la"}));
+    assert!(seen.contains(&StreamEvent::ToolUseStart {
+        id: id.clone(),
+        name: "bash".into()
+    }));
+    // "stop" with a call in the reply is a tool-use stop.
+    assert_eq!(response.stop_reason.as_deref(), Some("tool_use"));
+
+    // Without the sanitizer the same stream is kept as it came.
+    let (plain, _) = assemble(&data);
+    assert_eq!(
+        plain.content,
+        vec![Block::Text {
+            text: leaked.into()
+        }]
+    );
+}

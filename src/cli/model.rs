@@ -42,6 +42,9 @@ pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
         if let Some(format) = alias.edit_format {
             selection.model.edit_format = format;
         }
+        if let Some(protocol) = alias.tool_protocol {
+            selection.model.tool_protocol = protocol;
+        }
     }
     if let Some(protocol) = tool_protocol(std::env::var(TOOL_PROTOCOL_VAR).ok().as_deref())? {
         selection.model.tool_protocol = protocol;

@@ -20,7 +20,8 @@ pub enum EditFormat {
 
 /// How the model calls tools. A property of the provider entry (and so of
 /// each model), so configuration can override it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ToolProtocol {
     /// The API's own tool calls: tools are sent with the request.
     #[default]

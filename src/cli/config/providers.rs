@@ -23,6 +23,13 @@ pub struct ProviderSettings {
     pub api_key_env: Option<String>,
     /// The file-editing tool its models get; unset: the API's usual one.
     pub edit_format: Option<EditFormat>,
+    /// `native` (the API's tool calls) or `text` (`##file:`/`##run` blocks,
+    /// for models without tool calling); unset: native.
+    pub tool_protocol: Option<ToolProtocol>,
+    /// Remove leaked chat-template tokens (`<|channel|>`, …) from the
+    /// streamed text; unset: on for OpenAI-compatible servers other than
+    /// OpenAI's own.
+    pub sanitize: Option<bool>,
 }
 
 impl ProviderSettings {
@@ -84,6 +91,12 @@ impl ProviderSettings {
         }
         if let Some(format) = self.edit_format {
             entry.edit_format = format;
+        }
+        if let Some(protocol) = self.tool_protocol {
+            entry.tool_protocol = protocol;
+        }
+        if let Some(sanitize) = self.sanitize {
+            entry.sanitize = sanitize;
         }
         Ok(entry)
     }

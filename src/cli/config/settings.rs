@@ -10,7 +10,7 @@ use super::providers::{ProviderSettings, registry};
 use crate::agent::compact::DEFAULT_RESERVE;
 use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::cli::args::ReviewMode;
-use crate::llm::models::EditFormat;
+use crate::llm::models::{EditFormat, ToolProtocol};
 use crate::sandbox::BackendKind;
 use crate::sandbox::egress::NetworkMode;
 use crate::sandbox::podman::DEFAULT_IMAGE;
@@ -66,6 +66,8 @@ pub struct ModelAlias {
     pub max_output_tokens: Option<u32>,
     /// `edit` or `apply_patch`; unset: the provider's.
     pub edit_format: Option<EditFormat>,
+    /// `native` or `text`; unset: the provider's.
+    pub tool_protocol: Option<ToolProtocol>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

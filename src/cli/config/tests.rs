@@ -4,7 +4,7 @@
 use std::fs;
 
 use super::*;
-use crate::llm::models::EditFormat;
+use crate::llm::models::{EditFormat, ToolProtocol};
 use crate::llm::providers::{ApiKind, Registry};
 
 struct Files {
@@ -235,8 +235,11 @@ fn provider_tables_add_and_override_built_ins_key_by_key() {
     let f = files(
         "[providers.gpu]\napi = \"openai-chat\"\nbase_url = \"http://gpu:8000/v1\"\n\
          api_key_env = \"GPU_KEY\"\n[providers.ollama]\nbase_url = \"http://box:11434/v1\"\n",
-        "[providers.gpu]\nedit_format = \"edit\"\n\
-         [models.coder]\nprovider = \"gpu\"\nid = \"qwen3-coder\"\ncontext_window = 65536\n",
+        "[providers.gpu]\nedit_format = \"edit\"\nsanitize = false\n\
+         [providers.old]\napi = \"openai-chat\"\nbase_url = \"http://old/v1\"\n\
+         tool_protocol = \"text\"\n\
+         [models.coder]\nprovider = \"gpu\"\nid = \"qwen3-coder\"\ncontext_window = 65536\n\
+         tool_protocol = \"text\"\n",
     );
     let loaded = load(&f, &[], &["providers.openai.api_key_env="]).unwrap();
     let registry = registry(&loaded.config.providers).unwrap();
@@ -245,6 +248,17 @@ fn provider_tables_add_and_override_built_ins_key_by_key() {
     assert_eq!(gpu.base_url, "http://gpu:8000/v1");
     assert_eq!(gpu.key_env.as_deref(), Some("GPU_KEY"));
     assert_eq!(gpu.edit_format, EditFormat::Edit, "the project file's key");
+    assert!(!gpu.sanitize);
+    let old = registry.get("old").unwrap();
+    assert!(
+        old.sanitize,
+        "a configured OpenAI-compatible server is sanitized"
+    );
+    assert_eq!(old.tool_protocol, ToolProtocol::Text);
+    assert_eq!(
+        loaded.config.models["coder"].tool_protocol,
+        Some(ToolProtocol::Text)
+    );
     let ollama = registry.get("ollama").unwrap();
     assert_eq!(ollama.base_url, "http://box:11434/v1");
     assert_eq!(ollama.edit_format, EditFormat::ApplyPatch, "kept");

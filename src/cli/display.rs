@@ -1,36 +1,74 @@
 //! Shows a run's events to a person: the model's text streams to stdout; one
-//! line per tool call, retries, violations and the summary go to stderr.
-//! Colour follows the terminal and `NO_COLOR` (via `console`).
+//! line per tool call (with the last lines of a command's output), retries,
+//! violations and the end go to stderr, and a spinner turns while ah waits
+//! for the model or a tool. Colour follows the terminal and `NO_COLOR` (via
+//! `console`); the spinner is drawn only when stderr is a terminal.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use console::style;
 use serde_json::Value;
 
 use super::safe_text::terminal_safe;
+use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
 
+/// How many of a command's last output lines are shown under its line.
+const TAIL_LINES: usize = 3;
+
 /// Prints events as they arrive.
-#[derive(Default)]
 pub struct Display {
-    /// The cursor is not at the start of a line on stdout.
-    mid_line: bool,
+    screen: Arc<Screen>,
     /// A violation was just shown for the running call (its error result
     /// needs no second line).
     violation_shown: bool,
+    /// Tokens the model calls read (cache included) and wrote so far.
+    pub(super) tokens: (u64, u64),
 }
 
 impl Display {
+    pub fn new(screen: Arc<Screen>) -> Display {
+        Display {
+            screen,
+            violation_shown: false,
+            tokens: (0, 0),
+        }
+    }
+
+    /// Shows `event`, waiting while someone else (a `You:` line) has the
+    /// terminal.
     pub fn show(&mut self, event: &Event) {
+        if let Event::ApiCallEnd { usage, .. } = event {
+            self.tokens.0 += usage.input_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens;
+            self.tokens.1 += usage.output_tokens;
+        }
+        let screen = Arc::clone(&self.screen);
+        let mut state = screen.lock();
+        let next = spinner_after(event, state.message());
+        if !is_silent(event) || next.as_deref() != state.message() {
+            state.clear();
+        }
+        self.print(&mut state, event);
+        if let Some(message) = next
+            && state.message().is_none()
+        {
+            state.spin(message);
+        }
+    }
+
+    fn print(&mut self, state: &mut ScreenState, event: &Event) {
         match event {
             Event::TextDelta { text } => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(terminal_safe(text).as_bytes());
                 let _ = out.flush();
-                self.mid_line = !text.ends_with('\n');
+                state.mid_line = !text.ends_with('\n');
             }
             Event::ToolCallStart { name, input, .. } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} {} {}",
                     style("▸").cyan(),
@@ -46,6 +84,7 @@ impl Display {
                 is_error,
                 duration_ms,
                 details,
+                output,
                 ..
             } => {
                 let mark = if *is_error {
@@ -57,9 +96,14 @@ impl Display {
                     "  {mark} {}",
                     terminal_safe(&outcome(name, *is_error, *duration_ms, details))
                 );
+                if name == "bash" || *is_error {
+                    for line in tail(shown_output(name, output), TAIL_LINES) {
+                        eprintln!("    {}", style(terminal_safe(line)).dim());
+                    }
+                }
             }
             Event::Violation { step, report } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} step {step} undone by the write policy:",
                     style("⛔").red()
@@ -74,7 +118,7 @@ impl Display {
                 delay_ms,
                 reason,
             } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} model call failed ({reason}); retry {attempt} in {:.1}s",
                     style("↻").yellow(),
@@ -86,7 +130,7 @@ impl Display {
                 repeats,
                 tools,
             } => {
-                self.end_line();
+                state.end_line();
                 let calls = if *pattern_len == 1 {
                     "call".to_string()
                 } else {
@@ -99,7 +143,7 @@ impl Display {
                 );
             }
             Event::SteeringDelivered { id, text, skipped } => {
-                self.end_line();
+                state.end_line();
                 let skipped = match skipped {
                     0 => String::new(),
                     1 => "; 1 tool call skipped".to_string(),
@@ -112,7 +156,7 @@ impl Display {
                 );
             }
             Event::FollowupDelivered { id, text } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} follow-up #{id}: {}",
                     style("⇢").magenta(),
@@ -120,7 +164,7 @@ impl Display {
                 );
             }
             Event::Error { message } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} {}",
                     style("error:").red().bold(),
@@ -128,7 +172,7 @@ impl Display {
                 );
             }
             Event::CompactionStart { reason, tokens } => {
-                self.end_line();
+                state.end_line();
                 let why = match reason {
                     CompactReason::Threshold => "it nears the context window",
                     CompactReason::Overflow => "the API found it too long",
@@ -154,7 +198,7 @@ impl Display {
                 reason,
                 ..
             } => {
-                self.end_line();
+                state.end_line();
                 let (mark, verdict) = if *allowed {
                     (style("⇄").cyan(), "network")
                 } else {
@@ -166,18 +210,89 @@ impl Display {
                     terminal_safe(reason)
                 );
             }
-            Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),
+            Event::TurnEnd { .. } | Event::AgentEnd { .. } => state.end_line(),
             _ => {}
         }
     }
 
-    /// Ends the model's unfinished line on stdout before a line on stderr.
-    pub fn end_line(&mut self) {
-        if self.mid_line {
-            println!();
-            self.mid_line = false;
-        }
+    /// Writes `line` on stderr, after the model's unfinished line.
+    pub fn line(&mut self, line: &str) {
+        let mut state = self.screen.lock();
+        state.clear();
+        state.end_line();
+        eprintln!("{line}");
     }
+
+    /// The terminal this display writes to.
+    pub fn screen(&self) -> Arc<Screen> {
+        Arc::clone(&self.screen)
+    }
+}
+
+/// Events that print nothing (the spinner may go on turning through them).
+fn is_silent(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::AgentStart { .. }
+            | Event::TurnStart { .. }
+            | Event::ApiCallStart { .. }
+            | Event::ApiCallEnd { .. }
+            | Event::ThinkingDelta { .. }
+            | Event::StepCommitted { .. }
+            | Event::SteeringInjected { .. }
+            | Event::StateChange { .. }
+            | Event::ReviewDone { .. }
+    )
+}
+
+/// What the spinner says after `event`, or `None` for no spinner: it turns
+/// while ah waits for the model or a tool, not while text streams.
+fn spinner_after(event: &Event, now: Option<&str>) -> Option<String> {
+    match event {
+        Event::ApiCallStart { .. } => Some("waiting for the model".to_string()),
+        Event::ThinkingDelta { .. } => Some("thinking".to_string()),
+        Event::Retry { .. } => Some("waiting to retry".to_string()),
+        Event::CompactionStart { .. } => Some("compacting".to_string()),
+        Event::ToolCallStart { name, .. } => Some(format!("running {name}")),
+        Event::TextDelta { .. }
+        | Event::ToolCallEnd { .. }
+        | Event::ApiCallEnd { .. }
+        | Event::CompactionEnd { .. }
+        | Event::TurnEnd { .. }
+        | Event::AgentEnd { .. }
+        | Event::StateChange { .. }
+        | Event::Error { .. } => None,
+        _ => now.map(str::to_string),
+    }
+}
+
+/// What of a call's output is worth showing: a command's ends with its
+/// status, which the call's line already says.
+fn shown_output<'a>(tool: &str, output: &'a str) -> &'a str {
+    match tool {
+        "bash" => output
+            .trim_end()
+            .rsplit_once('\n')
+            .map_or("", |(body, _)| body),
+        _ => output,
+    }
+}
+
+/// The last `count` non-blank lines of `output`, each cut to one screen
+/// line.
+fn tail(output: &str, count: usize) -> Vec<&str> {
+    let lines: Vec<&str> = output
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    let from = lines.len().saturating_sub(count);
+    lines[from..]
+        .iter()
+        .map(|line| match line.char_indices().nth(160) {
+            Some((at, _)) => &line[..at],
+            None => line,
+        })
+        .collect()
 }
 
 /// One line on how a call went, from its structured details.
@@ -280,6 +395,46 @@ mod tests {
             "10 of 99 lines"
         );
         assert_eq!(outcome("edit", true, 1, &Value::Null), "error");
+    }
+
+    #[test]
+    fn tail_keeps_the_last_non_blank_lines() {
+        assert_eq!(tail("a\nb\n\nc\nd\n\n", 3), vec!["b", "c", "d"]);
+        assert_eq!(tail("only", 3), vec!["only"]);
+        assert!(tail("", 3).is_empty());
+        assert_eq!(shown_output("bash", "out\nexit code: 0\n"), "out");
+        assert_eq!(shown_output("bash", "exit code: 0"), "");
+        assert_eq!(shown_output("edit", "no match"), "no match");
+        assert_eq!(tail(&"x".repeat(500), 1)[0].len(), 160);
+    }
+
+    #[test]
+    fn the_spinner_turns_while_waiting_not_while_text_streams() {
+        let call = Event::ApiCallStart {
+            turn: 1,
+            model: "m".into(),
+        };
+        assert_eq!(
+            spinner_after(&call, None).as_deref(),
+            Some("waiting for the model")
+        );
+        let text = Event::TextDelta { text: "hi".into() };
+        assert_eq!(spinner_after(&text, Some("waiting for the model")), None);
+        let tool = Event::ToolCallStart {
+            id: "t".into(),
+            name: "bash".into(),
+            input: Value::Null,
+        };
+        assert_eq!(spinner_after(&tool, None).as_deref(), Some("running bash"));
+        let step = Event::StepCommitted {
+            step: 1,
+            commit: "c".into(),
+            changes: Vec::new(),
+        };
+        assert_eq!(
+            spinner_after(&step, Some("running bash")).as_deref(),
+            Some("running bash")
+        );
     }
 
     #[test]

@@ -115,7 +115,7 @@ async fn work_in_session(
         compact_reserve: args.compact_reserve,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    let (signals, mut abort) = SignalWatch::start(lock);
+    let (signals, mut abort) = SignalWatch::start(lock, output.screen());
     let worked = {
         let mut on_update = |update: Update<'_>| match update {
             Update::Agent(event) => output.show(event),
@@ -194,7 +194,7 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
     let name = phase.as_str();
     let (why, next) = match reason {
         EndReason::Aborted => return RunEnd::Aborted,
-        EndReason::Done | EndReason::Poisoned => return RunEnd::Finished,
+        EndReason::Done | EndReason::Poisoned | EndReason::Finalized => return RunEnd::Finished,
         EndReason::Looping => (
             format!("the model repeated itself in the {name} phase"),
             "run ah work again with a clearer issue (--loop-window 0 turns loop detection off)",

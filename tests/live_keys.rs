@@ -1,0 +1,206 @@
+//! The keys of a live run in a real terminal (tmux): `i` sends a steering
+//! message that the model's next request carries, `Esc` finishes the run
+//! after the running step and goes to review, `Ctrl+C` aborts with the
+//! session left consistent. After each, the terminal's settings are what
+//! they were before ah started.
+//!
+//! The model's tool call waits for a file the test creates, so each key is
+//! pressed while the run is certainly live, without sleeping blindly.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::host::{Host, json_file, query};
+use support::mock::{MockServer, Reply, Turn};
+use support::tmux::{AhScript, Tmux, ah_script};
+
+/// A bash call that changes a.txt, marks that it started (outside the
+/// work copy), then waits for `go` beside the mark.
+fn waiting_call(id: &str, host: &Host) -> Reply {
+    let root = host.root.path();
+    Reply::new().tool_use(
+        id,
+        "bash",
+        json!({"command": format!(
+            "echo two > a.txt; echo waiting; touch '{started}'; while [ ! -e '{go}' ]; do sleep 0.05; done; echo went",
+            started = root.join("started").display(),
+            go = root.join("go").display(),
+        )}),
+    )
+}
+
+/// Starts ah in tmux and waits until the waiting call runs.
+fn live(host: &Host, mock: &MockServer) -> Option<(Tmux, AhScript)> {
+    let script = ah_script(host, &mock.url(), "'change a'");
+    let tmux = Tmux::start(&script.path)?;
+    tmux.wait_for("keys: i = message the model");
+    let started = host.root.path().join("started");
+    support::host::wait_until("the call to start", Duration::from_secs(30), || {
+        started.exists()
+    });
+    Some((tmux, script))
+}
+
+fn go(host: &Host) -> std::path::PathBuf {
+    host.root.path().join("go")
+}
+
+fn assert_terminal_restored(script: &AhScript) {
+    let (before, after) = script.stty();
+    assert!(
+        before.contains("icanon") && before.contains("echo"),
+        "{before}"
+    );
+    assert_eq!(before, after, "the terminal is as it was before ah");
+}
+
+/// The text blocks of a request's last user message.
+fn last_user_texts(body: &Value) -> Vec<String> {
+    let messages = body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], json!("user"));
+    last["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|block| block["type"] == json!("text"))
+        .map(|block| block["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn i_sends_a_steering_message_that_the_next_request_carries() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let go = go(&host);
+    let mock = MockServer::start(vec![
+        Turn::reply(waiting_call("toolu_1", &host)),
+        Turn::reply(Reply::new().text("done as told")),
+    ]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    tmux.keys(&["i"]);
+    tmux.wait_for("You:");
+    tmux.keys(&["-l", "use tabs please"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("steering #1 queued");
+    std::fs::write(&go, "").unwrap();
+    tmux.wait_for("What should happen to this patch?");
+    let screen = tmux.wait_for("steering #1 delivered");
+    assert!(screen.contains("use tabs please"), "{screen}");
+    // The last lines of the command's output are shown under its line.
+    assert!(screen.contains("    went"), "{screen}");
+    tmux.keys(&["Down", "Down", "Enter"]);
+    assert_eq!(script.exit_code(), 3, "saved only: {}", tmux.screen());
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(
+        last_user_texts(&requests[1].body),
+        vec!["use tabs please".to_string()]
+    );
+    // Stored like any steering message: delivered from the session queue.
+    let db = &host.sessions()[0];
+    let queued = query(
+        &db.with_extension("queue.db"),
+        "SELECT kind, text, status FROM queue",
+    );
+    assert_eq!(
+        queued,
+        vec![vec![
+            json!("steer"),
+            json!("use tabs please"),
+            json!("answered")
+        ]]
+    );
+    let screen = tmux.screen();
+    assert!(
+        screen.contains("1 step · 0 violations · 1 file +1 −1 · review: saved"),
+        "summary line:\n{screen}"
+    );
+    assert_terminal_restored(&script);
+}
+
+#[test]
+fn esc_finishes_after_the_running_step_and_goes_to_review() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let go = go(&host);
+    let mock = MockServer::start(vec![Turn::reply(waiting_call("toolu_1", &host).tool_use(
+        "toolu_2",
+        "write",
+        json!({"path": "b.txt", "content": "never\n"}),
+    ))]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("finishing:");
+    std::fs::write(&go, "").unwrap();
+    let screen = tmux.wait_for("What should happen to this patch?");
+    assert!(screen.contains("a.txt | 2 +-"), "diffstat:\n{screen}");
+    assert!(!screen.contains("aborted"), "{screen}");
+    tmux.keys(&["Enter"]);
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+
+    // The running step finished and was applied; the next call never ran.
+    assert_eq!(host.read("a.txt"), "two\n");
+    assert!(!host.project.join("b.txt").exists());
+    assert_eq!(mock.requests().len(), 1);
+    let run = host.run();
+    assert!(run.join("session.patch").is_file());
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("applied"));
+    let db = &host.sessions()[0];
+    let results = query(
+        db,
+        "SELECT tool_id, content FROM content_blocks WHERE block_type = 'tool_result' ORDER BY tool_id",
+    );
+    assert_eq!(results.len(), 2);
+    assert!(
+        results[1][1]
+            .as_str()
+            .unwrap()
+            .starts_with("not run: the user ended the run"),
+        "{results:?}"
+    );
+    let ends = query(
+        db,
+        "SELECT details FROM events WHERE event_type = 'agent_end'",
+    );
+    assert!(
+        ends[0][0].as_str().unwrap().contains("finalized"),
+        "{ends:?}"
+    );
+    assert_terminal_restored(&script);
+}
+
+#[test]
+fn ctrl_c_aborts_and_leaves_the_session_consistent() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![Turn::reply(waiting_call("toolu_1", &host))]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    tmux.keys(&["C-c"]);
+    assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
+    let screen = tmux.screen();
+    assert!(screen.contains("aborting:"), "{screen}");
+    assert!(screen.contains("review: aborted"), "{screen}");
+    assert_eq!(host.read("a.txt"), "one\n");
+    let manifest = json_file(&host.run().join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("aborted"));
+
+    let db = &host.sessions()[0];
+    assert_eq!(query(db, "PRAGMA integrity_check")[0][0], json!("ok"));
+    let results = query(
+        db,
+        "SELECT content FROM content_blocks WHERE block_type = 'tool_result'",
+    );
+    assert_eq!(results.len(), 1);
+    assert!(results[0][0].as_str().unwrap().starts_with("interrupted"));
+    let lock = query(&db.with_extension("queue.db"), "SELECT count(*) FROM lock");
+    assert_eq!(lock[0][0], json!(0));
+    assert_terminal_restored(&script);
+}

@@ -204,3 +204,62 @@ fn ctrl_c_aborts_and_leaves_the_session_consistent() {
     assert_eq!(lock[0][0], json!(0));
     assert_terminal_restored(&script);
 }
+
+#[test]
+fn ctrl_c_at_the_you_line_sends_nothing_and_aborts() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![Turn::reply(waiting_call("toolu_1", &host))]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    tmux.keys(&["i"]);
+    tmux.wait_for("You:");
+    tmux.keys(&["-l", "half a thou"]);
+    // At the You: line the terminal is in its own mode: Ctrl+C is SIGINT.
+    tmux.keys(&["C-c"]);
+    assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
+    let screen = tmux.screen();
+    assert!(screen.contains("(nothing sent)"), "{screen}");
+    let db = &host.sessions()[0];
+    let queued = query(&db.with_extension("queue.db"), "SELECT count(*) FROM queue");
+    assert_eq!(queued[0][0], json!(0));
+    assert_eq!(mock.requests().len(), 1);
+    assert_terminal_restored(&script);
+}
+
+/// The pid of the ah holding the project's session.
+fn ah_pid(host: &Host) -> libc::pid_t {
+    let db = &host.sessions()[0];
+    let pid = query(&db.with_extension("queue.db"), "SELECT pid FROM lock");
+    pid[0][0].as_i64().unwrap() as libc::pid_t
+}
+
+#[test]
+fn sigterm_in_raw_mode_aborts_and_restores_the_terminal() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![Turn::reply(waiting_call("toolu_1", &host))]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    unsafe { libc::kill(ah_pid(&host), libc::SIGTERM) };
+    assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
+    assert!(tmux.screen().contains("review: aborted"));
+    assert_terminal_restored(&script);
+}
+
+#[test]
+fn a_second_signal_exits_at_once_with_the_terminal_restored() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![Turn::reply(waiting_call("toolu_1", &host))]);
+    let Some((tmux, script)) = live(&host, &mock) else {
+        return;
+    };
+    let pid = ah_pid(&host);
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    tmux.wait_for("aborting:");
+    // Whether the abort is still under way or not, ah exits at once now
+    // (if it has not exited already), and the terminal is back either way.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
+    assert_terminal_restored(&script);
+}

@@ -4,6 +4,7 @@
 //! and the spinner shown while ah waits for the model or a tool. The
 //! spinner is drawn on stderr only when stderr is a terminal.
 
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
@@ -63,6 +64,11 @@ impl ScreenState {
     /// Shows the spinner saying `message` (replacing what it said).
     pub fn spin(&mut self, message: String) {
         self.clear();
+        if !std::io::stderr().is_terminal() {
+            // Nothing to draw on; what it would say is still kept.
+            self.message = Some(message);
+            return;
+        }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
             bar.set_style(style);

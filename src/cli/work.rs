@@ -11,6 +11,7 @@ use ulid::Ulid;
 
 use super::args::RunArgs;
 use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run};
+use super::live::Controls;
 use super::output::Output;
 use super::queue::{claim_exclusive, report_dropped};
 use super::task::{RunSetup, UsageError, settle};
@@ -116,6 +117,7 @@ async fn work_in_session(
     };
     output.show(&set_state(session, SessionState::Processing)?);
     let (signals, mut abort) = SignalWatch::start(lock, output.screen());
+    let controls = Controls::start(args.json, signals.wiring(&abort, output, session.path()));
     let worked = {
         let mut on_update = |update: Update<'_>| match update {
             Update::Agent(event) => output.show(event),
@@ -133,6 +135,8 @@ async fn work_in_session(
         .run()
         .await
     };
+    // The review's prompts need the keys and the terminal's own mode.
+    drop(controls);
     signals.loop_over();
     let outcome = match &worked {
         Ok(_) => EndReason::Done,

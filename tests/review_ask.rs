@@ -34,6 +34,8 @@ fn ask_shows_the_patch_and_applies_on_enter() {
     assert!(screen.contains("+two"), "patch shown:\n{screen}");
     tmux.keys(&["Enter"]);
     assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+    let (before, after) = script.stty();
+    assert_eq!(before, after, "the terminal is as it was before ah");
     assert_eq!(host.read("a.txt"), "two\n");
     assert_eq!(
         host.git_out(&["log", "-1", "--format=%s"]).trim(),

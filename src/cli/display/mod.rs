@@ -59,6 +59,8 @@ impl Display {
         if let Some(message) = next
             && state.message().is_none()
         {
+            // The spinner's line must not be the model's unfinished one.
+            state.end_line();
             state.spin(message);
         }
     }

@@ -4,8 +4,9 @@
 //! session left consistent. After each, the terminal's settings are what
 //! they were before ah started.
 //!
-//! The model's tool call waits for a file the test creates, so each key is
-//! pressed while the run is certainly live, without sleeping blindly.
+//! The model's tool call waits for a file the test creates, or the model
+//! stalls mid-answer, so each key is pressed while the run is certainly
+//! live, without sleeping blindly.
 
 mod support;
 
@@ -124,6 +125,54 @@ fn i_sends_a_steering_message_that_the_next_request_carries() {
 }
 
 #[test]
+fn i_while_the_model_streams_skips_its_tool_call_and_steers() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // A slow model: its text, then silence, then a tool call.
+    let reply = Reply::new().text("let me look").tool_use(
+        "toolu_1",
+        "write",
+        json!({"path": "b.txt", "content": "unwanted\n"}),
+    );
+    let mock = MockServer::start(vec![
+        Turn::stall(reply, 5, Duration::from_secs(2)).piece_size(100),
+        Turn::reply(Reply::new().text("left b alone")),
+    ]);
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    tmux.wait_for("let me look");
+    tmux.keys(&["i"]);
+    tmux.wait_for("You:");
+    tmux.keys(&["-l", "do not touch b"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("left b alone");
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+
+    // The steering was queued before the answer went on: the call the
+    // model asked for next was skipped, and the text followed its result.
+    assert!(!host.project.join("b.txt").exists());
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let last = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"][0]["type"], json!("tool_result"));
+    assert_eq!(
+        last["content"][0]["content"],
+        json!("skipped: a steering message arrived")
+    );
+    assert_eq!(
+        last_user_texts(&requests[1].body),
+        vec!["do not touch b".to_string()]
+    );
+    assert_terminal_restored(&script);
+}
+
+#[test]
 fn esc_finishes_after_the_running_step_and_goes_to_review() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let go = go(&host);
@@ -173,6 +222,40 @@ fn esc_finishes_after_the_running_step_and_goes_to_review() {
         ends[0][0].as_str().unwrap().contains("finalized"),
         "{ends:?}"
     );
+    assert_terminal_restored(&script);
+}
+
+#[test]
+fn esc_while_the_model_streams_cuts_the_answer_and_goes_to_review() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // The model stalls far longer than ah may take to finish.
+    let reply = Reply::new().text("let me think").tool_use(
+        "toolu_1",
+        "write",
+        json!({"path": "b.txt", "content": "b\n"}),
+    );
+    let mock = MockServer::start(vec![
+        Turn::stall(reply, 5, Duration::from_secs(120)).piece_size(100),
+    ]);
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    tmux.wait_for("let me think");
+    tmux.keys(&["Escape"]);
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+    let screen = tmux.screen();
+    assert!(screen.contains("no changes to review"), "{screen}");
+    assert!(screen.contains("review: empty"), "{screen}");
+    assert!(!host.project.join("b.txt").exists());
+    // What streamed is kept in the session.
+    let db = &host.sessions()[0];
+    let kept = query(
+        db,
+        "SELECT b.content FROM content_blocks b JOIN messages m ON m.id = b.message_id \
+         WHERE m.role = 'assistant' AND b.block_type = 'text'",
+    );
+    assert_eq!(kept, vec![vec![json!("let me think")]]);
     assert_terminal_restored(&script);
 }
 

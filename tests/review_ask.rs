@@ -3,122 +3,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::host::{Host, json_file};
 use support::mock::{MockServer, Reply, Turn};
-
-/// A tmux server of its own, running one command in a 120x40 pane.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(script: &Path) -> Option<Tmux> {
-        if which::which("tmux").is_err() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "tmux is missing: scripts/setup installs it"
-            );
-            eprintln!("skipping: tmux is not installed");
-            return None;
-        }
-        // The script lives in the test's own temp dir: its name is unique.
-        let dir = script.parent().and_then(Path::file_name).unwrap();
-        let socket = format!("ah-test-{}", dir.to_string_lossy());
-        let status = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "40",
-                "bash",
-            ])
-            .arg(script)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        Some(Tmux { socket })
-    }
-
-    fn screen(&self) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn wait_for(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let screen = self.screen();
-            if screen.contains(text) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "never saw {text:?}; screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys"])
-            .args(keys)
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-/// A script that runs ah at the terminal (no --review: ask is the default
-/// there) and records its exit code.
-fn script(host: &Host, url: &str) -> (PathBuf, PathBuf) {
-    let exit_file = host.root.path().join("exit-code");
-    let script = host.root.path().join("run.sh");
-    let body = format!(
-        "cd '{project}'\nenv -i PATH=\"$PATH\" HOME='{home}' TERM=xterm-256color PAGER=cat NO_COLOR=1 \
-         ANTHROPIC_BASE_URL='{url}' ANTHROPIC_API_KEY=test-key GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t \
-         GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t '{ah}' --backend none 'change a'\necho $? > '{exit}'\nsleep 30\n",
-        project = host.project.display(),
-        home = host.home.display(),
-        ah = env!("CARGO_BIN_EXE_ah"),
-        exit = exit_file.display(),
-    );
-    std::fs::write(&script, body).unwrap();
-    (script, exit_file)
-}
-
-fn exit_code(file: &Path) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file)
-            && let Ok(code) = text.trim().parse()
-        {
-            return code;
-        }
-        assert!(Instant::now() < deadline, "ah did not finish");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use support::tmux::{Tmux, ah_script};
 
 fn scripted_change() -> MockServer {
     MockServer::start(vec![
@@ -135,15 +25,17 @@ fn scripted_change() -> MockServer {
 fn ask_shows_the_patch_and_applies_on_enter() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = scripted_change();
-    let (script, exit_file) = script(&host, &mock.url());
-    let Some(tmux) = Tmux::start(&script) else {
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
         return;
     };
     let screen = tmux.wait_for("What should happen to this patch?");
     assert!(screen.contains("a.txt | 2 +-"), "diffstat shown:\n{screen}");
     assert!(screen.contains("+two"), "patch shown:\n{screen}");
     tmux.keys(&["Enter"]);
-    assert_eq!(exit_code(&exit_file), 0, "{}", tmux.screen());
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+    let (before, after) = script.stty();
+    assert_eq!(before, after, "the terminal is as it was before ah");
     assert_eq!(host.read("a.txt"), "two\n");
     assert_eq!(
         host.git_out(&["log", "-1", "--format=%s"]).trim(),
@@ -155,13 +47,13 @@ fn ask_shows_the_patch_and_applies_on_enter() {
 fn ask_discard_leaves_the_host_alone_and_keeps_the_file() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = scripted_change();
-    let (script, exit_file) = script(&host, &mock.url());
-    let Some(tmux) = Tmux::start(&script) else {
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
         return;
     };
     tmux.wait_for("What should happen to this patch?");
     tmux.keys(&["Down", "Down", "Down", "Enter"]);
-    assert_eq!(exit_code(&exit_file), 3, "{}", tmux.screen());
+    assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
     assert_eq!(host.read("a.txt"), "one\n");
     let run = host.run();
     assert!(run.join("session.patch").is_file());
@@ -189,8 +81,8 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
         ),
         Turn::reply(Reply::new().text("changed both")),
     ]);
-    let (script, exit_file) = script(&host, &mock.url());
-    let Some(tmux) = Tmux::start(&script) else {
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
         return;
     };
     tmux.wait_for("What should happen to this patch?");
@@ -199,7 +91,7 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
     assert!(screen.contains("a.txt  +1 −1"), "counts shown:\n{screen}");
     // Every file starts chosen: un-choose a.txt, keep b.txt.
     tmux.keys(&["Space", "Enter"]);
-    assert_eq!(exit_code(&exit_file), 0, "{}", tmux.screen());
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
     assert_eq!(host.read("a.txt"), "one\n", "not chosen, not applied");
     assert_eq!(host.read("b.txt"), "bee2\n");
     assert_eq!(

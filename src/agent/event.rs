@@ -227,6 +227,9 @@ pub enum EndReason {
     /// Stopped from outside (Ctrl+C, SIGTERM): what was streamed is kept and
     /// every pending tool call was answered as interrupted.
     Aborted,
+    /// The user ended the run (Esc) to review it: the running tool call
+    /// finished, the calls not yet run were answered as not run.
+    Finalized,
     /// The model kept repeating its tool calls after being told to stop
     /// (see `loop_detect`).
     Looping,
@@ -242,6 +245,7 @@ impl EndReason {
             EndReason::Failed => "failed",
             EndReason::Poisoned => "poisoned",
             EndReason::Aborted => "aborted",
+            EndReason::Finalized => "finalized",
             EndReason::Looping => "looping",
         }
     }
@@ -272,6 +276,7 @@ mod tests {
             EndReason::Failed,
             EndReason::Poisoned,
             EndReason::Aborted,
+            EndReason::Finalized,
             EndReason::Looping,
         ] {
             assert_eq!(

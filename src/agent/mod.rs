@@ -29,6 +29,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use abort::FINALIZED;
 use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
 use inbox::TurnSteering;
@@ -83,7 +84,8 @@ pub struct AgentSummary {
 
 /// Runs the loop from the message `head` (normally the user's prompt) until
 /// the model ends its turn, the tool limit is reached, the model keeps
-/// repeating its calls (see [`loop_detect`]), `abort` fires, or a call fails.
+/// repeating its calls (see [`loop_detect`]), `abort` fires (see [`abort`]),
+/// or a call fails.
 /// Steering and follow-ups come from `inbox` (see [`inbox`]).
 /// Every assistant response and every batch of tool results is one stored
 /// message; `on_event` sees everything as it happens.
@@ -119,7 +121,7 @@ pub async fn run_agent(
             called = compact::call_model(config, provider, session, &mut head, turns, &mut out) => {
                 Some(called)
             }
-            () = abort.requested() => None,
+            () = abort.finalizing() => None,
         };
         let Some(called) = called else {
             // Stopped mid-stream: what was streamed is kept.
@@ -127,14 +129,11 @@ pub async fn run_agent(
             if let Some(kept) = keep_partial(session, &head, &partial)? {
                 head = kept;
             }
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::Aborted,
-                turns,
-                tool_calls,
-            ));
+            let reason = match abort.is_requested() {
+                true => EndReason::Aborted,
+                false => EndReason::Finalized,
+            };
+            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
         };
         let (response, latency_ms) = match called {
             Ok(answer) => answer,
@@ -222,6 +221,7 @@ pub async fn run_agent(
                 Some(_) => EndReason::Stopped,
             };
             if reason == EndReason::Done
+                && !abort.is_finalizing()
                 && let Some(next) = inbox::next_turn(inbox, session, &mut out, &head)?
             {
                 head = next;
@@ -246,6 +246,10 @@ pub async fn run_agent(
                     INTERRUPTED.into(),
                     true,
                 ));
+                continue;
+            }
+            if abort.is_finalizing() {
+                results.push(BlockRecord::tool_result(&id, &name, FINALIZED.into(), true));
                 continue;
             }
             if let Some(skipped) = steered.skip(inbox, &id, &name)? {
@@ -334,6 +338,16 @@ pub async fn run_agent(
                 session,
                 &head,
                 EndReason::Aborted,
+                turns,
+                tool_calls,
+            ));
+        }
+        if abort.is_finalizing() {
+            return Ok(end(
+                &mut out,
+                session,
+                &head,
+                EndReason::Finalized,
                 turns,
                 tool_calls,
             ));

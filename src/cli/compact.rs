@@ -51,7 +51,7 @@ pub async fn compact(
         compact_prompt: prompt::compact_prompt(&ah_dir)?,
     };
     let provider = selection.connect(retry_policy(&loaded.config.retry))?;
-    let mut display = Display::default();
+    let mut display = Display::new(super::screen::Screen::new());
     let mut on_event = |event: &Event| display.show(event);
     match compact_session(&config, provider.as_ref(), &mut session, &mut on_event).await? {
         None => println!(

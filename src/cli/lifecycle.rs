@@ -4,23 +4,27 @@
 //! watch in between. Once the agent has run, the patch is always saved and
 //! the manifest written, whatever happens after.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::abort::{self, EXIT_ABORTED};
+use super::abort::{self, EXIT_ABORTED, Interrupt};
 use super::args::{ReviewMode, RunArgs};
+use super::live::{Wiring, terminal};
 use super::network;
 use super::output::Output;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits};
+use super::screen::Screen;
+use super::summary::RunSummary;
 use super::task::RunSetup;
 use super::time_travel;
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::prompt::Workspace;
-use crate::agent::{AbortSignal, Event, abort_channel, record_event};
+use crate::agent::{AbortHandle, AbortSignal, Event, abort_channel, record_event};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
@@ -135,31 +139,59 @@ pub(super) fn workspace_of(backend: BackendKind) -> Workspace {
 /// by hand first.
 pub(super) struct SignalWatch {
     loop_over: Arc<AtomicBool>,
+    stop: AbortHandle,
+    interrupt: Interrupt,
 }
 
 impl SignalWatch {
-    pub(super) fn start(lock: &SessionLock) -> (SignalWatch, AbortSignal) {
+    /// Starts watching; the watch's messages go to `screen`.
+    pub(super) fn start(lock: &SessionLock, screen: Arc<Screen>) -> (SignalWatch, AbortSignal) {
         let (stop, abort) = abort_channel();
+        let (interrupt, keys) = abort::interrupt_channel();
         let loop_over = Arc::new(AtomicBool::new(false));
         let over = Arc::clone(&loop_over);
         let held = lock.clone();
+        let watch = SignalWatch {
+            loop_over,
+            stop: stop.clone(),
+            interrupt,
+        };
         tokio::spawn(async move {
             let on_exit = {
                 let held = held.clone();
-                move || drop(held.release())
+                let screen = Arc::clone(&screen);
+                move || {
+                    screen.say(abort::EXITING_NOW);
+                    terminal::restore();
+                    drop(held.release());
+                }
             };
-            abort::first_signal(on_exit).await;
+            abort::first_signal(keys, on_exit).await;
             if over.load(Ordering::SeqCst) {
+                terminal::restore();
                 eprintln!("interrupted after the run; its patch is in the run directory");
                 drop(held.release());
                 std::process::exit(EXIT_ABORTED);
             }
-            eprintln!(
-                "\naborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)"
-            );
+            // First the stop: a `You:` line open now gives up on it.
             stop.abort();
+            screen.say(
+                "aborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)",
+            );
         });
-        (SignalWatch { loop_over }, abort)
+        (watch, abort)
+    }
+
+    /// What the live keys act on: Esc finalizes through `stop`, Ctrl+C
+    /// counts as a signal here.
+    pub(super) fn wiring(&self, abort: &AbortSignal, output: &Output, db: &Path) -> Wiring {
+        Wiring {
+            screen: output.screen(),
+            stop: self.stop.clone(),
+            abort: abort.clone(),
+            interrupt: self.interrupt.clone(),
+            session_db: db.to_path_buf(),
+        }
     }
 
     /// From now on a signal exits at once.
@@ -238,9 +270,20 @@ pub(super) async fn finish_run(
         decision: decision.to_string(),
         reason: Some(why),
     };
+    let summary = |decision: &str| RunSummary {
+        duration: started_at.elapsed().unwrap_or_default(),
+        tokens: (0, 0),
+        steps: result.steps,
+        violations: result.violations.len(),
+        files: result.patch.files.len(),
+        added: result.patch.added_lines,
+        removed: result.patch.removed_lines,
+        decision: decision.to_string(),
+    };
     match end {
         RunEnd::Failed(err) => {
             eprintln!("patch so far saved: {}", result.patch_path.display());
+            output.summary(summary("none (the run failed)"));
             Err(err)
         }
         RunEnd::Aborted => {
@@ -252,6 +295,7 @@ pub(super) async fn finish_run(
             announce(session, output, review_event(&result, &record, false));
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
+            output.summary(summary("aborted"));
             Ok(EXIT_ABORTED)
         }
         RunEnd::Stopped { why, next } => {
@@ -263,6 +307,7 @@ pub(super) async fn finish_run(
                 result.patch_path.display(),
                 run_dir.id()
             );
+            output.summary(summary("stopped"));
             let record = not_applied("stopped", why);
             announce(session, output, review_event(&result, &record, false));
             manifest.review = Some(record);
@@ -288,6 +333,7 @@ pub(super) async fn finish_run(
             manifest.applied = reviewed.applied;
             manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
+            output.summary(summary(&reviewed.record.decision));
             Ok(exit_code(review_mode, &result, &reviewed))
         }
     }

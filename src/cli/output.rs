@@ -2,12 +2,15 @@
 //! per line on stdout, nothing else on stdout).
 
 use std::io::Write;
+use std::sync::Arc;
 
 use console::style;
 use serde::Serialize;
 
 use super::display::Display;
 use super::safe_text::terminal_safe;
+use super::screen::Screen;
+use super::summary::RunSummary;
 use crate::agent::Event;
 use crate::work::WorkEvent;
 
@@ -21,7 +24,7 @@ impl Output {
     pub fn new(json: bool) -> Output {
         Output {
             json,
-            display: Display::default(),
+            display: Display::new(Screen::new()),
         }
     }
 
@@ -33,14 +36,27 @@ impl Output {
         }
     }
 
+    /// The terminal the display writes to (the live controls share it).
+    pub fn screen(&self) -> Arc<Screen> {
+        self.display.screen()
+    }
+
+    /// Ends a run at the terminal with its summary line (not in `--json`,
+    /// where the events say it all); `summary` gets the tokens counted here.
+    pub fn summary(&mut self, mut summary: RunSummary) {
+        if !self.json {
+            summary.tokens = self.display.tokens;
+            self.display.line(&summary.line());
+        }
+    }
+
     /// Shows a work session's own event (`ah work`): a JSON line, or a line
     /// on stderr.
     pub fn show_work(&mut self, event: &WorkEvent) {
         if self.json {
             json_line(event);
         } else {
-            self.display.end_line();
-            eprintln!("{}", work_line(event));
+            self.display.line(&work_line(event));
         }
     }
 }

@@ -14,6 +14,7 @@ use anyhow::{Context, Result, bail};
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
 use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run, workspace_of};
+use super::live::Controls;
 use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
@@ -247,7 +248,9 @@ async fn run_in_session(
         compact_prompt: prompt::compact_prompt(ah_dir)?,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    let (signals, mut abort) = SignalWatch::start(lock);
+    let (signals, mut abort) = SignalWatch::start(lock, output.screen());
+    let wiring = signals.wiring(&abort, output, session.path());
+    let controls = Controls::start(args.json, wiring);
     let finished = {
         let mut on_event = |event: &Event| output.show(event);
         run_agent(
@@ -262,6 +265,8 @@ async fn run_in_session(
         )
         .await
     };
+    // The review's prompts need the keys and the terminal's own mode.
+    drop(controls);
     signals.loop_over();
     // No more steering or follow-ups: this run is past its agent loop.
     let outcome = finished

@@ -11,6 +11,7 @@ use ulid::Ulid;
 
 use super::args::RunArgs;
 use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run};
+use super::live::Controls;
 use super::output::Output;
 use super::queue::{claim_exclusive, report_dropped};
 use super::task::{RunSetup, UsageError, settle};
@@ -116,7 +117,8 @@ async fn work_in_session(
         compact_reserve: args.compact_reserve,
     };
     output.show(&set_state(session, SessionState::Processing)?);
-    let (signals, mut abort) = SignalWatch::start(lock);
+    let (signals, mut abort) = SignalWatch::start(lock, output.screen());
+    let controls = Controls::start(args.json, signals.wiring(&abort, output, session.path()));
     let worked = {
         let mut on_update = |update: Update<'_>| match update {
             Update::Agent(event) => output.show(event),
@@ -134,6 +136,8 @@ async fn work_in_session(
         .run()
         .await
     };
+    // The review's prompts need the keys and the terminal's own mode.
+    drop(controls);
     signals.loop_over();
     let outcome = match &worked {
         Ok(_) => EndReason::Done,
@@ -195,7 +199,7 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
     let name = phase.as_str();
     let (why, next) = match reason {
         EndReason::Aborted => return RunEnd::Aborted,
-        EndReason::Done | EndReason::Poisoned => return RunEnd::Finished,
+        EndReason::Done | EndReason::Poisoned | EndReason::Finalized => return RunEnd::Finished,
         EndReason::Looping => (
             format!("the model repeated itself in the {name} phase"),
             "run ah work again with a clearer issue (--loop-window 0 turns loop detection off)",

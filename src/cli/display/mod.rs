@@ -1,36 +1,80 @@
 //! Shows a run's events to a person: the model's text streams to stdout; one
-//! line per tool call, retries, violations and the summary go to stderr.
-//! Colour follows the terminal and `NO_COLOR` (via `console`).
+//! line per tool call (with the last lines of a command's output), retries,
+//! violations and the end go to stderr, and a spinner turns while ah waits
+//! for the model or a tool. Colour follows the terminal and `NO_COLOR` (via
+//! `console`); the spinner is drawn only when stderr is a terminal.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use console::style;
 use serde_json::Value;
 
 use super::safe_text::terminal_safe;
+use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
 
+mod progress;
+
+use progress::{is_silent, shown_output, spinner_after, tail};
+
+/// How many of a command's last output lines are shown under its line.
+const TAIL_LINES: usize = 3;
+
 /// Prints events as they arrive.
-#[derive(Default)]
 pub struct Display {
-    /// The cursor is not at the start of a line on stdout.
-    mid_line: bool,
+    screen: Arc<Screen>,
     /// A violation was just shown for the running call (its error result
     /// needs no second line).
     violation_shown: bool,
+    /// Tokens the model calls read (cache included) and wrote so far.
+    pub(super) tokens: (u64, u64),
 }
 
 impl Display {
+    pub fn new(screen: Arc<Screen>) -> Display {
+        Display {
+            screen,
+            violation_shown: false,
+            tokens: (0, 0),
+        }
+    }
+
+    /// Shows `event`, waiting while someone else (a `You:` line) has the
+    /// terminal.
     pub fn show(&mut self, event: &Event) {
+        if let Event::ApiCallEnd { usage, .. } = event {
+            self.tokens.0 += usage.input_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens;
+            self.tokens.1 += usage.output_tokens;
+        }
+        let screen = Arc::clone(&self.screen);
+        let mut state = screen.lock();
+        let next = spinner_after(event, state.message());
+        if !is_silent(event) || next.as_deref() != state.message() {
+            state.clear();
+        }
+        self.print(&mut state, event);
+        if let Some(message) = next
+            && state.message().is_none()
+        {
+            // The spinner's line must not be the model's unfinished one.
+            state.end_line();
+            state.spin(message);
+        }
+    }
+
+    fn print(&mut self, state: &mut ScreenState, event: &Event) {
         match event {
             Event::TextDelta { text } => {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(terminal_safe(text).as_bytes());
                 let _ = out.flush();
-                self.mid_line = !text.ends_with('\n');
+                state.mid_line = !text.ends_with('\n');
             }
             Event::ToolCallStart { name, input, .. } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} {} {}",
                     style("▸").cyan(),
@@ -46,6 +90,7 @@ impl Display {
                 is_error,
                 duration_ms,
                 details,
+                output,
                 ..
             } => {
                 let mark = if *is_error {
@@ -57,9 +102,14 @@ impl Display {
                     "  {mark} {}",
                     terminal_safe(&outcome(name, *is_error, *duration_ms, details))
                 );
+                if name == "bash" || *is_error {
+                    for line in tail(shown_output(name, output), TAIL_LINES) {
+                        eprintln!("    {}", style(terminal_safe(line)).dim());
+                    }
+                }
             }
             Event::Violation { step, report } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} step {step} undone by the write policy:",
                     style("⛔").red()
@@ -74,7 +124,7 @@ impl Display {
                 delay_ms,
                 reason,
             } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} model call failed ({reason}); retry {attempt} in {:.1}s",
                     style("↻").yellow(),
@@ -86,7 +136,7 @@ impl Display {
                 repeats,
                 tools,
             } => {
-                self.end_line();
+                state.end_line();
                 let calls = if *pattern_len == 1 {
                     "call".to_string()
                 } else {
@@ -99,7 +149,7 @@ impl Display {
                 );
             }
             Event::SteeringDelivered { id, text, skipped } => {
-                self.end_line();
+                state.end_line();
                 let skipped = match skipped {
                     0 => String::new(),
                     1 => "; 1 tool call skipped".to_string(),
@@ -112,7 +162,7 @@ impl Display {
                 );
             }
             Event::FollowupDelivered { id, text } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} follow-up #{id}: {}",
                     style("⇢").magenta(),
@@ -120,7 +170,7 @@ impl Display {
                 );
             }
             Event::Error { message } => {
-                self.end_line();
+                state.end_line();
                 eprintln!(
                     "{} {}",
                     style("error:").red().bold(),
@@ -128,7 +178,7 @@ impl Display {
                 );
             }
             Event::CompactionStart { reason, tokens } => {
-                self.end_line();
+                state.end_line();
                 let why = match reason {
                     CompactReason::Threshold => "it nears the context window",
                     CompactReason::Overflow => "the API found it too long",
@@ -154,7 +204,7 @@ impl Display {
                 reason,
                 ..
             } => {
-                self.end_line();
+                state.end_line();
                 let (mark, verdict) = if *allowed {
                     (style("⇄").cyan(), "network")
                 } else {
@@ -166,17 +216,22 @@ impl Display {
                     terminal_safe(reason)
                 );
             }
-            Event::TurnEnd { .. } | Event::AgentEnd { .. } => self.end_line(),
+            Event::TurnEnd { .. } | Event::AgentEnd { .. } => state.end_line(),
             _ => {}
         }
     }
 
-    /// Ends the model's unfinished line on stdout before a line on stderr.
-    pub fn end_line(&mut self) {
-        if self.mid_line {
-            println!();
-            self.mid_line = false;
-        }
+    /// Writes `line` on stderr, after the model's unfinished line.
+    pub fn line(&mut self, line: &str) {
+        let mut state = self.screen.lock();
+        state.clear();
+        state.end_line();
+        eprintln!("{line}");
+    }
+
+    /// The terminal this display writes to.
+    pub fn screen(&self) -> Arc<Screen> {
+        Arc::clone(&self.screen)
     }
 }
 

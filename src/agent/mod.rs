@@ -16,6 +16,7 @@ mod interrupt;
 pub mod loop_detect;
 pub mod prompt;
 mod request;
+mod round;
 mod step;
 mod text_tools;
 pub mod time_travel;
@@ -27,16 +28,13 @@ pub use interrupt::{close_interrupted, set_state};
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use abort::FINALIZED;
 use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
-use inbox::TurnSteering;
 use interrupt::keep_partial;
 use loop_detect::LoopDetector;
 use request::{INTERRUPTED, map_edit_calls, sendable};
-use step::{CUT_OFF, result_record, step_events};
 
 use crate::llm::models::{ModelInfo, ToolProtocol};
 use crate::llm::{Block, LlmError, Provider, Request, Response, Role, ToolDef};
@@ -230,157 +228,38 @@ pub async fn run_agent(
             return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
         }
 
-        // Every tool_use gets a result, even past the limit, so the stored
-        // conversation stays valid for the API.
-        let mut results = Vec::with_capacity(calls.len());
-        let mut steering = Vec::new();
-        let mut steered = TurnSteering::default();
-        let mut limited = false;
-        let mut aborted = false;
-        for (id, name, input) in calls {
-            if aborted || abort.is_requested() {
-                aborted = true;
-                results.push(BlockRecord::tool_result(
-                    &id,
-                    &name,
-                    INTERRUPTED.into(),
-                    true,
-                ));
-                continue;
-            }
-            if abort.is_finalizing() {
-                results.push(BlockRecord::tool_result(&id, &name, FINALIZED.into(), true));
-                continue;
-            }
-            if let Some(skipped) = steered.skip(inbox, &id, &name)? {
-                results.push(skipped);
-                continue;
-            }
-            if response.truncated_tool_calls.contains(&id) {
-                results.push(BlockRecord::tool_result(&id, &name, CUT_OFF.into(), true));
-                continue;
-            }
-            if config.max_tools.is_some_and(|max| tool_calls >= max) {
-                limited = true;
-                results.push(BlockRecord::tool_result(
-                    &id,
-                    &name,
-                    "not run: the tool call limit (--max-tools) was reached".into(),
-                    true,
-                ));
-                continue;
-            }
-            tool_calls += 1;
-            out.emit(
+        let round = round::run_round(
+            round::Round {
+                config,
+                run,
                 session,
-                Some(&head),
-                Event::ToolCallStart {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                },
-            );
-            let stepped = tokio::select! {
-                outcome = run.tool_step(&name, &input) => Some(outcome),
-                () = abort.requested() => None,
-            };
-            let Some(outcome) = stepped else {
-                // The step's future is dropped: its process group is killed.
-                aborted = true;
-                out.emit(
-                    session,
-                    Some(&head),
-                    Event::ToolCallEnd {
-                        id: id.clone(),
-                        name: name.clone(),
-                        is_error: true,
-                        duration_ms: 0,
-                        details: json!({ "interrupted": true }),
-                        output: INTERRUPTED.to_string(),
-                    },
-                );
-                results.push(BlockRecord::tool_result(
-                    &id,
-                    &name,
-                    INTERRUPTED.into(),
-                    true,
-                ));
-                continue;
-            };
-            for event in step_events(&id, &name, &outcome) {
-                out.emit(session, Some(&head), event);
-            }
-            results.push(result_record(&id, &name, &run.id(), &outcome));
-            if let Some(repetition) = loops.record(&name, &input, &outcome.output) {
-                out.emit(session, Some(&head), repetition.event());
-                out.emit(
-                    session,
-                    Some(&head),
-                    Event::SteeringInjected {
-                        text: repetition.steering(),
-                    },
-                );
-                steering.push(repetition.steering_block());
-            }
-        }
-        // Text after the results: the API wants tool results first.
-        results.append(&mut steering);
-        if !aborted {
-            results.extend(steered.after_results(inbox)?);
-        }
-        let stored = session.append(Some(&head), Role::User, &results, &MessageMeta::default())?;
-        head = stored.id;
-        steered.delivered(inbox, session, &mut out, &head)?;
+                inbox,
+                truncated: &response.truncated_tool_calls,
+            },
+            calls,
+            &mut head,
+            abort,
+            &mut out,
+            &mut tool_calls,
+            &mut loops,
+        )
+        .await?;
         out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
-        if aborted {
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::Aborted,
-                turns,
-                tool_calls,
-            ));
-        }
-        if abort.is_finalizing() {
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::Finalized,
-                turns,
-                tool_calls,
-            ));
-        }
-        if run.poisoned().is_some() {
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::Poisoned,
-                turns,
-                tool_calls,
-            ));
-        }
-        if loops.should_stop() {
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::Looping,
-                turns,
-                tool_calls,
-            ));
-        }
-        if limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
-            return Ok(end(
-                &mut out,
-                session,
-                &head,
-                EndReason::ToolLimit,
-                turns,
-                tool_calls,
-            ));
+        let stop = if round.aborted {
+            Some(EndReason::Aborted)
+        } else if abort.is_finalizing() {
+            Some(EndReason::Finalized)
+        } else if run.poisoned().is_some() {
+            Some(EndReason::Poisoned)
+        } else if loops.should_stop() {
+            Some(EndReason::Looping)
+        } else if round.limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
+            Some(EndReason::ToolLimit)
+        } else {
+            None
+        };
+        if let Some(reason) = stop {
+            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
         }
     }
 }

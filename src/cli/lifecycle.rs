@@ -16,6 +16,7 @@ use super::args::{ReviewMode, RunArgs};
 use super::live::{Wiring, terminal};
 use super::network;
 use super::output::Output;
+use super::queue::report_dropped;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits};
 use super::screen::Screen;
@@ -23,8 +24,11 @@ use super::summary::RunSummary;
 use super::task::RunSetup;
 use super::time_travel;
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
+use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
-use crate::agent::{AbortHandle, AbortSignal, Event, abort_channel, record_event};
+use crate::agent::{
+    AbortHandle, AbortSignal, EndReason, Event, abort_channel, record_event, set_state,
+};
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
@@ -384,4 +388,33 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
         .iter()
         .map(|c| c.path.clone())
         .collect();
+}
+
+/// The agent's part of the run is over: the session takes no more steering
+/// or follow-ups (what could not be delivered is reported) and is idle.
+pub(super) fn close_intake(
+    session: &Session,
+    lock: &SessionLock,
+    outcome: EndReason,
+    output: &mut Output,
+) -> Result<()> {
+    let head = session.head().ok().flatten();
+    match lock.close(head.as_deref(), outcome.as_str()) {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
+    }
+    output.show(&set_state(session, SessionState::Idle)?);
+    Ok(())
+}
+
+/// Whatever happened, no process works on the session any more: its state
+/// says closed and its lock is released.
+pub(super) fn leave_session(session: &Session, lock: &SessionLock, output: &mut Output) {
+    if let Ok(event) = set_state(session, SessionState::Closed) {
+        output.show(&event);
+    }
+    match lock.release() {
+        Ok(dropped) => report_dropped(&dropped),
+        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
+    }
 }

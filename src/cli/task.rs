@@ -13,12 +13,15 @@ use anyhow::{Context, Result, bail};
 
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
-use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run, workspace_of};
+use super::lifecycle::{
+    Ending, RunEnd, SignalWatch, Started, close_intake, finish_run, leave_session, start_run,
+    workspace_of,
+};
 use super::live::Controls;
 use super::network;
 use super::output::Output;
 use super::prompt_setup::{self, PromptSetup};
-use super::queue::{Claim, claim_exclusive, claim_for_run, report_dropped};
+use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
 use super::sandbox_setup::podman_preflight;
 use super::start::{Begin, enter, plan, position, split_prompt};
@@ -92,14 +95,7 @@ pub async fn run(mut args: RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
         &mut output,
     )
     .await;
-    // Whatever happened, no process works on the session any more.
-    if let Ok(event) = set_state(&session, SessionState::Closed) {
-        output.show(&event);
-    }
-    match lock.release() {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
-    }
+    leave_session(&session, &lock, &mut output);
     code
 }
 
@@ -268,16 +264,10 @@ async fn run_in_session(
     // The review's prompts need the keys and the terminal's own mode.
     drop(controls);
     signals.loop_over();
-    // No more steering or follow-ups: this run is past its agent loop.
     let outcome = finished
         .as_ref()
         .map_or(EndReason::Failed, |summary| summary.reason);
-    let head = session.head().ok().flatten();
-    match lock.close(head.as_deref(), outcome.as_str()) {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
-    }
-    output.show(&set_state(session, SessionState::Idle)?);
+    close_intake(session, lock, outcome, output)?;
     let end = match finished {
         Err(err) => RunEnd::Failed(err.into()),
         Ok(summary) => match summary.reason {

@@ -10,10 +10,12 @@ use anyhow::{Context, Result, anyhow};
 use ulid::Ulid;
 
 use super::args::RunArgs;
-use super::lifecycle::{Ending, RunEnd, SignalWatch, Started, finish_run, start_run};
+use super::lifecycle::{
+    Ending, RunEnd, SignalWatch, Started, close_intake, finish_run, leave_session, start_run,
+};
 use super::live::Controls;
 use super::output::Output;
-use super::queue::{claim_exclusive, report_dropped};
+use super::queue::claim_exclusive;
 use super::task::{RunSetup, UsageError, settle};
 use crate::agent::event::SessionState;
 use crate::agent::{EndReason, set_state};
@@ -51,14 +53,7 @@ pub(super) async fn work(
         max_rounds,
     )
     .await;
-    // Whatever happened, no process works on the session any more.
-    if let Ok(event) = set_state(&session, SessionState::Closed) {
-        output.show(&event);
-    }
-    match lock.release() {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
-    }
+    leave_session(&session, &lock, &mut output);
     code
 }
 
@@ -143,12 +138,7 @@ async fn work_in_session(
         Ok(_) => EndReason::Done,
         Err(_) => EndReason::Failed,
     };
-    let head = session.head().ok().flatten();
-    match lock.close(head.as_deref(), outcome.as_str()) {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
-    }
-    output.show(&set_state(session, SessionState::Idle)?);
+    close_intake(session, lock, outcome, output)?;
     let end = match worked {
         Err(err) => RunEnd::Failed(err.into()),
         Ok(record) => run_end(&record, &args.max_tools),

@@ -448,13 +448,53 @@ async fn a_full_process_table_or_a_stopped_init_leaves_a_working_sandbox() {
     assert!(out.timed_out);
     assert_eq!(processes_matching(&run, "sleep 1013"), "");
     assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
-    // The container's init stops on SIGINT; the next step still runs.
-    let _ = run
-        .backend
-        .exec("setsid sleep 1014 & kill -INT 1", Duration::from_secs(30))
-        .await;
+    // The container's init stops on SIGINT: the command dies with it, the
+    // container is restarted, and the command's errors say so.
+    let (_, _, said) = sh(&run, "setsid sleep 1014 & kill -INT 1; sleep 20").await;
+    assert!(
+        said.contains("[ah: the sandbox container was restarted while this command ran"),
+        "{said}"
+    );
     assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
     assert_eq!(processes_matching(&run, "sleep 1014"), "");
+    // A command that stops the init and returns at once races the init's
+    // end: the next command may still meet the dying container (and be
+    // killed, saying so), but a sandbox comes back.
+    let _ = sh(&run, "kill -INT 1").await;
+    let mut back = false;
+    for _ in 0..20 {
+        let (_, out, err) = sh(&run, "echo alive").await;
+        if out == "alive\n" {
+            back = true;
+            break;
+        }
+        assert!(
+            err.contains("[ah: the sandbox container was restarted"),
+            "{err}"
+        );
+    }
+    assert!(back, "no command ran after the init stopped");
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn a_sandbox_that_stopped_between_steps_is_restarted_for_the_next() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    let podman = find_podman().unwrap_or_else(|e| panic!("{e}"));
+    let stopped = Command::new(&podman)
+        .args(["stop", "--time=0", run.backend.container()])
+        .output()
+        .unwrap_or_else(|e| panic!("podman stop: {e}"));
+    assert!(stopped.status.success(), "{stopped:?}");
+    // Podman refuses the command; the backend restarts the container and
+    // the command runs there, once.
+    let (code, out, _) = sh(&run, "echo ran >> /work/count; cat /work/count").await;
+    assert_eq!((code, out.as_str()), (0, "ran\n"));
     run.backend
         .shutdown()
         .await

@@ -39,6 +39,14 @@ pub const OUTPUT_CAP: usize = HEAD_BYTES + TAIL_BYTES;
 /// How long the kill from outside may take before it is given up on.
 const END_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Added to a command's errors when the container had to be restarted
+/// while it ran (an earlier or this command stopped the container's init,
+/// or filled its process table): the command may not have run, or not to
+/// its end.
+const RESTART_NOTE: &str = "\n[ah: the sandbox container was restarted while this command ran \
+(its init had stopped, or no process could start): every process in it was killed and /tmp was \
+emptied; files in /work are kept. Run the command again if it did not finish.]\n";
+
 /// Bash functions both scripts use. `ah_live`: is any process other than
 /// PID 1 and this shell still running (not a zombie)? `/proc/PID/stat` is
 /// read whole, and the state taken after the last `) `, since a command name
@@ -223,18 +231,26 @@ pub async fn run(
     match finished {
         Ok(status) => {
             let status = status?;
-            if status.code().is_none_or(|code| code >= 128) {
-                // The wrapper may have been killed before its cleanup.
-                end_all(podman, container, "0", restarted).await;
-            }
-            on_drop.armed = false;
             let (stdout, out_dropped) = out.finish();
-            let (stderr, err_dropped) = err.finish();
-            if status.code() == Some(125) && stderr.starts_with(b"Error: ") {
-                return Err(std::io::Error::other(format!(
+            let (mut stderr, err_dropped) = err.finish();
+            if refused(status.code(), &stderr) {
+                // Podman did not start the command: the container stopped
+                // between steps, e.g. its init ended just after the previous
+                // command. Restart it so the caller can try once more.
+                let message = format!(
                     "podman exec failed: {}; the sandbox container is gone or broken: run 'ah doctor'",
                     String::from_utf8_lossy(&stderr).trim()
-                )));
+                );
+                restart(podman, container, restarted).await;
+                on_drop.armed = false;
+                return Err(std::io::Error::other(NotStarted(message)));
+            }
+            // The wrapper may have been killed before its cleanup.
+            let restarted_now = status.code().is_none_or(|code| code >= 128)
+                && end_all(podman, container, "0", restarted).await;
+            on_drop.armed = false;
+            if restarted_now {
+                stderr.extend_from_slice(RESTART_NOTE.as_bytes());
             }
             Ok(ExecOutput {
                 stdout,
@@ -245,7 +261,7 @@ pub async fn run(
             })
         }
         Err(_elapsed) => {
-            end_all(podman, container, TERM_GRACE_TENTHS, restarted).await;
+            let restarted_now = end_all(podman, container, TERM_GRACE_TENTHS, restarted).await;
             on_drop.armed = false;
             // Everything is dead: collect what is still buffered in the
             // pipes, but never wait long.
@@ -259,7 +275,10 @@ pub async fn run(
             .await;
             let _ = child.start_kill();
             let (stdout, out_dropped) = out.finish();
-            let (stderr, err_dropped) = err.finish();
+            let (mut stderr, err_dropped) = err.finish();
+            if restarted_now {
+                stderr.extend_from_slice(RESTART_NOTE.as_bytes());
+            }
             Ok(ExecOutput {
                 stdout,
                 stderr,
@@ -277,7 +296,13 @@ pub async fn run(
 /// would not die), the container is restarted instead: its `/tmp` is lost,
 /// but no process survives the step and the next step has a sandbox
 /// (`restarted` tells the backend to renew what lived in the old one).
-async fn end_all(podman: &Path, container: &str, grace_tenths: &str, restarted: &AtomicBool) {
+/// Returns whether the container was restarted.
+async fn end_all(
+    podman: &Path,
+    container: &str,
+    grace_tenths: &str,
+    restarted: &AtomicBool,
+) -> bool {
     let ended = Command::new(podman)
         .args(exec_args(container, END_SCRIPT, grace_tenths))
         .stdin(Stdio::null())
@@ -288,8 +313,15 @@ async fn end_all(podman: &Path, container: &str, grace_tenths: &str, restarted: 
     if let Ok(Ok(status)) = tokio::time::timeout(END_TIMEOUT, ended).await
         && status.success()
     {
-        return;
+        return false;
     }
+    restart(podman, container, restarted).await;
+    true
+}
+
+/// Restarts the container at once (its processes are killed), and tells the
+/// backend through `restarted`.
+async fn restart(podman: &Path, container: &str, restarted: &AtomicBool) {
     let killed = Command::new(podman)
         .args(["restart", "--time=0", container])
         .stdin(Stdio::null())
@@ -299,4 +331,30 @@ async fn end_all(podman: &Path, container: &str, grace_tenths: &str, restarted: 
         .status();
     let _ = tokio::time::timeout(END_TIMEOUT, killed).await;
     restarted.store(true, Ordering::SeqCst);
+}
+
+/// Whether podman refused to start the command: its own error (exit 125, or
+/// 255 for "container state improper" in podman 4) instead of the command's.
+fn refused(code: Option<i32>, stderr: &[u8]) -> bool {
+    let says = |text: &str| {
+        stderr
+            .windows(text.len())
+            .any(|window| window == text.as_bytes())
+    };
+    stderr.starts_with(b"Error: ")
+        && (code == Some(125) || (code == Some(255) && says("container state improper")))
+}
+
+/// Podman refused to run a command (the container was not running); the
+/// container has been restarted since, and the command can be tried again.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotStarted(String);
+
+impl NotStarted {
+    /// Whether `err` says the command never started.
+    pub fn is(err: &std::io::Error) -> bool {
+        err.get_ref()
+            .is_some_and(|inner| inner.downcast_ref::<NotStarted>().is_some())
+    }
 }

@@ -273,7 +273,17 @@ impl PodmanBackend {
     /// init is killed, whatever session or group it moved to. Execs of one
     /// backend run one at a time. Output is kept up to [`OUTPUT_CAP`] bytes
     /// per stream.
+    /// A container that stopped between steps (its init ended just after
+    /// the previous command) is restarted and the command tried once more:
+    /// podman refused it, so it never ran.
     pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        match self.exec_once(command, timeout).await {
+            Err(err) if exec::NotStarted::is(&err) => self.exec_once(command, timeout).await,
+            done => done,
+        }
+    }
+
+    async fn exec_once(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
         let turn = Arc::clone(&self.turns).lock_owned().await;
         // A restart made a new network namespace: its proxy port is new.
         if let Some(egress) = &self.egress

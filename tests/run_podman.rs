@@ -20,34 +20,13 @@ use serde_json::{Value, json};
 use support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
 use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use support::podman::{containers_of, podman_ready_blocking};
+use support::steps::{bash, script, write};
 
 /// How long a test waits for a run to reach a point it synchronises on.
 const SYNC: Duration = Duration::from_secs(60);
 
 /// Exit code of a run whose patch was saved but not applied.
 const NOT_APPLIED: i32 = 3;
-
-/// A script: each step is one tool call (`toolu_1`, `toolu_2`, …) in its
-/// own turn, then a final answer.
-fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = steps
-        .into_iter()
-        .enumerate()
-        .map(|(i, (tool, input))| {
-            Turn::reply(Reply::new().tool_use(format!("toolu_{}", i + 1), tool, input))
-        })
-        .collect();
-    turns.push(Turn::reply(Reply::new().text("done")));
-    turns
-}
-
-fn bash(command: &str) -> (&'static str, Value) {
-    ("bash", json!({"command": command}))
-}
-
-fn write(path: &str, content: &str) -> (&'static str, Value) {
-    ("write", json!({"path": path, "content": content}))
-}
 
 /// Runs ah on `host` with the default backend, `--review review`, to the end.
 fn run_ah(host: &Host, mock: &MockServer, review: &str, task: &str) -> Output {

@@ -17,24 +17,9 @@ use serde_json::{Value, json};
 use support::fork::{context, fork_at, message_at, result_message};
 use support::host::{Host, describe, json_file, query, run_id};
 use support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use support::steps::{bash, script};
 
 /// One tool call per turn (`toolu_1`, `toolu_2`, …), then a final answer.
-fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = steps
-        .into_iter()
-        .enumerate()
-        .map(|(i, (tool, input))| {
-            Turn::reply(Reply::new().tool_use(format!("toolu_{}", i + 1), tool, input))
-        })
-        .collect();
-    turns.push(Turn::reply(Reply::new().text("done")));
-    turns
-}
-
-fn bash(command: &str) -> (&'static str, Value) {
-    ("bash", json!({ "command": command }))
-}
-
 /// The first run: `a.txt` written at step 1, looked at in step 2, changed
 /// at step 3 along with a new `b.txt`.
 fn first_script() -> Vec<Turn> {

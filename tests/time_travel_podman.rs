@@ -6,27 +6,12 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::fork::{context, fork_at, result_message};
 use support::host::{Host, describe, json_file, run_id};
-use support::mock::{MockServer, Reply, Turn};
+use support::mock::MockServer;
 use support::podman::podman_ready_blocking;
-
-fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
-    let mut turns: Vec<Turn> = steps
-        .into_iter()
-        .enumerate()
-        .map(|(i, (tool, input))| {
-            Turn::reply(Reply::new().tool_use(format!("toolu_{}", i + 1), tool, input))
-        })
-        .collect();
-    turns.push(Turn::reply(Reply::new().text("done")));
-    turns
-}
-
-fn bash(command: &str) -> (&'static str, Value) {
-    ("bash", json!({ "command": command }))
-}
+use support::steps::{bash, script};
 
 #[test]
 fn a_forked_run_sees_the_files_of_that_step_in_the_container() {

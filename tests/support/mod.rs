@@ -10,6 +10,7 @@ pub mod fork;
 pub mod host;
 pub mod mock;
 pub mod podman;
+pub mod steps;
 pub mod tmux;
 pub mod work;
 

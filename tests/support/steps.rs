@@ -1,0 +1,29 @@
+//! Scripts of one tool call per turn: `script(vec![bash("ls"), write("a",
+//! "x")])` is a model that calls `toolu_1`, `toolu_2`, … in turn, then
+//! answers "done".
+
+use serde_json::{Value, json};
+
+use super::mock::{Reply, Turn};
+
+/// Each step is one tool call (`toolu_1`, `toolu_2`, …) in its own turn,
+/// then a final answer.
+pub fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, (tool, input))| {
+            Turn::reply(Reply::new().tool_use(format!("toolu_{}", i + 1), tool, input))
+        })
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("done")));
+    turns
+}
+
+pub fn bash(command: &str) -> (&'static str, Value) {
+    ("bash", json!({ "command": command }))
+}
+
+pub fn write(path: &str, content: &str) -> (&'static str, Value) {
+    ("write", json!({ "path": path, "content": content }))
+}

@@ -180,14 +180,10 @@ fn listing(sessions: &[SessionSummary]) -> String {
     sessions
         .iter()
         .map(|s| {
-            let prompt = s.first_prompt.as_deref().unwrap_or("(no prompt)");
-            let line: String = prompt
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .chars()
-                .take(60)
-                .collect();
+            let line = match s.first_prompt {
+                Some(_) => s.prompt_line(60),
+                None => "(no prompt)".to_string(),
+            };
             format!("  {}  {}", s.id, terminal_safe(&line))
         })
         .collect::<Vec<_>>()

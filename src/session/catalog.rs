@@ -55,6 +55,14 @@ pub struct SessionSummary {
 }
 
 impl SessionSummary {
+    /// The first line of the first prompt, at most `chars` characters
+    /// (empty when there is no prompt), for one-line listings.
+    pub fn prompt_line(&self, chars: usize) -> String {
+        let prompt = self.first_prompt.as_deref().unwrap_or_default();
+        let first = prompt.lines().next().unwrap_or_default();
+        first.chars().take(chars).collect()
+    }
+
     /// A summary with only what the file name tells, and `error`.
     fn unreadable(id: &str, error: Option<String>) -> SessionSummary {
         let created_at = Ulid::from_string(id)

@@ -43,14 +43,7 @@ pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
             .name
             .as_deref()
             .map_or(String::new(), |n| format!("[{}] ", terminal_safe(n)));
-        let prompt = s.first_prompt.as_deref().unwrap_or_default();
-        let prompt: String = prompt
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .chars()
-            .take(60)
-            .collect();
+        let prompt = s.prompt_line(60);
         writeln!(
             out,
             "{}  {created}  {:>5} msgs  {:>9} in  {:>8} out  {name}{}",

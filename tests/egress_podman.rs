@@ -24,7 +24,7 @@ use ah::sandbox::egress::{Allowlist, NetworkMode};
 use ah::sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
 
 use serde_json::{Value, json};
-use support::host::{Host, describe, files_containing, query};
+use support::host::{Host, describe, files_containing, json_file, query};
 use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use support::podman::{TestUser, podman_ready, podman_ready_blocking};
 
@@ -229,6 +229,37 @@ fn by_default_the_sandbox_has_no_network_and_no_proxy() {
     assert!(!told.contains("reached-"), "{told}");
     assert_eq!(target.hits.load(Ordering::SeqCst), 0);
     assert!(!host.run().join("network.log").exists());
+}
+
+#[test]
+fn the_configured_network_takes_effect_without_flags() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let target = Target::start("configured");
+    let port = target.port;
+    let command = format!("curl -sS --max-time 20 --proxytunnel http://127.0.0.1:{port}/");
+    let mock = MockServer::start(one_step(&command));
+    let host = Host::git(&[("README.md", "hi\n")]);
+    let config = host.project.join(".ah/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap_or(&host.project))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        &config,
+        format!("[network]\nmode = \"proxy\"\nallow = [\"127.0.0.1:{port}\"]\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let out = host
+        .ah(&mock.url())
+        .args(["--review", "never", "fetch"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let told = step_result(&mock.requests(), 1);
+    assert!(told.contains("reached-configured"), "{told}");
+    let manifest = json_file(&host.run().join("manifest.json"));
+    assert_eq!(manifest["network"], "proxy");
+    assert_eq!(target.hits.load(Ordering::SeqCst), 1);
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod run;
 pub mod rundir;
 pub mod shadow;
 pub mod subpatch;
+pub mod tree;
 pub mod workspace;
 
 use std::time::Duration;

@@ -120,6 +120,9 @@ pub enum Reason {
     SymlinkUnchecked { target: String, detail: String },
     /// A file over the size cap for staging: it was never recorded.
     TooLarge { limit: u64 },
+    /// An entry the shadow repo cannot record (a name git refuses, a path
+    /// too deep), or a step whose changes could not be recorded at all.
+    Unrecordable { why: String },
     /// Any change while the run's steps are read-only (a phase that only
     /// looks, see `run::StepRules`).
     ReadOnly,
@@ -168,6 +171,11 @@ impl fmt::Display for Violation {
             Reason::ReadOnly => write!(
                 f,
                 "{path:?} was changed while /work is read-only (this phase may only look)"
+            ),
+            Reason::Unrecordable { why } => write!(
+                f,
+                "{path:?} cannot be recorded ({why}), so it cannot be checked or be part of \
+                 the patch"
             ),
         }
     }

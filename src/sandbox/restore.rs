@@ -25,11 +25,14 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use std::os::unix::ffi::OsStrExt;
+
 use git2::Oid;
 
 use super::run::Start;
 use super::rundir::{RunDir, RunDirError};
 use super::shadow::{ShadowError, ShadowRepo};
+use super::tree::ignore::IgnoreCheck;
 use super::workspace::{self, CopyStats, EXCLUDED_TOP_LEVEL, WorkspaceError};
 
 #[derive(Debug, thiserror::Error)]
@@ -113,6 +116,16 @@ pub fn copy_unrecorded(
     shadow: &ShadowRepo,
 ) -> Result<CopyStats, RestoreError> {
     let mut stats = CopyStats::default();
+    let root = shadow.open_work_tree()?;
+    let mut ignores = IgnoreCheck::new(&root);
+    let mut is_ignored = |rel: &Path, dir: bool| {
+        ignores
+            .is_ignored(rel.as_os_str().as_bytes(), dir)
+            .map_err(|source| WorkspaceError::Read {
+                path: work.join(rel),
+                source,
+            })
+    };
     let mut pending = vec![PathBuf::new()];
     while let Some(rel_dir) = pending.pop() {
         let src_dir = project.join(&rel_dir);
@@ -142,13 +155,13 @@ pub fn copy_unrecorded(
             }
             if kind.is_dir() {
                 let nested_repo = file_type(&src.join(".git"))?.is_some();
-                if nested_repo || shadow.is_ignored(&rel, true)? {
+                if nested_repo || is_ignored(&rel, true)? {
                     make_parent(&dst)?;
                     add(&mut stats, workspace::copy_folder(&src, &dst)?);
                 } else {
                     pending.push(rel);
                 }
-            } else if shadow.is_ignored(&rel, false)? {
+            } else if is_ignored(&rel, false)? {
                 make_parent(&dst)?;
                 add(&mut stats, workspace::copy_entry(&src, &dst, kind)?);
             }

@@ -287,11 +287,16 @@ impl Run {
         let limit = shadow::MAX_FILE_BYTES;
         let committed = match self.shadow.commit_step(self.head, &message, limit) {
             Ok(committed) => committed,
+            // Fails closed: what cannot be recorded cannot be checked, so
+            // the step is undone (or the run poisoned when it cannot be).
             Err(err) => {
-                output.is_error = true;
-                output.content.push_str(&format!(
-                    "\n[ah: this step's changes could not be recorded ({err}); stop and report this]"
-                ));
+                let violation = Violation {
+                    path: ".".to_string(),
+                    reason: Reason::Unrecordable {
+                        why: format!("the step's changes could not be recorded: {err}"),
+                    },
+                };
+                self.undo_step(step, &[violation], output, outcome);
                 return;
             }
         };
@@ -310,6 +315,10 @@ impl Run {
                 reason: Reason::TooLarge { limit },
             })
             .collect();
+        violations.extend(committed.refused.into_iter().map(|refused| Violation {
+            path: String::from_utf8_lossy(&refused.path).into_owned(),
+            reason: Reason::Unrecordable { why: refused.why },
+        }));
         if let Some(commit) = committed.commit {
             outcome.changes = committed.changes;
             if self.rules.is_read_only() {

@@ -4,26 +4,35 @@
 //!
 //! The repo's git directory is the run's `shadow.git/`; its work tree is the
 //! work copy, which has no `.git` of its own, so nothing running in the work
-//! tree can reach the history. Staging relies on libgit2's index stat cache:
-//! the index file stays in `shadow.git/`, and a step only rehashes the files
-//! whose size, mode or timestamps changed, so a step stays cheap on a large
-//! tree.
+//! tree can reach the history. libgit2 is never pointed at the work tree (the
+//! repo is opened bare): it follows links and opens whatever the tree holds
+//! under the names `.gitignore` and `.gitattributes`. Walking, staging and
+//! writing the tree back go through [`crate::sandbox::tree`] and folder
+//! handles instead. Staging keeps a stat cache in the index: the index file
+//! stays in `shadow.git/`, and a step only rehashes the files whose size,
+//! mode or timestamps changed, so a step stays cheap on a large tree.
 //!
 //! What is recorded: everything in the work tree except what the project's
 //! own `.gitignore` files ignore (as `git add -A` would; build outputs and
 //! such are never committed, never checked by the policy, never in the patch)
-//! and a top-level `.ah/`. Content is recorded byte for byte: the user's
-//! global git configuration (excludes file, attributes file, autocrlf) is
-//! overridden in the shadow repo's own config, and `info/attributes`, which
-//! outranks every `.gitattributes`, switches off what the work tree's
-//! attributes could do to stored content (line endings, `ident`, filters) or
-//! to the review (`binary`, `-diff`), so the model cannot disguise a change.
+//! and a top-level `.ah/`. Content is recorded byte for byte (ah reads the
+//! files itself, through no filter); for diffs, the user's global git
+//! configuration (excludes file, attributes file) is overridden in the shadow
+//! repo's own config, and `info/attributes`, which outranks every
+//! `.gitattributes`, switches off what recorded attributes could do to the
+//! review (`binary`, `-diff`), so the model cannot disguise a change.
+//!
+//! A step whose changes cannot all be recorded (a name git refuses, a tree
+//! too deep, a rules file too large, a walk that does not finish in time)
+//! is reported to the caller, which undoes it: no tool runs on a tree that
+//! was not completely checked.
 //!
 //! The repo's HEAD is not trusted: a step is committed on the parent the
 //! caller names (the run's last accepted commit), so a rejected commit that a
 //! failed revert left at HEAD never becomes part of the run.
 
 mod baseline;
+mod checkout;
 mod links;
 mod pack;
 mod restore;
@@ -31,7 +40,6 @@ mod revert;
 mod stage;
 #[cfg(test)]
 mod tests;
-mod unlock;
 
 pub use links::CommittedLinks;
 pub use revert::Reverted;
@@ -42,6 +50,7 @@ use git2::{
     Commit, Delta, DiffOptions, FileMode, Oid, Repository, RepositoryInitOptions, Signature, Tree,
 };
 
+use super::tree::scan::Refused;
 use super::{Change, ChangeKind};
 
 const COMMITTER_NAME: &str = "ah";
@@ -89,16 +98,19 @@ pub enum ShadowError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "shadow repo {git_dir}: the work tree could not be reset to commit {commit} ({first}), \
-         not even after making its folders writable again ({retry})"
-    )]
+    #[error("shadow repo {git_dir}: the work tree could not be reset to commit {commit}: {why}")]
     RevertFailed {
         git_dir: PathBuf,
         commit: Oid,
-        first: git2::Error,
-        retry: git2::Error,
+        why: String,
     },
+    #[error(
+        "shadow repo {git_dir}: the work tree written from commit {commit} does not read back \
+         as that commit; the restore was stopped"
+    )]
+    RestoreMismatch { git_dir: PathBuf, commit: Oid },
+    #[error("cannot record the work tree: {0}")]
+    Walk(crate::sandbox::tree::scan::WalkError),
     #[error(
         "shadow repo {git_dir}: writing the baseline's objects failed: {source}; \
          check the free space and permissions of the run directory"
@@ -130,6 +142,10 @@ pub struct StepCommit {
     /// path. They were not staged, so they are in neither `changes` nor the
     /// commit; the caller must treat them as a violation and revert.
     pub too_large: Vec<String>,
+    /// Entries that cannot be recorded (see [`crate::sandbox::tree::scan`]),
+    /// sorted by path: not staged; the caller must revert, as for
+    /// `too_large`.
+    pub refused: Vec<Refused>,
 }
 
 /// A shadow repository bound to one work tree.
@@ -215,8 +231,6 @@ impl ShadowRepo {
     }
 
     fn bind(repo: Repository, git_dir: &Path, work_dir: &Path) -> Result<ShadowRepo, ShadowError> {
-        repo.set_workdir(work_dir, false)
-            .map_err(|e| git_error(git_dir, "setting the work tree", e))?;
         Ok(ShadowRepo {
             repo,
             git_dir: git_dir.to_path_buf(),
@@ -232,7 +246,14 @@ impl ShadowRepo {
             Ok(_) => return Err(ShadowError::BaselineExists(self.git_dir.clone())),
             Err(e) => return Err(e),
         }
-        let tree = self.stage_baseline()?;
+        let (tree, refused) = self.stage_baseline()?;
+        // What git cannot record is taken out of the copy, so no step
+        // starts with an entry it would be blamed for.
+        let extra: Vec<Vec<u8>> = refused.into_iter().map(|r| r.path).collect();
+        if !extra.is_empty() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            self.write_tree(&tree, &extra, deadline)?;
+        }
         self.commit(&tree, "baseline", &[])
     }
 
@@ -270,6 +291,7 @@ impl ShadowRepo {
             changes,
             nested_repos: staged.nested_repos,
             too_large: staged.too_large,
+            refused: staged.refused,
         })
     }
 

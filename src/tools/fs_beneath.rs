@@ -1,5 +1,8 @@
-//! Race-free opening of files beneath the work root, for `read`, `write`,
-//! `edit` and `apply_patch` (whose renames and removals are in [`folder`]).
+//! Race-free access to the work tree from the host: every host-side read or
+//! write of a tree the model controls goes through this module. Files
+//! beneath the work root for `read`, `write`, `edit` and `apply_patch` (whose
+//! renames and removals are in [`folder`]); whole-tree walks and rewrites
+//! for the shadow repo's scan, staging, undo and restores in [`dir`].
 //!
 //! [`super::path::resolve`] checks the model's path and computes `rel`: the
 //! path relative to the root with every symlink already expanded (links to
@@ -25,6 +28,7 @@ use std::sync::OnceLock;
 
 use libc::{c_int, mode_t};
 
+pub mod dir;
 pub mod folder;
 
 /// Why a file could not be opened beneath the root.

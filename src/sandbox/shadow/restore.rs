@@ -9,16 +9,17 @@
 //! (`xx/<38 hex>`) and packs with their indexes (`pack/pack-*`), never the
 //! temporary files of a write in progress.
 
-use std::ffi::OsStr;
 use std::fs;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use git2::Oid;
-use git2::build::CheckoutBuilder;
+use std::time::{Duration, Instant};
 
+use git2::Oid;
+
+use super::stage::SCAN_SECONDS;
 use super::{BRANCH_REF, ShadowError, ShadowRepo};
+use crate::tools::fs_beneath::dir::DirHandle;
 
 impl ShadowRepo {
     /// Takes over every object of the shadow repo whose git directory is
@@ -56,10 +57,11 @@ impl ShadowRepo {
         Ok(taken)
     }
 
-    /// Checks `commit` out into the work tree (which must hold nothing the
+    /// Writes `commit` into the work tree (which must hold nothing the
     /// commit has), records it in the index (with the stat data the next
-    /// step's scan relies on) and puts the branch on it. Returns the
-    /// baseline the commit grew from: the first commit of its history.
+    /// step's scan relies on), checks that the tree now is the commit's, and
+    /// puts the branch on it. Returns the baseline the commit grew from: the
+    /// first commit of its history.
     pub fn start_at(&self, commit: Oid) -> Result<Oid, ShadowError> {
         let target = self
             .repo
@@ -71,32 +73,29 @@ impl ShadowRepo {
                 .parent(0)
                 .map_err(self.err("walking back to the baseline"))?;
         }
-        // The branch is unborn, so every file of the commit is written.
-        let mut checkout = CheckoutBuilder::new();
-        checkout.force();
-        self.repo
-            .checkout_tree(target.as_object(), Some(&mut checkout))
-            .map_err(self.err("checking out the commit to start from"))?;
+        let tree = target
+            .tree()
+            .map_err(self.err("reading the commit to start from"))?;
+        let deadline = Instant::now() + Duration::from_secs(SCAN_SECONDS);
+        // The index is empty, so every file of the commit is written.
+        self.write_tree(&tree, &[], deadline)?;
+        let staged = self.stage_all(u64::MAX)?;
+        if staged.tree.id() != tree.id() || !staged.refused.is_empty() {
+            return Err(ShadowError::RestoreMismatch {
+                git_dir: self.git_dir.clone(),
+                commit,
+            });
+        }
         self.repo
             .reference(BRANCH_REF, commit, true, "ah: start from an earlier run")
             .map_err(self.err("moving the branch"))?;
         Ok(baseline.id())
     }
-}
 
-impl ShadowRepo {
-    /// Whether the ignore rules of the work tree (its `.gitignore` files and
-    /// ah's own excludes) leave the path `rel` unrecorded; `dir` says it is
-    /// a folder, which folder-only rules (`build/`) need to know even when
-    /// the folder is not in the work tree.
-    pub fn is_ignored(&self, rel: &Path, dir: bool) -> Result<bool, ShadowError> {
-        let mut path = rel.as_os_str().as_bytes().to_vec();
-        if dir {
-            path.push(b'/');
-        }
-        self.repo
-            .is_path_ignored(Path::new(OsStr::from_bytes(&path)))
-            .map_err(self.err("reading the ignore rules"))
+    /// The work tree's root folder, to read its ignore rules with
+    /// [`crate::sandbox::tree::ignore::IgnoreCheck`].
+    pub fn open_work_tree(&self) -> Result<DirHandle, ShadowError> {
+        self.open_work()
     }
 }
 

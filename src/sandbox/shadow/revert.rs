@@ -1,14 +1,23 @@
 //! Undoing a step: the work tree, the index and HEAD are put back to an
-//! earlier commit. A step that took away write access along the way (so a
-//! file it added cannot be removed) does not block it: the folders involved
-//! are made writable again and the checkout is tried once more.
+//! earlier commit, and the result is checked by staging the tree again.
+//!
+//! Each round stages what the tree holds now, writes what differs from the
+//! commit ([`super::checkout`]), and stages again; the undo stands only when
+//! the staged tree is the commit's tree with nothing left over that could
+//! not be staged. Rules files restored by one round can reveal entries the
+//! step's own rules hid, so a few rounds are allowed; a tree that still
+//! differs after them, or a walk or write that fails, is
+//! [`ShadowError::RevertFailed`] and the caller poisons the run.
 
-use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
-use git2::build::CheckoutBuilder;
-use git2::{Commit, DiffOptions, Oid};
+use git2::Oid;
 
-use super::{ShadowError, ShadowRepo, unlock};
+use super::stage::SCAN_SECONDS;
+use super::{MAX_FILE_BYTES, ShadowError, ShadowRepo};
+
+/// Rounds of write-and-check before an undo is given up.
+const ROUNDS: usize = 3;
 
 /// The outcome of [`ShadowRepo::revert_to`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,75 +30,50 @@ pub struct Reverted {
 }
 
 impl ShadowRepo {
-    /// Makes the work tree, the index and HEAD match `commit`: tracked files
-    /// are restored, and files not in `commit` are removed, whether the later
-    /// commits added them or they were never staged. Ignored files and nested
-    /// repositories are left alone, as they were never recorded.
-    ///
-    /// When the checkout fails (a step made a folder read-only, so a file in
-    /// it cannot be removed), the folders and files it touches are made
-    /// writable by their owner and the checkout is tried once more; a second
-    /// failure is [`ShadowError::RevertFailed`], and HEAD is left as it was.
+    /// Makes the work tree, the index and HEAD match `commit`: recorded
+    /// files are restored, and files not in `commit` are removed, whether
+    /// the later commits added them or they were never staged (over the
+    /// size cap, or refused). Ignored files and nested repositories are left
+    /// alone, as they were never recorded, unless they stand where a
+    /// recorded path must be. On failure HEAD is left as it was.
     pub fn revert_to(&self, commit: Oid) -> Result<Reverted, ShadowError> {
         let previous = self.head()?;
+        let fail = |why: String| ShadowError::RevertFailed {
+            git_dir: self.git_dir.clone(),
+            commit,
+            why,
+        };
         let target = self
             .repo
             .find_commit(commit)
+            .and_then(|c| c.tree())
             .map_err(self.err("finding the commit to revert to"))?;
-        if let Err(first) = self.checkout(&target) {
-            unlock::make_writable(&self.work_dir, &self.paths_to_restore(&target, previous));
-            self.checkout(&target)
-                .map_err(|retry| ShadowError::RevertFailed {
-                    git_dir: self.git_dir.clone(),
-                    commit,
-                    first,
-                    retry,
-                })?;
-        }
-        self.set_branch(commit, "ah: revert a step")?;
-        Ok(Reverted {
-            head: commit,
-            dropped: (previous != commit).then_some(previous),
-        })
-    }
-
-    fn checkout(&self, target: &Commit<'_>) -> Result<(), git2::Error> {
-        // A hard reset would ignore `remove_untracked`: check out first,
-        // then move the branch.
-        let mut checkout = CheckoutBuilder::new();
-        checkout.force().remove_untracked(true);
-        self.repo
-            .checkout_tree(target.as_object(), Some(&mut checkout))
-    }
-
-    /// Every path a checkout of `target` may have to write or remove: what
-    /// differs between `target` and `previous`, and what the work tree holds
-    /// that `target` does not (when the work tree can be scanned at all).
-    fn paths_to_restore(&self, target: &Commit<'_>, previous: Oid) -> Vec<Vec<u8>> {
-        let mut paths = BTreeSet::new();
-        let mut opts = DiffOptions::new();
-        opts.include_typechange(true)
-            .include_untracked(true)
-            .recurse_untracked_dirs(true);
-        let target_tree = target.tree().ok();
-        let previous_tree = self.commit_tree(previous).ok();
-        let diffs = [
-            self.repo
-                .diff_tree_to_tree(target_tree.as_ref(), previous_tree.as_ref(), None)
-                .ok(),
-            self.repo
-                .diff_tree_to_workdir(target_tree.as_ref(), Some(&mut opts))
-                .ok(),
-        ];
-        for diff in diffs.iter().flatten() {
-            for delta in diff.deltas() {
-                for file in [delta.old_file(), delta.new_file()] {
-                    if let Some(path) = file.path_bytes() {
-                        paths.insert(path.to_vec());
-                    }
-                }
+        let deadline = Instant::now() + Duration::from_secs(SCAN_SECONDS);
+        let mut left = String::new();
+        for _ in 0..ROUNDS {
+            let staged = self
+                .stage_all(MAX_FILE_BYTES)
+                .map_err(|e| fail(e.to_string()))?;
+            let mut extra: Vec<Vec<u8>> = staged
+                .too_large
+                .iter()
+                .map(|p| p.as_bytes().to_vec())
+                .collect();
+            extra.extend(staged.refused.iter().map(|r| r.path.clone()));
+            if staged.tree.id() == target.id() && extra.is_empty() {
+                self.set_branch(commit, "ah: revert a step")?;
+                return Ok(Reverted {
+                    head: commit,
+                    dropped: (previous != commit).then_some(previous),
+                });
             }
+            left = match extra.first() {
+                Some(path) => format!("{} is still there", String::from_utf8_lossy(path)),
+                None => "the tree still differs from it".to_string(),
+            };
+            self.write_tree(&target, &extra, deadline)
+                .map_err(|e| fail(e.to_string()))?;
         }
-        paths.into_iter().collect()
+        Err(fail(format!("after {ROUNDS} rounds {left}")))
     }
 }

@@ -2,6 +2,7 @@
 
 mod attacks;
 mod baseline;
+mod hostile;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

@@ -7,10 +7,10 @@ use anyhow::{Context, Result, bail};
 use console::style;
 
 use super::review::commit_message;
-use super::safe_text::terminal_safe;
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::rundir::{self, Manifest, RunDir};
+use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{doctor, image, podman};
 
 pub(super) fn project_dir(project: Option<&Path>) -> Result<PathBuf> {

@@ -20,7 +20,6 @@ mod queue;
 mod resolve;
 mod review;
 mod review_pick;
-mod safe_text;
 mod sandbox_setup;
 mod screen;
 mod sessions;

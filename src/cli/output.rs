@@ -8,10 +8,10 @@ use console::style;
 use serde::Serialize;
 
 use super::display::Display;
-use super::safe_text::terminal_safe;
 use super::screen::Screen;
 use super::summary::RunSummary;
 use crate::agent::Event;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::work::WorkEvent;
 
 /// The consumer of a run's events.

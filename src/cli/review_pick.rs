@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 
 use super::args::ReviewMode;
 use super::review::{ReviewOutcome, apply_now, outcome};
-use super::safe_text::terminal_safe;
 use crate::sandbox::patch::PatchInfo;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::subpatch;
 
 /// Asks which files to apply and applies them. `run_dir` receives

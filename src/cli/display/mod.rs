@@ -10,9 +10,9 @@ use std::sync::Arc;
 use console::style;
 use serde_json::Value;
 
-use super::safe_text::terminal_safe;
 use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
+use crate::sandbox::safe_text::terminal_safe;
 
 mod progress;
 

@@ -168,8 +168,9 @@ fn run_line(run: &rundir::RunSummary) -> String {
     let task = manifest.task.lines().next().unwrap_or_default();
     let task: String = task.chars().take(60).collect();
     format!(
-        "{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {task}",
-        run.id
+        "{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {}",
+        run.id,
+        terminal_safe(&task)
     )
 }
 

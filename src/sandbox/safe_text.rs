@@ -14,6 +14,7 @@
 //! uses the same functions.
 
 use std::borrow::Cow;
+use std::path::Path;
 
 /// `text` made safe to print: registered secrets redacted, every control
 /// character except newline and tab in caret notation (`ESC` → `^[`, DEL →
@@ -34,6 +35,12 @@ pub fn terminal_safe_bytes(bytes: &[u8]) -> String {
 /// one). Every variation selector is shown too: a name has no emoji.
 pub fn name_safe(name: &str) -> Cow<'_, str> {
     escape(name, Kind::Name)
+}
+
+/// A path made safe as [`name_safe`] does (invalid UTF-8 shown lossily),
+/// for messages that quote it.
+pub fn path_safe(path: &Path) -> String {
+    name_safe(&path.to_string_lossy()).into_owned()
 }
 
 /// Every invisible, bidi or format character of `text` (those
@@ -246,6 +253,7 @@ mod tests {
         assert_eq!(name_safe("evil\u{202E}txt.exe"), "evil<U+202E>txt.exe");
         assert_eq!(name_safe("⚠\u{FE0F}.md"), "⚠<U+FE0F>.md");
         assert_eq!(name_safe("\x1b[2J"), "^[[2J");
+        assert_eq!(path_safe(Path::new("/w/a\nb")), "/w/a\\nb");
     }
 
     #[test]

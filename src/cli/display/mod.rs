@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
-use crate::sandbox::safe_text::terminal_safe;
+use crate::sandbox::safe_text::{name_safe, terminal_safe};
 
 mod progress;
 
@@ -79,7 +79,7 @@ impl Display {
                     "{} {} {}",
                     style("▸").cyan(),
                     style(name).bold(),
-                    terminal_safe(&key_param(name, input))
+                    key_param(name, input)
                 );
             }
             Event::ToolCallEnd { .. } if self.violation_shown => {
@@ -126,8 +126,9 @@ impl Display {
             } => {
                 state.end_line();
                 eprintln!(
-                    "{} model call failed ({reason}); retry {attempt} in {:.1}s",
+                    "{} model call failed ({}); retry {attempt} in {:.1}s",
                     style("↻").yellow(),
+                    terminal_safe(reason),
                     *delay_ms as f64 / 1000.0
                 );
             }
@@ -273,16 +274,21 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
     }
 }
 
-/// The parameter that says most about a call, shortened to one line.
+/// The parameter that says most about a call, shortened to one line and
+/// safe for the terminal: a command's first line, or the whole path with
+/// its newlines and invisible characters escaped.
 pub(super) fn key_param(tool: &str, input: &Value) -> String {
-    let key = match tool {
-        "bash" => "command",
-        _ => "path",
+    let value = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (text, full) = match tool {
+        "bash" => {
+            let command = value("command");
+            let first = command.lines().next().unwrap_or_default();
+            (terminal_safe(first), first.len() == command.len())
+        }
+        _ => (name_safe(value("path")), true),
     };
-    let text = input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let first = text.lines().next().unwrap_or_default();
-    let mut short: String = first.chars().take(100).collect();
-    if short.len() < text.len() {
+    let mut short: String = text.chars().take(100).collect();
+    if short.len() < text.len() || !full {
         short.push('…');
     }
     short
@@ -349,5 +355,13 @@ mod tests {
             101
         );
         assert_eq!(key_param("write", &json!({})), "");
+        assert_eq!(
+            key_param("write", &json!({"path": "a\n b\u{202E}"})),
+            "a\\n b<U+202E>"
+        );
+        assert_eq!(
+            key_param("bash", &json!({"command": "echo \u{1b}[2J"})),
+            "echo ^[[2J"
+        );
     }
 }

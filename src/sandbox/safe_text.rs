@@ -21,7 +21,14 @@ use std::path::Path;
 /// `^?`), C1 controls and invisible, bidi and other format characters as
 /// `<U+202E>`.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
-    escape(text, Kind::Text)
+    escape(text, Kind::Text, None)
+}
+
+/// [`terminal_safe`] for one piece of streamed text; `prev` is the last
+/// character of the piece before, so that an emoji's presentation selector
+/// that arrives in the next piece is still drawn.
+pub fn terminal_safe_piece(prev: Option<char>, text: &str) -> Cow<'_, str> {
+    escape(text, Kind::Text, prev)
 }
 
 /// Bytes (a patch) made safe the same way; invalid UTF-8 is shown lossily.
@@ -34,7 +41,7 @@ pub fn terminal_safe_bytes(bytes: &[u8]) -> String {
 /// backslash `\\`, so that an escaped name is never mistaken for a plain
 /// one). Every variation selector is shown too: a name has no emoji.
 pub fn name_safe(name: &str) -> Cow<'_, str> {
-    escape(name, Kind::Name)
+    escape(name, Kind::Name, None)
 }
 
 /// A path made safe as [`name_safe`] does (invalid UTF-8 shown lossily),
@@ -75,13 +82,12 @@ enum Kind {
     Name,
 }
 
-fn escape(text: &str, kind: Kind) -> Cow<'_, str> {
+fn escape(text: &str, kind: Kind, mut prev: Option<char>) -> Cow<'_, str> {
     let text = crate::llm::redact::text(text);
-    if !needs_escape(&text, kind) {
+    if !needs_escape(&text, kind, prev) {
         return text;
     }
     let mut out = String::with_capacity(text.len() + 8);
-    let mut prev = None;
     for c in text.chars() {
         match c {
             '\n' if kind == Kind::Name => out.push_str("\\n"),
@@ -104,8 +110,7 @@ fn escape(text: &str, kind: Kind) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-fn needs_escape(text: &str, kind: Kind) -> bool {
-    let mut prev = None;
+fn needs_escape(text: &str, kind: Kind, mut prev: Option<char>) -> bool {
     text.chars().any(|c| {
         let special = match c {
             '\n' | '\t' => kind == Kind::Name,
@@ -241,6 +246,9 @@ mod tests {
         assert_eq!(terminal_safe("⚠\u{FE0F} ok"), "⚠\u{FE0F} ok");
         assert_eq!(terminal_safe("a\u{FE0F}\u{FE0F}"), "a<U+FE0F><U+FE0F>");
         assert_eq!(terminal_safe("tab\tand\nnewline"), "tab\tand\nnewline");
+        // Streamed: the selector may come in the piece after its emoji.
+        assert_eq!(terminal_safe_piece(Some('⚠'), "\u{FE0F} ok"), "\u{FE0F} ok");
+        assert_eq!(terminal_safe_piece(Some('a'), "\u{FE0F}"), "<U+FE0F>");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
-use crate::sandbox::safe_text::{name_safe, terminal_safe};
+use crate::sandbox::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
 
 mod progress;
 
@@ -29,6 +29,8 @@ pub struct Display {
     violation_shown: bool,
     /// Tokens the model calls read (cache included) and wrote so far.
     pub(super) tokens: (u64, u64),
+    /// The last character of the model's text streamed so far.
+    last_char: Option<char>,
 }
 
 impl Display {
@@ -37,6 +39,7 @@ impl Display {
             screen,
             violation_shown: false,
             tokens: (0, 0),
+            last_char: None,
         }
     }
 
@@ -69,7 +72,9 @@ impl Display {
         match event {
             Event::TextDelta { text } => {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(terminal_safe(text).as_bytes());
+                let shown = terminal_safe_piece(self.last_char, text);
+                let _ = out.write_all(shown.as_bytes());
+                self.last_char = text.chars().next_back().or(self.last_char);
                 let _ = out.flush();
                 state.mid_line = !text.ends_with('\n');
             }

@@ -79,7 +79,13 @@ fn scan_section(section: &[u8], path: &str, found: &mut Vec<Hidden>) {
         let Some(number) = next else { continue };
         match line.chars().next() {
             Some('+') => {
-                for (_, ch) in invisible_chars(&line[1..]) {
+                // A byte-order mark opening a file is how some editors save
+                // it, not a hidden character.
+                let added = match number {
+                    1 => line[1..].strip_prefix('\u{FEFF}').unwrap_or(&line[1..]),
+                    _ => &line[1..],
+                };
+                for (_, ch) in invisible_chars(added) {
                     push(found, path, Some(number), ch);
                 }
                 next = Some(number + 1);

@@ -388,7 +388,7 @@ fn hidden_characters_are_found_by_file_and_new_line() {
     let patch = new_file_patch(
         "src/lib.rs",
         &[
-            "fn ok() {}",
+            "\u{FEFF}fn ok() {}",
             "let s = \"x\u{202E}\u{202E}y\"; // \u{2066}",
             "ok ⚠\u{FE0F}",
             "z\u{200B}",

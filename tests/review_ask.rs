@@ -118,3 +118,51 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(host.read("a.txt"), "two\n");
 }
+
+#[test]
+fn ask_shows_hidden_characters_and_forged_names_escaped_in_the_pager_and_the_picker() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![
+        Turn::reply(
+            Reply::new()
+                .tool_use(
+                    "toolu_1",
+                    "write",
+                    json!({"path": "b\n nothing else changed | 1 +", "content": "x\n"}),
+                )
+                .tool_use(
+                    "toolu_2",
+                    "write",
+                    json!({"path": "a.txt", "content": "one /*\u{202E} } ok {*/\n"}),
+                ),
+        ),
+        Turn::reply(Reply::new().text("changed")),
+    ]);
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    let screen = tmux.wait_for("What should happen to this patch?");
+    assert!(!screen.contains('\u{202E}'), "raw override:\n{screen}");
+    assert!(
+        screen.contains(" b\\n nothing else changed | 1 + | 1 +"),
+        "diffstat:\n{screen}"
+    );
+    assert!(
+        screen.contains("invisible or bidi characters: a.txt:1 (U+202E RIGHT-TO-LEFT OVERRIDE)"),
+        "warning:\n{screen}"
+    );
+    assert!(
+        screen.contains("+one /*<U+202E> } ok {*/"),
+        "the pager's copy:\n{screen}"
+    );
+    tmux.keys(&["Down", "Enter"]);
+    let screen = tmux.wait_for("Files to apply");
+    assert!(
+        screen.contains("b\\n nothing else changed | 1 +  +1 −0"),
+        "picker:\n{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
+    assert_eq!(host.read("a.txt"), "one\n");
+}

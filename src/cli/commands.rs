@@ -7,10 +7,10 @@ use anyhow::{Context, Result, bail};
 use console::style;
 
 use super::review::commit_message;
-use super::safe_text::terminal_safe;
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::rundir::{self, Manifest, RunDir};
+use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{doctor, image, podman};
 
 pub(super) fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
@@ -168,8 +168,9 @@ fn run_line(run: &rundir::RunSummary) -> String {
     let task = manifest.task.lines().next().unwrap_or_default();
     let task: String = task.chars().take(60).collect();
     format!(
-        "{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {task}",
-        run.id
+        "{}  {date}  {files:>3} files  +{added:<5} -{removed:<5} {decision:<12} {}",
+        run.id,
+        terminal_safe(&task)
     )
 }
 

@@ -32,6 +32,7 @@ use crate::agent::{
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
+use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{Backend, BackendKind, podman};
 use crate::session::Session;
 use crate::session::queue::SessionLock;
@@ -265,7 +266,7 @@ pub(super) async fn finish_run(
     manifest.started_at = crate::session::format_rfc3339(*started_at);
     fill_manifest(&mut manifest, &result);
     for warning in &result.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", terminal_safe(warning));
     }
     manifest.save(&run_dir.manifest_path())?;
 

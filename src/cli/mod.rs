@@ -20,7 +20,6 @@ mod queue;
 mod resolve;
 mod review;
 mod review_pick;
-mod safe_text;
 mod sandbox_setup;
 mod screen;
 mod sessions;
@@ -143,7 +142,11 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("ah: {}", crate::llm::redact::text(&format!("{err:#}")));
+            // Errors quote paths and commands the model chose.
+            eprintln!(
+                "ah: {}",
+                crate::sandbox::safe_text::terminal_safe(&format!("{err:#}"))
+            );
             match err.downcast_ref::<task::UsageError>() {
                 Some(_) => EXIT_USAGE,
                 None => EXIT_ERROR,

@@ -8,10 +8,10 @@ use console::style;
 use serde::Serialize;
 
 use super::display::Display;
-use super::safe_text::terminal_safe;
 use super::screen::Screen;
 use super::summary::RunSummary;
 use crate::agent::Event;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::work::WorkEvent;
 
 /// The consumer of a run's events.
@@ -69,6 +69,9 @@ fn json_line(event: &impl Serialize) {
     // session and the run directory keep everything.
     if let Ok(line) = serde_json::to_string(event) {
         // A secret has no character JSON escapes: the text is enough.
+        // serde escapes control characters, so no line can be forged; bidi
+        // and invisible characters stay raw, as JSON is for programs, which
+        // must see the exact text (a person reads the human display).
         let line = crate::llm::redact::text(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");

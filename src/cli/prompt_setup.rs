@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use super::task::UsageError;
 use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
 use crate::agent::prompt::{self, Workspace};
+use crate::sandbox::safe_text::terminal_safe;
 
 /// The system prompt and the user message's text blocks.
 pub(super) struct PromptSetup {
@@ -30,7 +31,8 @@ pub(super) fn prepare(
     let skills = Skills::discover(ah_dir, global.as_deref());
     let docs = load_project_docs(project)?;
     for warning in skills.warnings.iter().chain(&docs.warnings) {
-        eprintln!("warning: {warning}");
+        // They quote the project's files, which earlier runs may have written.
+        eprintln!("warning: {}", terminal_safe(warning));
     }
     let mut blocks = Vec::new();
     for name in skill_names {

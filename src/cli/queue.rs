@@ -13,6 +13,7 @@ use anyhow::{Result, bail};
 use super::EXIT_OK;
 use super::args::RunArgs;
 use super::commands::project_dir;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::Session;
 use crate::session::queue::{
     Acquire, Enqueued, Gone, Owner, Queue, QueueKind, Queued, SessionLock, Takeover,
@@ -68,7 +69,7 @@ pub(super) fn report_dropped(dropped: &[Queued]) {
             "queued {} #{} was not delivered: {}",
             kind_name(message.kind),
             message.id,
-            message.text
+            terminal_safe(&message.text)
         );
     }
 }

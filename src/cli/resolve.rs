@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use super::safe_text::terminal_safe;
 use super::task::UsageError;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::{NAME_KEY, Session, SessionSummary, list_sessions, session_files};
 
 /// The flags that choose a session; global, so every subcommand takes them.

@@ -12,12 +12,12 @@ use console::style;
 
 use super::args::ReviewMode;
 use super::review_pick;
-use super::safe_text::{terminal_safe, terminal_safe_bytes};
 use crate::sandbox::apply::{self, ApplyOptions};
 use crate::sandbox::policy::Policy;
 use crate::sandbox::review::{self as rules, AutoDecision};
 use crate::sandbox::run::RunResult;
 use crate::sandbox::rundir::ReviewRecord;
+use crate::sandbox::safe_text::{terminal_safe, terminal_safe_bytes};
 
 /// How the review ended.
 #[derive(Debug, Clone)]
@@ -47,7 +47,16 @@ pub fn review(
             false,
         ));
     }
-    eprintln!("{}", terminal_safe(&rules::diffstat(&result.patch.files)));
+    // The diffstat escapes the names itself; the rest is ours.
+    eprintln!("{}", rules::diffstat(&result.patch.files));
+    let hidden = rules::hidden_chars(&result.patch);
+    if !hidden.is_empty() {
+        eprintln!(
+            "{} the patch holds invisible or bidi characters: {}",
+            style("warning:").yellow().bold(),
+            rules::describe_hidden(&hidden)
+        );
+    }
     if let Some(why) = &result.poisoned {
         eprintln!(
             "{} this run's patch must not be applied: {}",
@@ -64,7 +73,7 @@ pub fn review(
         }
         ReviewMode::Auto => {
             let clean = apply::check_patch(project, patch_path)?;
-            match rules::decide(&result.patch.files, policy, clean) {
+            match rules::decide(&result.patch.files, policy, clean, &hidden) {
                 AutoDecision::Apply => apply_now(
                     mode,
                     project,
@@ -226,7 +235,8 @@ fn run_id(patch_path: &Path) -> String {
 }
 
 /// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
-/// it; control characters in it are made visible first, whatever the pager.
+/// it; control, bidi and invisible characters in it are made visible first,
+/// whatever the pager (the file on disk stays exact).
 fn show_in_pager(patch_path: &Path) -> Result<()> {
     let raw = std::fs::read(patch_path)
         .with_context(|| format!("cannot read {}", patch_path.display()))?;

@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 
 use super::args::ReviewMode;
 use super::review::{ReviewOutcome, apply_now, outcome};
-use super::safe_text::terminal_safe;
 use crate::sandbox::patch::PatchInfo;
+use crate::sandbox::safe_text::name_safe;
 use crate::sandbox::subpatch;
 
 /// Asks which files to apply and applies them. `run_dir` receives
@@ -30,7 +30,7 @@ pub(super) fn pick_and_apply(
             } else {
                 format!("+{} −{}", file.added, file.removed)
             };
-            format!("{}  {counts}", terminal_safe(&file.path))
+            format!("{}  {counts}", name_safe(&file.path))
         })
         .collect();
     let defaults = vec![true; items.len()];

@@ -20,6 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use self::git::{Git, GitRun, directory_arg, nul_paths};
+use super::safe_text::path_safe;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyOptions {
@@ -70,16 +71,11 @@ impl std::fmt::Display for ApplyOutcome {
             write!(f, ", committed {}", &commit[..commit.len().min(12)])?;
         }
         if !self.not_committed.is_empty() {
-            let paths: Vec<String> = self
-                .not_committed
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect();
             write!(
                 f,
                 "; not committed, because these files had your own uncommitted changes: {} \
                  (review them with `git diff`, then commit)",
-                paths.join(", ")
+                list(&self.not_committed)
             )?;
         }
         Ok(())
@@ -131,8 +127,9 @@ pub enum ApplyError {
     },
 }
 
+/// The files' names, escaped: they are the model's.
 fn list(paths: &[PathBuf]) -> String {
-    let names: Vec<_> = paths.iter().map(|p| p.display().to_string()).collect();
+    let names: Vec<_> = paths.iter().map(|p| path_safe(p)).collect();
     names.join(", ")
 }
 

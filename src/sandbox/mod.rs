@@ -17,6 +17,7 @@ pub mod restore;
 pub mod review;
 pub mod run;
 pub mod rundir;
+pub mod safe_text;
 pub mod shadow;
 pub mod subpatch;
 pub mod tree;

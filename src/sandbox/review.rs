@@ -2,17 +2,21 @@
 //! small, text-only, adds no symlink, submodule or executable bit, leaves
 //! restricted paths alone and applies cleanly to the host; otherwise save it
 //! for a human, with every reason listed. Also renders the `git diff
-//! --stat --summary`-like summary the review screen shows.
+//! --stat --summary`-like summary the review screen shows, and finds the
+//! invisible characters a patch adds.
 
 mod diffstat;
+mod hidden;
 #[cfg(test)]
 mod tests;
 
 use serde::{Deserialize, Serialize};
 
 use super::policy::Policy;
+use super::safe_text::name_safe;
 
 pub use diffstat::diffstat;
+pub use hidden::{Hidden, describe_hidden, hidden_chars};
 
 /// Git's mode of a regular file.
 pub const MODE_FILE: u32 = 0o100644;
@@ -84,12 +88,21 @@ pub enum AutoDecision {
 }
 
 /// Decides `--review auto` for a patch. `applies_cleanly` is whether
-/// `git apply --check` passed on the host.
+/// `git apply --check` passed on the host; `hidden` is what [`hidden_chars`]
+/// found in it.
 ///
 /// Besides size and restricted paths, anything that can run code on the host
 /// without reading like a source edit needs a human: binary files, symlinks
-/// (either side), submodule entries, mode changes and new executable files.
-pub fn decide(stats: &[FileStat], policy: &Policy, applies_cleanly: bool) -> AutoDecision {
+/// (either side), submodule entries, mode changes and new executable files,
+/// and anything that reads differently from what it is: file names with
+/// control characters, and invisible or bidi characters in added lines or
+/// names. Paths in the reasons are escaped for the terminal.
+pub fn decide(
+    stats: &[FileStat],
+    policy: &Policy,
+    applies_cleanly: bool,
+    hidden: &[Hidden],
+) -> AutoDecision {
     if stats.is_empty() {
         return AutoDecision::NothingToApply;
     }
@@ -107,29 +120,47 @@ pub fn decide(stats: &[FileStat], policy: &Policy, applies_cleanly: bool) -> Aut
         reasons.push(format!("too many files: {files} > {}", rules.max_files));
     }
     for stat in stats.iter().filter(|stat| stat.binary) {
-        reasons.push(format!("binary file: {}", stat.path));
+        reasons.push(format!("binary file: {}", name_safe(&stat.path)));
     }
     for stat in stats.iter().filter(|stat| stat.is_symlink()) {
-        reasons.push(format!("symlink: {}", stat.path));
+        reasons.push(format!("symlink: {}", name_safe(&stat.path)));
     }
     for stat in stats.iter().filter(|stat| stat.is_submodule()) {
-        reasons.push(format!("submodule: {}", stat.path));
+        reasons.push(format!("submodule: {}", name_safe(&stat.path)));
     }
     for stat in stats {
         if let Some((old, new)) = stat.mode_change() {
-            reasons.push(format!("mode change: {} ({old:o} → {new:o})", stat.path));
+            reasons.push(format!(
+                "mode change: {} ({old:o} → {new:o})",
+                name_safe(&stat.path)
+            ));
         }
     }
     for stat in stats.iter().filter(|stat| stat.is_new_executable()) {
-        reasons.push(format!("new executable file: {}", stat.path));
+        reasons.push(format!("new executable file: {}", name_safe(&stat.path)));
     }
     for stat in stats {
         if let Some(rule) = policy.restricted_rule(&stat.path) {
             reasons.push(format!(
                 "touches restricted path {} (rule {rule})",
-                stat.path
+                name_safe(&stat.path)
             ));
         }
+    }
+    for stat in stats
+        .iter()
+        .filter(|stat| stat.path.chars().any(char::is_control))
+    {
+        reasons.push(format!(
+            "file name with control characters: {}",
+            name_safe(&stat.path)
+        ));
+    }
+    if !hidden.is_empty() {
+        reasons.push(format!(
+            "invisible or bidi characters: {}",
+            describe_hidden(hidden)
+        ));
     }
     if !applies_cleanly {
         reasons.push("does not apply cleanly to the host".to_string());

@@ -50,6 +50,7 @@ use git2::{
     Commit, Delta, DiffOptions, FileMode, Oid, Repository, RepositoryInitOptions, Signature, Tree,
 };
 
+use super::safe_text::path_safe;
 use super::tree::scan::Refused;
 use super::{Change, ChangeKind};
 
@@ -83,7 +84,7 @@ pub enum ShadowError {
         what: &'static str,
         source: git2::Error,
     },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {}: {source}", path_safe(path))]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -93,7 +94,10 @@ pub enum ShadowError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("cannot stage {path}: {source}; the file changed while it was read, or cannot be read")]
+    #[error(
+        "cannot stage {}: {source}; the file changed while it was read, or cannot be read",
+        path_safe(path)
+    )]
     Stage {
         path: PathBuf,
         source: std::io::Error,

@@ -27,7 +27,7 @@ pub enum SplitError {
 }
 
 /// The patch's file sections, in order (each with its trailing newline).
-fn sections(text: &[u8]) -> Vec<&[u8]> {
+pub(super) fn sections(text: &[u8]) -> Vec<&[u8]> {
     let mut starts = Vec::new();
     let mut at = 0;
     while at < text.len() {

@@ -26,6 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
+use super::safe_text::path_safe;
+
 /// The most threads that copy at once.
 const MAX_THREADS: usize = 4;
 
@@ -53,9 +55,12 @@ pub enum WorkspaceError {
     NotADirectory(PathBuf),
     #[error("work directory {0} already exists and is not empty: each run needs a fresh directory")]
     NotEmpty(PathBuf),
-    #[error("cannot read {path}: {source} (check its permissions)")]
+    #[error("cannot read {}: {source} (check its permissions)", path_safe(path))]
     Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {path}: {source} (check free space and permissions)")]
+    #[error(
+        "cannot write {}: {source} (check free space and permissions)",
+        path_safe(path)
+    )]
     Write { path: PathBuf, source: io::Error },
     #[error("cannot copy {from} to {to}: {source}")]
     Copy {

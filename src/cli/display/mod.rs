@@ -10,9 +10,9 @@ use std::sync::Arc;
 use console::style;
 use serde_json::Value;
 
-use super::safe_text::terminal_safe;
 use super::screen::{Screen, ScreenState};
 use crate::agent::{CompactReason, Event};
+use crate::sandbox::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
 
 mod progress;
 
@@ -29,6 +29,8 @@ pub struct Display {
     violation_shown: bool,
     /// Tokens the model calls read (cache included) and wrote so far.
     pub(super) tokens: (u64, u64),
+    /// The last character of the model's text streamed so far.
+    last_char: Option<char>,
 }
 
 impl Display {
@@ -37,6 +39,7 @@ impl Display {
             screen,
             violation_shown: false,
             tokens: (0, 0),
+            last_char: None,
         }
     }
 
@@ -69,7 +72,9 @@ impl Display {
         match event {
             Event::TextDelta { text } => {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(terminal_safe(text).as_bytes());
+                let shown = terminal_safe_piece(self.last_char, text);
+                let _ = out.write_all(shown.as_bytes());
+                self.last_char = text.chars().next_back().or(self.last_char);
                 let _ = out.flush();
                 state.mid_line = !text.ends_with('\n');
             }
@@ -79,7 +84,7 @@ impl Display {
                     "{} {} {}",
                     style("▸").cyan(),
                     style(name).bold(),
-                    terminal_safe(&key_param(name, input))
+                    key_param(name, input)
                 );
             }
             Event::ToolCallEnd { .. } if self.violation_shown => {
@@ -126,8 +131,9 @@ impl Display {
             } => {
                 state.end_line();
                 eprintln!(
-                    "{} model call failed ({reason}); retry {attempt} in {:.1}s",
+                    "{} model call failed ({}); retry {attempt} in {:.1}s",
                     style("↻").yellow(),
+                    terminal_safe(reason),
                     *delay_ms as f64 / 1000.0
                 );
             }
@@ -273,16 +279,21 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
     }
 }
 
-/// The parameter that says most about a call, shortened to one line.
+/// The parameter that says most about a call, shortened to one line and
+/// safe for the terminal: a command's first line, or the whole path with
+/// its newlines and invisible characters escaped.
 pub(super) fn key_param(tool: &str, input: &Value) -> String {
-    let key = match tool {
-        "bash" => "command",
-        _ => "path",
+    let value = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let (text, full) = match tool {
+        "bash" => {
+            let command = value("command");
+            let first = command.lines().next().unwrap_or_default();
+            (terminal_safe(first), first.len() == command.len())
+        }
+        _ => (name_safe(value("path")), true),
     };
-    let text = input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let first = text.lines().next().unwrap_or_default();
-    let mut short: String = first.chars().take(100).collect();
-    if short.len() < text.len() {
+    let mut short: String = text.chars().take(100).collect();
+    if short.len() < text.len() || !full {
         short.push('…');
     }
     short
@@ -349,5 +360,13 @@ mod tests {
             101
         );
         assert_eq!(key_param("write", &json!({})), "");
+        assert_eq!(
+            key_param("write", &json!({"path": "a\n b\u{202E}"})),
+            "a\\n b<U+202E>"
+        );
+        assert_eq!(
+            key_param("bash", &json!({"command": "echo \u{1b}[2J"})),
+            "echo ^[[2J"
+        );
     }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use super::super::safe_text::terminal_safe;
 use super::super::{EXIT_ERROR, EXIT_OK};
 use crate::llm::{Block, Role};
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::Session;
 use crate::session::queue::{Owner, Queue, Status, now_ms};
 

@@ -9,10 +9,10 @@ use anyhow::{Context, Result};
 
 use super::super::EXIT_OK;
 use super::super::queue::claim_exclusive;
-use super::super::safe_text::terminal_safe;
 use super::super::task::UsageError;
 use super::message;
 use super::summary::row;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::{
     BranchRemoval, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
 };

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::super::display::key_param;
-use super::super::safe_text::terminal_safe;
 use crate::llm::{Block, Role};
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::StoredMessage;
 
 /// How much of a text block a summary shows, in characters.

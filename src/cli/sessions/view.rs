@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 use console::style;
 
 use super::super::EXIT_OK;
-use super::super::safe_text::terminal_safe;
 use super::summary::{ScanEntry, last_text, row};
 use super::{message, no_message};
 use crate::llm::Block;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::session::{Session, StoredMessage, Tree};
 
 /// The mark before the head's line.

@@ -1,9 +1,11 @@
 //! The `git diff --stat --summary`-like text the review screen shows: one
 //! ` path | N +++--` line per file, the totals, then a `--summary` line for
 //! each file that needs a closer look (a symlink, a submodule, a mode change
-//! or a new executable file).
+//! or a new executable file). File names are escaped here, once, so that a
+//! name with a newline cannot forge a line of the stat.
 
 use super::FileStat;
+use crate::sandbox::safe_text::name_safe;
 
 /// Widest line of the stat, as `git diff --stat` uses without a terminal.
 pub(super) const STAT_WIDTH: usize = 80;
@@ -71,7 +73,7 @@ pub fn diffstat(stats: &[FileStat]) -> String {
 /// plain files and for a symlink or submodule changed in place (git prints
 /// no line for those, and the patch shows the new target).
 fn mode_line(stat: &FileStat) -> Option<String> {
-    let path = &stat.path;
+    let path = name_safe(&stat.path);
     if let Some((old, new)) = stat.mode_change() {
         return Some(format!(" mode change {old:o} => {new:o} {path}"));
     }
@@ -111,7 +113,9 @@ fn bar(added: u64, removed: u64, width: u64, max_change: u64) -> (u64, u64) {
     }
 }
 
+/// The escaped name, its end kept when it is too long.
 fn shorten(path: &str) -> String {
+    let path = name_safe(path);
     let chars = path.chars().count();
     if chars <= MAX_NAME {
         return path.to_string();

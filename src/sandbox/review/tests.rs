@@ -50,47 +50,59 @@ fn reasons(decision: AutoDecision) -> Vec<String> {
 #[test]
 fn a_small_clean_text_patch_is_applied() {
     let stats = [stat("src/a.rs", 10, 2), stat("README.md", 1, 0)];
-    assert_eq!(decide(&stats, &policy(), true), AutoDecision::Apply);
+    assert_eq!(decide(&stats, &policy(), true, &[]), AutoDecision::Apply);
 }
 
 #[test]
 fn an_empty_patch_has_nothing_to_apply() {
-    assert_eq!(decide(&[], &policy(), true), AutoDecision::NothingToApply);
-    assert_eq!(decide(&[], &policy(), false), AutoDecision::NothingToApply);
+    assert_eq!(
+        decide(&[], &policy(), true, &[]),
+        AutoDecision::NothingToApply
+    );
+    assert_eq!(
+        decide(&[], &policy(), false, &[]),
+        AutoDecision::NothingToApply
+    );
 }
 
 #[test]
 fn each_reason_alone() {
     let policy = policy();
     let at_limit = [stat("a", 300, 100)];
-    assert_eq!(decide(&at_limit, &policy, true), AutoDecision::Apply);
+    assert_eq!(decide(&at_limit, &policy, true, &[]), AutoDecision::Apply);
     assert_eq!(
-        reasons(decide(&[stat("a", 400, 123)], &policy, true)),
+        reasons(decide(&[stat("a", 400, 123)], &policy, true, &[])),
         vec!["patch too large: 523 changed lines > 400"]
     );
     let many: Vec<FileStat> = (0..25).map(|i| stat(&format!("f{i}"), 1, 0)).collect();
     assert_eq!(
-        reasons(decide(&many, &policy, true)),
+        reasons(decide(&many, &policy, true, &[])),
         vec!["too many files: 25 > 20"]
     );
     assert_eq!(
-        reasons(decide(&[binary("logo.png")], &policy, true)),
+        reasons(decide(&[binary("logo.png")], &policy, true, &[])),
         vec!["binary file: logo.png"]
     );
     assert_eq!(
         reasons(decide(
             &[stat(".github/workflows/ci.yml", 1, 1)],
             &policy,
-            true
+            true,
+            &[]
         )),
         vec!["touches restricted path .github/workflows/ci.yml (rule .github/**)"]
     );
     assert_eq!(
-        reasons(decide(&[stat("docker/Dockerfile", 1, 1)], &policy, true)),
+        reasons(decide(
+            &[stat("docker/Dockerfile", 1, 1)],
+            &policy,
+            true,
+            &[]
+        )),
         vec!["touches restricted path docker/Dockerfile (rule **/Dockerfile)"]
     );
     assert_eq!(
-        reasons(decide(&[stat("a", 1, 1)], &policy, false)),
+        reasons(decide(&[stat("a", 1, 1)], &policy, false, &[])),
         vec!["does not apply cleanly to the host"]
     );
 }
@@ -106,7 +118,7 @@ fn every_reason_is_listed_together() {
     stats.push(moded("vendor/lib", 0, MODE_SUBMODULE));
     stats.push(moded("link", 0, MODE_SYMLINK));
     assert_eq!(
-        reasons(decide(&stats, &policy(), false)),
+        reasons(decide(&stats, &policy(), false, &[])),
         vec![
             "patch too large: 426 changed lines > 400",
             "too many files: 28 > 20",
@@ -167,7 +179,7 @@ fn links_submodules_and_modes_need_a_human() {
     ];
     let policy = policy();
     for &(path, old, new, expected) in table {
-        let decision = decide(&[moded(path, old, new)], &policy, true);
+        let decision = decide(&[moded(path, old, new)], &policy, true, &[]);
         if expected.is_empty() {
             assert_eq!(decision, AutoDecision::Apply, "{path} {old:o} → {new:o}");
         } else {
@@ -232,11 +244,11 @@ fn limits_come_from_the_policy() {
     std::fs::write(&file, "[review]\nmax_lines = 5\nrestricted = []\n").unwrap();
     let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
     assert_eq!(
-        reasons(decide(&[stat("a", 6, 0)], &policy, true)),
+        reasons(decide(&[stat("a", 6, 0)], &policy, true, &[])),
         vec!["patch too large: 6 changed lines > 5"]
     );
     assert_eq!(
-        decide(&[stat(".github/x.yml", 1, 0)], &policy, true),
+        decide(&[stat(".github/x.yml", 1, 0)], &policy, true, &[]),
         AutoDecision::Apply
     );
 }
@@ -332,4 +344,124 @@ fn diffstat_shortens_long_paths_and_stays_within_80_columns() {
     assert!(lines[0].contains("/end.rs | 1000 +"), "{text}");
     assert_eq!(lines[0].chars().count(), STAT_WIDTH, "{text}");
     assert_eq!(lines[1], format!(" a{} |    1 +", " ".repeat(MAX_NAME - 1)));
+}
+
+#[test]
+fn diffstat_shows_a_name_with_a_newline_on_one_line() {
+    let text = diffstat(&[
+        stat("a\n nothing else changed | 1 +", 1, 0),
+        moded("run\u{202E}hs.sh", 0, MODE_EXECUTABLE),
+    ]);
+    assert_eq!(
+        text,
+        concat!(
+            " a\\n nothing else changed | 1 + | 1 +\n",
+            " run<U+202E>hs.sh               | 1 +\n",
+            " 2 files changed, 2 insertions(+)\n",
+            " create mode 100755 run<U+202E>hs.sh\n",
+        )
+    );
+}
+
+/// A patch of one new file with `lines`, as git prints it.
+fn new_file_patch(path: &str, lines: &[&str]) -> crate::sandbox::patch::PatchInfo {
+    let mut text = format!(
+        "diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\n\
+         --- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n",
+        lines.len()
+    );
+    for line in lines {
+        text.push('+');
+        text.push_str(line);
+        text.push('\n');
+    }
+    crate::sandbox::patch::PatchInfo {
+        text: text.into_bytes(),
+        files: vec![stat(path, lines.len() as u64, 0)],
+        added_lines: lines.len() as u64,
+        removed_lines: 0,
+    }
+}
+
+#[test]
+fn hidden_characters_are_found_by_file_and_new_line() {
+    let patch = new_file_patch(
+        "src/lib.rs",
+        &[
+            "\u{FEFF}fn ok() {}",
+            "let s = \"x\u{202E}\u{202E}y\"; // \u{2066}",
+            "ok ⚠\u{FE0F}",
+            "z\u{200B}",
+        ],
+    );
+    let found = hidden_chars(&patch);
+    let places: Vec<(Option<u64>, char)> = found.iter().map(|h| (h.line, h.ch)).collect();
+    assert_eq!(
+        places,
+        vec![
+            (Some(2), '\u{202E}'),
+            (Some(2), '\u{2066}'),
+            (Some(4), '\u{200B}')
+        ]
+    );
+    assert_eq!(
+        describe_hidden(&found),
+        "src/lib.rs:2 (U+202E RIGHT-TO-LEFT OVERRIDE), src/lib.rs:2 (U+2066 LEFT-TO-RIGHT ISOLATE), \
+         src/lib.rs:4 (U+200B ZERO WIDTH SPACE)"
+    );
+}
+
+#[test]
+fn hidden_characters_count_context_lines_and_skip_removed_ones() {
+    let text = concat!(
+        "diff --git a/a.rs b/a.rs\n",
+        "index 1111111..2222222 100644\n",
+        "--- a/a.rs\n",
+        "+++ b/a.rs\n",
+        "@@ -10,3 +10,3 @@ fn f() {\n",
+        " keep\n",
+        "-old\u{202E}\n",
+        "+new\u{202E}\n",
+        " keep\n",
+    );
+    let patch = crate::sandbox::patch::PatchInfo {
+        text: text.as_bytes().to_vec(),
+        files: vec![stat("a.rs", 1, 1)],
+        added_lines: 1,
+        removed_lines: 1,
+    };
+    let found = hidden_chars(&patch);
+    assert_eq!(
+        describe_hidden(&found),
+        "a.rs:11 (U+202E RIGHT-TO-LEFT OVERRIDE)"
+    );
+}
+
+#[test]
+fn auto_review_saves_patches_with_hidden_characters_or_strange_names() {
+    let patch = new_file_patch("x\u{200B}.rs", &["a\u{202E}"]);
+    let found = hidden_chars(&patch);
+    assert_eq!(
+        describe_hidden(&found),
+        "x<U+200B>.rs (its name: U+200B ZERO WIDTH SPACE), x<U+200B>.rs:1 (U+202E RIGHT-TO-LEFT OVERRIDE)"
+    );
+    assert_eq!(
+        reasons(decide(&patch.files, &policy(), true, &found)),
+        vec![format!(
+            "invisible or bidi characters: {}",
+            describe_hidden(&found)
+        )]
+    );
+    assert_eq!(
+        reasons(decide(&[stat("a\nb", 1, 0)], &policy(), true, &[])),
+        vec!["file name with control characters: a\\nb"]
+    );
+    let many: Vec<Hidden> = (1..=7)
+        .map(|line| Hidden {
+            path: "m".to_string(),
+            line: Some(line),
+            ch: '\u{200D}',
+        })
+        .collect();
+    assert!(describe_hidden(&many).ends_with("m:5 (U+200D ZERO WIDTH JOINER), and 2 more"));
 }

@@ -15,6 +15,7 @@ use git2::Oid;
 
 use super::stage::SCAN_SECONDS;
 use super::{MAX_FILE_BYTES, ShadowError, ShadowRepo};
+use crate::sandbox::safe_text::name_safe;
 
 /// Rounds of write-and-check before an undo is given up.
 const ROUNDS: usize = 3;
@@ -68,7 +69,10 @@ impl ShadowRepo {
                 });
             }
             left = match extra.first() {
-                Some(path) => format!("{} is still there", String::from_utf8_lossy(path)),
+                Some(path) => format!(
+                    "{} is still there",
+                    name_safe(&String::from_utf8_lossy(path))
+                ),
                 None => "the tree still differs from it".to_string(),
             };
             self.write_tree(&target, &extra, deadline)

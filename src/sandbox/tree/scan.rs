@@ -17,6 +17,7 @@ use std::time::Instant;
 use rustix::fs::Stat;
 
 use super::ignore::{self, Chain, MAX_RULES_BYTES, RULES_FILES, Rules};
+use crate::sandbox::safe_text::name_safe;
 use crate::tools::fs_beneath::dir::{DirHandle, Kind};
 
 /// Bounds of one walk.
@@ -104,7 +105,7 @@ pub enum WalkError {
     TooManyEntries(usize),
     #[error("reading the work tree took too long (over its time limit)")]
     TimedOut,
-    #[error("cannot read {}: {source}", String::from_utf8_lossy(.path))]
+    #[error("cannot read {}: {source}", name_safe(&String::from_utf8_lossy(.path)))]
     Io {
         path: Vec<u8>,
         source: std::io::Error,

@@ -123,7 +123,8 @@ pub(super) async fn settle(
     let provider = selection.connect(retry_policy(&args.config.retry))?;
     let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?
         .with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
-    policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
+    let limits = &args.config.review;
+    policy.set_review_limits(limits.max_lines, limits.max_files, limits.max_bytes);
     network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,

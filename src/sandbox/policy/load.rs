@@ -308,6 +308,27 @@ impl Policy {
         extra_allow: &[String],
         extra_deny: &[String],
     ) -> Result<Policy, PolicyError> {
+        let project_file = project_dir.join(PROJECT_POLICY_FILE);
+        Policy::merge(Some(&project_file), policy_file, extra_allow, extra_deny)
+    }
+
+    /// [`Policy::load`] without the project's own file: what the built-in
+    /// policy and the user's file and flags make it, to tell what the
+    /// project's file changes.
+    pub fn load_without_project(
+        policy_file: Option<&Path>,
+        extra_allow: &[String],
+        extra_deny: &[String],
+    ) -> Result<Policy, PolicyError> {
+        Policy::merge(None, policy_file, extra_allow, extra_deny)
+    }
+
+    fn merge(
+        project_file: Option<&Path>,
+        policy_file: Option<&Path>,
+        extra_allow: &[String],
+        extra_deny: &[String],
+    ) -> Result<Policy, PolicyError> {
         let mut draft = Draft {
             allow: Rules::new(false),
             deny: Rules::new(true),
@@ -318,7 +339,9 @@ impl Policy {
             sandbox: SandboxRules::default(),
         };
         draft.apply(BUILTIN, &Origin::Builtin)?;
-        draft.apply_file(&project_dir.join(PROJECT_POLICY_FILE), false)?;
+        if let Some(path) = project_file {
+            draft.apply_file(path, false)?;
+        }
         if let Some(path) = policy_file {
             draft.apply_file(path, true)?;
         }

@@ -27,6 +27,7 @@ mod start;
 mod summary;
 mod task;
 mod time_travel;
+mod weakening;
 mod work;
 
 use clap::{CommandFactory, FromArgMatches};

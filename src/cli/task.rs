@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result, bail};
+use clap::parser::ValueSource;
 
 use super::args::{ReviewMode, RunArgs};
 use super::config::{self, RetrySettings};
@@ -26,6 +27,7 @@ use super::resolve::{self, Target};
 use super::sandbox_setup::podman_preflight;
 use super::start::{Begin, enter, plan, position, split_prompt};
 use super::time_travel;
+use super::weakening;
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
@@ -33,6 +35,7 @@ use crate::agent::{AgentConfig, EndReason, Event, run_agent, set_state};
 use crate::llm::retry::RetryPolicy;
 use crate::llm::{Block, Provider, Role, models};
 use crate::sandbox::policy::Policy;
+use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{BackendKind, podman};
 use crate::session::queue::SessionLock;
 use crate::session::{BlockRecord, MessageMeta, Session};
@@ -112,6 +115,11 @@ pub(super) async fn settle(
     let project = resolve_project(args.project.as_deref())?;
     let loaded =
         config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
+    let given = weakening::Given {
+        backend: matches.value_source("backend") == Some(ValueSource::CommandLine),
+        review: args.review.is_some(),
+        network: args.sandbox.network.is_some(),
+    };
     config::fill(args, matches, &loaded.config);
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
@@ -121,9 +129,17 @@ pub(super) async fn settle(
         &args.config,
     )?;
     let provider = selection.connect(retry_policy(&args.config.retry))?;
-    let mut policy = Policy::load(&project, args.policy.as_deref(), &args.allow, &args.deny)?
-        .with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
-    policy.set_review_limits(args.config.review.max_lines, args.config.review.max_files);
+    let (policy, user_policy) = policies(&project, args, &loaded.user)?;
+    let settings = weakening::Settings {
+        config: &loaded.config,
+        user_config: &loaded.user,
+        policy: &policy,
+        user_policy: &user_policy,
+        given,
+    };
+    if let Some(line) = weakening::warning(&settings) {
+        eprintln!("{}", terminal_safe(&line));
+    }
     network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
@@ -165,6 +181,22 @@ pub(super) async fn settle(
         begin: Begin::Prompt,
     };
     Ok((setup, provider))
+}
+
+/// The run's policy, and what it would be without the project's own
+/// `.ah/policy.toml` and `.ah/config.toml` (`user`: the configuration
+/// without the project's file), both built the same way otherwise.
+fn policies(project: &Path, args: &RunArgs, user: &config::Config) -> Result<(Policy, Policy)> {
+    let finish = |policy: Policy, limits: &config::Config| -> Result<Policy> {
+        let mut policy = policy.with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
+        let review = &limits.review;
+        policy.set_review_limits(review.max_lines, review.max_files, review.max_bytes);
+        Ok(policy)
+    };
+    let (file, allow, deny) = (args.policy.as_deref(), &args.allow, &args.deny);
+    let policy = finish(Policy::load(project, file, allow, deny)?, &args.config)?;
+    let user_policy = finish(Policy::load_without_project(file, allow, deny)?, user)?;
+    Ok((policy, user_policy))
 }
 
 /// What `run` settled before the session was opened.

@@ -8,6 +8,10 @@
 //!   other staged and unstaged changes stay exactly as they were;
 //! - elsewhere: a plain, all-or-nothing `git apply`.
 //!
+//! No hook of the repository runs, not even on ah's commit, and git gets a
+//! minimal environment (see [`git::Git::run`]): the patch may have changed
+//! the very script a hook runs, and nobody has run it yet.
+//!
 //! Every error says where the patch is saved and how to apply it by hand.
 
 mod git;
@@ -362,7 +366,9 @@ impl<'a> Applier<'a> {
 
         let mut args: Vec<OsString> = vec!["--literal-pathspecs".into()];
         args.extend(self.identity_args()?);
-        args.extend(["commit", "--quiet", "-m"].map(OsString::from));
+        // `--no-verify` besides the runner's empty hooks path: the commit
+        // hooks are the ones a changed tracked script reaches first.
+        args.extend(["commit", "--quiet", "--no-verify", "-m"].map(OsString::from));
         args.push(message.into());
         args.extend(["--only", "--"].map(OsString::from));
         args.extend(paths.iter().map(|p| p.into()));

@@ -107,7 +107,8 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
         // Git's octal modes; a side that does not exist reads 0 (`Unreadable`).
         let old_mode = u32::from(delta.old_file().mode());
         let new_mode = u32::from(delta.new_file().mode());
-        info.text.extend_from_slice(&patch.to_buf()?);
+        let section = patch.to_buf()?;
+        info.text.extend_from_slice(&section);
         info.added_lines += added;
         info.removed_lines += removed;
         info.files.push(FileStat {
@@ -117,6 +118,7 @@ pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<Patc
             binary,
             old_mode,
             new_mode,
+            bytes: section.len() as u64,
         });
     }
     Ok(info)
@@ -287,7 +289,7 @@ mod tests {
         fs::remove_file(work.join("src/lib.rs")).unwrap();
         let (_, info) = run.patch();
         assert_eq!(
-            info.files,
+            files(&info),
             [
                 entry("README.md", 2, 1, false, (FILE, FILE)),
                 entry("logo.bin", 0, 0, true, (FILE, FILE)),
@@ -309,7 +311,23 @@ mod tests {
             binary,
             old_mode: modes.0,
             new_mode: modes.1,
+            bytes: 0,
         }
+    }
+
+    /// The file stats with their byte counts cleared, once checked: each
+    /// file's sections add up to the whole patch text.
+    fn files(info: &PatchInfo) -> Vec<FileStat> {
+        let total: u64 = info.files.iter().map(|file| file.bytes).sum();
+        assert_eq!(total, info.text.len() as u64);
+        assert!(info.files.iter().all(|file| file.bytes > 0));
+        info.files
+            .iter()
+            .map(|file| FileStat {
+                bytes: 0,
+                ..file.clone()
+            })
+            .collect()
     }
 
     #[test]
@@ -329,7 +347,7 @@ mod tests {
         fs::set_permissions(work.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
         let (_, info) = run.patch();
         assert_eq!(
-            info.files,
+            files(&info),
             [
                 entry("link", 1, 0, false, (0, LINK)),
                 // A file replaced by a link: a deletion, then an addition.
@@ -357,7 +375,7 @@ mod tests {
             .unwrap();
         let info = session_patch(&run.repo, run.baseline, head).unwrap();
         assert_eq!(
-            info.files,
+            files(&info),
             [entry("vendor", 1, 0, false, (0, review::MODE_SUBMODULE))]
         );
         let text = String::from_utf8_lossy(&info.text);

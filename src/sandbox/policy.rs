@@ -46,7 +46,10 @@ pub struct ReviewRules {
     pub max_lines: u64,
     /// Most files in one patch.
     pub max_files: u64,
-    /// Paths whose change always needs a human.
+    /// Most bytes of patch text, in all and for any one file.
+    pub max_bytes: u64,
+    /// Paths whose change always needs a human: the built-in list plus
+    /// whatever policy files and flags add.
     pub restricted: Vec<String>,
 }
 
@@ -218,14 +221,18 @@ impl Policy {
         &self.review
     }
 
-    /// Overrides the `--review auto` thresholds (from the configuration).
-    pub fn set_review_limits(&mut self, max_lines: Option<u64>, max_files: Option<u64>) {
-        if let Some(lines) = max_lines {
-            self.review.max_lines = lines;
-        }
-        if let Some(files) = max_files {
-            self.review.max_files = files;
-        }
+    /// Overrides the `--review auto` thresholds (from the configuration),
+    /// each one given.
+    pub fn set_review_limits(
+        &mut self,
+        max_lines: Option<u64>,
+        max_files: Option<u64>,
+        max_bytes: Option<u64>,
+    ) {
+        let review = &mut self.review;
+        review.max_lines = max_lines.unwrap_or(review.max_lines);
+        review.max_files = max_files.unwrap_or(review.max_files);
+        review.max_bytes = max_bytes.unwrap_or(review.max_bytes);
     }
 
     /// The merged network allowlist and environment allowlist, as given.

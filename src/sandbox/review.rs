@@ -47,6 +47,10 @@ pub struct FileStat {
     pub old_mode: u32,
     /// Git's mode of the new side; 0 when the file was deleted.
     pub new_mode: u32,
+    /// Bytes of this file's section of the patch text, headers included
+    /// (0 in records written before it was counted).
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 impl FileStat {
@@ -91,7 +95,8 @@ pub enum AutoDecision {
 /// `git apply --check` passed on the host; `hidden` is what [`hidden_chars`]
 /// found in it.
 ///
-/// Besides size and restricted paths, anything that can run code on the host
+/// Size is lines, files and bytes: a few one-line files of megabytes each
+/// are not a small patch. Besides size and restricted paths, anything that can run code on the host
 /// without reading like a source edit needs a human: binary files, symlinks
 /// (either side), submodule entries, mode changes and new executable files,
 /// and anything that reads differently from what it is: file names with
@@ -113,6 +118,19 @@ pub fn decide(
         reasons.push(format!(
             "patch too large: {lines} changed lines > {}",
             rules.max_lines
+        ));
+    }
+    let bytes: u64 = stats.iter().map(|stat| stat.bytes).sum();
+    if bytes > rules.max_bytes {
+        reasons.push(format!(
+            "patch too large: {bytes} bytes > {}",
+            rules.max_bytes
+        ));
+    }
+    for stat in stats.iter().filter(|stat| stat.bytes > rules.max_bytes) {
+        reasons.push(format!(
+            "file too large: {} ({} bytes of patch > {})",
+            stat.path, stat.bytes, rules.max_bytes
         ));
     }
     let files = stats.len() as u64;

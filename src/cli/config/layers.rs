@@ -33,6 +33,7 @@ const ENV_KEYS: &[(&str, &str)] = &[
 pub(super) const UNSET_KEYS: &[&str] = &[
     "agent.max_tools",
     "network.mode",
+    "review.max_bytes",
     "review.max_files",
     "review.max_lines",
     "review.mode",

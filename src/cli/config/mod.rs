@@ -55,6 +55,9 @@ pub struct Loaded {
     pub sources: BTreeMap<String, Source>,
     /// The files that exist and were read, weakest first.
     pub files: Vec<PathBuf>,
+    /// The configuration without the project's file: what the user's own
+    /// layers make it, to tell what the project's file changes.
+    pub user: Config,
 }
 
 impl Loaded {
@@ -88,25 +91,35 @@ fn load_from(
     overrides: &[String],
 ) -> Result<Loaded> {
     let mut merged = layers::Merged::defaults()?;
+    let mut user = layers::Merged::defaults()?;
     let mut files = Vec::new();
     for file in global.into_iter().chain([project_file]) {
         if let Some(table) = layers::read_file(file)? {
+            if file != project_file {
+                user.apply(table.clone(), &Source::File(file.to_path_buf()));
+            }
             merged.apply(table, &Source::File(file.to_path_buf()));
             files.push(file.to_path_buf());
         }
     }
+    let mut stronger = Vec::new();
     for (name, key, value) in layers::env_values(env) {
         let table = layers::single(&key, &value, &format!("environment variable {name}"))?;
-        merged.apply(table, &Source::Env(name));
+        stronger.push((table, Source::Env(name)));
     }
     for text in overrides {
         let Some((key, value)) = text.split_once('=') else {
             bail!("-c {text:?}: expected KEY=VALUE, e.g. -c sandbox.memory=8g");
         };
         let table = layers::single(key.trim(), value.trim(), &format!("-c {text}"))?;
-        merged.apply(table, &Source::Override(text.clone()));
+        stronger.push((table, Source::Override(text.clone())));
+    }
+    for (table, source) in stronger {
+        user.apply(table.clone(), &source);
+        merged.apply(table, &source);
     }
     let (config, sources) = merged.finish()?;
+    let (user, _) = user.finish()?;
     let problems = config.problems();
     if !problems.is_empty() {
         let lines: Vec<String> = problems
@@ -133,6 +146,7 @@ fn load_from(
         config,
         sources,
         files,
+        user,
     })
 }
 

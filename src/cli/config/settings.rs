@@ -106,6 +106,8 @@ pub struct ReviewSettings {
     /// `--review auto` thresholds; unset: the write policy's.
     pub max_lines: Option<u64>,
     pub max_files: Option<u64>,
+    /// Bytes of patch text, in all and per file.
+    pub max_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

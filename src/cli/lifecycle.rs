@@ -123,7 +123,7 @@ async fn start_podman(
         true => format!("{}-ro", dir.id()),
         false => dir.id().to_string(),
     };
-    let mut options = podman::PodmanOptions::new(&name, &setup.project, &dir.work_dir());
+    let mut options = podman::PodmanOptions::new(&name, &dir.work_dir());
     options.image = setup.image.clone();
     options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);

@@ -26,7 +26,7 @@ use super::{Backend, BackendKind};
 use crate::tools::ExecOutput;
 
 pub use args::{
-    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HIDDEN, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
+    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
     find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name};
@@ -77,9 +77,8 @@ pub enum PodmanError {
 pub struct PodmanOptions {
     /// Names the container (`ah-<run_id>`) and labels it.
     pub run_id: String,
-    /// The host project, mounted read-only at `/project`.
-    pub project_dir: PathBuf,
-    /// The host work copy, mounted at `/work`.
+    /// The host work copy, mounted at `/work`: the only host folder the
+    /// container sees (the project itself is not mounted).
     pub work_dir: PathBuf,
     pub image: String,
     pub runtime: Runtime,
@@ -106,10 +105,9 @@ impl PodmanOptions {
     /// Defaults: the standard image, runtime chosen automatically, 1024
     /// processes, 4 GiB of memory, limits at or below the caller's, no
     /// network, only the fixed environment, `network.log` beside `work_dir`.
-    pub fn new(run_id: &str, project_dir: &Path, work_dir: &Path) -> PodmanOptions {
+    pub fn new(run_id: &str, work_dir: &Path) -> PodmanOptions {
         PodmanOptions {
             run_id: run_id.to_string(),
-            project_dir: project_dir.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
             image: DEFAULT_IMAGE.to_string(),
             runtime: Runtime::Auto,
@@ -177,7 +175,6 @@ impl PodmanBackend {
             return Err(PodmanError::BadRunId(opts.run_id.clone()));
         }
         let work_meta = mountable(&opts.work_dir)?;
-        mountable(&opts.project_dir)?;
         let init = find_init().ok_or(PodmanError::InitMissing)?;
         stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
@@ -216,9 +213,7 @@ impl PodmanBackend {
             memory: &opts.memory,
             ulimits: opts.ulimits.clamped(&HostLimits::read()),
             work_dir: &opts.work_dir,
-            project_dir: &opts.project_dir,
             read_only_work: opts.read_only_work,
-            masks: args::project_masks(&opts.project_dir),
             init: &init,
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),

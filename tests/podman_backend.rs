@@ -184,6 +184,60 @@ async fn the_host_is_mounted_nowhere_but_work_and_the_init() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Tries, from a command, to ptrace-attach a process (python3 with ctypes:
+/// the image has no gdb or strace) and prints `attach PID: ok` or the
+/// error.
+const ATTACH: &str = "import ctypes, os, sys\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n\
+pid = int(sys.argv[1])\n\
+rc = libc.ptrace(16, pid, None, None)\n\
+print(f'attach {pid}:', 'ok' if rc == 0 else os.strerror(ctypes.get_errno()))\n";
+
+/// What a command can do to PID 1 (the init) and, for comparison, to a
+/// process of its own.
+async fn reach_of_pid_1(run: &Run) -> String {
+    let command = format!(
+        "cat > /tmp/attach.py <<'EOF'\n{ATTACH}EOF\n\
+         python3 /tmp/attach.py 1; cat /proc/1/environ; (exec 3< /proc/1/mem) && echo mem opened; \
+         sleep 30 & python3 /tmp/attach.py $!; kill $!; true"
+    );
+    let (_, out, err) = sh(run, &command).await;
+    format!("{out}{err}")
+}
+
+/// PID 1 can be neither traced nor read; a process of the command's own can
+/// (so the check itself works, and so would gdb or strace on it).
+fn assert_pid_1_out_of_reach(reach: &str) {
+    assert!(
+        reach.contains("attach 1: Operation not permitted"),
+        "{reach}"
+    );
+    assert!(
+        reach.contains("/proc/1/environ: Permission denied"),
+        "{reach}"
+    );
+    assert!(reach.contains("/proc/1/mem: Permission denied"), "{reach}");
+    assert!(!reach.contains("mem opened"), "{reach}");
+    let own = reach
+        .lines()
+        .filter(|line| line.starts_with("attach ") && !line.starts_with("attach 1:"))
+        .collect::<Vec<_>>();
+    assert!(own.len() == 1 && own[0].ends_with(": ok"), "{reach}");
+}
+
+#[tokio::test]
+async fn no_command_can_trace_or_read_the_init() {
+    let Some(run) = start_run(false).await else {
+        return;
+    };
+    assert_pid_1_out_of_reach(&reach_of_pid_1(&run).await);
+    run.backend
+        .shutdown()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[tokio::test]
 async fn work_writes_reach_the_host_owned_by_the_caller() {
     let Some(run) = start_run(false).await else {
@@ -674,6 +728,7 @@ async fn rootless_inner() {
     let meta = std::fs::metadata(run.work.join("mine")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(meta.uid(), uid);
     assert_ne!(sh(&run, "ls /project").await.0, 0);
+    assert_pid_1_out_of_reach(&reach_of_pid_1(&run).await);
     assert_eq!(sh(&run, "sleep 1011 & setsid sleep 1012 & true").await.0, 0);
     assert!(!all_processes(&run).contains("sleep 101"));
     assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);

@@ -178,7 +178,8 @@ pub struct RunSpec<'a> {
     pub ulimits: Ulimits,
     pub work_dir: &'a Path,
     pub read_only_work: bool,
-    /// The host's catatonit ([`find_init`]).
+    /// The execute-only copy of the host's catatonit ([`find_init`]; see
+    /// `init`).
     pub init: &'a Path,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,

@@ -1,14 +1,16 @@
 //! The podman backend: one container per run, started once and closed like a
-//! box (no network unless asked, no capabilities, read-only root, the project
-//! read-only, its `.ah/` and `.git` hidden, an environment built from
-//! nothing); commands enter it with `podman exec`, and nothing a command
-//! starts outlives it. See `args` for the flags, `env` for the environment,
-//! `exec` for running a command and ending everything it started, `network`
-//! for the egress proxy's side, `stale` for cleaning up after crashed runs.
+//! box (no network unless asked, no capabilities, read-only root, nothing of
+//! the host but the work copy, an init no command can trace, an environment
+//! built from nothing); commands enter it with `podman exec`, and nothing a
+//! command starts outlives it. See `args` for the flags, `env` for the
+//! environment, `init` for the init, `exec` for running a command and ending
+//! everything it started, `network` for the egress proxy's side, `stale`
+//! for cleaning up after crashed runs.
 
 mod args;
 mod env;
 mod exec;
+mod init;
 mod network;
 mod stale;
 
@@ -135,6 +137,8 @@ pub struct PodmanBackend {
     /// The container was restarted: the proxy port must be handed over again.
     restarted: Arc<AtomicBool>,
     egress: Option<network::Egress>,
+    /// The init the container runs (and runs again on a restart).
+    _init: init::Init,
     stopped: AtomicBool,
 }
 
@@ -175,7 +179,7 @@ impl PodmanBackend {
             return Err(PodmanError::BadRunId(opts.run_id.clone()));
         }
         let work_meta = mountable(&opts.work_dir)?;
-        let init = find_init().ok_or(PodmanError::InitMissing)?;
+        let init = init::Init::copy(&find_init().ok_or(PodmanError::InitMissing)?)?;
         stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
             return Err(PodmanError::ImageMissing {
@@ -214,7 +218,7 @@ impl PodmanBackend {
             ulimits: opts.ulimits.clamped(&HostLimits::read()),
             work_dir: &opts.work_dir,
             read_only_work: opts.read_only_work,
-            init: &init,
+            init: init.path(),
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
@@ -249,6 +253,7 @@ impl PodmanBackend {
             turns: Arc::new(Mutex::new(())),
             restarted: Arc::new(AtomicBool::new(false)),
             egress,
+            _init: init,
             stopped: AtomicBool::new(false),
         })
     }

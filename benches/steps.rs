@@ -70,13 +70,14 @@ fn generate(root: &Path, files: usize) {
 
 fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     let work = run.join("work");
+    let policy = Policy::load(project, None, &[], &[]).expect("default policy");
     let started = Instant::now();
-    workspace::copy_project(project, &work).expect("copy");
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    workspace::copy_project(project, &work, &withhold).expect("copy");
     let shadow = ShadowRepo::init(&run.join("shadow.git"), &work).expect("init");
     let mut head = shadow.baseline().expect("baseline");
     let prepare = started.elapsed();
 
-    let policy = Policy::load(project, None, &[], &[]).expect("default policy");
     let mut times = Vec::new();
     for step in 0..STEPS {
         std::fs::write(work.join("d000/e00/f0.rs"), format!("// step {step}\n")).expect("change");

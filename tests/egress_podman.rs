@@ -374,12 +374,10 @@ async fn a_restarted_sandbox_gets_its_proxy_back() {
     }
     let target = Target::start("again");
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let (project, work) = (dir.path().join("project"), dir.path().join("work"));
-    for folder in [&project, &work] {
-        std::fs::create_dir_all(folder).unwrap_or_else(|e| panic!("{e}"));
-    }
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
     let id = format!("t{}", ulid::Ulid::generate()).to_lowercase();
-    let mut opts = PodmanOptions::new(&id, &project, &work);
+    let mut opts = PodmanOptions::new(&id, &work);
     opts.network = NetworkMode::Proxy;
     opts.allow =
         Allowlist::parse(&[format!("127.0.0.1:{}", target.port)]).unwrap_or_else(|e| panic!("{e}"));

@@ -16,7 +16,7 @@
 mod support;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -39,42 +39,20 @@ fn run_id() -> String {
     format!("t{}", ulid::Ulid::generate()).to_lowercase()
 }
 
-/// A repository config with a token in its remote URL.
-const GIT_CONFIG: &str = "[remote \"origin\"]\n\turl = https://me:TOKEN123@example.com/r.git\n";
-
-/// A project with a hidden `.ah/` and `.git/`, its work copy, and a started
-/// backend.
+/// A work copy and a started backend.
 async fn start_run(read_only_work: bool) -> Option<Run> {
-    start_run_with(git_dir_with_a_token, |opts| {
-        opts.read_only_work = read_only_work
-    })
-    .await
+    start_run_with(|opts| opts.read_only_work = read_only_work).await
 }
 
-fn git_dir_with_a_token(project: &Path) {
-    std::fs::create_dir_all(project.join(".git")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(project.join(".git/config"), GIT_CONFIG).unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// [`start_run`] with `make_git` making the project's `.git` and
-/// `configure` changing the options.
-async fn start_run_with(
-    make_git: impl FnOnce(&Path),
-    configure: impl FnOnce(&mut PodmanOptions),
-) -> Option<Run> {
+/// [`start_run`] with `configure` changing the options.
+async fn start_run_with(configure: impl FnOnce(&mut PodmanOptions)) -> Option<Run> {
     podman_ready().await?;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let project = dir.path().join("project");
     let work = dir.path().join("work");
-    std::fs::create_dir_all(project.join(".ah")).unwrap_or_else(|e| panic!("{e}"));
     std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(project.join(".ah/session.db"), "secret session")
-        .unwrap_or_else(|e| panic!("{e}"));
-    make_git(&project);
-    std::fs::write(project.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(work.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
     let id = run_id();
-    let mut opts = PodmanOptions::new(&id, &project, &work);
+    let mut opts = PodmanOptions::new(&id, &work);
     configure(&mut opts);
     let backend = PodmanBackend::start(&opts)
         .await
@@ -153,23 +131,52 @@ async fn commands_run_in_work_and_report_exit_codes_and_streams() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Where things are mounted in the container (field 5 of each line of
+/// `/proc/self/mountinfo`).
+async fn mount_points(run: &Run) -> Vec<String> {
+    let (_, mountinfo, _) = sh(run, "cat /proc/self/mountinfo").await;
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Mount points that are the container's own (its root, scratch folders,
+/// the kernel's file systems, the files podman makes) or ah's: the work copy
+/// and the init.
+fn expected_mount(point: &str) -> bool {
+    let own = [
+        "/",
+        "/run",
+        "/tmp",
+        "/var/tmp",
+        "/etc/hosts",
+        "/etc/hostname",
+        "/etc/resolv.conf",
+        "/run/.containerenv",
+        "/work",
+        "/run/ah-init",
+    ];
+    own.contains(&point)
+        || ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|p| point.starts_with(p))
+}
+
 #[tokio::test]
-async fn the_project_is_read_only_and_its_ah_and_git_dirs_hidden() {
+async fn the_host_is_mounted_nowhere_but_work_and_the_init() {
     let Some(run) = start_run(false).await else {
         return;
     };
-    let (code, _, err) = sh(&run, "touch /project/new").await;
+    // The project itself is not there: only its work copy is.
+    let (code, _, err) = sh(&run, "ls /project").await;
     assert_ne!(code, 0);
-    assert!(err.contains("Read-only file system"), "{err}");
-    assert_eq!(sh(&run, "cat /project/README").await.1, "hello\n");
-    let (_, listing, _) = sh(&run, "ls -A /project/.ah").await;
-    assert_eq!(listing, "", "/project/.ah shows {listing}");
-    let (code, _, _) = sh(&run, "cat /project/.ah/session.db").await;
-    assert_ne!(code, 0);
-    let (_, listing, _) = sh(&run, "ls -A /project/.git").await;
-    assert_eq!(listing, "", "/project/.git shows {listing}");
-    let (_, found, _) = sh(&run, "grep -rs TOKEN123 /project /work; true").await;
-    assert_eq!(found, "", "the token is readable in the container");
+    assert!(err.contains("No such file or directory"), "{err}");
+    let mounts = mount_points(&run).await;
+    assert!(mounts.contains(&"/work".to_string()), "{mounts:?}");
+    let unexpected: Vec<&String> = mounts.iter().filter(|m| !expected_mount(m)).collect();
+    assert!(unexpected.is_empty(), "mounted: {unexpected:?}");
     assert_eq!(sh(&run, "cat /work/README").await.1, "hello\n");
     run.backend
         .shutdown()
@@ -177,18 +184,54 @@ async fn the_project_is_read_only_and_its_ah_and_git_dirs_hidden() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// Tries, from a command, to ptrace-attach a process (python3 with ctypes:
+/// the image has no gdb or strace) and prints `attach PID: ok` or the
+/// error.
+const ATTACH: &str = "import ctypes, os, sys\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n\
+pid = int(sys.argv[1])\n\
+rc = libc.ptrace(16, pid, None, None)\n\
+print(f'attach {pid}:', 'ok' if rc == 0 else os.strerror(ctypes.get_errno()))\n";
+
+/// What a command can do to PID 1 (the init) and, for comparison, to a
+/// process of its own.
+async fn reach_of_pid_1(run: &Run) -> String {
+    let command = format!(
+        "cat > /tmp/attach.py <<'EOF'\n{ATTACH}EOF\n\
+         python3 /tmp/attach.py 1; cat /proc/1/environ; (exec 3< /proc/1/mem) && echo mem opened; \
+         sleep 30 & python3 /tmp/attach.py $!; kill $!; true"
+    );
+    let (_, out, err) = sh(run, &command).await;
+    format!("{out}{err}")
+}
+
+/// PID 1 can be neither traced nor read; a process of the command's own can
+/// (so the check itself works, and so would gdb or strace on it).
+fn assert_pid_1_out_of_reach(reach: &str) {
+    assert!(
+        reach.contains("attach 1: Operation not permitted"),
+        "{reach}"
+    );
+    assert!(
+        reach.contains("/proc/1/environ: Permission denied"),
+        "{reach}"
+    );
+    assert!(reach.contains("/proc/1/mem: Permission denied"), "{reach}");
+    assert!(!reach.contains("mem opened"), "{reach}");
+    let own = reach
+        .lines()
+        .filter(|line| line.starts_with("attach ") && !line.starts_with("attach 1:"))
+        .collect::<Vec<_>>();
+    assert!(own.len() == 1 && own[0].ends_with(": ok"), "{reach}");
+}
+
 #[tokio::test]
-async fn a_worktree_git_file_is_hidden_too() {
-    let worktree_git = |project: &Path| {
-        let gitdir = "gitdir: /home/me/secret/worktrees/x\n";
-        std::fs::write(project.join(".git"), gitdir).unwrap_or_else(|e| panic!("{e}"))
-    };
-    let Some(run) = start_run_with(worktree_git, |_| {}).await else {
+async fn no_command_can_trace_or_read_the_init() {
+    let Some(run) = start_run(false).await else {
         return;
     };
-    let (code, text, err) = sh(&run, "cat /project/.git").await;
-    assert_eq!((code, text.as_str()), (0, ""), "{err}");
-    assert_eq!(sh(&run, "cat /project/README").await.1, "hello\n");
+    assert_pid_1_out_of_reach(&reach_of_pid_1(&run).await);
     run.backend
         .shutdown()
         .await
@@ -433,7 +476,7 @@ async fn killing_the_wrapper_does_not_let_a_process_escape() {
 
 #[tokio::test]
 async fn a_full_process_table_or_a_stopped_init_leaves_a_working_sandbox() {
-    let Some(run) = start_run_with(git_dir_with_a_token, |opts| opts.pids_limit = 30).await else {
+    let Some(run) = start_run_with(|opts| opts.pids_limit = 30).await else {
         return;
     };
     // Where the limit holds, no `podman exec` can enter to kill these.
@@ -632,7 +675,7 @@ async fn a_missing_image_says_how_to_build_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    let mut opts = PodmanOptions::new(&run_id(), dir.path(), dir.path());
+    let mut opts = PodmanOptions::new(&run_id(), dir.path());
     opts.image = "localhost/ah-no-such-image:none".to_string();
     match PodmanBackend::start(&opts).await {
         Err(e @ PodmanError::ImageMissing { .. }) => {
@@ -684,9 +727,8 @@ async fn rootless_inner() {
     assert_eq!(sh(&run, "touch /work/mine && echo ok").await.1, "ok\n");
     let meta = std::fs::metadata(run.work.join("mine")).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(meta.uid(), uid);
-    assert_ne!(sh(&run, "touch /project/x").await.0, 0);
-    assert_eq!(sh(&run, "ls -A /project/.ah").await.1, "");
-    assert_eq!(sh(&run, "ls -A /project/.git").await.1, "");
+    assert_ne!(sh(&run, "ls /project").await.0, 0);
+    assert_pid_1_out_of_reach(&reach_of_pid_1(&run).await);
     assert_eq!(sh(&run, "sleep 1011 & setsid sleep 1012 & true").await.0, 0);
     assert!(!all_processes(&run).contains("sleep 101"));
     assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);

@@ -6,9 +6,9 @@
 //!
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset (see
 //! `support::podman`). Where a test must act while a run is going (change the
-//! host, kill ah), the scripted bash step waits for the test: it polls
-//! `/project` (the host project, mounted read-only) for the host's change,
-//! so no step relies on a sleep for its timing.
+//! host, kill ah), the scripted bash step waits for the test: it polls for a
+//! file the test drops into the run's work copy (and removes it, so the step
+//! changes nothing by it), so no step relies on a sleep for its timing.
 
 mod support;
 
@@ -66,13 +66,23 @@ fn told(request: &RecordedRequest) -> String {
         .to_string()
 }
 
-/// A shell snippet that waits (up to a minute) until the host's copy of
-/// `path`, seen read-only at `/project`, contains `marker`.
-fn wait_for_host(path: &str, marker: &str) -> String {
+/// The file the test drops into the run's work copy to let a waiting step
+/// go on.
+const GO: &str = ".ah-test-go";
+
+/// A shell snippet that waits (up to a minute) for the test's [`go`], then
+/// removes the file it dropped.
+fn wait_for_test() -> String {
     format!(
-        "for i in $(seq 600); do grep -q '{marker}' /project/{path} && exit 0; sleep 0.1; done; \
-         echo 'the host never changed {path}' >&2; exit 1"
+        "for i in $(seq 600); do [ -e /work/{GO} ] && rm /work/{GO} && exit 0; sleep 0.1; done; \
+         echo 'the test never said go' >&2; exit 1"
     )
+}
+
+/// Lets the step waiting in [`wait_for_test`] go on.
+fn go(host: &Host) {
+    let file = host.run().join("work").join(GO);
+    std::fs::write(&file, "").unwrap_or_else(|e| panic!("{}: {e}", file.display()));
 }
 
 /// `line 1\n` … `line n\n`.
@@ -107,25 +117,27 @@ fn shadow_log(run: &Path) -> Vec<String> {
 }
 
 #[test]
-fn project_is_read_only_and_work_writes_reach_the_host() {
+fn the_project_is_not_in_the_sandbox_and_work_writes_reach_the_host() {
     if podman_ready_blocking().is_none() {
         return;
     }
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(script(vec![
-        bash("touch /project/x"),
+        bash("ls /project; touch /x"),
         bash("echo made > /work/made.txt && echo two >> a.txt"),
     ]));
     let out = run_ah(&host, &mock, "auto", "make a file");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
-    // The read-only mount stopped the first step, and the model was told.
-    assert!(!host.project.join("x").exists());
+    // Outside /work there is no project and nothing to write, and the model
+    // was told.
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
     let first = told(&requests[1]);
     assert!(
-        first.contains("Read-only file system") && first.contains("exit code: 1"),
+        first.contains("cannot access '/project': No such file or directory")
+            && first.contains("Read-only file system")
+            && first.contains("exit code: 1"),
         "{first}"
     );
     let run = host.run();
@@ -153,7 +165,7 @@ fn project_is_read_only_and_work_writes_reach_the_host() {
     assert_eq!(manifest["applied"], json!(true));
     let system = requests[0].body["system"].as_str().unwrap_or_default();
     assert!(
-        system.contains("sandbox container") && system.contains("`/project`, read-only"),
+        system.contains("sandbox container") && system.contains("the original is not in the"),
         "{system}"
     );
 }
@@ -451,7 +463,7 @@ fn auto_review_saves_a_patch_that_conflicts_with_the_host() {
     let host = Host::git(&[("conf.txt", &numbered_lines(10))]);
     let mock = MockServer::start(script(vec![bash(&format!(
         "sed -i 's/^line 5$/line 5 by the run/' conf.txt && {}",
-        wait_for_host("conf.txt", "by the host")
+        wait_for_test()
     ))]));
     let child = spawn_ah(&host, &mock, "auto", "change line 5");
 
@@ -460,6 +472,7 @@ fn auto_review_saves_a_patch_that_conflicts_with_the_host() {
     let host_version = numbered_lines(10).replace("line 5\n", "line 5 by the host\n");
     host.write("conf.txt", &host_version);
     host.commit_all("host change");
+    go(&host);
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for ah: {e}"));
@@ -494,7 +507,7 @@ fn a_host_that_moved_on_elsewhere_in_the_file_is_merged_three_way() {
     let host = Host::git(&[("merge.txt", &numbered_lines(20))]);
     let mock = MockServer::start(script(vec![bash(&format!(
         "sed -i 's/^line 10$/line 10 by the run/' merge.txt && {}",
-        wait_for_host("merge.txt", "by the host")
+        wait_for_test()
     ))]));
     let child = spawn_ah(&host, &mock, "auto", "change line 10");
 
@@ -506,6 +519,7 @@ fn a_host_that_moved_on_elsewhere_in_the_file_is_merged_three_way() {
         &numbered_lines(20).replace("line 13\n", "line 13 by the host\n"),
     );
     host.commit_all("host moved on");
+    go(&host);
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for ah: {e}"));
@@ -554,13 +568,13 @@ fn no_container_is_left_after_a_run() {
         return;
     };
     let host = Host::git(&[("a.txt", "one\n")]);
-    let mock = MockServer::start(script(vec![bash(&wait_for_host("go", "go"))]));
+    let mock = MockServer::start(script(vec![bash(&wait_for_test())]));
     let child = spawn_ah(&host, &mock, "never", "wait");
 
     mock.wait_for_requests(1, SYNC);
     let id = run_id(&host.run());
     assert_ne!(containers_of(&podman, &id), "", "the run has a container");
-    host.write("go", "go\n");
+    go(&host);
     let out = child
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for ah: {e}"));

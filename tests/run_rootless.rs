@@ -48,7 +48,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         Turn::reply(Reply::new().tool_use(
             "toolu_1",
             "bash",
-            json!({"command": "id -u; cat /proc/self/uid_map; echo made > made.txt; touch /project/x || echo ro"}),
+            json!({"command": "id -u; cat /proc/self/uid_map; echo made > made.txt; touch /x || echo ro"}),
         )),
         Turn::reply(Reply::new().text("done")),
     ]);
@@ -86,7 +86,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         !told.contains("4294967295"),
         "the tools run in a user namespace, not with the host's full uid range:\n{told}"
     );
-    assert!(told.contains("ro"), "/project is read-only:\n{told}");
+    assert!(told.contains("ro"), "the root is read-only:\n{told}");
 
     let made = project.join("made.txt");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n");

@@ -1,6 +1,7 @@
 //! The prompts: the system prompt (`sys/system.md` and `sys/claude.md`) and
 //! the compaction prompt (`sys/compact.md`), built into the binary, each
-//! replaceable by a project file of the same name in `.ah/sys/`.
+//! replaceable by a project file of the same name in `.ah/sys/`; and the
+//! run's note on the files the read policy withheld from the work copy.
 
 use std::path::Path;
 
@@ -11,7 +12,7 @@ const COMPACT: &str = include_str!("../../sys/compact.md");
 /// Where the model's commands run, as the prompt tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workspace {
-    /// A container: the copy at `/work`, the original read-only at `/project`.
+    /// A container: the copy at `/work`, nothing else of the host.
     Container,
     /// The host: commands run in the copy's directory, which is not `/work`.
     Host,
@@ -25,7 +26,8 @@ pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<Str
     let place = match workspace {
         Workspace::Container => {
             "Your commands run in a sandbox container with no network. The work \
-             directory is `/work`; the original project is at `/project`, read-only."
+             directory is `/work`, a copy of the project; the original is not in the \
+             container."
         }
         Workspace::Host => {
             "Your commands run in the work directory (the current directory of every \
@@ -38,6 +40,42 @@ pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<Str
         system.trim_end().replace("{{workspace}}", place),
         claude.trim_end()
     ))
+}
+
+/// How many withheld files are named; the rest are counted.
+pub const WITHHELD_NAMED: usize = 50;
+
+/// The withheld files as a list for people and the model: `a, b, c`, at
+/// most [`WITHHELD_NAMED`] names, then how many more.
+pub fn withheld_list(withheld: &[String]) -> String {
+    let mut list = withheld
+        .iter()
+        .take(WITHHELD_NAMED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if withheld.len() > WITHHELD_NAMED {
+        list.push_str(&format!(
+            " and {} more (the run's manifest.json lists them all)",
+            withheld.len() - WITHHELD_NAMED
+        ));
+    }
+    list
+}
+
+/// `system` with a closing line telling the model which project files the
+/// read policy kept out of its work copy, so that it knows they exist and
+/// asks the user rather than hunting for them; `system` as it is when none
+/// were.
+pub fn with_withheld_note(system: &str, withheld: &[String]) -> String {
+    if withheld.is_empty() {
+        return system.to_string();
+    }
+    format!(
+        "{system}\n\n[ah: these files were withheld from the work copy by the read policy: {} \
+         (ask the user if you need them)]",
+        withheld_list(withheld)
+    )
 }
 
 /// The instructions for summarising a conversation when it is compacted.
@@ -67,7 +105,7 @@ mod tests {
     fn builtin_prompt_names_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
         let text = system_prompt(dir.path(), Workspace::Container).unwrap();
-        assert!(text.contains("`/project`, read-only"));
+        assert!(text.contains("directory is `/work`, a copy of the project"));
         assert!(text.contains("# Tool use"));
         assert!(!text.contains("{{workspace}}"));
     }
@@ -81,6 +119,24 @@ mod tests {
         assert!(text.contains("CUSTOM TOOL RULES"));
         assert!(!text.contains("# Tool use"));
         assert!(text.contains("You are ah"));
+    }
+
+    #[test]
+    fn withheld_files_are_named_at_the_end_of_the_system_prompt() {
+        assert_eq!(with_withheld_note("SYS", &[]), "SYS");
+        let two = [".env".to_string(), "config/prod.pem".to_string()];
+        assert_eq!(
+            with_withheld_note("SYS", &two),
+            "SYS\n\n[ah: these files were withheld from the work copy by the read policy: \
+             .env, config/prod.pem (ask the user if you need them)]"
+        );
+        let many: Vec<String> = (0..WITHHELD_NAMED + 3)
+            .map(|i| format!("k{i}.pem"))
+            .collect();
+        let list = withheld_list(&many);
+        assert!(list.starts_with("k0.pem, k1.pem"), "{list}");
+        assert!(list.contains("k49.pem and 3 more"), "{list}");
+        assert!(!list.contains("k50.pem"), "{list}");
     }
 
     #[test]

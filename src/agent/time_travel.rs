@@ -126,8 +126,8 @@ mod tests {
     fn run(project: &Path) -> Run {
         std::fs::write(project.join("keep.txt"), "keep\n").unwrap();
         let dir = RunDir::create(&project.join(".ah")).unwrap();
-        let start = Run::prepare(project, &dir).unwrap();
         let policy = Policy::load(project, None, &[], &["secret*".to_string()]).unwrap();
+        let start = Run::prepare(project, &dir, &policy).unwrap();
         let backend = Box::new(NoneBackend::new(dir.work_dir()));
         Run::attach(dir, start, backend, policy, artifacts::DEFAULT_MAX_BYTES)
     }

@@ -73,7 +73,15 @@ pub(super) async fn start_run(
         &setup.project,
         &setup.ah_dir,
         &dir,
+        &setup.policy,
     )?;
+    if !start.withheld.is_empty() {
+        let list = crate::agent::prompt::withheld_list(&start.withheld);
+        eprintln!(
+            "withheld from the work copy by the read policy: {}",
+            terminal_safe(&list)
+        );
+    }
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
         BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false).await?),
@@ -115,7 +123,7 @@ async fn start_podman(
         true => format!("{}-ro", dir.id()),
         false => dir.id().to_string(),
     };
-    let mut options = podman::PodmanOptions::new(&name, &setup.project, &dir.work_dir());
+    let mut options = podman::PodmanOptions::new(&name, &dir.work_dir());
     options.image = setup.image.clone();
     options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);
@@ -378,6 +386,7 @@ fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> 
 fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.baseline = Some(result.baseline.clone());
     manifest.head = Some(result.head.clone());
+    manifest.withheld = result.withheld.clone();
     manifest.steps = result.steps;
     manifest.violations = result.violations.clone();
     manifest.patch = Some(result.patch.summary());

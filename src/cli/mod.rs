@@ -27,6 +27,7 @@ mod start;
 mod summary;
 mod task;
 mod time_travel;
+mod undumpable;
 mod weakening;
 mod work;
 
@@ -46,6 +47,12 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
+    if let Err(err) = undumpable::mark() {
+        eprintln!(
+            "warning: ah could not hide its memory and environment from other processes \
+             of your user (prctl PR_SET_DUMPABLE: {err})"
+        );
+    }
     if let Some(code) = network::sandbox_helper(std::env::args_os()) {
         return code;
     }

@@ -267,7 +267,7 @@ async fn run_in_session(
     time_travel::started(session)?;
     let config = AgentConfig {
         model: model.clone(),
-        system: prompts.system.clone(),
+        system: prompt::with_withheld_note(&prompts.system, run.withheld()),
         tools: run.tool_specs(model.edit_format),
         max_tools: args.max_tools,
         loop_window: args.loop_window,

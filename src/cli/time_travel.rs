@@ -11,26 +11,29 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 
 use crate::agent::time_travel::files_at;
+use crate::sandbox::policy::Policy;
 use crate::sandbox::restore::{self, RestoreError, Source};
 use crate::sandbox::run::{Run, Start};
 use crate::sandbox::rundir::{RestoredFrom, RunDir};
 use crate::session::{Session, WORKSPACE_AT_KEY};
 
-/// Prepares the run `dir`'s work copy and shadow repo. Returns where the
-/// files were restored from, when they were. With `no_restore`, a fork
-/// point's files are not restored: the run starts from the project.
+/// Prepares the run `dir`'s work copy (without what `policy` withholds)
+/// and shadow repo. Returns where the files were restored from, when they
+/// were. With `no_restore`, a fork point's files are not restored: the run
+/// starts from the project.
 pub(super) fn prepare_files(
     session: &Session,
     no_restore: bool,
     project: &Path,
     ah_dir: &Path,
     dir: &RunDir,
+    policy: &Policy,
 ) -> Result<(Start, Option<RestoredFrom>)> {
     let Some(message_id) = session.context(WORKSPACE_AT_KEY)? else {
-        return Ok((Run::prepare(project, dir)?, None));
+        return Ok((Run::prepare(project, dir, policy)?, None));
     };
     if no_restore {
-        let start = Run::prepare(project, dir)?;
+        let start = Run::prepare(project, dir, policy)?;
         eprintln!("files: the project's current files (--no-restore)");
         return Ok((start, None));
     }
@@ -42,7 +45,7 @@ pub(super) fn prepare_files(
     };
     let at = files_at(session, &message_id).map_err(|e| discard(e.into()))?;
     let Some(step) = at.step else {
-        let start = Run::prepare(project, dir)?;
+        let start = Run::prepare(project, dir, policy)?;
         eprintln!(
             "files: the project's current files (no tool ran before message @{})",
             at.message_seq
@@ -53,7 +56,7 @@ pub(super) fn prepare_files(
         run_id: &step.run_id,
         commit: &step.head,
     };
-    let start = match restore::restore(project, ah_dir, dir, source) {
+    let start = match restore::restore(project, ah_dir, dir, source, policy) {
         Ok(start) => start,
         Err(err @ RestoreError::Pruned { .. }) => {
             return Err(discard(anyhow!(

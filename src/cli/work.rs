@@ -18,6 +18,7 @@ use super::output::Output;
 use super::queue::claim_exclusive;
 use super::task::{RunSetup, UsageError, settle};
 use crate::agent::event::SessionState;
+use crate::agent::prompt;
 use crate::agent::{EndReason, set_state};
 use crate::llm::Provider;
 use crate::session::Session;
@@ -104,7 +105,7 @@ async fn work_in_session(
         // `--skill`s expanded).
         issue: setup.prompts.blocks.join("\n\n"),
         model: setup.model.clone(),
-        system: setup.prompts.system.clone(),
+        system: prompt::with_withheld_note(&setup.prompts.system, run.withheld()),
         ah_dir: setup.ah_dir.clone(),
         max_rounds,
         max_tools: args.max_tools,

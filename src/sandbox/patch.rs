@@ -215,7 +215,7 @@ mod tests {
         git(&host, &["add", "-A"]);
         git(&host, &["commit", "-qm", "base"]);
         let work = dir.path().join("work");
-        copy_project(&host, &work).unwrap();
+        copy_project(&host, &work, &|_| false).unwrap();
         let repo = ShadowRepo::init(&dir.path().join("shadow.git"), &work).unwrap();
         let baseline = repo.baseline().unwrap();
         Run {

@@ -1,6 +1,9 @@
-//! The write policy: which paths a step may create, change or delete (deny
-//! wins, then a path must match an allow rule), where a symlink the model made
-//! may point, and the limits `--review auto` applies. The rules come from the
+//! The policy of a run: which project files are withheld from the work copy
+//! (the read rules: a deny glob withholds, an allow glob re-admits), which
+//! paths a step may create, change or delete (deny wins, then a path must
+//! match an allow rule; a withheld path is never written), where a symlink
+//! the model made may point, and the limits `--review auto` applies. The
+//! rules come from the
 //! built-in `policy/default.toml`, then the project's `.ah/policy.toml`, then
 //! `--policy FILE`, then globs given on the command line. The same files
 //! say what the sandbox may reach on the network (`[network] allow`) and
@@ -38,6 +41,15 @@ pub struct WriteRules {
     pub deny: Vec<String>,
 }
 
+/// Which files of the project are withheld from the work copy: those a
+/// deny glob matches, unless an allow glob re-admits them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRules {
+    pub deny: Vec<String>,
+    pub allow: Vec<String>,
+}
+
 /// What `--review auto` lets through without a human.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,9 +78,14 @@ pub struct SandboxRules {
 /// The merged, compiled policy of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Policy {
+    read: ReadRules,
     write: WriteRules,
     review: ReviewRules,
     sandbox: SandboxRules,
+    #[serde(skip)]
+    read_deny: RuleSet,
+    #[serde(skip)]
+    read_allow: RuleSet,
     #[serde(skip)]
     allow: RuleSet,
     #[serde(skip)]
@@ -86,7 +103,7 @@ struct RuleSet {
 
 impl RuleSet {
     /// The first rule (in the order given) that matches `path`.
-    fn first_match(&self, path: &str) -> Option<&str> {
+    fn first_match(&self, path: impl AsRef<Path>) -> Option<&str> {
         let index = self.set.matches(path).into_iter().min()?;
         self.patterns.get(index).map(String::as_str)
     }
@@ -107,6 +124,9 @@ pub struct Violation {
 pub enum Reason {
     /// A deny glob matched.
     Denied { rule: String },
+    /// The path is withheld from the work copy by a read rule: a file
+    /// written there would replace, on the host, one the model never saw.
+    Withheld { rule: String },
     /// No allow glob matched.
     NoAllowRule,
     /// The path is absolute or climbs out with `..`.
@@ -135,7 +155,9 @@ impl Violation {
     /// The glob this violation broke, when a glob was involved.
     pub fn rule(&self) -> Option<&str> {
         match &self.reason {
-            Reason::Denied { rule } | Reason::SymlinkToDenied { rule, .. } => Some(rule),
+            Reason::Denied { rule }
+            | Reason::Withheld { rule }
+            | Reason::SymlinkToDenied { rule, .. } => Some(rule),
             _ => None,
         }
     }
@@ -146,6 +168,10 @@ impl fmt::Display for Violation {
         let path = &self.path;
         match &self.reason {
             Reason::Denied { rule } => write!(f, "{path:?} is denied by rule {rule:?}"),
+            Reason::Withheld { rule } => write!(
+                f,
+                "{path:?} is withheld from the work copy by read rule {rule:?}, so it is never written"
+            ),
             Reason::NoAllowRule => write!(f, "{path:?} matches no allow rule"),
             Reason::NotInWork => write!(f, "{path:?} is not a path inside /work"),
             Reason::SymlinkOutside { target } => {
@@ -211,6 +237,23 @@ pub fn violation_report(violations: &[Violation], undo_failure: Option<&str>) ->
 }
 
 impl Policy {
+    /// The merged read rules, as given.
+    pub fn read(&self) -> &ReadRules {
+        &self.read
+    }
+
+    /// The read rule that withholds the project file `rel` (relative to the
+    /// project root, `/` as separator) from the work copy: the first deny
+    /// glob matching it, unless an allow glob matches it too. Deny globs
+    /// ignore letter case, allow globs do not (a re-admission is exact).
+    pub fn withheld_by(&self, rel: &Path) -> Option<&str> {
+        let rule = self.read_deny.first_match(rel)?;
+        match self.read_allow.first_match(rel) {
+            Some(_) => None,
+            None => Some(rule),
+        }
+    }
+
     /// The merged write rules, as given.
     pub fn write(&self) -> &WriteRules {
         &self.write
@@ -260,6 +303,11 @@ impl Policy {
                 rule: rule.to_string(),
             }));
         }
+        if let Some(rule) = self.withheld_by(Path::new(rel)) {
+            return Err(violation(Reason::Withheld {
+                rule: rule.to_string(),
+            }));
+        }
         if self.allow.first_match(rel).is_none() {
             return Err(violation(Reason::NoAllowRule));
         }
@@ -304,7 +352,10 @@ impl Policy {
         let (target, resolution) = symlink::resolve(work_dir, link, links);
         let reason = match resolution {
             symlink::Resolution::Inside(resolved) => {
-                let rule = self.deny.first_match(&resolved)?;
+                let rule = self
+                    .deny
+                    .first_match(&resolved)
+                    .or_else(|| self.withheld_by(Path::new(&resolved)))?;
                 Reason::SymlinkToDenied {
                     target,
                     resolved,

@@ -16,6 +16,11 @@
 //!
 //! Whether a path is ignored is asked of the restored work copy, so the
 //! `.gitignore` files of that point decide, as they did for the earlier run.
+//! What the read policy withholds is not copied from the project, as in a
+//! fresh copy. The commit holds no withheld file either: the earlier run's
+//! baseline was taken of a work copy that never had them. (A commit that
+//! does hold one, from a run made under other read rules, keeps it: taking
+//! it out would make the patch delete the host's file.)
 
 #[cfg(test)]
 mod tests;
@@ -29,11 +34,12 @@ use std::os::unix::ffi::OsStrExt;
 
 use git2::Oid;
 
+use super::policy::Policy;
 use super::run::Start;
 use super::rundir::{RunDir, RunDirError};
 use super::shadow::{ShadowError, ShadowRepo};
 use super::tree::ignore::IgnoreCheck;
-use super::workspace::{self, CopyStats, EXCLUDED_TOP_LEVEL, WorkspaceError};
+use super::workspace::{self, CopyStats, EXCLUDED_TOP_LEVEL, Withhold, WorkspaceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
@@ -63,13 +69,14 @@ pub struct Source<'a> {
 }
 
 /// Fills the new run `dir`'s work copy with the files of `source` plus the
-/// unrecorded files of `project`, and starts its shadow repo there (see the
-/// module doc).
+/// unrecorded files of `project` that `policy` does not withhold, and
+/// starts its shadow repo there (see the module doc).
 pub fn restore(
     project: &Path,
     ah_dir: &Path,
     dir: &RunDir,
     source: Source<'_>,
+    policy: &Policy,
 ) -> Result<Start, RestoreError> {
     let old = match RunDir::open(ah_dir, source.run_id) {
         Ok(old) => old,
@@ -99,21 +106,26 @@ pub fn restore(
     let shadow = ShadowRepo::init(&dir.shadow_dir(), &work)?;
     shadow.take_objects(&old_shadow)?;
     let baseline = shadow.start_at(head)?;
-    copy_unrecorded(project, &work, &shadow)?;
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    let copied = copy_unrecorded(project, &work, &shadow, &withhold)?;
     Ok(Start {
         shadow,
         baseline,
         head,
+        withheld: copied.withheld,
     })
 }
 
 /// Copies what `shadow` does not record from `project` into `work`: ignored
 /// paths and nested repositories that `work` does not hold yet. The
-/// top-level `.ah` and `.git` are left out, as from every work copy.
+/// top-level `.ah` and `.git` are left out, as from every work copy, and so
+/// is what `withhold` names; the project's withheld files that `work` does
+/// not hold are listed in the result.
 pub fn copy_unrecorded(
     project: &Path,
     work: &Path,
     shadow: &ShadowRepo,
+    withhold: &Withhold<'_>,
 ) -> Result<CopyStats, RestoreError> {
     let mut stats = CopyStats::default();
     let root = shadow.open_work_tree()?;
@@ -157,16 +169,19 @@ pub fn copy_unrecorded(
                 let nested_repo = file_type(&src.join(".git"))?.is_some();
                 if nested_repo || is_ignored(&rel, true)? {
                     make_parent(&dst)?;
-                    add(&mut stats, workspace::copy_folder(&src, &dst)?);
+                    stats.add(workspace::copy_folder(&src, &rel, &dst, withhold)?);
                 } else {
                     pending.push(rel);
                 }
+            } else if withhold(&rel) {
+                stats.withheld.push(rel.to_string_lossy().into_owned());
             } else if is_ignored(&rel, false)? {
                 make_parent(&dst)?;
-                add(&mut stats, workspace::copy_entry(&src, &dst, kind)?);
+                stats.add(workspace::copy_entry(&src, &dst, kind)?);
             }
         }
     }
+    stats.withheld.sort();
     Ok(stats)
 }
 
@@ -191,12 +206,4 @@ fn make_parent(path: &Path) -> Result<(), WorkspaceError> {
         path: parent.to_path_buf(),
         source,
     })
-}
-
-fn add(total: &mut CopyStats, part: CopyStats) {
-    total.files += part.files;
-    total.dirs += part.dirs;
-    total.symlinks += part.symlinks;
-    total.bytes += part.bytes;
-    total.skipped += part.skipped;
 }

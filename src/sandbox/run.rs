@@ -76,13 +76,16 @@ fn redact_output(output: &mut ToolOutput) {
 }
 
 /// Where a prepared run starts: its shadow repo, the baseline its patch is
-/// taken against, and the commit its work copy holds (the baseline, unless
-/// the files were restored from an earlier run's step).
+/// taken against, the commit its work copy holds (the baseline, unless the
+/// files were restored from an earlier run's step), and the project files
+/// the read policy kept out of the work copy.
 #[derive(Debug)]
 pub struct Start {
     pub shadow: ShadowRepo,
     pub baseline: Oid,
     pub head: Oid,
+    /// Relative to the project root, sorted.
+    pub withheld: Vec<String>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -98,6 +101,8 @@ pub struct Run {
     policy: Policy,
     baseline: Oid,
     head: Oid,
+    /// Project files the read policy kept out of the work copy.
+    withheld: Vec<String>,
     steps: u32,
     violations: Vec<ViolationRecord>,
     artifact_cap: u64,
@@ -109,12 +114,14 @@ pub struct Run {
 }
 
 impl Run {
-    /// Copies `project` into the run's work directory and takes the baseline
-    /// commit. The backend is started afterwards by the caller (it needs the
-    /// work directory) and handed to [`Run::attach`]. (A run that starts
-    /// from an earlier run's files is prepared by [`super::restore`].)
-    pub fn prepare(project: &Path, dir: &RunDir) -> Result<Start, RunError> {
-        workspace::copy_project(project, &dir.work_dir())
+    /// Copies `project` into the run's work directory, leaving out what
+    /// `policy` withholds, and takes the baseline commit. The backend is
+    /// started afterwards by the caller (it needs the work directory) and
+    /// handed to [`Run::attach`]. (A run that starts from an earlier run's
+    /// files is prepared by [`super::restore`].)
+    pub fn prepare(project: &Path, dir: &RunDir, policy: &Policy) -> Result<Start, RunError> {
+        let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+        let copied = workspace::copy_project(project, &dir.work_dir(), &withhold)
             .map_err(|e| RunError::Copy(e.to_string()))?;
         let shadow = ShadowRepo::init(&dir.shadow_dir(), &dir.work_dir())
             .map_err(|e| RunError::Shadow(e.to_string()))?;
@@ -125,6 +132,7 @@ impl Run {
             shadow,
             baseline,
             head: baseline,
+            withheld: copied.withheld,
         })
     }
 
@@ -145,6 +153,7 @@ impl Run {
             policy,
             baseline: start.baseline,
             head: start.head,
+            withheld: start.withheld,
             steps: 0,
             violations: Vec::new(),
             artifact_cap,
@@ -194,6 +203,12 @@ impl Run {
 
     pub fn baseline(&self) -> String {
         self.baseline.to_string()
+    }
+
+    /// The project files the read policy kept out of the work copy,
+    /// relative to the project root, sorted.
+    pub fn withheld(&self) -> &[String] {
+        &self.withheld
     }
 
     /// Why the run is poisoned, if it is: a step broke the write policy and

@@ -7,7 +7,9 @@
 //! would: file modes and modification times are kept, symbolic links are
 //! recreated as links and never followed (a link pointing outside the project
 //! stays a link; the write policy judges it later), and sockets, fifos and
-//! device files are skipped and counted.
+//! device files are skipped and counted. Files and links the read policy
+//! withholds (keys, `.env` files: see [`Withhold`]) are left out and listed,
+//! so no command in the sandbox can read them.
 //!
 //! Each file goes through `std::io::copy` between two open files, which on
 //! Linux uses `copy_file_range` (a reflink where the filesystem can), and its
@@ -34,8 +36,14 @@ const MAX_THREADS: usize = 4;
 /// Top-level names never copied into the work directory.
 pub(super) const EXCLUDED_TOP_LEVEL: [&str; 2] = [".ah", ".git"];
 
+/// Whether a file or link of the project is withheld from the work copy,
+/// given its path relative to the project root (the read policy's
+/// [`Policy::withheld_by`](super::policy::Policy::withheld_by)). Folders
+/// are never asked about: they are copied, and their content is asked.
+pub type Withhold<'a> = dyn Fn(&Path) -> bool + 'a;
+
 /// What a copy did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CopyStats {
     /// Regular files copied.
     pub files: u64,
@@ -47,6 +55,21 @@ pub struct CopyStats {
     pub bytes: u64,
     /// Sockets, fifos and device files left out.
     pub skipped: u64,
+    /// Files and links withheld, relative to the project root, `/` as
+    /// separator (a name that is not UTF-8 is shown lossily).
+    pub withheld: Vec<String>,
+}
+
+impl CopyStats {
+    /// Adds what another copy did.
+    pub fn add(&mut self, part: CopyStats) {
+        self.files += part.files;
+        self.dirs += part.dirs;
+        self.symlinks += part.symlinks;
+        self.bytes += part.bytes;
+        self.skipped += part.skipped;
+        self.withheld.extend(part.withheld);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,21 +93,43 @@ pub enum WorkspaceError {
     },
 }
 
-/// Copies `project` into `work`, which must not exist yet or be empty.
-pub fn copy_project(project: &Path, work: &Path) -> Result<CopyStats, WorkspaceError> {
-    copy_dir(project, work, &EXCLUDED_TOP_LEVEL)
+/// Copies `project` into `work`, which must not exist yet or be empty,
+/// leaving out what `withhold` names.
+pub fn copy_project(
+    project: &Path,
+    work: &Path,
+    withhold: &Withhold<'_>,
+) -> Result<CopyStats, WorkspaceError> {
+    let filter = Filter {
+        excluded: &EXCLUDED_TOP_LEVEL,
+        withhold,
+        prefix: Path::new(""),
+    };
+    copy_dir(project, work, &filter)
 }
 
-/// Copies the folder `from` into `to` (which must not exist yet or be
-/// empty) as [`copy_project`] does, but whole: for a part of a project
-/// copied on its own, where a top-level `.git` is the content of a nested
-/// repository.
-pub fn copy_folder(from: &Path, to: &Path) -> Result<CopyStats, WorkspaceError> {
-    copy_dir(from, to, &[])
+/// Copies the folder `from`, at `rel` in its project, into `to` (which must
+/// not exist yet or be empty) as [`copy_project`] does, but whole: for a
+/// part of a project copied on its own, where a top-level `.git` is the
+/// content of a nested repository. `withhold` is asked about paths
+/// relative to the project root.
+pub fn copy_folder(
+    from: &Path,
+    rel: &Path,
+    to: &Path,
+    withhold: &Withhold<'_>,
+) -> Result<CopyStats, WorkspaceError> {
+    let filter = Filter {
+        excluded: &[],
+        withhold,
+        prefix: rel,
+    };
+    copy_dir(from, to, &filter)
 }
 
 /// Copies one file or symbolic link of a project to `to` (which must not
-/// exist) as [`copy_project`] would; other kinds of file are skipped.
+/// exist) as [`copy_project`] would; other kinds of file are skipped. The
+/// caller asks the read policy first.
 pub fn copy_entry(from: &Path, to: &Path, kind: FileType) -> Result<CopyStats, WorkspaceError> {
     let mut stats = CopyStats::default();
     if kind.is_symlink() {
@@ -99,8 +144,17 @@ pub fn copy_entry(from: &Path, to: &Path, kind: FileType) -> Result<CopyStats, W
     Ok(stats)
 }
 
-/// Copies `project` into `work`, leaving out the top-level names `excluded`.
-fn copy_dir(project: &Path, work: &Path, excluded: &[&str]) -> Result<CopyStats, WorkspaceError> {
+/// What a copy leaves out: the top-level names `excluded`, and what
+/// `withhold` names (asked with `prefix` joined to the path below the
+/// copied folder).
+struct Filter<'a> {
+    excluded: &'a [&'a str],
+    withhold: &'a Withhold<'a>,
+    prefix: &'a Path,
+}
+
+/// Copies `project` into `work`, leaving out what `filter` says.
+fn copy_dir(project: &Path, work: &Path, filter: &Filter<'_>) -> Result<CopyStats, WorkspaceError> {
     let root_meta = fs::metadata(project).map_err(|source| WorkspaceError::Read {
         path: project.to_path_buf(),
         source,
@@ -114,7 +168,8 @@ fn copy_dir(project: &Path, work: &Path, excluded: &[&str]) -> Result<CopyStats,
     // Directory modes are applied last, deepest first, so that a read-only
     // directory can still be filled.
     let mut dir_modes = vec![(work.to_path_buf(), root_meta.permissions().mode())];
-    let folders = create_folders(project, work, excluded, &mut stats, &mut dir_modes)?;
+    let folders = create_folders(project, work, filter, &mut stats, &mut dir_modes)?;
+    stats.withheld.sort();
 
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -133,10 +188,7 @@ fn copy_dir(project: &Path, work: &Path, excluded: &[&str]) -> Result<CopyStats,
             .collect()
     });
     for part in copied {
-        let part = part?;
-        stats.files += part.files;
-        stats.symlinks += part.symlinks;
-        stats.bytes += part.bytes;
+        stats.add(part?);
     }
 
     for (dir, mode) in dir_modes.iter().rev() {
@@ -161,17 +213,22 @@ struct Folder {
 /// Walks the project, creating every folder in the work copy (counted in
 /// `stats`, with its mode pushed to `dir_modes`) and listing what each one
 /// holds; sockets, fifos and device files are counted and left out, and so
-/// are the top-level names `excluded`.
+/// is what `filter` excludes (files and links it withholds are listed in
+/// `stats`).
 fn create_folders(
     project: &Path,
     work: &Path,
-    excluded: &[&str],
+    filter: &Filter<'_>,
     stats: &mut CopyStats,
     dir_modes: &mut Vec<(PathBuf, u32)>,
 ) -> Result<Vec<Folder>, WorkspaceError> {
     let mut folders = Vec::new();
-    let mut pending = vec![(project.to_path_buf(), work.to_path_buf())];
-    while let Some((src_dir, dst_dir)) = pending.pop() {
+    let mut pending = vec![(
+        project.to_path_buf(),
+        work.to_path_buf(),
+        filter.prefix.to_path_buf(),
+    )];
+    while let Some((src_dir, dst_dir, rel_dir)) = pending.pop() {
         let top_level = src_dir == project;
         let read_err = |source| WorkspaceError::Read {
             path: src_dir.clone(),
@@ -181,9 +238,10 @@ fn create_folders(
         for entry in fs::read_dir(&src_dir).map_err(read_err)? {
             let entry = entry.map_err(read_err)?;
             let name = entry.file_name();
-            if top_level && excluded.iter().any(|x| name == *x) {
+            if top_level && filter.excluded.iter().any(|x| name == *x) {
                 continue;
             }
+            let rel = rel_dir.join(&name);
             // The entry's own type: symbolic links are not followed.
             let file_type = entry.file_type().map_err(|source| WorkspaceError::Read {
                 path: entry.path(),
@@ -202,7 +260,9 @@ fn create_folders(
                 })?;
                 stats.dirs += 1;
                 dir_modes.push((dst.clone(), meta.permissions().mode()));
-                pending.push((src, dst));
+                pending.push((src, dst, rel));
+            } else if (file_type.is_symlink() || file_type.is_file()) && (filter.withhold)(&rel) {
+                stats.withheld.push(rel.to_string_lossy().into_owned());
             } else if file_type.is_symlink() || file_type.is_file() {
                 entries.push((name, file_type));
             } else {

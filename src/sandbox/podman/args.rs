@@ -1,8 +1,12 @@
 //! The `podman run` command line that makes a run's sandbox, and the host
 //! facts it depends on: resource limits, the OCI runtime, rootless or not,
-//! the init program, which paths of the project to hide.
-//! Kept pure where it can be so the flags that make the sandbox are checked
-//! by unit tests without podman.
+//! the init program. Kept pure where it can be so the flags that make the
+//! sandbox are checked by unit tests without podman.
+//!
+//! The container sees nothing of the host but the work copy at `/work`
+//! (and the init, and in proxy mode the handoff socket and `ah`): the
+//! project itself is not mounted, so what the read policy withholds from
+//! the copy, and the project's `.git` and `.ah`, are not there to read.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,10 +30,6 @@ pub const AH_BIN: &str = "/run/ah-bin";
 /// Where podman's own `--init` looks for catatonit (containers.conf
 /// `init_path`), tried before `PATH`.
 const PODMAN_INIT: &str = "/usr/libexec/podman/catatonit";
-
-/// Entries of the project hidden from the container: ah's own sessions and
-/// runs, and the repository (its config may hold a remote URL with a token).
-pub const HIDDEN: &[&str] = &[".ah", ".git"];
 
 /// Directories searched for runtimes besides `PATH` (a non-root user's `PATH`
 /// often lacks the sbin directories where Debian puts `runc`).
@@ -77,34 +77,6 @@ pub fn find_init() -> Option<PathBuf> {
     };
     // The bind mount needs the file itself, not a symlink to it.
     found.map(|path| std::fs::canonicalize(&path).unwrap_or(path))
-}
-
-/// A path under `/project` covered so the container sees it empty.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mask {
-    /// A directory, covered by an empty read-only tmpfs.
-    Dir(String),
-    /// A file (a worktree's `.git`), covered by `/dev/null`.
-    File(String),
-}
-
-/// The [`HIDDEN`] entries `project_dir` has, as masks of their container
-/// paths. A symlink is followed: the mount lands on its target.
-pub fn project_masks(project_dir: &Path) -> Vec<Mask> {
-    HIDDEN
-        .iter()
-        .filter_map(|name| {
-            let meta = std::fs::metadata(project_dir.join(name)).ok()?;
-            let target = format!("/project/{name}");
-            if meta.is_dir() {
-                Some(Mask::Dir(target))
-            } else if meta.is_file() {
-                Some(Mask::File(target))
-            } else {
-                None
-            }
-        })
-        .collect()
 }
 
 /// The caller's hard limits, which bound what the container may ask for:
@@ -205,11 +177,9 @@ pub struct RunSpec<'a> {
     pub memory: &'a str,
     pub ulimits: Ulimits,
     pub work_dir: &'a Path,
-    pub project_dir: &'a Path,
     pub read_only_work: bool,
-    /// Paths under `/project` to hide ([`project_masks`]).
-    pub masks: Vec<Mask>,
-    /// The host's catatonit ([`find_init`]).
+    /// The execute-only copy of the host's catatonit ([`find_init`]; see
+    /// `init`).
     pub init: &'a Path,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,
@@ -265,14 +235,6 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     }
     let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
     args.push(volume(spec.work_dir, "/work", work_mode));
-    args.push(volume(spec.project_dir, "/project", ":ro"));
-    for mask in &spec.masks {
-        args.push(match mask {
-            // notmpcopyup: podman would otherwise copy the hidden files in.
-            Mask::Dir(path) => format!("--tmpfs={path}:ro,notmpcopyup,size=4k,mode=0500").into(),
-            Mask::File(path) => volume(Path::new("/dev/null"), path, ":ro"),
-        });
-    }
     args.push(volume(spec.init, INIT_PATH, ":ro"));
     if let Network::Proxy { socket_dir, ah } = spec.network {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));

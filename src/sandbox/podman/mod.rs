@@ -1,14 +1,16 @@
 //! The podman backend: one container per run, started once and closed like a
-//! box (no network unless asked, no capabilities, read-only root, the project
-//! read-only, its `.ah/` and `.git` hidden, an environment built from
-//! nothing); commands enter it with `podman exec`, and nothing a command
-//! starts outlives it. See `args` for the flags, `env` for the environment,
-//! `exec` for running a command and ending everything it started, `network`
-//! for the egress proxy's side, `stale` for cleaning up after crashed runs.
+//! box (no network unless asked, no capabilities, read-only root, nothing of
+//! the host but the work copy, an init no command can trace, an environment
+//! built from nothing); commands enter it with `podman exec`, and nothing a
+//! command starts outlives it. See `args` for the flags, `env` for the
+//! environment, `init` for the init, `exec` for running a command and ending
+//! everything it started, `network` for the egress proxy's side, `stale`
+//! for cleaning up after crashed runs.
 
 mod args;
 mod env;
 mod exec;
+mod init;
 mod network;
 mod stale;
 
@@ -26,7 +28,7 @@ use super::{Backend, BackendKind};
 use crate::tools::ExecOutput;
 
 pub use args::{
-    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HIDDEN, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
+    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
     find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name};
@@ -77,9 +79,8 @@ pub enum PodmanError {
 pub struct PodmanOptions {
     /// Names the container (`ah-<run_id>`) and labels it.
     pub run_id: String,
-    /// The host project, mounted read-only at `/project`.
-    pub project_dir: PathBuf,
-    /// The host work copy, mounted at `/work`.
+    /// The host work copy, mounted at `/work`: the only host folder the
+    /// container sees (the project itself is not mounted).
     pub work_dir: PathBuf,
     pub image: String,
     pub runtime: Runtime,
@@ -106,10 +107,9 @@ impl PodmanOptions {
     /// Defaults: the standard image, runtime chosen automatically, 1024
     /// processes, 4 GiB of memory, limits at or below the caller's, no
     /// network, only the fixed environment, `network.log` beside `work_dir`.
-    pub fn new(run_id: &str, project_dir: &Path, work_dir: &Path) -> PodmanOptions {
+    pub fn new(run_id: &str, work_dir: &Path) -> PodmanOptions {
         PodmanOptions {
             run_id: run_id.to_string(),
-            project_dir: project_dir.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
             image: DEFAULT_IMAGE.to_string(),
             runtime: Runtime::Auto,
@@ -137,6 +137,8 @@ pub struct PodmanBackend {
     /// The container was restarted: the proxy port must be handed over again.
     restarted: Arc<AtomicBool>,
     egress: Option<network::Egress>,
+    /// The init the container runs (and runs again on a restart).
+    _init: init::Init,
     stopped: AtomicBool,
 }
 
@@ -177,8 +179,7 @@ impl PodmanBackend {
             return Err(PodmanError::BadRunId(opts.run_id.clone()));
         }
         let work_meta = mountable(&opts.work_dir)?;
-        mountable(&opts.project_dir)?;
-        let init = find_init().ok_or(PodmanError::InitMissing)?;
+        let init = init::Init::copy(&find_init().ok_or(PodmanError::InitMissing)?)?;
         stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
             return Err(PodmanError::ImageMissing {
@@ -216,10 +217,8 @@ impl PodmanBackend {
             memory: &opts.memory,
             ulimits: opts.ulimits.clamped(&HostLimits::read()),
             work_dir: &opts.work_dir,
-            project_dir: &opts.project_dir,
             read_only_work: opts.read_only_work,
-            masks: args::project_masks(&opts.project_dir),
-            init: &init,
+            init: init.path(),
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
@@ -254,6 +253,7 @@ impl PodmanBackend {
             turns: Arc::new(Mutex::new(())),
             restarted: Arc::new(AtomicBool::new(false)),
             egress,
+            _init: init,
             stopped: AtomicBool::new(false),
         })
     }

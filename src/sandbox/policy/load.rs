@@ -14,7 +14,9 @@ use globset::{Glob, GlobBuilder, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{PROJECT_POLICY_FILE, Policy, ReviewRules, RuleSet, SandboxRules, WriteRules};
+use super::{
+    PROJECT_POLICY_FILE, Policy, ReadRules, ReviewRules, RuleSet, SandboxRules, WriteRules,
+};
 use crate::sandbox::egress::allow::Rule as NetworkRule;
 
 /// The built-in policy, embedded in the binary.
@@ -45,8 +47,8 @@ pub enum PolicyError {
 
     #[error(
         "policy file {origin} is not valid TOML for a policy: {message}\n\
-         the keys are [write] allow, deny; [review] max_lines, max_files, max_bytes, \
-         restricted; \
+         the keys are [read] deny, allow; [write] allow, deny; \
+         [review] max_lines, max_files, max_bytes, restricted; \
          [network] allow; [sandbox] env"
     )]
     Parse { origin: Origin, message: String },
@@ -79,6 +81,7 @@ fn line_suffix(line: Option<usize>) -> String {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Layer {
+    read: Option<ReadLayer>,
     write: Option<WriteLayer>,
     review: Option<ReviewLayer>,
     network: Option<NetworkLayer>,
@@ -95,6 +98,13 @@ struct NetworkLayer {
 #[serde(deny_unknown_fields)]
 struct SandboxLayer {
     env: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadLayer {
+    deny: Option<Vec<Spanned<String>>>,
+    allow: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -193,6 +203,10 @@ impl Rules {
 
 /// The policy being merged, layer by layer.
 struct Draft {
+    // Read deny globs ignore letter case as write deny globs do; read allow
+    // globs, like write allow globs, are exact.
+    read_deny: Rules,
+    read_allow: Rules,
     allow: Rules,
     // Deny and restricted globs ignore letter case: on a case-insensitive host
     // file system `.GIT/config` is `.git/config`.
@@ -226,6 +240,14 @@ impl Draft {
             origin: origin.clone(),
             message: err.to_string().trim_end().to_string(),
         })?;
+        if let Some(read) = layer.read {
+            if let Some(deny) = read.deny {
+                self.read_deny.replace(source, origin, deny)?;
+            }
+            if let Some(allow) = read.allow {
+                self.read_allow.replace(source, origin, allow)?;
+            }
+        }
         if let Some(write) = layer.write {
             if let Some(allow) = write.allow {
                 self.allow.replace(source, origin, allow)?;
@@ -276,6 +298,10 @@ impl Draft {
     }
 
     fn finish(self) -> Result<Policy, PolicyError> {
+        let read = ReadRules {
+            deny: self.read_deny.patterns(),
+            allow: self.read_allow.patterns(),
+        };
         let write = WriteRules {
             allow: self.allow.patterns(),
             deny: self.deny.patterns(),
@@ -287,9 +313,12 @@ impl Draft {
             restricted: self.restricted.patterns(),
         };
         Ok(Policy {
+            read,
             write,
             review,
             sandbox: self.sandbox,
+            read_deny: self.read_deny.compile()?,
+            read_allow: self.read_allow.compile()?,
             allow: self.allow.compile()?,
             deny: self.deny.compile()?,
             restricted: self.restricted.compile()?,
@@ -330,6 +359,8 @@ impl Policy {
         extra_deny: &[String],
     ) -> Result<Policy, PolicyError> {
         let mut draft = Draft {
+            read_deny: Rules::new(true),
+            read_allow: Rules::new(false),
             allow: Rules::new(false),
             deny: Rules::new(true),
             restricted: Rules::new(true),

@@ -1,5 +1,6 @@
-//! The write policy as behaviour: what the defaults deny, how layers merge,
-//! and what a bad file says. Symlinks: `links`.
+//! The policy as behaviour: what the defaults withhold from the work copy
+//! and deny writing, how layers merge, and what a bad file says. Symlinks:
+//! `links`.
 
 mod links;
 
@@ -51,6 +52,113 @@ fn default_policy_allows_sources_and_denies_secrets_git_and_ci() {
     for (path, expected) in table {
         assert_eq!(rule_of(&policy, path), expected, "path {path}");
     }
+}
+
+fn withheld(policy: &Policy, path: &str) -> Option<String> {
+    policy.withheld_by(Path::new(path)).map(str::to_string)
+}
+
+#[test]
+fn default_read_rules_withhold_secrets_at_any_depth_and_not_their_lookalikes() {
+    let policy = defaults();
+    let table = [
+        (".env", Some("**/.env")),
+        ("services/api/.env.local", Some("**/.env.*")),
+        (".ENV", Some("**/.env")),
+        (".env.example", Some("**/.env.*")),
+        (".envrc", Some("**/.envrc")),
+        ("config/prod.pem", Some("**/*.pem")),
+        ("tls/server.KEY", Some("**/*.key")),
+        ("certs/client.p12", Some("**/*.p12")),
+        ("id_rsa", Some("**/id_rsa")),
+        ("deploy/id_ed25519", Some("**/id_ed25519")),
+        ("home/.ssh/config", Some("**/.ssh/**")),
+        (".aws/credentials", Some("**/credentials")),
+        ("gcp/credentials.json", Some("**/credentials.json")),
+        (".npmrc", Some("**/.npmrc")),
+        ("web/.npmrc", Some("**/.npmrc")),
+        (".netrc", Some("**/.netrc")),
+        (".pypirc", Some("**/.pypirc")),
+        (".git-credentials", Some("**/.git-credentials")),
+        (".docker/config.json", Some("**/.docker/config.json")),
+        (".dockercfg", Some("**/.dockercfg")),
+        ("app/secrets.yaml", Some("**/secrets.yaml")),
+        ("android/release.keystore", Some("**/*.keystore")),
+        ("infra/terraform.tfstate", Some("**/*.tfstate")),
+        ("infra/terraform.tfstate.backup", Some("**/*.tfstate.*")),
+        // Look-alikes that are ordinary files.
+        ("id_rsa.pub", None),
+        ("deploy/id_ed25519.pub", None),
+        ("src/id_utils.py", None),
+        ("src/credentials/mod.rs", None),
+        ("src/credentials.rs", None),
+        ("src/secrets.rs", None),
+        ("environment.rs", None),
+        ("docs/env.md", None),
+        ("keys.txt", None),
+        ("src/keyboard.c", None),
+        (".docker/daemon.json", None),
+    ];
+    for (path, rule) in table {
+        assert_eq!(
+            withheld(&policy, path),
+            rule.map(str::to_string),
+            "path {path}"
+        );
+    }
+}
+
+#[test]
+fn read_allow_re_admits_exactly_and_a_file_replaces_the_lists() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".ah")).unwrap();
+    std::fs::write(
+        project.path().join(PROJECT_POLICY_FILE),
+        "[read]\nallow = [\"**/.env.example\"]\n",
+    )
+    .unwrap();
+    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    assert_eq!(withheld(&policy, ".env.example"), None);
+    assert_eq!(withheld(&policy, "web/.env.example"), None);
+    // Allow globs match letter case exactly; deny globs do not.
+    assert_eq!(
+        withheld(&policy, ".ENV.EXAMPLE"),
+        Some("**/.env.*".to_string())
+    );
+    assert_eq!(withheld(&policy, ".env"), Some("**/.env".to_string()));
+    assert_eq!(policy.read().allow, ["**/.env.example"]);
+    assert_eq!(policy.read().deny, defaults().read().deny, "deny kept");
+
+    let file = project.path().join("run.toml");
+    std::fs::write(&file, "[read]\ndeny = [\"private/**\"]\n").unwrap();
+    let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
+    assert_eq!(
+        withheld(&policy, "private/a.txt"),
+        Some("private/**".to_string())
+    );
+    assert_eq!(withheld(&policy, "id_rsa"), None, "deny list replaced");
+    std::fs::write(&file, "[read]\ndeny = [\"a/[b\"]\n").unwrap();
+    let err = Policy::load(project.path(), Some(&file), &[], &[]).unwrap_err();
+    assert!(err.to_string().contains("(line 2)"), "{err}");
+}
+
+#[test]
+fn a_withheld_path_is_never_written() {
+    let policy = defaults();
+    let violation = policy.check_path("deploy/id_rsa").unwrap_err();
+    assert_eq!(
+        violation.reason,
+        Reason::Withheld {
+            rule: "**/id_rsa".to_string()
+        }
+    );
+    assert_eq!(violation.rule(), Some("**/id_rsa"));
+    assert_eq!(
+        violation.to_string(),
+        r#""deploy/id_rsa" is withheld from the work copy by read rule "**/id_rsa", so it is never written"#
+    );
+    // The write deny list speaks first where both match.
+    assert_eq!(rule_of(&policy, ".env"), denied("**/.env"));
 }
 
 #[test]
@@ -151,7 +259,7 @@ fn project_file_then_policy_file_then_command_line() {
     let project_only = Policy::load(project.path(), None, &[], &[]).unwrap();
     assert_eq!(project_only.write().deny, vec!["secret/**"]);
     assert_eq!(project_only.write().allow, vec!["**"]);
-    assert_eq!(rule_of(&project_only, ".env"), Ok(()));
+    assert_eq!(rule_of(&project_only, ".github/x.yml"), Ok(()));
     assert_eq!(project_only.review().max_lines, 50);
     assert_eq!(project_only.review().max_files, 3);
     assert_eq!(

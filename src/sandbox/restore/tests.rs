@@ -26,8 +26,9 @@ fn read(root: &Path, path: &str) -> String {
     fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// A project with ignored files, a nested repository and a file the run
-/// deletes.
+/// A project with ignored files, a nested repository, a file the run
+/// deletes, and secrets the read policy withholds (ignored, in an ignored
+/// folder, and recorded).
 fn project(root: &Path) {
     write(root, ".gitignore", "build/\n*.log\n");
     write(root, "src/lib.rs", "fn main() {}\n");
@@ -36,14 +37,25 @@ fn project(root: &Path) {
     write(root, "src/debug.log", "log\n");
     write(root, "nested/.git/HEAD", "ref: refs/heads/main\n");
     write(root, "nested/file", "nested\n");
+    write(root, ".env", "KEY=1\n");
+    write(root, "build/server.pem", "pem\n");
+    write(root, "deploy/id_rsa", "rsa\n");
+}
+
+/// What the default read policy withholds from [`project`].
+const WITHHELD: [&str; 3] = [".env", "build/server.pem", "deploy/id_rsa"];
+
+fn policy(root: &Path) -> Policy {
+    Policy::load(root, None, &[], &[]).unwrap()
 }
 
 /// Runs the two steps of the earlier run; returns its id, its baseline and
 /// its commit after step 1.
 async fn earlier_run(root: &Path) -> (String, Oid, String) {
     let dir = RunDir::create(&root.join(".ah")).unwrap();
-    let start = Run::prepare(root, &dir).unwrap();
-    let policy = Policy::load(root, None, &[], &[]).unwrap();
+    let policy = policy(root);
+    let start = Run::prepare(root, &dir, &policy).unwrap();
+    assert_eq!(start.withheld, WITHHELD);
     let backend = Box::new(NoneBackend::new(dir.work_dir()));
     let mut run = Run::attach(dir, start, backend, policy, artifacts::DEFAULT_MAX_BYTES);
     let bash = |command: &str| json!({ "command": command });
@@ -74,7 +86,7 @@ async fn the_step_files_and_the_projects_unrecorded_files_make_the_work_copy() {
         run_id: &old_id,
         commit: &step_one,
     };
-    let start = restore(root, &ah, &new, source).unwrap();
+    let start = restore(root, &ah, &new, source, &policy(root)).unwrap();
     assert_eq!(start.baseline, old_baseline);
     assert_eq!(start.head.to_string(), step_one);
 
@@ -91,6 +103,12 @@ async fn the_step_files_and_the_projects_unrecorded_files_make_the_work_copy() {
     assert_eq!(read(&work, "nested/file"), "nested\n");
     assert_eq!(read(&work, "nested/.git/HEAD"), "ref: refs/heads/main\n");
     assert!(!work.join(".ah").exists() && !work.join(".git").exists());
+    // Withheld files come from neither: the step never had them, and the
+    // project's are left out.
+    for absent in WITHHELD {
+        assert!(!work.join(absent).exists(), "{absent}");
+    }
+    assert_eq!(start.withheld, WITHHELD);
 
     // The index is in line with the work copy: nothing to record yet.
     let unchanged = start
@@ -132,14 +150,14 @@ async fn a_run_restored_from_a_restored_run_needs_neither_earlier_run() {
         commit: &step_one,
     };
     let middle = RunDir::create(&ah).unwrap();
-    let start = restore(root, &ah, &middle, source).unwrap();
-    let policy = Policy::load(root, None, &[], &[]).unwrap();
+    let policy = policy(root);
+    let start = restore(root, &ah, &middle, source, &policy).unwrap();
     let backend = Box::new(NoneBackend::new(middle.work_dir()));
     let mut run = Run::attach(
         middle.clone(),
         start,
         backend,
-        policy,
+        policy.clone(),
         artifacts::DEFAULT_MAX_BYTES,
     );
     let step = run
@@ -154,7 +172,7 @@ async fn a_run_restored_from_a_restored_run_needs_neither_earlier_run() {
         run_id: &middle_id,
         commit: &step.head,
     };
-    let start = restore(root, &ah, &last, source).unwrap();
+    let start = restore(root, &ah, &last, source, &policy).unwrap();
     assert_eq!(start.baseline, first_baseline);
     fs::remove_dir_all(middle.path()).unwrap();
     assert_eq!(read(&last.work_dir(), "a.txt"), "one\nmiddle\n");
@@ -179,7 +197,7 @@ async fn a_pruned_run_is_reported_as_pruned() {
             run_id: &run_id,
             commit: &step_one,
         };
-        let err = restore(root, &ah, &new, source).unwrap_err();
+        let err = restore(root, &ah, &new, source, &policy(root)).unwrap_err();
         assert!(
             matches!(&err, RestoreError::Pruned { run_id: id, .. } if *id == run_id),
             "{err}"

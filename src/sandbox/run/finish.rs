@@ -18,6 +18,8 @@ pub struct RunResult {
     pub baseline: String,
     pub head: String,
     pub steps: u32,
+    /// Project files the read policy kept out of the work copy.
+    pub withheld: Vec<String>,
     pub violations: Vec<ViolationRecord>,
     pub artifacts: ArtifactReport,
     /// What went wrong after the patch was saved (sandbox removal,
@@ -83,6 +85,7 @@ impl Run {
             baseline: self.baseline.to_string(),
             head: self.head.to_string(),
             steps: self.steps,
+            withheld: self.withheld,
             violations: self.violations,
             artifacts,
             warnings,

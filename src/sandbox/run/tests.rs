@@ -26,9 +26,9 @@ pub(super) fn fixture() -> Fixture {
     fs::create_dir(project.path().join("src")).unwrap();
     fs::write(project.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
     let dir = RunDir::create(&project.path().join(".ah")).unwrap();
-    let start = Run::prepare(project.path(), &dir).unwrap();
-    let work = dir.work_dir();
     let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    let start = Run::prepare(project.path(), &dir, &policy).unwrap();
+    let work = dir.work_dir();
     let backend = Box::new(NoneBackend::new(&work));
     let run = Run::attach(dir, start, backend, policy, artifacts::DEFAULT_MAX_BYTES);
     Fixture {

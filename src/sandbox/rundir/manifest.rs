@@ -1,5 +1,5 @@
 //! `manifest.json`: the summary of one run (task, model, backend, shadow
-//! commits, steps, violations, patch stats, review, apply). Every field has a
+//! commits, withheld files, steps, violations, patch stats, review, apply). Every field has a
 //! default so that a manifest written early in a run, or by an older ah, still
 //! loads; it is rewritten atomically as the run goes on.
 
@@ -33,6 +33,9 @@ pub struct Manifest {
     pub restored_from: Option<RestoredFrom>,
     /// Last shadow commit of the run (hex).
     pub head: Option<String>,
+    /// Project files the read policy kept out of the work copy, relative to
+    /// the project root.
+    pub withheld: Vec<String>,
     /// RFC 3339, UTC (see [`format_rfc3339`]).
     pub started_at: String,
     pub finished_at: Option<String>,

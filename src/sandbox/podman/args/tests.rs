@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn spec<'a>(work: &'a Path, project: &'a Path) -> RunSpec<'a> {
+fn spec(work: &Path) -> RunSpec<'_> {
     RunSpec {
         name: "ah-r1",
         labels: vec![("ah.run", "r1".to_string())],
@@ -15,12 +15,7 @@ fn spec<'a>(work: &'a Path, project: &'a Path) -> RunSpec<'a> {
             nproc: 200,
         },
         work_dir: work,
-        project_dir: project,
         read_only_work: false,
-        masks: vec![
-            Mask::Dir("/project/.ah".to_string()),
-            Mask::File("/project/.git".to_string()),
-        ],
         init: Path::new("/usr/bin/catatonit"),
         rootless: false,
         user: Some((0, 0)),
@@ -37,7 +32,7 @@ fn strings(args: &[OsString]) -> Vec<String> {
 
 #[test]
 fn run_args_make_a_closed_sandbox() {
-    let args = strings(&run_args(&spec(Path::new("/w"), Path::new("/p"))));
+    let args = strings(&run_args(&spec(Path::new("/w"))));
     for flag in [
         "--cap-drop=all",
         "--security-opt=no-new-privileges",
@@ -47,13 +42,11 @@ fn run_args_make_a_closed_sandbox() {
         "--http-proxy=false",
         "--unsetenv-all",
         "--volume=/w:/work:rw",
-        "--volume=/p:/project:ro",
         "--ulimit=nofile=1000:1000",
         "--ulimit=nproc=200:200",
         "--label=ah.run=r1",
         "--runtime=runc",
         "--user=0:0",
-        "--volume=/dev/null:/project/.git:ro",
         "--volume=/usr/bin/catatonit:/run/ah-init:ro",
     ] {
         assert!(
@@ -61,10 +54,10 @@ fn run_args_make_a_closed_sandbox() {
             "missing {flag} in {args:?}"
         );
     }
-    assert!(
-        args.iter()
-            .any(|a| a.starts_with("--tmpfs=/project/.ah:ro,notmpcopyup"))
-    );
+    // The host is mounted nowhere but /work and the init.
+    let volumes: Vec<&String> = args.iter().filter(|a| a.starts_with("--volume=")).collect();
+    assert_eq!(volumes.len(), 2, "{volumes:?}");
+    assert!(!args.iter().any(|a| a.contains("/project")), "{args:?}");
     assert!(!args.iter().any(|a| a.contains("keep-id")));
     // catatonit is PID 1 and starts nothing: no keeper process to spare.
     assert!(!args.contains(&"--init".to_string()));
@@ -76,21 +69,19 @@ fn run_args_make_a_closed_sandbox() {
 
 #[test]
 fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
-    let mut spec = spec(Path::new("/w"), Path::new("/p"));
+    let mut spec = spec(Path::new("/w"));
     spec.rootless = true;
     spec.read_only_work = true;
-    spec.masks = Vec::new();
     let args = strings(&run_args(&spec));
     assert!(args.contains(&"--userns=keep-id".to_string()));
     assert!(!args.iter().any(|a| a.starts_with("--user=")));
     assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
-    assert!(!args.iter().any(|a| a.contains("/project/.")));
 }
 
 #[test]
 fn the_network_mode_picks_the_network_and_the_mounts() {
     let env = [("PATH".to_string(), CONTAINER_PATH.to_string())];
-    let mut spec = spec(Path::new("/w"), Path::new("/p"));
+    let mut spec = spec(Path::new("/w"));
     spec.env = &env;
     spec.network = Network::Proxy {
         socket_dir: Path::new("/tmp/ah-egress-x"),
@@ -112,25 +103,6 @@ fn the_network_mode_picks_the_network_and_the_mounts() {
     );
     spec.network = Network::Full("pasta");
     assert!(strings(&run_args(&spec)).contains(&"--network=pasta".to_string()));
-}
-
-#[test]
-fn masks_cover_the_hidden_entries_a_project_has() {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
-    assert_eq!(project_masks(dir.path()), []);
-    std::fs::create_dir(dir.path().join(".ah")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(dir.path().join(".git"), "gitdir: /elsewhere\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        project_masks(dir.path()),
-        [
-            Mask::Dir("/project/.ah".to_string()),
-            Mask::File("/project/.git".to_string())
-        ]
-    );
-    std::fs::remove_file(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::create_dir(dir.path().join(".git")).unwrap_or_else(|e| panic!("{e}"));
-    assert!(project_masks(dir.path()).contains(&Mask::Dir("/project/.git".to_string())));
 }
 
 #[test]

@@ -1,0 +1,71 @@
+//! The container's init (catatonit, PID 1) runs from an execute-only copy.
+//!
+//! Every process in the container runs as the same user as PID 1, and the
+//! kernel lets a same-user process without `CAP_SYS_PTRACE` ptrace another
+//! and read its `/proc/<pid>/mem` and `environ`, unless that process is
+//! non-dumpable (issue 13 §8: a command could take over the init that
+//! reaps and outlives every step). An `exec` of a file its process cannot
+//! read makes that process non-dumpable, and the container's processes
+//! have no capability to read past a file's mode: so the host's catatonit
+//! is copied to a private folder with mode `--x--x--x` and mounted from
+//! there. Unlike a seccomp rule against `ptrace`, this also closes
+//! `/proc/1/mem` (an `open`, not a `ptrace`), and it leaves `gdb` and
+//! `strace` working on the commands' own processes.
+
+use std::fs::{self, Permissions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::PodmanError;
+
+/// Execute for everyone, read and write for no one.
+const MODE: u32 = 0o111;
+
+/// The execute-only copy of the init; removed when dropped, so it must live
+/// as long as the container (a restart runs it again).
+#[derive(Debug)]
+pub(super) struct Init {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Init {
+    /// Copies the host's init `host_init` to a new private folder.
+    pub(super) fn copy(host_init: &Path) -> Result<Init, PodmanError> {
+        let io = |source| PodmanError::Io {
+            what: "make the execute-only copy of the init",
+            source,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("ah-init-")
+            .tempdir()
+            .map_err(io)?;
+        let path = dir.path().join("init");
+        fs::copy(host_init, &path).map_err(io)?;
+        fs::set_permissions(&path, Permissions::from_mode(MODE)).map_err(io)?;
+        Ok(Init { _dir: dir, path })
+    }
+
+    /// The copy, to mount at [`INIT_PATH`](super::INIT_PATH).
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_copy_is_execute_only_and_goes_with_its_owner() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let host = dir.path().join("catatonit");
+        fs::write(&host, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
+        let init = Init::copy(&host).unwrap_or_else(|e| panic!("{e}"));
+        let meta = fs::metadata(init.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(meta.permissions().mode() & 0o7777, MODE);
+        let copy = init.path().to_path_buf();
+        drop(init);
+        assert!(!copy.exists());
+    }
+}

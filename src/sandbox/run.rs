@@ -27,7 +27,7 @@ use super::egress::EgressDecision;
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
 use super::shadow::{self, ShadowRepo};
-use super::{Backend, BackendKind, Change, workspace};
+use super::{Backend, BackendKind, Change, capture, workspace};
 use crate::llm::ToolDef;
 use crate::llm::models::EditFormat;
 use crate::tools::{self, OutputLimits, ToolOutput};
@@ -73,6 +73,13 @@ fn redact_output(output: &mut ToolOutput) {
     output.stdout = redact::bytes(&output.stdout).into_owned();
     output.stderr = redact::bytes(&output.stderr).into_owned();
     redact::json(&mut output.details);
+}
+
+/// Caps what the step files and the session keep of the raw output.
+fn bound_output(output: &mut ToolOutput) {
+    for stream in [&mut output.stdout, &mut output.stderr] {
+        *stream = capture::bounded(std::mem::take(stream), capture::MAX_STORED_BYTES);
+    }
 }
 
 /// Where a prepared run starts: its shadow repo, the baseline its patch is
@@ -235,6 +242,7 @@ impl Run {
         // A secret the sandbox could read (a key in a project file) goes no
         // further: not to the model, the session or the step files.
         redact_output(&mut output);
+        bound_output(&mut output);
         let mut outcome = StepOutcome {
             step,
             output: ToolOutput::error(String::new()),

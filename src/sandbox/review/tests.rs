@@ -333,3 +333,20 @@ fn diffstat_shortens_long_paths_and_stays_within_80_columns() {
     assert_eq!(lines[0].chars().count(), STAT_WIDTH, "{text}");
     assert_eq!(lines[1], format!(" a{} |    1 +", " ".repeat(MAX_NAME - 1)));
 }
+
+#[test]
+fn a_patch_over_the_byte_cap_is_saved_whatever_is_in_it() {
+    use crate::sandbox::patch::{MAX_PATCH_BYTES, PatchInfo};
+    let mut patch = PatchInfo::empty();
+    patch.files.push(stat("a", 1, 1));
+    patch.bytes = MAX_PATCH_BYTES;
+    assert_eq!(decide_patch(&patch, &policy(), true), AutoDecision::Apply);
+    patch.bytes = MAX_PATCH_BYTES + (1 << 20);
+    assert_eq!(
+        reasons(decide_patch(&patch, &policy(), false)),
+        [
+            "patch too big: 65.0 MiB > 64.0 MiB (the most --review auto applies)",
+            "does not apply cleanly to the host"
+        ]
+    );
+}

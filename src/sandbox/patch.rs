@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use git2::{DiffFormat, DiffOptions, Oid};
+use git2::{DiffOptions, Oid, Patch};
 
 use super::review::FileStat;
 use super::rundir::PatchStats;
@@ -26,6 +26,12 @@ const FULL_INDEX: u16 = 40;
 /// for a person to look at (binaries near the 50 MiB a recorded file may
 /// have make patches of hundreds of MiB; no source change is that big).
 pub const MAX_PATCH_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Files larger than this get a binary hunk, not a line diff: libgit2's
+/// line diff holds ~100 bytes per line (a 2 MB file of 1M short lines took
+/// 100 MiB, a 39 MB one 800 MiB), while a binary hunk costs a few times
+/// the file, which is at most 50 MiB. A review lists such a file as binary.
+pub const MAX_LINE_DIFF_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
@@ -81,9 +87,10 @@ impl PatchInfo {
 }
 
 /// Writes the patch from commit `baseline` to commit `head` of `repo` to
-/// `out` (the run's `session.patch`), streamed: git2 hands over the patch a
-/// line (a binary file: one hunk) at a time, and the counts come from the
-/// same lines, so the patch text is never held whole.
+/// `out` (the run's `session.patch`), streamed: one file's patch at a time
+/// is made and printed into the file, and the counts come from the same
+/// lines, so the patch text is never held whole. A file over
+/// [`MAX_LINE_DIFF_BYTES`] on either side gets a binary hunk.
 pub fn session_patch(
     repo: &ShadowRepo,
     baseline: Oid,
@@ -96,63 +103,52 @@ pub fn session_patch(
     };
     let old = repo.commit_tree(baseline)?;
     let new = repo.commit_tree(head)?;
-    let mut opts = DiffOptions::new();
-    opts.show_binary(true).id_abbrev(FULL_INDEX);
-    // No `include_typechange`: git prints a type change as a deletion and
-    // an addition, which is the form `git apply` takes.
-    let diff = repo
-        .git()
-        .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
+    // The same deltas in the same order, as text where it can be and as
+    // binary for the large files.
+    let diff = |binary: bool| {
+        let mut opts = DiffOptions::new();
+        opts.show_binary(true)
+            .id_abbrev(FULL_INDEX)
+            .force_binary(binary);
+        // No `include_typechange`: git prints a type change as a deletion
+        // and an addition, which is the form `git apply` takes.
+        repo.git()
+            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
+    };
+    let (text, binary) = (diff(false)?, diff(true)?);
+    let odb = repo.git().odb()?;
+    let large = |file: git2::DiffFile<'_>| {
+        !file.id().is_zero()
+            && odb
+                .read_header(file.id())
+                .is_ok_and(|(size, _)| size as u64 > MAX_LINE_DIFF_BYTES)
+    };
 
     let mut writer = BufWriter::new(File::create(out).map_err(write_err)?);
     let mut info = PatchInfo::empty();
     let mut failed = None;
-    let printed = diff.print(DiffFormat::Patch, |delta, _, line| {
-        let origin = line.origin();
-        match origin {
-            // A file's header starts its section.
-            'F' => info.files.push(file_stat(&delta)),
-            'B' => {
-                if let Some(file) = info.files.last_mut() {
-                    file.binary = true;
-                }
-            }
-            '+' | '-' => {
-                if let Some(file) = info.files.last_mut() {
-                    if origin == '+' {
-                        file.added += 1;
-                    } else {
-                        file.removed += 1;
-                    }
-                }
-            }
-            _ => {}
-        }
-        // git prints a hunk line's origin in front of its content.
-        let prefix: &[u8] = match origin {
-            '+' => b"+",
-            '-' => b"-",
-            ' ' => b" ",
-            _ => b"",
+    for (idx, delta) in text.deltas().enumerate() {
+        let source = if large(delta.old_file()) || large(delta.new_file()) {
+            &binary
+        } else {
+            &text
         };
-        let written = writer
-            .write_all(prefix)
-            .and_then(|()| writer.write_all(line.content()));
-        match written {
-            Ok(()) => {
-                info.bytes += (prefix.len() + line.content().len()) as u64;
-                true
-            }
-            Err(e) => {
-                failed = Some(e);
-                false
-            }
+        let Some(mut patch) = Patch::from_diff(source, idx)? else {
+            continue;
+        };
+        patch.print(
+            &mut |delta, _, line| match print_line(&mut writer, &mut info, &delta, &line) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
+        )?;
+        if let Some(e) = failed.take() {
+            return Err(write_err(e));
         }
-    });
-    if let Some(e) = failed {
-        return Err(write_err(e));
     }
-    printed?;
     writer
         .into_inner()
         .map_err(|e| e.into_error())
@@ -160,6 +156,46 @@ pub fn session_patch(
     info.added_lines = info.files.iter().map(|f| f.added).sum();
     info.removed_lines = info.files.iter().map(|f| f.removed).sum();
     Ok(info)
+}
+
+/// Writes one line of a file's patch as git prints it, and counts it.
+fn print_line(
+    out: &mut impl Write,
+    info: &mut PatchInfo,
+    delta: &git2::DiffDelta<'_>,
+    line: &git2::DiffLine<'_>,
+) -> io::Result<()> {
+    let origin = line.origin();
+    match origin {
+        // A file's header starts its section.
+        'F' => info.files.push(file_stat(delta)),
+        'B' => {
+            if let Some(file) = info.files.last_mut() {
+                file.binary = true;
+            }
+        }
+        '+' | '-' => {
+            if let Some(file) = info.files.last_mut() {
+                if origin == '+' {
+                    file.added += 1;
+                } else {
+                    file.removed += 1;
+                }
+            }
+        }
+        _ => {}
+    }
+    // git prints a hunk line's origin in front of its content.
+    let prefix: &[u8] = match origin {
+        '+' => b"+",
+        '-' => b"-",
+        ' ' => b" ",
+        _ => b"",
+    };
+    out.write_all(prefix)?;
+    out.write_all(line.content())?;
+    info.bytes += (prefix.len() + line.content().len()) as u64;
+    Ok(())
 }
 
 /// The patch and its text (lossy UTF-8), for tests: written to a
@@ -496,5 +532,25 @@ mod tests {
         let missing = run.dir.path().join("missing/session.patch");
         let err = session_patch(&run.repo, run.baseline, head, &missing).unwrap_err();
         assert!(err.to_string().contains("missing/session.patch"), "{err}");
+    }
+
+    #[test]
+    fn a_large_text_file_gets_a_binary_hunk_that_applies() {
+        let run = run();
+        let big: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+        assert!(big.len() as u64 > MAX_LINE_DIFF_BYTES);
+        fs::write(run.work().join("big.txt"), &big).unwrap();
+        fs::write(run.work().join("README.md"), "small\n").unwrap();
+        let (_, info) = run.patch();
+        assert_eq!(
+            info.files,
+            [
+                entry("README.md", 1, 3, false, (FILE, FILE)),
+                entry("big.txt", 0, 0, true, (0, FILE)),
+            ]
+        );
+        assert!(run.text().contains("GIT binary patch"));
+        run.apply();
+        assert_eq!(fs::read_to_string(run.host().join("big.txt")).unwrap(), big);
     }
 }

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::host::{Host, json_file};
+use support::host::{Host, json_file, query};
 use support::mock::MockServer;
 use support::steps::{bash, script};
 
@@ -229,4 +229,37 @@ fn a_patch_of_big_binaries_is_streamed_to_disk_and_not_applied() {
         "{stderr}"
     );
     assert!(!host.project.join("bin1").exists(), "nothing was applied");
+}
+
+#[test]
+fn a_run_past_its_disk_budget_stops_and_its_patch_is_not_applied() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let (_, stderr, mock) = run_exit(
+        &host,
+        vec![bash("head -c 8M /dev/urandom > blob")],
+        &["--review", "auto", "--disk-budget", "5M"],
+        // 1: the review refused the patch.
+        1,
+    );
+    // The model is not asked again: no more tools run.
+    assert_eq!(mock.requests().len(), 1);
+    let stored = query(
+        &host.sessions()[0],
+        "SELECT content FROM content_blocks WHERE block_type = 'tool_result'",
+    );
+    let told = stored[0][0].as_str().unwrap();
+    assert!(
+        told.contains("[ah: the run is stopped: the run's files take ")
+            && told.contains("over its disk budget of 5.0 MiB (raise it with --disk-budget"),
+        "{told}"
+    );
+    let manifest = json_file(&host.run().join("manifest.json"));
+    assert!(
+        manifest["poisoned"]
+            .as_str()
+            .is_some_and(|why| why.contains("disk budget")),
+        "{manifest}"
+    );
+    assert!(stderr.contains("must not be applied"), "{stderr}");
+    assert!(!host.project.join("blob").exists());
 }

@@ -23,6 +23,7 @@ use std::time::Instant;
 use git2::Oid;
 use serde_json::Value;
 
+use super::disk::DiskBudget;
 use super::egress::EgressDecision;
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
@@ -113,6 +114,7 @@ pub struct Run {
     poisoned: Option<String>,
     limits: OutputLimits,
     bash_timeout: u64,
+    disk_budget: DiskBudget,
 }
 
 impl Run {
@@ -158,6 +160,7 @@ impl Run {
             poisoned: None,
             limits: OutputLimits::default(),
             bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
+            disk_budget: DiskBudget::default(),
         }
     }
 
@@ -180,6 +183,11 @@ impl Run {
     /// edit tool of its edit `format`.
     pub fn tool_specs(&self, format: EditFormat) -> Vec<ToolDef> {
         self.rules.specs(format)
+    }
+
+    /// Sets how much disk the run may use; checked after every step.
+    pub fn set_disk_budget(&mut self, budget: DiskBudget) {
+        self.disk_budget = budget;
     }
 
     /// Sets how long a `bash` call runs when the model names no timeout.
@@ -279,7 +287,22 @@ impl Run {
                 "\n[ah: the step record could not be written: {err}]"
             ));
         }
+        self.check_disk(&mut outcome);
         outcome
+    }
+
+    /// Stops the run, as a poisoned one (no more tools, the patch kept but
+    /// never applied), once its files pass the disk budget.
+    fn check_disk(&mut self, outcome: &mut StepOutcome) {
+        if self.poisoned.is_some() {
+            return;
+        }
+        if let Err(why) = self.disk_budget.check(self.dir.path()) {
+            outcome.output.content.push_str(&format!(
+                "\n[ah: the run is stopped: {why}; make no more tool calls]"
+            ));
+            self.poisoned = Some(why);
+        }
     }
 
     /// Commits what the step changed on the last accepted commit, or undoes

@@ -111,8 +111,9 @@ fn a_project_policy_that_restricts_more_keeps_ci_restricted() {
 #[test]
 fn three_one_line_files_of_megabytes_are_not_small() {
     let host = Host::git(&[("a.txt", "one\n")]);
-    // 4 MiB of `x` and a newline each: one line per file.
-    let make = "for f in a b c; do head -c 4194304 /dev/zero | tr '\\0' x > big-$f.txt; \
+    // 300 KiB of `x` and a newline each: one line per file, each a text
+    // diff (files over 1 MiB become binary hunks, refused as binary).
+    let make = "for f in a b c; do head -c 307200 /dev/zero | tr '\\0' x > big-$f.txt; \
                 echo >> big-$f.txt; done";
     assert_saved(
         &host,

@@ -172,6 +172,12 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "SIZE", default_value = "4g")]
     pub memory: String,
 
+    /// Disk the run directory (work copy, shadow repo, step files) may take
+    /// (e.g. 10G); the run stops when it passes this or when less than 1 GiB
+    /// stays free [config: sandbox.disk_budget; default: 10G].
+    #[arg(long, value_name = "SIZE", value_parser = crate::sandbox::disk::parse_size)]
+    pub disk_budget: Option<u64>,
+
     /// Most processes the sandbox may run at once.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub pids_limit: u32,

@@ -29,6 +29,7 @@ use crate::agent::prompt::Workspace;
 use crate::agent::{
     AbortHandle, AbortSignal, EndReason, Event, abort_channel, record_event, set_state,
 };
+use crate::sandbox::disk::DiskBudget;
 use crate::sandbox::none::NoneBackend;
 use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
@@ -101,6 +102,12 @@ pub(super) async fn start_run(
         run.attach_read_only_backend(Box::new(read_only));
     }
     run.set_output_limits(output_limits(&args.output_limits));
+    if let Some(max_bytes) = args.sandbox.disk_budget {
+        run.set_disk_budget(DiskBudget {
+            max_bytes,
+            ..DiskBudget::default()
+        });
+    }
     run.set_bash_timeout(
         args.bash_timeout
             .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),

@@ -3,7 +3,7 @@
 //! choice (`ask`): apply all, choose files, save only or discard. Applying
 //! is always the sandbox layer's 3-way apply.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -17,7 +17,7 @@ use crate::sandbox::policy::Policy;
 use crate::sandbox::review::{self as rules, AutoDecision};
 use crate::sandbox::run::RunResult;
 use crate::sandbox::rundir::ReviewRecord;
-use crate::sandbox::safe_text::{terminal_safe, terminal_safe_bytes};
+use crate::sandbox::safe_text::{copy_terminal_safe, terminal_safe};
 
 /// How the review ended.
 #[derive(Debug, Clone)]
@@ -49,7 +49,10 @@ pub fn review(
     }
     // The diffstat escapes the names itself; the rest is ours.
     eprintln!("{}", rules::diffstat(&result.patch.files));
-    let hidden = rules::hidden_chars(&result.patch);
+    let patch_file = std::fs::File::open(patch_path)
+        .with_context(|| format!("cannot read {}", patch_path.display()))?;
+    let hidden = rules::hidden_chars(&result.patch, std::io::BufReader::new(patch_file))
+        .with_context(|| format!("cannot read {}", patch_path.display()))?;
     if !hidden.is_empty() {
         eprintln!(
             "{} the patch holds invisible or bidi characters: {}",
@@ -73,7 +76,7 @@ pub fn review(
         }
         ReviewMode::Auto => {
             let clean = apply::check_patch(project, patch_path)?;
-            match rules::decide(&result.patch.files, policy, clean, &hidden) {
+            match rules::decide_patch(&result.patch, policy, clean, &hidden) {
                 AutoDecision::Apply => apply_now(
                     mode,
                     project,
@@ -142,7 +145,14 @@ pub fn review(
                     let run_dir = patch_path
                         .parent()
                         .context("the patch file has no run directory")?;
-                    review_pick::pick_and_apply(project, run_dir, &result.patch, task, no_commit)
+                    review_pick::pick_and_apply(
+                        project,
+                        run_dir,
+                        patch_path,
+                        &result.patch,
+                        task,
+                        no_commit,
+                    )
                 }
                 2 => {
                     eprintln!("patch saved: {}", patch_path.display());
@@ -236,11 +246,13 @@ fn run_id(patch_path: &Path) -> String {
 
 /// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
 /// it; control, bidi and invisible characters in it are made visible first,
-/// whatever the pager (the file on disk stays exact).
+/// whatever the pager (the file on disk stays exact). The patch is streamed
+/// from its file, never read whole.
 fn show_in_pager(patch_path: &Path) -> Result<()> {
-    let raw = std::fs::read(patch_path)
-        .with_context(|| format!("cannot read {}", patch_path.display()))?;
-    let text = terminal_safe_bytes(&raw).into_bytes();
+    let open = || {
+        std::fs::File::open(patch_path)
+            .with_context(|| format!("cannot read {}", patch_path.display()))
+    };
     let pager = ["GIT_PAGER", "PAGER"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
@@ -253,17 +265,15 @@ fn show_in_pager(patch_path: &Path) -> Result<()> {
             .stdin(Stdio::piped())
             .spawn();
         if let Ok(mut child) = child {
-            if let Some(mut stdin) = child.stdin.take() {
+            if let Some(stdin) = child.stdin.take() {
                 // A pager quit early closes its input; that is not an error.
-                let _ = stdin.write_all(&text);
+                let _ = copy_terminal_safe(open()?, stdin);
             }
             let _ = child.wait();
             return Ok(());
         }
     }
-    std::io::stdout()
-        .write_all(&text)
-        .context("cannot print the patch")
+    copy_terminal_safe(open()?, std::io::stdout().lock()).context("cannot print the patch")
 }
 
 #[cfg(test)]

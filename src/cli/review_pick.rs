@@ -13,10 +13,11 @@ use crate::sandbox::safe_text::name_safe;
 use crate::sandbox::subpatch;
 
 /// Asks which files to apply and applies them. `run_dir` receives
-/// `chosen.patch` and `rest.patch`.
+/// `chosen.patch` and `rest.patch`, cut from the patch at `patch_path`.
 pub(super) fn pick_and_apply(
     project: &Path,
     run_dir: &Path,
+    patch_path: &Path,
     patch: &PatchInfo,
     task: &str,
     no_commit: bool,
@@ -58,19 +59,10 @@ pub(super) fn pick_and_apply(
         eprintln!("no files chosen; patch saved");
         return Ok(outcome(mode, "saved", "no file was chosen", false, false));
     }
-    let split = subpatch::split(patch, &chosen)?;
     let chosen_path = run_dir.join("chosen.patch");
     let rest_path = run_dir.join("rest.patch");
-    split
-        .chosen
-        .write_to(&chosen_path)
-        .context("cannot save the chosen files' patch")?;
-    if !split.rest.is_empty() {
-        split
-            .rest
-            .write_to(&rest_path)
-            .context("cannot save the rest of the patch")?;
-    }
+    let split = subpatch::split(patch_path, patch, &chosen, &chosen_path, &rest_path)
+        .context("cannot split the patch by file")?;
     let why = if split.rest.is_empty() {
         "chosen by the user: every file".to_string()
     } else {

@@ -12,6 +12,20 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const HEAD_BYTES: usize = 4 * 1024 * 1024;
 /// Bytes kept from the end of a stream.
 pub const TAIL_BYTES: usize = 4 * 1024 * 1024;
+/// The most a step keeps of one output stream (a step file, and the
+/// session's copy): what any tool returns beyond it is cut in the middle.
+pub const MAX_STORED_BYTES: usize = 16 * 1024 * 1024;
+
+/// `bytes` if they fit in `cap`; else their start and end, `cap / 2` bytes
+/// each, around a marker line saying how much was dropped.
+pub fn bounded(bytes: Vec<u8>, cap: usize) -> Vec<u8> {
+    if bytes.len() <= cap {
+        return bytes;
+    }
+    let mut capture = Capture::with_limits(cap / 2, cap - cap / 2);
+    capture.push(&bytes);
+    capture.finish().0
+}
 
 /// One stream's kept bytes while it is being read.
 #[derive(Debug)]
@@ -111,6 +125,13 @@ mod tests {
         assert_eq!(dropped, 4);
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text, "abcd\n[ah: 4 bytes of output dropped here]\nijk");
+    }
+
+    #[test]
+    fn stored_output_is_bounded_with_a_marker() {
+        assert_eq!(bounded(b"abcdef".to_vec(), 6), b"abcdef");
+        let out = String::from_utf8(bounded(b"abcdefghij".to_vec(), 4)).unwrap();
+        assert_eq!(out, "ab\n[ah: 6 bytes of output dropped here]\nij");
     }
 
     #[test]

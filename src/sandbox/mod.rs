@@ -6,6 +6,7 @@
 pub mod apply;
 pub mod artifacts;
 pub mod capture;
+pub mod disk;
 pub mod doctor;
 pub mod egress;
 pub mod image;

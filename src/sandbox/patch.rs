@@ -9,6 +9,8 @@
 //! deletion plus an addition, and a file replaced by a link (or back) is a
 //! deletion plus an addition of the same path, again as git prints it.
 
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use git2::{DiffOptions, Oid, Patch};
@@ -20,35 +22,58 @@ use super::shadow::{ShadowError, ShadowRepo};
 /// Hex digits of a full SHA-1 object id.
 const FULL_INDEX: u16 = 40;
 
+/// The largest patch `--review auto` may apply. A bigger one is saved whole
+/// for a person to look at (binaries near the 50 MiB a recorded file may
+/// have make patches of hundreds of MiB; no source change is that big).
+pub const MAX_PATCH_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Files larger than this get a binary hunk, not a line diff: libgit2's
+/// line diff holds ~100 bytes per line (a 2 MB file of 1M short lines took
+/// 100 MiB, a 39 MB one 800 MiB), while a binary hunk costs a few times
+/// the file, which is at most 50 MiB. A review lists such a file as binary.
+pub const MAX_LINE_DIFF_BYTES: u64 = 1024 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
     #[error(transparent)]
     Shadow(#[from] ShadowError),
     #[error("building the session patch failed: {0}")]
     Diff(#[from] git2::Error),
-    #[error("cannot write the session patch to {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot write the session patch to {path}: {source}; check the disk has room")]
+    Write { path: PathBuf, source: io::Error },
 }
 
-/// A session patch and what is in it.
+/// What is in a session patch written to disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PatchInfo {
-    /// The patch, ready for `git apply`. Empty when nothing changed.
-    pub text: Vec<u8>,
     /// One entry per file section, in patch order (the old path for a
     /// deletion; binary files have no line counts), with both sides' modes.
     pub files: Vec<FileStat>,
     pub added_lines: u64,
     pub removed_lines: u64,
+    /// The size of the patch text.
+    pub bytes: u64,
 }
 
 impl PatchInfo {
+    /// A patch with nothing in it.
+    pub fn empty() -> PatchInfo {
+        PatchInfo {
+            files: Vec::new(),
+            added_lines: 0,
+            removed_lines: 0,
+            bytes: 0,
+        }
+    }
+
     /// True when the run changed nothing.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// Over [`MAX_PATCH_BYTES`]: never applied without a person.
+    pub fn over_cap(&self) -> bool {
+        self.bytes > MAX_PATCH_BYTES
     }
 
     /// Files and line totals, as the manifest keeps them.
@@ -59,69 +84,162 @@ impl PatchInfo {
             removed: self.removed_lines,
         }
     }
-
-    /// Writes the patch text to `path` (the run's `session.patch`).
-    pub fn write_to(&self, path: &Path) -> Result<(), PatchError> {
-        std::fs::write(path, &self.text).map_err(|source| PatchError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
-    }
 }
 
-/// Builds the patch from commit `baseline` to commit `head` of `repo`.
-pub fn session_patch(repo: &ShadowRepo, baseline: Oid, head: Oid) -> Result<PatchInfo, PatchError> {
+/// Writes the patch from commit `baseline` to commit `head` of `repo` to
+/// `out` (the run's `session.patch`), streamed: one file's patch at a time
+/// is made and printed into the file, and the counts come from the same
+/// lines, so the patch text is never held whole. A file over
+/// [`MAX_LINE_DIFF_BYTES`] on either side gets a binary hunk.
+pub fn session_patch(
+    repo: &ShadowRepo,
+    baseline: Oid,
+    head: Oid,
+    out: &Path,
+) -> Result<PatchInfo, PatchError> {
+    let write_err = |source| PatchError::Write {
+        path: out.to_path_buf(),
+        source,
+    };
     let old = repo.commit_tree(baseline)?;
     let new = repo.commit_tree(head)?;
-    let mut opts = DiffOptions::new();
-    opts.show_binary(true).id_abbrev(FULL_INDEX);
-    // No `include_typechange`: git prints a type change as a deletion and
-    // an addition, which is the form `git apply` takes.
-    let diff = repo
-        .git()
-        .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))?;
-
-    let mut info = PatchInfo {
-        text: Vec::new(),
-        files: Vec::new(),
-        added_lines: 0,
-        removed_lines: 0,
+    // The same deltas in the same order, as text where it can be and as
+    // binary for the large files.
+    let diff = |binary: bool| {
+        let mut opts = DiffOptions::new();
+        opts.show_binary(true)
+            .id_abbrev(FULL_INDEX)
+            .force_binary(binary);
+        // No `include_typechange`: git prints a type change as a deletion
+        // and an addition, which is the form `git apply` takes.
+        repo.git()
+            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
     };
-    for idx in 0..diff.deltas().len() {
-        let Some(mut patch) = Patch::from_diff(&diff, idx)? else {
+    let (text, binary) = (diff(false)?, diff(true)?);
+    let odb = repo.git().odb()?;
+    let large = |file: git2::DiffFile<'_>| {
+        !file.id().is_zero()
+            && odb
+                .read_header(file.id())
+                .is_ok_and(|(size, _)| size as u64 > MAX_LINE_DIFF_BYTES)
+    };
+
+    let mut writer = BufWriter::new(File::create(out).map_err(write_err)?);
+    let mut info = PatchInfo::empty();
+    let mut failed = None;
+    for (idx, delta) in text.deltas().enumerate() {
+        let source = if large(delta.old_file()) || large(delta.new_file()) {
+            &binary
+        } else {
+            &text
+        };
+        let Some(mut patch) = Patch::from_diff(source, idx)? else {
             continue;
         };
-        let (_, added, removed) = patch.line_stats()?;
-        let (added, removed) = (added as u64, removed as u64);
-        let delta = patch.delta();
-        let file = if delta.status() == git2::Delta::Deleted {
-            delta.old_file()
-        } else {
-            delta.new_file()
-        };
-        let path = file
+        patch.print(
+            &mut |delta, _, line| match print_line(&mut writer, &mut info, &delta, &line) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
+        )?;
+        if let Some(e) = failed.take() {
+            return Err(write_err(e));
+        }
+    }
+    writer
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .map_err(write_err)?;
+    info.added_lines = info.files.iter().map(|f| f.added).sum();
+    info.removed_lines = info.files.iter().map(|f| f.removed).sum();
+    Ok(info)
+}
+
+/// Writes one line of a file's patch as git prints it, and counts it.
+fn print_line(
+    out: &mut impl Write,
+    info: &mut PatchInfo,
+    delta: &git2::DiffDelta<'_>,
+    line: &git2::DiffLine<'_>,
+) -> io::Result<()> {
+    let origin = line.origin();
+    match origin {
+        // A file's header starts its section.
+        'F' => info.files.push(file_stat(delta)),
+        'B' => {
+            if let Some(file) = info.files.last_mut() {
+                file.binary = true;
+            }
+        }
+        '+' | '-' => {
+            if let Some(file) = info.files.last_mut() {
+                if origin == '+' {
+                    file.added += 1;
+                } else {
+                    file.removed += 1;
+                }
+            }
+        }
+        _ => {}
+    }
+    // git prints a hunk line's origin in front of its content.
+    let prefix: &[u8] = match origin {
+        '+' => b"+",
+        '-' => b"-",
+        ' ' => b" ",
+        _ => b"",
+    };
+    out.write_all(prefix)?;
+    out.write_all(line.content())?;
+    let bytes = (prefix.len() + line.content().len()) as u64;
+    info.bytes += bytes;
+    if let Some(file) = info.files.last_mut() {
+        file.bytes += bytes;
+    }
+    Ok(())
+}
+
+/// The patch and its text (lossy UTF-8), for tests: written to a
+/// temporary file and read back.
+#[cfg(test)]
+pub fn patch_text(
+    repo: &ShadowRepo,
+    baseline: Oid,
+    head: Oid,
+) -> Result<(PatchInfo, String), PatchError> {
+    let dir = tempfile::tempdir().map_err(|source| PatchError::Write {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let file = dir.path().join("session.patch");
+    let info = session_patch(repo, baseline, head, &file)?;
+    let bytes = std::fs::read(&file).map_err(|source| PatchError::Write { path: file, source })?;
+    Ok((info, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// A file section's entry, before its lines are counted.
+fn file_stat(delta: &git2::DiffDelta<'_>) -> FileStat {
+    let file = if delta.status() == git2::Delta::Deleted {
+        delta.old_file()
+    } else {
+        delta.new_file()
+    };
+    FileStat {
+        path: file
             .path_bytes()
             .map(|p| String::from_utf8_lossy(p).into_owned())
-            .unwrap_or_default();
-        let binary = delta.flags().is_binary();
+            .unwrap_or_default(),
+        added: 0,
+        removed: 0,
+        binary: delta.flags().is_binary(),
         // Git's octal modes; a side that does not exist reads 0 (`Unreadable`).
-        let old_mode = u32::from(delta.old_file().mode());
-        let new_mode = u32::from(delta.new_file().mode());
-        let section = patch.to_buf()?;
-        info.text.extend_from_slice(&section);
-        info.added_lines += added;
-        info.removed_lines += removed;
-        info.files.push(FileStat {
-            path,
-            added,
-            removed,
-            binary,
-            old_mode,
-            new_mode,
-            bytes: section.len() as u64,
-        });
+        old_mode: u32::from(delta.old_file().mode()),
+        new_mode: u32::from(delta.new_file().mode()),
+        bytes: 0,
     }
-    Ok(info)
 }
 
 #[cfg(test)]
@@ -179,20 +297,27 @@ mod tests {
         fn work(&self) -> std::path::PathBuf {
             self.dir.path().join("work")
         }
+        fn patch_file(&self) -> std::path::PathBuf {
+            self.dir.path().join("session.patch")
+        }
+        /// The patch's text.
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&fs::read(self.patch_file()).unwrap()).into_owned()
+        }
+        /// The session patch from the baseline to `head`, in `session.patch`.
+        fn build(&self, head: Oid) -> PatchInfo {
+            session_patch(&self.repo, self.baseline, head, &self.patch_file()).unwrap()
+        }
         /// Commits the work tree as one step and builds the session patch.
         fn patch(&self) -> (Oid, PatchInfo) {
             let parent = self.repo.head().unwrap();
             let step = self.repo.commit_step(parent, "step", MAX_FILE_BYTES);
             let head = step.unwrap().commit.unwrap();
-            (
-                head,
-                session_patch(&self.repo, self.baseline, head).unwrap(),
-            )
+            (head, self.build(head))
         }
-        /// Applies `patch` to the host as ah does.
-        fn apply(&self, patch: &PatchInfo) {
-            let file = self.dir.path().join("session.patch");
-            patch.write_to(&file).unwrap();
+        /// Applies the patch to the host as ah does.
+        fn apply(&self) {
+            let file = self.patch_file();
             git(
                 &self.host(),
                 &["apply", "--index", "--3way", file.to_str().unwrap()],
@@ -236,9 +361,10 @@ mod tests {
     #[test]
     fn empty_run_gives_an_empty_patch() {
         let run = run();
-        let info = session_patch(&run.repo, run.baseline, run.baseline).unwrap();
+        let info = run.build(run.baseline);
         assert!(info.is_empty());
-        assert!(info.text.is_empty());
+        assert_eq!(info.bytes, 0);
+        assert!(run.text().is_empty());
         assert_eq!((info.added_lines, info.removed_lines), (0, 0));
     }
 
@@ -261,14 +387,15 @@ mod tests {
         fs::write(work.join("dir with space/é.txt"), "x\n").unwrap();
 
         let (head, info) = run.patch();
-        let text = String::from_utf8_lossy(&info.text);
+        let text = run.text();
+        assert_eq!(info.bytes, fs::metadata(run.patch_file()).unwrap().len());
         assert!(text.contains("GIT binary patch"), "{text}");
         assert!(text.contains("old mode 100644\nnew mode 100755"), "{text}");
         assert!(text.contains("new file mode 120000"), "{text}");
         let full_index = format!("index {}..", "0".repeat(40));
         assert!(text.contains(&full_index), "{text}");
 
-        run.apply(&info);
+        run.apply();
         // The host's index now holds exactly the run's final tree.
         let host_tree = git(&run.host(), &["write-tree"]);
         let head_tree = run.repo.commit_tree(head).unwrap().id();
@@ -316,10 +443,10 @@ mod tests {
     }
 
     /// The file stats with their byte counts cleared, once checked: each
-    /// file's sections add up to the whole patch text.
+    /// file's sections add up to the whole patch.
     fn files(info: &PatchInfo) -> Vec<FileStat> {
         let total: u64 = info.files.iter().map(|file| file.bytes).sum();
-        assert_eq!(total, info.text.len() as u64);
+        assert_eq!(total, info.bytes);
         assert!(info.files.iter().all(|file| file.bytes > 0));
         info.files
             .iter()
@@ -373,12 +500,12 @@ mod tests {
         let head = git
             .commit(None, &who, &who, "add a submodule", &tree, &[&base])
             .unwrap();
-        let info = session_patch(&run.repo, run.baseline, head).unwrap();
+        let info = run.build(head);
         assert_eq!(
             files(&info),
             [entry("vendor", 1, 0, false, (0, review::MODE_SUBMODULE))]
         );
-        let text = String::from_utf8_lossy(&info.text);
+        let text = run.text();
         assert!(text.contains("new file mode 160000"), "{text}");
     }
 
@@ -386,11 +513,11 @@ mod tests {
     fn applies_after_the_host_moved_on_in_another_file() {
         let run = run();
         fs::write(run.work().join("README.md"), "one\nTWO\nthree\n").unwrap();
-        let (_, info) = run.patch();
+        run.patch();
         // Meanwhile the user commits elsewhere on the host.
         fs::write(run.host().join("other.txt"), "a\nB\nc\n").unwrap();
         git(&run.host(), &["commit", "-qam", "host work"]);
-        run.apply(&info);
+        run.apply();
         let host = run.host();
         assert_eq!(
             fs::read_to_string(host.join("README.md")).unwrap(),
@@ -403,18 +530,48 @@ mod tests {
     }
 
     #[test]
-    fn patch_writes_to_a_file_and_reports_where_it_could_not() {
+    fn the_patch_is_what_git_diff_prints_and_a_bad_path_is_named() {
         let run = run();
+        // Text only: git and libgit2 compress binary hunks differently.
         fs::write(run.work().join("README.md"), "changed\n").unwrap();
-        let (_, info) = run.patch();
-        let path = run.dir.path().join("session.patch");
-        info.write_to(&path).unwrap();
-        assert_eq!(fs::read(&path).unwrap(), info.text);
-        let err = info.write_to(&run.dir.path().join("missing/session.patch"));
-        assert!(
-            err.unwrap_err()
-                .to_string()
-                .contains("missing/session.patch")
+        fs::write(run.work().join("src/lib.rs"), "fn a() {}\nfn b() {}").unwrap();
+        fs::remove_file(run.work().join("other.txt")).unwrap();
+        let (head, _) = run.patch();
+        let expected = git(
+            &run.host(),
+            &[
+                "--git-dir",
+                run.dir.path().join("shadow.git").to_str().unwrap(),
+                "diff",
+                "--binary",
+                "--full-index",
+                &run.baseline.to_string(),
+                &head.to_string(),
+            ],
         );
+        assert_eq!(run.text().trim_end(), expected);
+        let missing = run.dir.path().join("missing/session.patch");
+        let err = session_patch(&run.repo, run.baseline, head, &missing).unwrap_err();
+        assert!(err.to_string().contains("missing/session.patch"), "{err}");
+    }
+
+    #[test]
+    fn a_large_text_file_gets_a_binary_hunk_that_applies() {
+        let run = run();
+        let big: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+        assert!(big.len() as u64 > MAX_LINE_DIFF_BYTES);
+        fs::write(run.work().join("big.txt"), &big).unwrap();
+        fs::write(run.work().join("README.md"), "small\n").unwrap();
+        let (_, info) = run.patch();
+        assert_eq!(
+            files(&info),
+            [
+                entry("README.md", 1, 3, false, (FILE, FILE)),
+                entry("big.txt", 0, 0, true, (0, FILE)),
+            ]
+        );
+        assert!(run.text().contains("GIT binary patch"));
+        run.apply();
+        assert_eq!(fs::read_to_string(run.host().join("big.txt")).unwrap(), big);
     }
 }

@@ -1,5 +1,5 @@
 //! What `--review auto` does with a session patch: apply it only when it is
-//! small, text-only, adds no symlink, submodule or executable bit, leaves
+//! small (in lines, files and bytes), text-only, adds no symlink, submodule or executable bit, leaves
 //! restricted paths alone and applies cleanly to the host; otherwise save it
 //! for a human, with every reason listed. Also renders the `git diff
 //! --stat --summary`-like summary the review screen shows, and finds the
@@ -12,8 +12,10 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
+use super::patch::{MAX_PATCH_BYTES, PatchInfo};
 use super::policy::Policy;
 use super::safe_text::name_safe;
+use crate::tools::bounds::size;
 
 pub use diffstat::diffstat;
 pub use hidden::{Hidden, describe_hidden, hidden_chars};
@@ -91,7 +93,37 @@ pub enum AutoDecision {
     Save { reasons: Vec<String> },
 }
 
-/// Decides `--review auto` for a patch. `applies_cleanly` is whether
+/// Decides `--review auto` for the session patch: [`decide`] on its files,
+/// and a patch over [`MAX_PATCH_BYTES`] is never applied without a person,
+/// whatever is in it.
+pub fn decide_patch(
+    patch: &PatchInfo,
+    policy: &Policy,
+    applies_cleanly: bool,
+    hidden: &[Hidden],
+) -> AutoDecision {
+    let decision = decide(&patch.files, policy, applies_cleanly, hidden);
+    if !patch.over_cap() {
+        return decision;
+    }
+    let reason = format!(
+        "patch too big: {} > {} (the most --review auto applies)",
+        size(patch.bytes),
+        size(MAX_PATCH_BYTES)
+    );
+    match decision {
+        AutoDecision::NothingToApply => AutoDecision::NothingToApply,
+        AutoDecision::Apply => AutoDecision::Save {
+            reasons: vec![reason],
+        },
+        AutoDecision::Save { mut reasons } => {
+            reasons.insert(0, reason);
+            AutoDecision::Save { reasons }
+        }
+    }
+}
+
+/// Decides `--review auto` for a patch's files. `applies_cleanly` is whether
 /// `git apply --check` passed on the host; `hidden` is what [`hidden_chars`]
 /// found in it.
 ///
@@ -130,7 +162,9 @@ pub fn decide(
     for stat in stats.iter().filter(|stat| stat.bytes > rules.max_bytes) {
         reasons.push(format!(
             "file too large: {} ({} bytes of patch > {})",
-            stat.path, stat.bytes, rules.max_bytes
+            name_safe(&stat.path),
+            stat.bytes,
+            rules.max_bytes
         ));
     }
     let files = stats.len() as u64;

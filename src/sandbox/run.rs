@@ -23,11 +23,12 @@ use std::time::Instant;
 use git2::Oid;
 use serde_json::Value;
 
+use super::disk::DiskBudget;
 use super::egress::EgressDecision;
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
 use super::shadow::{self, ShadowRepo};
-use super::{Backend, BackendKind, Change, workspace};
+use super::{Backend, BackendKind, Change, capture, workspace};
 use crate::llm::ToolDef;
 use crate::llm::models::EditFormat;
 use crate::tools::{self, OutputLimits, ToolOutput};
@@ -75,6 +76,13 @@ fn redact_output(output: &mut ToolOutput) {
     redact::json(&mut output.details);
 }
 
+/// Caps what the step files and the session keep of the raw output.
+fn bound_output(output: &mut ToolOutput) {
+    for stream in [&mut output.stdout, &mut output.stderr] {
+        *stream = capture::bounded(std::mem::take(stream), capture::MAX_STORED_BYTES);
+    }
+}
+
 /// Where a prepared run starts: its shadow repo, the baseline its patch is
 /// taken against, the commit its work copy holds (the baseline, unless the
 /// files were restored from an earlier run's step), and the project files
@@ -111,6 +119,7 @@ pub struct Run {
     poisoned: Option<String>,
     limits: OutputLimits,
     bash_timeout: u64,
+    disk_budget: DiskBudget,
 }
 
 impl Run {
@@ -160,6 +169,7 @@ impl Run {
             poisoned: None,
             limits: OutputLimits::default(),
             bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
+            disk_budget: DiskBudget::default(),
         }
     }
 
@@ -182,6 +192,11 @@ impl Run {
     /// edit tool of its edit `format`.
     pub fn tool_specs(&self, format: EditFormat) -> Vec<ToolDef> {
         self.rules.specs(format)
+    }
+
+    /// Sets how much disk the run may use; checked after every step.
+    pub fn set_disk_budget(&mut self, budget: DiskBudget) {
+        self.disk_budget = budget;
     }
 
     /// Sets how long a `bash` call runs when the model names no timeout.
@@ -250,6 +265,7 @@ impl Run {
         // A secret the sandbox could read (a key in a project file) goes no
         // further: not to the model, the session or the step files.
         redact_output(&mut output);
+        bound_output(&mut output);
         let mut outcome = StepOutcome {
             step,
             output: ToolOutput::error(String::new()),
@@ -286,7 +302,22 @@ impl Run {
                 "\n[ah: the step record could not be written: {err}]"
             ));
         }
+        self.check_disk(&mut outcome);
         outcome
+    }
+
+    /// Stops the run, as a poisoned one (no more tools, the patch kept but
+    /// never applied), once its files pass the disk budget.
+    fn check_disk(&mut self, outcome: &mut StepOutcome) {
+        if self.poisoned.is_some() {
+            return;
+        }
+        if let Err(why) = self.disk_budget.check(self.dir.path()) {
+            outcome.output.content.push_str(&format!(
+                "\n[ah: the run is stopped: {why}; make no more tool calls]"
+            ));
+            self.poisoned = Some(why);
+        }
     }
 
     /// Commits what the step changed on the last accepted commit, or undoes

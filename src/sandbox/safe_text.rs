@@ -14,6 +14,7 @@
 //! uses the same functions.
 
 use std::borrow::Cow;
+use std::io::{self, Read, Write};
 use std::path::Path;
 
 /// `text` made safe to print: registered secrets redacted, every control
@@ -209,6 +210,60 @@ fn char_name(c: char) -> Option<&'static str> {
     })
 }
 
+/// Copies `input` (a patch of any size) to `output` made safe as
+/// [`terminal_safe_bytes`] does, a piece at a time: each piece ends at a
+/// newline where there is one (so a secret on a line is redacted whole), or
+/// else at a character boundary.
+pub fn copy_terminal_safe(mut input: impl Read, mut output: impl Write) -> io::Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    let mut buf = vec![0u8; CHUNK];
+    let mut len = 0;
+    loop {
+        let read = input.read(&mut buf[len..])?;
+        len += read;
+        let end = read == 0;
+        let cut = if end || len == buf.len() {
+            piece_end(&buf[..len], end)
+        } else {
+            // Read more before cutting, unless the buffer is full.
+            continue;
+        };
+        output.write_all(terminal_safe_bytes(&buf[..cut]).as_bytes())?;
+        buf.copy_within(cut..len, 0);
+        len -= cut;
+        if end {
+            return output.flush();
+        }
+    }
+}
+
+/// Where the piece of `bytes` to show now ends: after the last newline,
+/// else before a character cut short at the end (all of it at the `end`).
+fn piece_end(bytes: &[u8], end: bool) -> usize {
+    if end {
+        return bytes.len();
+    }
+    if let Some(newline) = bytes.iter().rposition(|&b| b == b'\n') {
+        return newline + 1;
+    }
+    // The last lead byte, and how long its character is.
+    let tail = bytes.len().saturating_sub(4);
+    let Some(lead) = (tail..bytes.len()).rev().find(|&i| bytes[i] & 0xC0 != 0x80) else {
+        return bytes.len();
+    };
+    let width = match bytes[lead] {
+        b if b >= 0xF0 => 4,
+        b if b >= 0xE0 => 3,
+        b if b >= 0xC0 => 2,
+        _ => 1,
+    };
+    if lead + width > bytes.len() {
+        lead
+    } else {
+        bytes.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +338,20 @@ mod tests {
         assert_eq!(describe('\u{202E}'), "U+202E RIGHT-TO-LEFT OVERRIDE");
         assert_eq!(describe('\u{E0100}'), "U+E0100 VARIATION SELECTOR");
         assert_eq!(describe('\u{0600}'), "U+0600");
+    }
+
+    #[test]
+    fn a_copy_in_pieces_is_the_same_as_a_whole() {
+        // Long lines of multi-byte characters and escapes, so that pieces
+        // end both at newlines and inside lines.
+        let mut text = "é€😀\x1b[0m".repeat(40_000);
+        text.push('\n');
+        text.push_str(&"line\x07\n".repeat(20_000));
+        let mut out = Vec::new();
+        copy_terminal_safe(text.as_bytes(), &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            terminal_safe_bytes(text.as_bytes())
+        );
     }
 }

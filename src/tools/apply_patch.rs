@@ -5,7 +5,8 @@
 //! parsed; every path is confined to the work root by [`path::resolve`] and
 //! checked against the write policy (both sides of a move); the files are
 //! read through [`fs_beneath`] and every new content is computed in memory
-//! ([`matching`]). A bad patch, a refused path, a missing file or a hunk
+//! ([`matching`]), each file and result within [`bounds::MAX_EDIT_BYTES`]
+//! and all results within [`bounds::MAX_PATCH_BYTES`]. A bad patch, a refused path, a missing file or a hunk
 //! that does not match leaves every file as it was, and the error names the
 //! file and the hunk. Then each new content is staged as a temporary file in
 //! its folder, and only when all are staged are they renamed into place and
@@ -26,7 +27,7 @@ use super::input::Input;
 use super::path::{self, Resolved};
 use super::read::{is_binary, read_file};
 use super::write::allowed;
-use super::{Exec, ToolOutput, truncate};
+use super::{Exec, ToolOutput, bounds, truncate};
 use crate::llm::ToolDef;
 use parse::Op;
 
@@ -116,6 +117,8 @@ async fn plan(patch: &str, exec: &dyn Exec) -> Result<Vec<Change>, String> {
     }
 
     let mut changes = Vec::with_capacity(ops.len());
+    // Bytes of new content held so far, all files together.
+    let mut built = 0u64;
     for (op, (from, to)) in ops.into_iter().zip(resolved) {
         let change = match op {
             Op::Add { content, .. } => {
@@ -129,7 +132,7 @@ async fn plan(patch: &str, exec: &dyn Exec) -> Result<Vec<Change>, String> {
                 }
             }
             Op::Delete { .. } => {
-                read_file(exec.root(), &from, false).await?;
+                must_exist(exec, &from).await?;
                 Change {
                     verb: 'D',
                     target: from,
@@ -142,6 +145,11 @@ async fn plan(patch: &str, exec: &dyn Exec) -> Result<Vec<Change>, String> {
                 let (text, mode) = read_text(exec, &from).await?;
                 let content = matching::apply(&text, &hunks)
                     .map_err(|miss| miss_message(&from, &hunks, &miss))?;
+                let bytes = content.len() as u64;
+                if bytes > bounds::MAX_EDIT_BYTES {
+                    let what = format!("{} after the patch", from.display());
+                    return Err(too_big(&what, bytes, bounds::MAX_EDIT_BYTES));
+                }
                 let (target, moved_from) = match to {
                     Some(to) if to.rel != from.rel => {
                         must_be_absent(exec, &to, "move a file to").await?;
@@ -158,6 +166,14 @@ async fn plan(patch: &str, exec: &dyn Exec) -> Result<Vec<Change>, String> {
                 }
             }
         };
+        built += change.content.as_ref().map_or(0, |c| c.len() as u64);
+        if built > bounds::MAX_PATCH_BYTES {
+            return Err(too_big(
+                "the new content of the patch's files",
+                built,
+                bounds::MAX_PATCH_BYTES,
+            ));
+        }
         changes.push(change);
     }
     Ok(changes)
@@ -166,7 +182,7 @@ async fn plan(patch: &str, exec: &dyn Exec) -> Result<Vec<Change>, String> {
 /// A file's text and permission bits, for an update.
 async fn read_text(exec: &dyn Exec, resolved: &Resolved) -> Result<(String, u32), String> {
     let shown = resolved.display();
-    let (file, bytes) = read_file(exec.root(), resolved, false).await?;
+    let (file, bytes) = read_file(exec.root(), resolved, false, "apply_patch").await?;
     let mode = file
         .metadata()
         .map_err(|e| format!("cannot inspect {shown}: {e}."))?
@@ -182,6 +198,29 @@ async fn read_text(exec: &dyn Exec, resolved: &Resolved) -> Result<(String, u32)
         format!("{shown} is not valid UTF-8: apply_patch works on UTF-8 text only.")
     })?;
     Ok((text, mode))
+}
+
+/// The error for new content over a cap: one file's, or the patch's.
+fn too_big(what: &str, bytes: u64, cap: u64) -> String {
+    bounds::result_too_big("apply_patch", what, bytes, cap)
+}
+
+/// Refuses to delete what is not a regular file (without reading it).
+async fn must_exist(exec: &dyn Exec, resolved: &Resolved) -> Result<(), String> {
+    let (root, rel, shown) = (
+        exec.root().to_path_buf(),
+        resolved.rel.clone(),
+        resolved.display(),
+    );
+    let opened =
+        fs_beneath::unblock(move || fs_beneath::open_file(&root, &rel, false).map(drop)).await?;
+    opened.map_err(|e| match e {
+        BeneathError::NotFound => {
+            format!("cannot delete {shown}: it does not exist; check the path.")
+        }
+        BeneathError::Changed => format!("cannot delete {shown}: {e}; try again."),
+        e => format!("cannot delete {shown}: {e}."),
+    })
 }
 
 /// Refuses to `what` (add, move to) a path where something already is.

@@ -1,16 +1,15 @@
 //! The `edit` tool: replaces an exact piece of text in a file. Ambiguous or
 //! missing matches are errors, so the model never edits the wrong place.
 
-use std::fmt::Write as _;
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 
 use serde_json::json;
 
 use super::input::Input;
-use super::read::{is_binary, read_file};
+use super::read::{is_binary, push_line, read_file};
 use super::write::allowed;
-use super::{Exec, ToolOutput, fs_beneath, note_full_output, path, truncate};
+use super::{Exec, ToolOutput, bounds, fs_beneath, note_full_output, path, truncate};
 use crate::llm::ToolDef;
 
 /// Lines of unchanged context shown around the edit.
@@ -61,7 +60,7 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
     let shown = resolved.display();
     allowed(&resolved, exec)?;
-    let (file, bytes) = read_file(exec.root(), &resolved, true).await?;
+    let (file, bytes) = read_file(exec.root(), &resolved, true, "edit").await?;
     if is_binary(&bytes) {
         return Err(format!("{shown} is a binary file: edit works on text only"));
     }
@@ -79,6 +78,15 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
         return Err(format!(
             "old_string occurs {replacements} times in {shown}; nothing was changed. \
              Include more surrounding lines to pick one, or set replace_all to true."
+        ));
+    }
+    let edited_bytes = (text.len() as u64 - replacements as u64 * old.len() as u64)
+        .saturating_add((replacements as u64).saturating_mul(new.len() as u64));
+    if edited_bytes > bounds::MAX_EDIT_BYTES {
+        let what = format!("{shown} after {replacements} replacement(s)");
+        return Err(format!(
+            "{} Nothing was changed.",
+            bounds::result_too_big("edit", &what, edited_bytes, bounds::MAX_EDIT_BYTES)
         ));
     }
     // The first match starts at the same byte in the old and the new text.
@@ -155,7 +163,8 @@ fn hint(text: &str, old: &str) -> String {
     }
 }
 
-/// Numbered lines of `text` covering bytes `start..end`, with some context.
+/// Numbered lines of `text` covering bytes `start..end`, with some context;
+/// long lines are cut as `read` cuts them.
 fn snippet(text: &str, start: usize, end: usize) -> String {
     let first = text[..start].matches('\n').count();
     let region = &text[start..end];
@@ -170,7 +179,7 @@ fn snippet(text: &str, start: usize, end: usize) -> String {
     let to = last + CONTEXT_LINES;
     let mut out = String::new();
     for (index, line) in text.lines().enumerate().take(to + 1).skip(from) {
-        let _ = writeln!(out, "{:>6}\t{line}", index + 1);
+        push_line(&mut out, index + 1, line, 0);
     }
     out
 }

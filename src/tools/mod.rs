@@ -15,6 +15,7 @@
 
 pub mod apply_patch;
 pub mod bash;
+pub mod bounds;
 pub mod edit;
 pub mod fs_beneath;
 pub mod input;

@@ -1,24 +1,25 @@
-//! The `read` tool: shows a text file with numbered lines, a page at a time.
+//! The `read` tool: shows a text file with numbered lines, a page at a time,
+//! streamed ([`page`]) so that a file of any size costs a page of memory.
+
+mod page;
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::Read as _;
 use std::path::Path;
 
 use serde_json::json;
 
+use super::bounds::{self, Capped};
 use super::fs_beneath::{self, BeneathError};
 use super::input::Input;
 use super::path::{self, Resolved};
 use super::{Exec, ToolOutput, note_full_output, truncate};
 use crate::llm::ToolDef;
+pub(super) use page::push_line;
+use page::{BINARY_SNIFF, MAX_LINE_CHARS, Page, PageError};
 
 /// Lines shown when the model gives no `limit`.
 const DEFAULT_LIMIT: u64 = 2000;
-/// Longer lines are cut to this many characters.
-const MAX_LINE_CHARS: usize = 2000;
-/// A NUL byte in this many leading bytes marks a file as binary.
-const BINARY_SNIFF: usize = 8192;
 /// How the model can see what was cut from a page.
 const SEE_MORE: &str = "read fewer lines at a time (offset and limit) to see the rest";
 
@@ -57,33 +58,52 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let limit = input.integer("limit").unwrap_or(DEFAULT_LIMIT);
     let resolved = path::resolve(exec.root(), path).map_err(|e| e.to_string())?;
     let shown = resolved.display();
-    let (_, bytes) = read_file(exec.root(), &resolved, false).await?;
-    if is_binary(&bytes) {
-        return Err(format!(
-            "{shown} is a binary file (it has NUL bytes): read shows text only; \
-             use bash (e.g. `xxd {shown} | head`) to inspect it"
-        ));
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let page = Page::render(&text, offset, limit).map_err(|total| {
-        format!("offset {offset} is past the end of {shown}, which has {total} lines")
-    })?;
+    let max_chars = exec.limits().read;
+    let (root, rel, name) = (
+        exec.root().to_path_buf(),
+        resolved.rel.clone(),
+        shown.clone(),
+    );
+    let (page, size) = fs_beneath::unblock(move || {
+        let file = fs_beneath::open_file(&root, &rel, false)
+            .map_err(|e| open_error(&name, e, "nothing was read"))?;
+        let size = file
+            .metadata()
+            .map_err(|e| format!("cannot read {name}: {e}"))?
+            .len();
+        let page = Page::read(file, size, offset, limit, max_chars).map_err(|e| match e {
+            PageError::Binary => format!(
+                "{name} is a binary file (it has NUL bytes): read shows text only; \
+                 use bash (e.g. `xxd {name} | head`) to inspect it"
+            ),
+            PageError::PastEnd(total) => {
+                format!("offset {offset} is past the end of {name}, which has {total} lines")
+            }
+            PageError::Io(e) => format!("cannot read {name}: {e}"),
+        })?;
+        Ok::<_, String>((page, size))
+    })
+    .await??;
 
-    let kept = truncate::head_tail(&page.text, exec.limits().read, None);
+    // Only a first line longer than the cap makes the page longer.
+    let kept = truncate::head_tail(&page.text, max_chars, None);
     let mut content = note_full_output(kept, &page.text, exec, SEE_MORE);
-    if page.total == 0 {
+    if page.total == Some(0) {
         content = format!("({shown} is empty)");
-    } else if page.last < page.total {
+    } else if page.more {
+        let whole = match page.total {
+            Some(total) => format!("file has {total} lines"),
+            None => format!("file is {}, too big to count its lines", bounds::size(size)),
+        };
         let _ = write!(
             content,
-            "\n(file has {} lines; showing {}-{}; use offset={} to continue)",
-            page.total,
+            "\n({whole}; showing {}-{}; use offset={} to continue)",
             page.first,
             page.last,
             page.last + 1
         );
     }
-    let lines_shown = if page.total == 0 {
+    let lines_shown = if page.total == Some(0) {
         0
     } else {
         page.last - page.first + 1
@@ -101,13 +121,15 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
 }
 
 /// Opens the regular file at `resolved` beneath `root`, so that no symlink
-/// swapped in after [`path::resolve`] is followed, and reads it; never blocks
-/// on a FIFO. With `write` the file stays open for `edit` to rewrite it.
-/// Errors are messages for the model.
+/// swapped in after [`path::resolve`] is followed, and reads it whole if it
+/// holds at most [`bounds::MAX_EDIT_BYTES`] (`tool` names who asks, for the
+/// error); never blocks on a FIFO. With `write` the file stays open for
+/// `edit` to rewrite it. Errors are messages for the model.
 pub(super) async fn read_file(
     root: &Path,
     resolved: &Resolved,
     write: bool,
+    tool: &'static str,
 ) -> Result<(File, Vec<u8>), String> {
     let (root, rel, shown) = (root.to_path_buf(), resolved.rel.clone(), resolved.display());
     let outcome = if write {
@@ -118,9 +140,10 @@ pub(super) async fn read_file(
     fs_beneath::unblock(move || {
         let mut file = fs_beneath::open_file(&root, &rel, write)
             .map_err(|e| open_error(&shown, e, outcome))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        let bytes = bounds::read_capped(&mut file).map_err(|e| match e {
+            Capped::TooBig(bytes) => bounds::too_big(tool, &shown, bytes),
+            Capped::Io(e) => format!("cannot read {shown}: {e}"),
+        })?;
         Ok((file, bytes))
     })
     .await?
@@ -149,55 +172,6 @@ fn open_error(shown: &str, e: BeneathError, outcome: &str) -> String {
 /// Whether the file looks binary: a NUL byte among its first bytes.
 pub(super) fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0)
-}
-
-/// The numbered lines `first..=last` (1-based) of a file of `total` lines.
-#[derive(Debug)]
-struct Page {
-    text: String,
-    first: usize,
-    last: usize,
-    total: usize,
-}
-
-impl Page {
-    /// `Err(total)` when `offset` lies past the last line of a non-empty file.
-    fn render(text: &str, offset: u64, limit: u64) -> Result<Page, usize> {
-        let total = text.lines().count();
-        let first = usize::try_from(offset).unwrap_or(usize::MAX);
-        if total == 0 {
-            return Ok(Page {
-                text: String::new(),
-                first: 0,
-                last: 0,
-                total,
-            });
-        }
-        if first > total {
-            return Err(total);
-        }
-        let count = usize::try_from(limit).unwrap_or(usize::MAX);
-        let last = total.min(first.saturating_add(count - 1));
-        let mut out = String::new();
-        for (index, line) in text.lines().enumerate().take(last).skip(first - 1) {
-            let _ = write!(out, "{:>6}\t", index + 1);
-            match line.char_indices().nth(MAX_LINE_CHARS) {
-                Some((cut, _)) => {
-                    let rest = line[cut..].chars().count();
-                    let _ = writeln!(out, "{}… [line cut: {rest} more chars]", &line[..cut]);
-                }
-                None => {
-                    let _ = writeln!(out, "{line}");
-                }
-            }
-        }
-        Ok(Page {
-            text: out,
-            first,
-            last,
-            total,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::fs_beneath::folder::folder_of;
 use super::fs_beneath::{self, BeneathError};
 use super::input::Input;
 use super::path::{self, Resolved};
-use super::{Exec, ToolOutput, truncate};
+use super::{Exec, ToolOutput, bounds, truncate};
 use crate::llm::ToolDef;
 
 pub fn spec() -> ToolDef {
@@ -41,6 +41,17 @@ pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
     let shown = resolved.display();
     if let Err(reason) = allowed(&resolved, exec) {
         return ToolOutput::error(reason);
+    }
+    if content.len() as u64 > bounds::MAX_EDIT_BYTES {
+        return ToolOutput::error(format!(
+            "{} Nothing was written.",
+            bounds::result_too_big(
+                "write",
+                &shown,
+                content.len() as u64,
+                bounds::MAX_EDIT_BYTES
+            )
+        ));
     }
     let created = match write_file(exec.root(), &resolved, content.as_bytes()).await {
         Ok(created) => created,
@@ -147,6 +158,21 @@ mod tests {
     /// schema check.
     async fn call(input: &Value, exec: &TestExec) -> ToolOutput {
         crate::tools::call("write", input, exec).await
+    }
+
+    #[tokio::test]
+    async fn content_over_the_cap_is_refused() {
+        let exec = TestExec::new();
+        let content = "x".repeat(9 << 20);
+        let out = call(&json!({"path": "big.txt", "content": content}), &exec).await;
+        assert!(out.is_error && !out.may_change_files);
+        assert_eq!(
+            out.content,
+            "/work/big.txt would be 9.0 MiB, over the 8.0 MiB that write builds. Make smaller \
+             changes, or use bash in the sandbox (e.g. `sed -i`, or a script). Nothing was \
+             written."
+        );
+        assert!(!exec.path("big.txt").exists());
     }
 
     #[tokio::test]

@@ -53,6 +53,9 @@ pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
     if !given("memory") {
         sandbox.memory = config.sandbox.memory.clone();
     }
+    if sandbox.disk_budget.is_none() {
+        sandbox.disk_budget = crate::sandbox::disk::parse_size(&config.sandbox.disk_budget).ok();
+    }
     if !given("pids_limit") {
         sandbox.pids_limit = config.sandbox.pids_limit;
     }

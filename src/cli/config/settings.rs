@@ -77,6 +77,8 @@ pub struct SandboxSettings {
     /// `runc`, `crun` or a path; unset: runc when installed.
     pub runtime: Option<String>,
     pub memory: String,
+    /// What the run directory may take on disk, e.g. `10G`.
+    pub disk_budget: String,
     pub pids_limit: u32,
     /// Open files inside the sandbox (lowered to the host's hard limit).
     pub nofile: Option<u64>,
@@ -172,6 +174,7 @@ impl Default for SandboxSettings {
             image: DEFAULT_IMAGE.to_string(),
             runtime: None,
             memory: "4g".to_string(),
+            disk_budget: "10G".to_string(),
             pids_limit: 1024,
             nofile: None,
             nproc: None,
@@ -245,6 +248,9 @@ impl Config {
                 problems.push((key.to_string(), why));
             }
         };
+        if let Err(why) = crate::sandbox::disk::parse_size(&self.sandbox.disk_budget) {
+            check("sandbox.disk_budget", true, why);
+        }
         let max = crate::tools::bash::MAX_TIMEOUT;
         let timeout = self.tools.bash_timeout;
         check(

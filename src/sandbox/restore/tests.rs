@@ -125,8 +125,7 @@ async fn the_step_files_and_the_projects_unrecorded_files_make_the_work_copy() {
         .commit_step(start.head, "step 1: bash", MAX_FILE_BYTES)
         .unwrap();
     let head = step.commit.unwrap();
-    let info = patch::session_patch(&start.shadow, start.baseline, head).unwrap();
-    let text = String::from_utf8(info.text).unwrap();
+    let (_, text) = patch::patch_text(&start.shadow, start.baseline, head).unwrap();
     assert!(
         text.contains("+++ b/a.txt") && text.contains("+two"),
         "{text}"
@@ -176,8 +175,7 @@ async fn a_run_restored_from_a_restored_run_needs_neither_earlier_run() {
     assert_eq!(start.baseline, first_baseline);
     fs::remove_dir_all(middle.path()).unwrap();
     assert_eq!(read(&last.work_dir(), "a.txt"), "one\nmiddle\n");
-    let info = patch::session_patch(&start.shadow, start.baseline, start.head).unwrap();
-    let text = String::from_utf8(info.text).unwrap();
+    let (_, text) = patch::patch_text(&start.shadow, start.baseline, start.head).unwrap();
     assert!(text.contains("+one") && text.contains("+middle"), "{text}");
 }
 

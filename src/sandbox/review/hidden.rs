@@ -4,9 +4,10 @@
 //! skimming a long patch needs to be told where they are, and `--review
 //! auto` must not apply such a patch unseen.
 
+use std::io::{self, BufRead};
+
 use super::super::patch::PatchInfo;
 use super::super::safe_text::{describe, invisible_chars, is_invisible, name_safe};
-use super::super::subpatch::sections;
 
 /// How many places a warning or a reason lists before `and N more`.
 const LISTED: usize = 5;
@@ -22,28 +23,40 @@ pub struct Hidden {
 }
 
 /// Every invisible character in the patch's added lines and file names,
-/// each kind once per line, in patch order.
-pub fn hidden_chars(patch: &PatchInfo) -> Vec<Hidden> {
+/// each kind once per line, in patch order. `text` is the patch `patch`
+/// describes, read line by line (a patch is never held whole).
+pub fn hidden_chars(patch: &PatchInfo, mut text: impl BufRead) -> io::Result<Vec<Hidden>> {
     let mut found = Vec::new();
     for file in &patch.files {
         for ch in file.path.chars().filter(|&c| is_invisible(c)) {
             push(&mut found, &file.path, None, ch);
         }
     }
-    let parts = sections(&patch.text);
-    if parts.len() == patch.files.len() {
-        for (part, file) in parts.iter().zip(&patch.files) {
-            scan_section(part, &file.path, &mut found);
+    // The file whose section is being read (sections follow `patch.files`,
+    // one `diff --git` line each), and the new file's number of its next
+    // line (`None` before the first hunk).
+    let mut file: Option<usize> = None;
+    let mut next: Option<u64> = None;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if text.read_until(b'\n', &mut line)? == 0 {
+            return Ok(found);
         }
-    } else {
-        // Sections that do not match the file list (never seen): name the
-        // patch itself, with its own line numbers.
-        let text = String::from_utf8_lossy(&patch.text);
-        for (line, ch) in invisible_chars(&text) {
-            push(&mut found, "session.patch", Some(line as u64), ch);
+        if line.starts_with(b"diff --git ") {
+            file = Some(file.map_or(0, |at| at + 1));
+            next = None;
+            continue;
         }
+        // Sections that do not match the file list (never seen) name the
+        // patch itself.
+        let path = file
+            .and_then(|at| patch.files.get(at))
+            .map_or("session.patch", |f| f.path.as_str());
+        let line = String::from_utf8_lossy(&line);
+        let line = line.strip_suffix('\n').unwrap_or(&line);
+        next = scan_line(line, next, path, &mut found);
     }
-    found
 }
 
 /// `src/lib.rs:12 (U+202E RIGHT-TO-LEFT OVERRIDE), …`: the places, names
@@ -66,33 +79,28 @@ pub fn describe_hidden(found: &[Hidden]) -> String {
     places.join(", ")
 }
 
-/// The added lines of one file's section, numbered as in the new file.
-fn scan_section(section: &[u8], path: &str, found: &mut Vec<Hidden>) {
-    let text = String::from_utf8_lossy(section);
-    // The new file's number of the next line; `None` before the first hunk.
-    let mut next: Option<u64> = None;
-    for line in text.split('\n') {
-        if line.starts_with("@@") {
-            next = new_start(line);
-            continue;
-        }
-        let Some(number) = next else { continue };
-        match line.chars().next() {
-            Some('+') => {
-                // A byte-order mark opening a file is how some editors save
-                // it, not a hidden character.
-                let added = match number {
-                    1 => line[1..].strip_prefix('\u{FEFF}').unwrap_or(&line[1..]),
-                    _ => &line[1..],
-                };
-                for (_, ch) in invisible_chars(added) {
-                    push(found, path, Some(number), ch);
-                }
-                next = Some(number + 1);
+/// One line of a file's section: its invisible characters when it is an
+/// added line, numbered as in the new file. Returns the next line's number.
+fn scan_line(line: &str, next: Option<u64>, path: &str, found: &mut Vec<Hidden>) -> Option<u64> {
+    if line.starts_with("@@") {
+        return new_start(line);
+    }
+    let number = next?;
+    match line.chars().next() {
+        Some('+') => {
+            // A byte-order mark opening a file is how some editors save
+            // it, not a hidden character.
+            let added = match number {
+                1 => line[1..].strip_prefix('\u{FEFF}').unwrap_or(&line[1..]),
+                _ => &line[1..],
+            };
+            for (_, ch) in invisible_chars(added) {
+                push(found, path, Some(number), ch);
             }
-            Some(' ') => next = Some(number + 1),
-            _ => {}
+            Some(number + 1)
         }
+        Some(' ') => Some(number + 1),
+        _ => next,
     }
 }
 

@@ -499,7 +499,7 @@ fn diffstat_shows_a_name_with_a_newline_on_one_line() {
 }
 
 /// A patch of one new file with `lines`, as git prints it.
-fn new_file_patch(path: &str, lines: &[&str]) -> crate::sandbox::patch::PatchInfo {
+fn new_file_patch(path: &str, lines: &[&str]) -> (crate::sandbox::patch::PatchInfo, String) {
     let mut text = format!(
         "diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..1111111\n\
          --- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{} @@\n",
@@ -510,17 +510,18 @@ fn new_file_patch(path: &str, lines: &[&str]) -> crate::sandbox::patch::PatchInf
         text.push_str(line);
         text.push('\n');
     }
-    crate::sandbox::patch::PatchInfo {
-        text: text.into_bytes(),
+    let patch = crate::sandbox::patch::PatchInfo {
+        bytes: text.len() as u64,
         files: vec![stat(path, lines.len() as u64, 0)],
         added_lines: lines.len() as u64,
         removed_lines: 0,
-    }
+    };
+    (patch, text)
 }
 
 #[test]
 fn hidden_characters_are_found_by_file_and_new_line() {
-    let patch = new_file_patch(
+    let (patch, text) = new_file_patch(
         "src/lib.rs",
         &[
             "\u{FEFF}fn ok() {}",
@@ -529,7 +530,7 @@ fn hidden_characters_are_found_by_file_and_new_line() {
             "z\u{200B}",
         ],
     );
-    let found = hidden_chars(&patch);
+    let found = hidden_chars(&patch, text.as_bytes()).unwrap();
     let places: Vec<(Option<u64>, char)> = found.iter().map(|h| (h.line, h.ch)).collect();
     assert_eq!(
         places,
@@ -560,12 +561,12 @@ fn hidden_characters_count_context_lines_and_skip_removed_ones() {
         " keep\n",
     );
     let patch = crate::sandbox::patch::PatchInfo {
-        text: text.as_bytes().to_vec(),
+        bytes: text.len() as u64,
         files: vec![stat("a.rs", 1, 1)],
         added_lines: 1,
         removed_lines: 1,
     };
-    let found = hidden_chars(&patch);
+    let found = hidden_chars(&patch, text.as_bytes()).unwrap();
     assert_eq!(
         describe_hidden(&found),
         "a.rs:11 (U+202E RIGHT-TO-LEFT OVERRIDE)"
@@ -574,8 +575,8 @@ fn hidden_characters_count_context_lines_and_skip_removed_ones() {
 
 #[test]
 fn auto_review_saves_patches_with_hidden_characters_or_strange_names() {
-    let patch = new_file_patch("x\u{200B}.rs", &["a\u{202E}"]);
-    let found = hidden_chars(&patch);
+    let (patch, text) = new_file_patch("x\u{200B}.rs", &["a\u{202E}"]);
+    let found = hidden_chars(&patch, text.as_bytes()).unwrap();
     assert_eq!(
         describe_hidden(&found),
         "x<U+200B>.rs (its name: U+200B ZERO WIDTH SPACE), x<U+200B>.rs:1 (U+202E RIGHT-TO-LEFT OVERRIDE)"
@@ -599,4 +600,24 @@ fn auto_review_saves_patches_with_hidden_characters_or_strange_names() {
         })
         .collect();
     assert!(describe_hidden(&many).ends_with("m:5 (U+200D ZERO WIDTH JOINER), and 2 more"));
+}
+
+#[test]
+fn a_patch_over_the_byte_cap_is_saved_whatever_is_in_it() {
+    use crate::sandbox::patch::{MAX_PATCH_BYTES, PatchInfo};
+    let mut patch = PatchInfo::empty();
+    patch.files.push(stat("a", 1, 1));
+    patch.bytes = MAX_PATCH_BYTES;
+    assert_eq!(
+        decide_patch(&patch, &policy(), true, &[]),
+        AutoDecision::Apply
+    );
+    patch.bytes = MAX_PATCH_BYTES + (1 << 20);
+    assert_eq!(
+        reasons(decide_patch(&patch, &policy(), false, &[])),
+        [
+            "patch too big: 65.0 MiB > 64.0 MiB (the most --review auto applies)",
+            "does not apply cleanly to the host"
+        ]
+    );
 }

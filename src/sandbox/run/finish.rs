@@ -49,10 +49,8 @@ impl Run {
             warnings.push(format!("the read-only sandbox could not be removed: {err}"));
         }
         let egress = self.backend.take_egress();
-        let info = patch::session_patch(&self.shadow, self.baseline, self.head)
-            .map_err(|e| RunError::Patch(e.to_string()))?;
         let patch_path = self.dir.patch_path();
-        info.write_to(&patch_path)
+        let info = patch::session_patch(&self.shadow, self.baseline, self.head, &patch_path)
             .map_err(|e| RunError::Patch(e.to_string()))?;
         let artifacts = self
             .shadow

@@ -373,3 +373,39 @@ fn the_format_example_in_the_description_is_itself_a_valid_patch() {
     assert_eq!(ops.len(), 3, "{example}");
     assert!(example.contains("\n context line (starts with a space)\n"));
 }
+
+#[tokio::test]
+async fn big_files_and_results_are_refused_before_anything_is_read_or_written() {
+    let exec = TestExec::new();
+    let file = std::fs::File::create(exec.path("huge.txt")).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let out = apply(
+        &exec,
+        "*** Begin Patch\n*** Update File: huge.txt\n@@\n-a\n+b\n*** End Patch\n",
+    )
+    .await;
+    assert!(out.is_error && !out.may_change_files);
+    assert_eq!(
+        out.content,
+        "/work/huge.txt is 1.0 GiB, over the 8.0 MiB that apply_patch works on. Use bash in \
+         the sandbox for a file this big (e.g. `sed -i`, `awk`, or a script). Nothing was \
+         changed."
+    );
+
+    // Five new files of 7 MiB each: each within the cap, together over it.
+    let body: String = format!("+{}\n", "x".repeat(1023)).repeat(7 * 1024);
+    let mut patch = String::from("*** Begin Patch\n");
+    for i in 0..5 {
+        patch.push_str(&format!("*** Add File: new{i}.txt\n{body}"));
+    }
+    patch.push_str("*** End Patch\n");
+    let out = apply(&exec, &patch).await;
+    assert!(out.is_error && !out.may_change_files);
+    assert_eq!(
+        out.content,
+        "the new content of the patch's files would be 35.0 MiB, over the 32.0 MiB that \
+         apply_patch builds. Make smaller changes, or use bash in the sandbox (e.g. `sed -i`, \
+         or a script). Nothing was changed."
+    );
+    assert!(!exec.path("new0.txt").exists());
+}

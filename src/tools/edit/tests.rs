@@ -211,3 +211,57 @@ async fn a_cut_region_is_kept_whole_in_stdout_and_the_model_told_how_to_see_more
         out.content
     );
 }
+
+#[tokio::test]
+async fn a_file_over_the_cap_is_refused_without_reading_it() {
+    let exec = TestExec::new();
+    let file = std::fs::File::create(exec.path("huge.txt")).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let out = call(&edit_input("huge.txt", "a", "b"), &exec).await;
+    assert!(out.is_error && !out.may_change_files);
+    assert_eq!(
+        out.content,
+        "/work/huge.txt is 1.0 GiB, over the 8.0 MiB that edit works on. Use bash in the \
+         sandbox for a file this big (e.g. `sed -i`, `awk`, or a script)."
+    );
+}
+
+#[tokio::test]
+async fn a_replace_all_that_would_blow_the_file_up_is_refused_before_building_it() {
+    let exec = TestExec::new();
+    std::fs::write(exec.path("a.txt"), "a".repeat(1_000_000)).unwrap();
+    let input = json!({"path": "a.txt", "old_string": "a", "new_string": "b".repeat(1000),
+                       "replace_all": true});
+    let out = call(&input, &exec).await;
+    assert!(out.is_error && !out.may_change_files);
+    assert_eq!(
+        out.content,
+        "/work/a.txt after 1000000 replacement(s) would be 953.7 MiB, over the 8.0 MiB that \
+         edit builds. Make smaller changes, or use bash in the sandbox (e.g. `sed -i`, or a \
+         script). Nothing was changed."
+    );
+    assert_eq!(
+        std::fs::metadata(exec.path("a.txt")).unwrap().len(),
+        1_000_000
+    );
+}
+
+#[tokio::test]
+async fn the_region_shown_cuts_long_lines() {
+    let exec = TestExec::new();
+    std::fs::write(
+        exec.path("a.txt"),
+        format!("START{}\n", "a".repeat(100_000)),
+    )
+    .unwrap();
+    let out = call(&edit_input("a.txt", "START", "bbbb"), &exec).await;
+    assert!(!out.is_error, "{}", out.content);
+    let region = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        region,
+        format!(
+            "     1\tbbbb{}… [line cut: 98004 more chars]\n",
+            "a".repeat(1996)
+        )
+    );
+}

@@ -91,21 +91,56 @@ async fn long_lines_are_cut_with_a_marker() {
 }
 
 #[tokio::test]
-async fn huge_pages_are_capped_head_and_tail() {
+async fn a_page_stops_before_the_output_limit_and_says_where_to_continue() {
     let exec = TestExec::new();
     let line = "x".repeat(1000);
     std::fs::write(exec.path("f.txt"), format!("{line}\n").repeat(200)).unwrap();
     let out = call(&json!({"path": "f.txt"}), &exec).await;
-    // The cap is on the page; the line saying how to see the rest comes on top.
+    // 49 numbered lines of 1008 characters fit in 50 000.
     let (page, note) = out.content.rsplit_once('\n').unwrap();
     assert!(page.chars().count() <= crate::tools::OutputLimits::default().read);
     assert!(page.starts_with("     1\t"));
-    assert!(page.contains("lines omitted ...]"));
-    assert!(page.contains("   200\t"));
+    assert!(page.ends_with(&format!("    49\t{line}\n")));
     assert_eq!(
         note,
-        "[output cut; read fewer lines at a time (offset and limit) to see the rest]"
+        "(file has 200 lines; showing 1-49; use offset=50 to continue)"
     );
+    assert_eq!(out.details["lines_shown"], json!(49));
+    assert_eq!(out.stdout, page.as_bytes());
+}
+
+#[tokio::test]
+async fn a_big_file_is_paged_without_counting_its_lines() {
+    let exec = TestExec::new();
+    let mut text = numbered(2_000_000);
+    text.push_str(&"y".repeat(3_000_000));
+    std::fs::write(exec.path("big.txt"), &text).unwrap();
+    let out = call(
+        &json!({"path": "big.txt", "offset": 1_999_999, "limit": 5}),
+        &exec,
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    let size = crate::tools::bounds::size(text.len() as u64);
+    assert_eq!(
+        out.content,
+        format!(
+            "1999999\tline 1999999\n2000000\tline 2000000\n2000001\t{}… [line cut: \
+             2998000 more chars]\n",
+            "y".repeat(2000)
+        )
+    );
+    assert_eq!(out.details["total_lines"], json!(2_000_001));
+
+    let out = call(&json!({"path": "big.txt", "limit": 3}), &exec).await;
+    assert!(
+        out.content.ends_with(&format!(
+            "(file is {size}, too big to count its lines; showing 1-3; use offset=4 to continue)"
+        )),
+        "{}",
+        out.content
+    );
+    assert_eq!(out.details["total_lines"], Value::Null);
 }
 
 #[tokio::test]
@@ -206,7 +241,9 @@ async fn read_file_never_follows_a_symlink_swapped_in_after_resolve() {
         host: exec.path("swapped"),
         rel: "swapped".to_string(),
     };
-    let err = read_file(exec.root(), &raced, false).await.unwrap_err();
+    let err = read_file(exec.root(), &raced, false, "read")
+        .await
+        .unwrap_err();
     assert!(
         err.starts_with(
             "/work/swapped changed while it was being opened: a folder or file in \
@@ -218,7 +255,30 @@ async fn read_file_never_follows_a_symlink_swapped_in_after_resolve() {
 }
 
 #[tokio::test]
-async fn a_cut_page_is_kept_whole_in_stdout_and_the_model_told_how_to_see_more() {
+async fn a_small_output_limit_shortens_the_page_and_stdout_keeps_what_was_shown() {
+    let limits = crate::tools::OutputLimits {
+        read: 500,
+        ..crate::tools::OutputLimits::default()
+    };
+    let exec = TestExec::new().with_limits(limits);
+    std::fs::write(exec.path("f.txt"), numbered(100)).unwrap();
+    let out = call(&json!({"path": "f.txt", "limit": 50}), &exec).await;
+    // 9 lines of 14 characters and 24 of 15 make 486; one more would pass 500.
+    let page: String = (1..=33).map(|i| format!("{i:>6}\tline {i}\n")).collect();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), page);
+    assert_eq!(
+        out.content,
+        format!("{page}\n(file has 100 lines; showing 1-33; use offset=34 to continue)")
+    );
+
+    // A page within the cap is what the model sees, whole.
+    let out = call(&json!({"path": "f.txt", "offset": 99}), &exec).await;
+    assert_eq!(out.content, "    99\tline 99\n   100\tline 100\n");
+    assert_eq!(out.stdout, out.content.as_bytes());
+}
+
+#[tokio::test]
+async fn a_first_line_longer_than_the_output_limit_is_cut_head_and_tail() {
     let limits = crate::tools::OutputLimits {
         read: 500,
         ..crate::tools::OutputLimits::default()
@@ -226,28 +286,16 @@ async fn a_cut_page_is_kept_whole_in_stdout_and_the_model_told_how_to_see_more()
     let exec = TestExec::new()
         .with_limits(limits)
         .with_full_output("/runs/r1/steps/step-4.out");
-    std::fs::write(exec.path("f.txt"), numbered(100)).unwrap();
-    let out = call(&json!({"path": "f.txt", "limit": 50}), &exec).await;
-    let page: String = (1..=50).map(|i| format!("{i:>6}\tline {i}\n")).collect();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), page);
+    std::fs::write(exec.path("f.txt"), format!("{}\nshort\n", "z".repeat(1500))).unwrap();
+    let out = call(&json!({"path": "f.txt"}), &exec).await;
+    assert!(out.content.starts_with("     1\tzzz"), "{}", out.content);
     assert!(
-        out.content.starts_with("     1\tline 1\n"),
-        "{}",
-        out.content
-    );
-    assert!(!out.content.contains("line 25\n"), "{}", out.content);
-    assert!(
-        out.content.ends_with(
-            "    50\tline 50\n[output cut; the whole output is kept in the run's step file \
+        out.content.contains(
+            "[output cut; the whole output is kept in the run's step file \
              (/runs/r1/steps/step-4.out); read fewer lines at a time (offset and limit) to see \
-             the rest]\n(file has 100 lines; showing 1-50; use offset=51 to continue)"
+             the rest]\n(file has 2 lines; showing 1-1; use offset=2 to continue)"
         ),
         "{}",
         out.content
     );
-
-    // A page within the cap is what the model sees, whole.
-    let out = call(&json!({"path": "f.txt", "offset": 99}), &exec).await;
-    assert_eq!(out.content, "    99\tline 99\n   100\tline 100\n");
-    assert_eq!(out.stdout, out.content.as_bytes());
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use super::*;
-use crate::sandbox::patch::session_patch;
+use crate::sandbox::patch::patch_text;
 
 fn blob_at(repo: &ShadowRepo, commit: Oid, path: &str) -> Vec<u8> {
     let tree = repo.commit_tree(commit).unwrap();
@@ -67,8 +67,7 @@ fn gitattributes_cannot_turn_a_text_change_into_a_binary_one() {
     fs::write(f.work.join("src/lib.rs"), "fn main() { evil() }\n").unwrap();
     fs::write(f.work.join("README.md"), "hello\nworld\n").unwrap();
     let after = record(&f.repo, "edit").commit.unwrap();
-    let patch = session_patch(&f.repo, before, after).unwrap();
-    let text = String::from_utf8_lossy(&patch.text);
+    let (patch, text) = patch_text(&f.repo, before, after).unwrap();
     assert!(!text.contains("Binary files"), "{text}");
     assert!(!text.contains("GIT binary patch"), "{text}");
     assert!(text.contains("\n+fn main() { evil() }\n"), "{text}");

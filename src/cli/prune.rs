@@ -10,6 +10,7 @@ use anyhow::Result;
 use super::commands::project_dir;
 use super::{EXIT_ERROR, EXIT_OK};
 use crate::sandbox::rundir::prune::{PruneOptions, prune};
+use crate::tools::bounds::size;
 
 /// The age `--older-than` takes by default.
 pub const DEFAULT_AGE: &str = "14d";
@@ -87,21 +88,6 @@ pub fn parse_age(text: &str) -> Result<Duration, String> {
         .checked_mul(seconds)
         .map(Duration::from_secs)
         .ok_or_else(|| format!("{text:?} is too long an age"))
-}
-
-/// Bytes in the largest unit that keeps a whole number in front.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

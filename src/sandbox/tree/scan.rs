@@ -174,7 +174,6 @@ pub fn walk<E: From<WalkError>>(
             if folder.path.is_empty() && name == b".ah" {
                 continue;
             }
-            let is_tracked = tracked.file(&path);
             let ignored = folder.ignored || chain.ignores(&path, kind == Kind::Dir);
             match kind {
                 Kind::Dir => {
@@ -204,7 +203,7 @@ pub fn walk<E: From<WalkError>>(
                     });
                 }
                 Kind::File | Kind::Link => {
-                    if ignored && !is_tracked {
+                    if ignored && !tracked.file(&path) {
                         continue;
                     }
                     if let Some(why) = refusal(&name, &path, folder.depth, &limits) {

@@ -51,7 +51,6 @@ impl ShadowRepo {
             &root,
             &Untracked,
             Limits::within(BASELINE_SECONDS),
-            false,
             &mut |visit: Visit<'_>| -> Result<(), ShadowError> {
                 if !visit.link && file_size(&visit.stat) <= PACKED_FILE_MAX {
                     let stage_err = |source| ShadowError::Stage {

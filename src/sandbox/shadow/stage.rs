@@ -94,12 +94,12 @@ impl ShadowRepo {
         let mut seen = HashSet::new();
         let mut updates = Vec::new();
         let mut too_large = Vec::new();
+        let mut rules_refused = Vec::new();
         let tracked = IndexTracked(&index);
         let walk = scan::walk(
             &root,
             &tracked,
             Limits::within(SCAN_SECONDS),
-            true,
             &mut |visit: Visit<'_>| -> Result<(), ShadowError> {
                 seen.insert(visit.path.to_vec());
                 let cached = index.get_path(Path::new(OsStr::from_bytes(visit.path)), 0);
@@ -109,14 +109,26 @@ impl ShadowRepo {
                 {
                     return Ok(());
                 }
-                match self.stage_entry(&visit, max_file_bytes, started)? {
-                    Some(entry) => updates.push(entry),
-                    None => too_large.push(String::from_utf8_lossy(visit.path).into_owned()),
+                let Some(entry) = self.stage_entry(&visit, max_file_bytes, started)? else {
+                    too_large.push(String::from_utf8_lossy(visit.path).into_owned());
+                    return Ok(());
+                };
+                // An oversized rules file is refused when it is the step's
+                // change, not when it is the project's own, unchanged.
+                match scan::oversized_rules(visit.name, &visit.stat, visit.link) {
+                    Some(why) if cached.is_none_or(|c| c.id != entry.id) => {
+                        rules_refused.push(Refused {
+                            path: visit.path.to_vec(),
+                            why,
+                        });
+                    }
+                    _ => updates.push(entry),
                 }
                 Ok(())
             },
         )?;
         let mut refused = walk.refused;
+        refused.append(&mut rules_refused);
         let gone: Vec<Vec<u8>> = index
             .iter()
             .filter(|e| !seen.contains(&e.path))

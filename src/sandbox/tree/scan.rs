@@ -123,13 +123,11 @@ struct Pending {
 }
 
 /// Walks the tree under `root`, calling `visit` for every recorded file and
-/// link. `strict` refuses rules files over [`MAX_RULES_BYTES`] (a step's
-/// change); without it they are only not honoured (the project's own).
+/// link.
 pub fn walk<E: From<WalkError>>(
     root: &DirHandle,
     tracked: &dyn Tracked,
     limits: Limits,
-    strict: bool,
     visit: &mut dyn FnMut(Visit<'_>) -> Result<(), E>,
 ) -> Result<Walk, E> {
     let io_err = |path: &[u8]| {
@@ -216,17 +214,6 @@ pub fn walk<E: From<WalkError>>(
                         Err(e) => return Err(io_err(&path)(e).into()),
                     };
                     let link = Kind::of_stat(&stat) == Kind::Link;
-                    if strict && !link && RULES_FILES.contains(&name.as_slice()) {
-                        let size = stat.st_size.max(0) as u64;
-                        if size > MAX_RULES_BYTES {
-                            let why = format!(
-                                "a {} of {size} bytes; ah honours none over {MAX_RULES_BYTES}",
-                                String::from_utf8_lossy(&name)
-                            );
-                            found.refused.push(Refused { path, why });
-                            continue;
-                        }
-                    }
                     visit(Visit {
                         dir: &folder.dir,
                         name: &name,
@@ -241,6 +228,21 @@ pub fn walk<E: From<WalkError>>(
         }
     }
     Ok(found)
+}
+
+/// Why a rules file (`.gitignore`, `.gitattributes`) of this size cannot be
+/// recorded as a step's change, if it cannot: git would obey it on the host,
+/// and reading one that large costs the host minutes. (The project's own
+/// files are recorded whatever their size; over the cap they are only not
+/// honoured.)
+pub fn oversized_rules(name: &[u8], stat: &Stat, link: bool) -> Option<String> {
+    let size = stat.st_size.max(0) as u64;
+    (!link && size > MAX_RULES_BYTES && RULES_FILES.contains(&name)).then(|| {
+        format!(
+            "a {} of {size} bytes; ah accepts none over {MAX_RULES_BYTES}",
+            String::from_utf8_lossy(name)
+        )
+    })
 }
 
 /// Why an entry cannot be recorded, if it cannot.

@@ -15,7 +15,6 @@ fn recorded(root: &Path) -> Vec<String> {
         &dir,
         &Untracked,
         Limits::within(30),
-        true,
         &mut |v: Visit<'_>| -> Result<(), WalkError> {
             seen.push(String::from_utf8_lossy(v.path).into_owned());
             Ok(())
@@ -106,13 +105,10 @@ fn the_walk_gives_up_past_its_entry_bound() {
     let handle = DirHandle::open_root(dir.path()).unwrap();
     let mut limits = Limits::within(30);
     limits.max_entries = 10;
-    let result = scan::walk(
-        &handle,
-        &Untracked,
-        limits,
-        true,
-        &mut |_: Visit<'_>| -> Result<(), WalkError> { Ok(()) },
-    );
+    let result = scan::walk(&handle, &Untracked, limits, &mut |_: Visit<'_>| -> Result<
+        (),
+        WalkError,
+    > { Ok(()) });
     assert!(matches!(result, Err(WalkError::TooManyEntries(10))));
 }
 

@@ -153,3 +153,25 @@ fn special_files_are_never_recorded_or_opened() {
     assert_eq!(step.commit, None);
     assert!(step.refused.is_empty());
 }
+
+#[test]
+fn the_projects_own_huge_rules_file_is_kept_and_not_honoured() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    fs::create_dir_all(&work).unwrap();
+    fs::write(work.join(".gitignore"), "*.log\n".repeat(300_000)).unwrap();
+    fs::write(work.join("a.log"), "x\n").unwrap();
+    let repo = ShadowRepo::init(&dir.path().join("shadow.git"), &work).unwrap();
+    let base = repo.baseline().unwrap();
+    let tree = repo.commit_tree(base).unwrap();
+    // Recorded, but not honoured: a.log is recorded too.
+    assert!(tree.get_path(Path::new(".gitignore")).is_ok());
+    assert!(tree.get_path(Path::new("a.log")).is_ok());
+    // Steps accept it as it is, and an undo keeps it.
+    fs::write(work.join(".env"), "KEY=1\n").unwrap();
+    let step = repo.commit_step(base, "env", MAX_FILE_BYTES).unwrap();
+    assert!(step.refused.is_empty(), "{:?}", step.refused);
+    repo.revert_to(base).unwrap();
+    assert!(work.join(".gitignore").exists());
+    assert!(!work.join(".env").exists());
+}

@@ -131,6 +131,8 @@ pub enum Event {
         files: usize,
         added: u64,
         removed: u64,
+        /// Build and cache outputs the run added, left out of the patch.
+        left_out: usize,
         mode: String,
         decision: String,
         reason: Option<String>,

@@ -136,7 +136,7 @@ pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Resu
         source,
         ..image::BuildOptions::default()
     };
-    let report = image::build_image(&options, &mut |line: &str| eprintln!("{line}")).await?;
+    let report = super::image_progress::build_with_display(&options, false).await?;
     eprintln!(
         "{} image {} built in {:.0}s",
         style("done:").green().bold(),

@@ -283,6 +283,9 @@ pub(super) async fn finish_run(
     for warning in &result.warnings {
         eprintln!("warning: {}", terminal_safe(warning));
     }
+    if let Some(line) = left_out_line(&result, &run_dir.artifacts_dir()) {
+        eprintln!("{line}");
+    }
     manifest.save(&run_dir.manifest_path())?;
 
     let not_applied = |decision: &str, why: String| ReviewRecord {
@@ -373,6 +376,7 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         files: result.patch.files.len(),
         added: result.patch.added_lines,
         removed: result.patch.removed_lines,
+        left_out: result.patch.left_out.len(),
         mode: record.mode.clone(),
         decision: record.decision.clone(),
         reason: record.reason.clone(),
@@ -390,6 +394,31 @@ fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> 
     }
 }
 
+/// How many build and cache outputs the patch leaves out, and where they
+/// are, when it leaves any out.
+fn left_out_line(result: &RunResult, artifacts: &Path) -> Option<String> {
+    let count = result.patch.left_out.len();
+    let files = match count {
+        0 => return None,
+        1 => "1 build/cache file".to_string(),
+        n => format!("{n} build/cache files"),
+    };
+    let copied = result
+        .patch
+        .left_out
+        .iter()
+        .filter(|path| result.artifacts.copied.iter().any(|c| &c.path == *path))
+        .count();
+    let kept = match copied {
+        n if n == count => format!("kept in {}", artifacts.display()),
+        n => format!(
+            "{n} of them kept in {}; manifest.json lists them all",
+            artifacts.display()
+        ),
+    };
+    Some(format!("{files} left out of the patch ({kept})"))
+}
+
 fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.baseline = Some(result.baseline.clone());
     manifest.head = Some(result.head.clone());
@@ -399,6 +428,7 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.patch = Some(result.patch.summary());
     manifest.warnings = result.warnings.clone();
     manifest.poisoned = result.poisoned.clone();
+    manifest.left_out = result.patch.left_out.clone();
     manifest.artifacts = result
         .artifacts
         .copied

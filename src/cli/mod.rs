@@ -9,6 +9,7 @@ mod commands;
 mod compact;
 pub mod config;
 mod display;
+mod image_progress;
 mod lifecycle;
 mod live;
 mod model;

@@ -45,8 +45,9 @@ pub fn runtime(args: &SandboxArgs) -> podman::Runtime {
 
 /// Before anything is copied: podman must be there (never a silent fallback
 /// to no sandbox), containers left by a crashed run are removed, and a missing
-/// image is built, with progress, as `ah image build` would.
-pub(super) async fn podman_preflight(image_name: &str) -> Result<()> {
+/// image is built, with progress, as `ah image build` would (under `json`
+/// without a spinner: phase lines only).
+pub(super) async fn podman_preflight(image_name: &str, json: bool) -> Result<()> {
     podman::find_podman().map_err(|err| {
         anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
     })?;
@@ -73,7 +74,7 @@ pub(super) async fn podman_preflight(image_name: &str) -> Result<()> {
             "the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)"
         );
         let options = image::BuildOptions::default();
-        image::build_image(&options, &mut |line: &str| eprintln!("  {line}"))
+        super::image_progress::build_with_display(&options, json)
             .await
             .context("could not build the sandbox image; run `ah doctor` to see what is missing")?;
     }

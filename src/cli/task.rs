@@ -159,7 +159,7 @@ pub(super) async fn settle(
         .clone()
         .unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
     if args.backend == BackendKind::Podman {
-        podman_preflight(&image).await?;
+        podman_preflight(&image, args.json).await?;
     }
     let prompts = prompt_setup::prepare(
         &project,

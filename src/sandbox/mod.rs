@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod egress;
 pub mod image;
 pub mod none;
+pub mod outputs;
 pub mod patch;
 pub mod podman;
 pub mod policy;

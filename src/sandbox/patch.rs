@@ -8,6 +8,10 @@
 //! spelled out as git does. Renames are not detected, so a rename is a
 //! deletion plus an addition, and a file replaced by a link (or back) is a
 //! deletion plus an addition of the same path, again as git prints it.
+//!
+//! Files the run added that are build or cache outputs ([`Outputs`]) are
+//! left out and listed: they are not the user's change, and one binary
+//! among them would keep the whole patch from being applied on its own.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -15,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{DiffOptions, Oid, Patch};
 
+use super::outputs::Outputs;
 use super::review::FileStat;
 use super::rundir::PatchStats;
 use super::shadow::{ShadowError, ShadowRepo};
@@ -53,6 +58,9 @@ pub struct PatchInfo {
     pub removed_lines: u64,
     /// The size of the patch text.
     pub bytes: u64,
+    /// Files the run added that are build or cache outputs, left out of
+    /// the patch (still in the shadow repo, and copied as artifacts).
+    pub left_out: Vec<String>,
 }
 
 impl PatchInfo {
@@ -63,6 +71,7 @@ impl PatchInfo {
             added_lines: 0,
             removed_lines: 0,
             bytes: 0,
+            left_out: Vec::new(),
         }
     }
 
@@ -90,11 +99,13 @@ impl PatchInfo {
 /// `out` (the run's `session.patch`), streamed: one file's patch at a time
 /// is made and printed into the file, and the counts come from the same
 /// lines, so the patch text is never held whole. A file over
-/// [`MAX_LINE_DIFF_BYTES`] on either side gets a binary hunk.
+/// [`MAX_LINE_DIFF_BYTES`] on either side gets a binary hunk. A file the
+/// baseline did not have that `outputs` names is left out and listed.
 pub fn session_patch(
     repo: &ShadowRepo,
     baseline: Oid,
     head: Oid,
+    outputs: &Outputs,
     out: &Path,
 ) -> Result<PatchInfo, PatchError> {
     let write_err = |source| PatchError::Write {
@@ -127,7 +138,20 @@ pub fn session_patch(
     let mut writer = BufWriter::new(File::create(out).map_err(write_err)?);
     let mut info = PatchInfo::empty();
     let mut failed = None;
+    let in_baseline = |path: &str| old.get_path(Path::new(path)).is_ok();
+    let baseline_has_dir = |dir: &str| {
+        old.get_path(Path::new(dir))
+            .is_ok_and(|entry| entry.kind() == Some(git2::ObjectType::Tree))
+    };
     for (idx, delta) in text.deltas().enumerate() {
+        if delta.status() == git2::Delta::Added
+            && let Some(path) = delta.new_file().path().and_then(Path::to_str)
+            && !in_baseline(path)
+            && outputs.is_output(path, &baseline_has_dir)
+        {
+            info.left_out.push(path.to_string());
+            continue;
+        }
         let source = if large(delta.old_file()) || large(delta.new_file()) {
             &binary
         } else {
@@ -215,7 +239,7 @@ pub fn patch_text(
         source,
     })?;
     let file = dir.path().join("session.patch");
-    let info = session_patch(repo, baseline, head, &file)?;
+    let info = session_patch(repo, baseline, head, &Outputs::none(), &file)?;
     let bytes = std::fs::read(&file).map_err(|source| PatchError::Write { path: file, source })?;
     Ok((info, String::from_utf8_lossy(&bytes).into_owned()))
 }
@@ -306,7 +330,14 @@ mod tests {
         }
         /// The session patch from the baseline to `head`, in `session.patch`.
         fn build(&self, head: Oid) -> PatchInfo {
-            session_patch(&self.repo, self.baseline, head, &self.patch_file()).unwrap()
+            session_patch(
+                &self.repo,
+                self.baseline,
+                head,
+                &Outputs::none(),
+                &self.patch_file(),
+            )
+            .unwrap()
         }
         /// Commits the work tree as one step and builds the session patch.
         fn patch(&self) -> (Oid, PatchInfo) {
@@ -327,10 +358,20 @@ mod tests {
 
     /// A committed host repo, its work copy, and the shadow baseline.
     fn run() -> Run {
+        run_with(&[])
+    }
+
+    /// [`run`], with `extra` files in the host repo too.
+    fn run_with(extra: &[(&str, &[u8])]) -> Run {
         let dir = tempfile::tempdir().unwrap();
         let host = dir.path().join("host");
         fs::create_dir_all(host.join("src")).unwrap();
         git(&host, &["init", "-q"]);
+        for (path, content) in extra {
+            let path = host.join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, content).unwrap();
+        }
         fs::write(host.join("README.md"), "one\ntwo\nthree\n").unwrap();
         fs::write(host.join("src/lib.rs"), "fn a() {}\n").unwrap();
         fs::write(host.join("logo.bin"), binary(7, 4000)).unwrap();
@@ -551,8 +592,57 @@ mod tests {
         );
         assert_eq!(run.text().trim_end(), expected);
         let missing = run.dir.path().join("missing/session.patch");
-        let err = session_patch(&run.repo, run.baseline, head, &missing).unwrap_err();
+        let err =
+            session_patch(&run.repo, run.baseline, head, &Outputs::none(), &missing).unwrap_err();
         assert!(err.to_string().contains("missing/session.patch"), "{err}");
+    }
+
+    #[test]
+    fn outputs_the_run_added_are_left_out_and_the_rest_applies() {
+        let run = run_with(&[
+            ("build/gen.c", b"int g;\n"),
+            ("pkg/__pycache__/old.pyc", &binary(1, 50)),
+        ]);
+        let work = run.work();
+        fs::write(work.join("src/lib.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+        fs::create_dir_all(work.join("pkg/__pycache__")).unwrap();
+        fs::write(work.join("pkg/__pycache__/m.pyc"), binary(2, 50)).unwrap();
+        fs::write(work.join("pkg/__pycache__/old.pyc"), binary(3, 50)).unwrap();
+        fs::create_dir_all(work.join(".pytest_cache/v")).unwrap();
+        fs::write(work.join(".pytest_cache/v/x"), "[]\n").unwrap();
+        fs::write(work.join("build/new.c"), "int n;\n").unwrap();
+        fs::write(work.join("build/new.o"), binary(4, 50)).unwrap();
+        let patterns = ["__pycache__/", "*.pyc", ".pytest_cache/", "build/", "*.o"];
+        let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+        let outputs = Outputs::new(&patterns).unwrap();
+        let parent = run.repo.head().unwrap();
+        let head = run
+            .repo
+            .commit_step(parent, "step", MAX_FILE_BYTES)
+            .unwrap()
+            .commit
+            .unwrap();
+        let info =
+            session_patch(&run.repo, run.baseline, head, &outputs, &run.patch_file()).unwrap();
+        // What the project had stays: a changed `old.pyc` and a new file in
+        // the tracked `build/`; what the run made up is left out.
+        let paths: Vec<&str> = info.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["build/new.c", "pkg/__pycache__/old.pyc", "src/lib.rs"]
+        );
+        assert_eq!(
+            info.left_out,
+            [".pytest_cache/v/x", "build/new.o", "pkg/__pycache__/m.pyc"]
+        );
+        assert!(!run.text().contains("m.pyc"));
+        assert_eq!(info.bytes, fs::metadata(run.patch_file()).unwrap().len());
+        run.apply();
+        assert!(!run.host().join("pkg/__pycache__/m.pyc").exists());
+        assert_eq!(
+            fs::read(run.host().join("src/lib.rs")).unwrap(),
+            b"fn a() {}\nfn b() {}\n"
+        );
     }
 
     #[test]

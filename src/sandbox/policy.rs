@@ -6,8 +6,10 @@
 //! rules come from the
 //! built-in `policy/default.toml`, then the project's `.ah/policy.toml`, then
 //! `--policy FILE`, then globs given on the command line. The same files
-//! say what the sandbox may reach on the network (`[network] allow`) and
-//! which host variables it gets (`[sandbox] env`).
+//! say what the sandbox may reach on the network (`[network] allow`),
+//! which host variables it gets (`[sandbox] env`) and which files a run
+//! adds are build or cache outputs left out of the patch (`[outputs]
+//! exclude`, see [`super::outputs`]).
 
 mod load;
 mod symlink;
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use globset::GlobSet;
 use serde::{Deserialize, Serialize};
 
+use super::outputs::Outputs;
 use super::{Change, ChangeKind};
 
 pub use load::{Origin, PolicyError};
@@ -82,6 +85,9 @@ pub struct Policy {
     write: WriteRules,
     review: ReviewRules,
     sandbox: SandboxRules,
+    /// `[outputs] exclude`, compiled (serialized as its patterns).
+    #[serde(serialize_with = "outputs_patterns")]
+    outputs: Outputs,
     #[serde(skip)]
     read_deny: RuleSet,
     #[serde(skip)]
@@ -92,6 +98,10 @@ pub struct Policy {
     deny: RuleSet,
     #[serde(skip)]
     restricted: RuleSet,
+}
+
+fn outputs_patterns<S: serde::Serializer>(outputs: &Outputs, s: S) -> Result<S::Ok, S::Error> {
+    outputs.patterns().serialize(s)
 }
 
 /// Globs in the order they were given, compiled into one matcher.
@@ -281,6 +291,11 @@ impl Policy {
     /// The merged network allowlist and environment allowlist, as given.
     pub fn sandbox(&self) -> &SandboxRules {
         &self.sandbox
+    }
+
+    /// The build and cache outputs a run's patch leaves out.
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
     }
 
     /// The first restricted glob matching `path`, if any (letter case ignored).

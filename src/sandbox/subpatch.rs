@@ -223,7 +223,8 @@ mod tests {
             .commit
             .unwrap();
         let file = dir.path().join("session.patch");
-        let info = session_patch(&repo, base, head, &file).unwrap();
+        let outputs = crate::sandbox::outputs::Outputs::none();
+        let info = session_patch(&repo, base, head, &outputs, &file).unwrap();
         (dir, info)
     }
 

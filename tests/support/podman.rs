@@ -59,9 +59,11 @@ async fn ensure_image() {
         .unwrap_or_else(|e| panic!("{e}"));
     if !present {
         eprintln!("building {DEFAULT_IMAGE} (once; about a minute)");
-        let report = build_image(&BuildOptions::default(), &mut |line| eprintln!("  {line}"))
-            .await
-            .unwrap_or_else(|e| panic!("building the sandbox image failed: {e}"));
+        let report = build_image(&BuildOptions::default(), &mut |progress| {
+            eprintln!("  {progress:?}")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("building the sandbox image failed: {e}"));
         eprintln!(
             "built {DEFAULT_IMAGE} via {:?} in {:?}",
             report.source, report.duration

@@ -11,6 +11,10 @@
 //! connection (3 s). Anything else builds offline, which works wherever apt
 //! works. Behind an HTTPS proxy the check can say "unreachable" although
 //! podman would get through: choose `Registry` explicitly there.
+//!
+//! A build reports what it is doing as [`Progress`]: the phase it enters,
+//! notes a person should read, and every line the build tools print, so the
+//! caller can show a phase and keep the hundreds of output lines in a log.
 
 mod offline;
 mod stream;
@@ -105,6 +109,56 @@ impl Default for BuildOptions {
     }
 }
 
+/// What a build is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Deciding which way to build ([`ImageSource::Auto`]).
+    CheckRegistry,
+    /// `podman build` from the Containerfile.
+    PodmanBuild,
+    /// debootstrap of the rootfs (offline).
+    Debootstrap,
+    /// `tar | podman import` of the rootfs (offline).
+    Import,
+}
+
+impl Phase {
+    /// What the phase is, in a few words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::CheckRegistry => "checking whether a container registry is reachable",
+            Phase::PodmanBuild => "podman build",
+            Phase::Debootstrap => "debootstrap",
+            Phase::Import => "podman import",
+        }
+    }
+
+    /// Which phase of its way this is, and of how many (none for the
+    /// check, which comes before a way is chosen).
+    pub fn step(self) -> Option<(u8, u8)> {
+        match self {
+            Phase::CheckRegistry => None,
+            Phase::PodmanBuild => Some((1, 1)),
+            Phase::Debootstrap => Some((1, 2)),
+            Phase::Import => Some((2, 2)),
+        }
+    }
+}
+
+/// What a build reports as it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    /// A phase starts.
+    Phase(Phase),
+    /// A line for a person: what was chosen, where from, how it ended.
+    Note(&'a str),
+    /// One line a build tool printed (stdout or stderr).
+    Output(&'a str),
+}
+
+/// The callback a build reports to.
+pub type OnProgress<'p> = dyn FnMut(Progress<'_>) + Send + 'p;
+
 /// What a build did.
 #[derive(Debug, Clone)]
 pub struct BuildReport {
@@ -119,21 +173,23 @@ pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
     Ok(podman::image_exists(&podman, image).await?)
 }
 
-/// Builds the image, reporting progress one line at a time.
+/// Builds the image, reporting its phases and output as it goes.
 pub async fn build_image(
     opts: &BuildOptions,
-    progress: &mut (dyn FnMut(&str) + Send),
+    progress: &mut OnProgress<'_>,
 ) -> Result<BuildReport, ImageError> {
     let podman = podman::find_podman()?;
     let started = Instant::now();
     let source = match opts.source {
         ImageSource::Auto => {
-            progress("checking whether a container registry is reachable");
+            progress(Progress::Phase(Phase::CheckRegistry));
             let base_local = podman::image_exists(&podman, BASE_IMAGE).await?;
             if base_local || registry_reachable().await {
                 ImageSource::Registry
             } else {
-                progress("no registry reachable: building offline with debootstrap");
+                progress(Progress::Note(
+                    "no registry reachable: building offline with debootstrap",
+                ));
                 ImageSource::Offline
             }
         }
@@ -144,11 +200,11 @@ pub async fn build_image(
         _ => build_from_registry(&podman, &opts.image, progress).await?,
     }
     let duration = started.elapsed();
-    progress(&format!(
+    progress(Progress::Note(&format!(
         "built {} in {:.1} s",
         opts.image,
         duration.as_secs_f64()
-    ));
+    )));
     Ok(BuildReport { source, duration })
 }
 
@@ -174,8 +230,9 @@ async fn registry_reachable() -> bool {
 async fn build_from_registry(
     podman: &std::path::Path,
     image: &str,
-    progress: &mut (dyn FnMut(&str) + Send),
+    progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
+    progress(Progress::Phase(Phase::PodmanBuild));
     let context = tempfile::tempdir().map_err(|source| ImageError::Io {
         what: "create a build directory",
         source,

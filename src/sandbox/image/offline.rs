@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 
-use super::{BuildOptions, ImageError, PACKAGES, SUITE, stream};
+use super::{BuildOptions, ImageError, OnProgress, PACKAGES, Phase, Progress, SUITE, stream};
 use crate::sandbox::podman::{CONTAINER_PATH, find_tool, rootless};
 
 /// Used when apt's sources name no Debian mirror.
@@ -16,7 +16,7 @@ const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 pub async fn build(
     podman: &Path,
     opts: &BuildOptions,
-    progress: &mut (dyn FnMut(&str) + Send),
+    progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
     if rootless() {
         return Err(ImageError::NeedsRoot);
@@ -37,7 +37,10 @@ pub async fn build(
         })?;
     let rootfs = dir.path().join("rootfs");
 
-    progress(&format!("debootstrap {SUITE} from {mirror}"));
+    progress(Progress::Phase(Phase::Debootstrap));
+    progress(Progress::Note(&format!(
+        "debootstrap {SUITE} from {mirror}"
+    )));
     let mut cmd = Command::new(&debootstrap);
     cmd.args(["--variant=minbase", "--include"])
         .arg(PACKAGES.join(","))
@@ -46,7 +49,7 @@ pub async fn build(
         .arg(&mirror)
         .stdin(Stdio::null());
     if let Some(proxy) = &proxy {
-        progress(&format!("using apt's proxy {proxy}"));
+        progress(Progress::Note(&format!("using apt's proxy {proxy}")));
         cmd.env("http_proxy", proxy).env("https_proxy", proxy);
     }
     stream::run(
@@ -62,7 +65,11 @@ pub async fn build(
         remove_files_in(&rootfs.join(cache));
     }
 
-    progress(&format!("importing the rootfs as {}", opts.image));
+    progress(Progress::Phase(Phase::Import));
+    progress(Progress::Note(&format!(
+        "importing the rootfs as {}",
+        opts.image
+    )));
     import(podman, &rootfs, &opts.image, progress).await
 }
 
@@ -71,7 +78,7 @@ async fn import(
     podman: &Path,
     rootfs: &Path,
     image: &str,
-    progress: &mut (dyn FnMut(&str) + Send),
+    progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
     let mut tar = Command::new("tar")
         .arg("-C")

@@ -1,5 +1,5 @@
 //! Running one build step as a child process, passing its output to the
-//! caller's progress callback line by line and keeping the last lines for
+//! caller's progress callback line by line ([`Progress::Output`]) and keeping the last lines for
 //! the error message when the step fails.
 
 use std::collections::VecDeque;
@@ -8,7 +8,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use super::ImageError;
+use super::{ImageError, OnProgress, Progress};
 
 /// Lines of output kept for a failure message.
 const TAIL_LINES: usize = 30;
@@ -19,7 +19,7 @@ pub async fn run(
     mut cmd: Command,
     step: &'static str,
     fix: &'static str,
-    progress: &mut (dyn FnMut(&str) + Send),
+    progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
     let mut child = cmd
         .stdout(Stdio::piped())
@@ -45,7 +45,7 @@ pub async fn run(
         match line {
             Ok(Some(bytes)) => {
                 let line = String::from_utf8_lossy(&bytes).into_owned();
-                progress(&line);
+                progress(Progress::Output(&line));
                 if tail.len() == TAIL_LINES {
                     tail.pop_front();
                 }

@@ -18,6 +18,7 @@ use super::{
     PROJECT_POLICY_FILE, Policy, ReadRules, ReviewRules, RuleSet, SandboxRules, WriteRules,
 };
 use crate::sandbox::egress::allow::Rule as NetworkRule;
+use crate::sandbox::outputs::Outputs;
 
 /// The built-in policy, embedded in the binary.
 const BUILTIN: &str = include_str!("../../../policy/default.toml");
@@ -49,7 +50,7 @@ pub enum PolicyError {
         "policy file {origin} is not valid TOML for a policy: {message}\n\
          the keys are [read] deny, allow; [write] allow, deny; \
          [review] max_lines, max_files, max_bytes, restricted; \
-         [network] allow; [sandbox] env"
+         [network] allow; [sandbox] env; [outputs] exclude"
     )]
     Parse { origin: Origin, message: String },
 
@@ -60,6 +61,17 @@ pub enum PolicyError {
         glob: String,
         message: String,
     },
+
+    #[error("bad output pattern {pattern:?} in {origin}{}: {message}; fix or remove it", line_suffix(*.line))]
+    Output {
+        origin: Origin,
+        line: Option<usize>,
+        pattern: String,
+        message: String,
+    },
+
+    #[error("cannot compile the output patterns together: {0}; use fewer or simpler patterns")]
+    Outputs(String),
 
     #[error("bad network rule in {origin}{}: {message}", line_suffix(*.line))]
     Network {
@@ -86,6 +98,13 @@ struct Layer {
     review: Option<ReviewLayer>,
     network: Option<NetworkLayer>,
     sandbox: Option<SandboxLayer>,
+    outputs: Option<OutputsLayer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputsLayer {
+    exclude: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,6 +235,8 @@ struct Draft {
     max_files: u64,
     max_bytes: u64,
     sandbox: SandboxRules,
+    /// `[outputs] exclude`, each pattern checked as it was read.
+    outputs: Vec<String>,
 }
 
 impl Draft {
@@ -280,6 +301,23 @@ impl Draft {
         if let Some(env) = layer.sandbox.and_then(|sandbox| sandbox.env) {
             self.sandbox.env = env;
         }
+        if let Some(exclude) = layer.outputs.and_then(|outputs| outputs.exclude) {
+            self.outputs.clear();
+            for pattern in exclude {
+                let line = line_of(source, pattern.span().start);
+                let pattern = pattern.into_inner();
+                // Checked one by one, so an error names its file and line.
+                Outputs::new(std::slice::from_ref(&pattern)).map_err(|err| {
+                    PolicyError::Output {
+                        origin: origin.clone(),
+                        line: Some(line),
+                        pattern: err.pattern,
+                        message: err.message,
+                    }
+                })?;
+                self.outputs.push(pattern);
+            }
+        }
         Ok(())
     }
 
@@ -312,11 +350,14 @@ impl Draft {
             max_bytes: self.max_bytes,
             restricted: self.restricted.patterns(),
         };
+        let outputs =
+            Outputs::new(&self.outputs).map_err(|err| PolicyError::Outputs(err.message))?;
         Ok(Policy {
             read,
             write,
             review,
             sandbox: self.sandbox,
+            outputs,
             read_deny: self.read_deny.compile()?,
             read_allow: self.read_allow.compile()?,
             allow: self.allow.compile()?,
@@ -368,6 +409,7 @@ impl Policy {
             max_files: 0,
             max_bytes: 0,
             sandbox: SandboxRules::default(),
+            outputs: Vec::new(),
         };
         draft.apply(BUILTIN, &Origin::Builtin)?;
         if let Some(path) = project_file {

@@ -374,3 +374,43 @@ fn network_and_env_lists_merge_like_the_others() {
         "{err}"
     );
 }
+
+#[test]
+fn outputs_default_to_build_and_cache_folders_and_a_file_replaces_them() {
+    let none = |_: &str| false;
+    let policy = defaults();
+    for output in [
+        "pkg/__pycache__/m.cpython-311.pyc",
+        ".pytest_cache/v/cache/lastfailed",
+        "web/node_modules/left-pad/index.js",
+        "target/debug/app",
+        "src/main.o",
+        ".DS_Store",
+    ] {
+        assert!(policy.outputs().is_output(output, &none), "{output}");
+    }
+    for source in ["src/main.py", "build", "tests/test_m.py", "Makefile"] {
+        assert!(!policy.outputs().is_output(source, &none), "{source}");
+    }
+
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".ah")).unwrap();
+    let file = project.path().join(PROJECT_POLICY_FILE);
+    std::fs::write(&file, "[outputs]\nexclude = [\"*.gen.ts\"]\n").unwrap();
+    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    assert_eq!(policy.outputs().patterns(), ["*.gen.ts"]);
+    assert!(policy.outputs().is_output("web/api.gen.ts", &none));
+    assert!(!policy.outputs().is_output("pkg/__pycache__/m.pyc", &none));
+
+    std::fs::write(
+        &file,
+        "[outputs]\nexclude = [\n  \"ok/\",\n  \"[z-a\",\n]\n",
+    )
+    .unwrap();
+    let err = Policy::load(project.path(), None, &[], &[]).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("policy.toml (line 4)") && text.contains("\"[z-a\""),
+        "{text}"
+    );
+}

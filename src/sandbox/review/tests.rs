@@ -515,6 +515,7 @@ fn new_file_patch(path: &str, lines: &[&str]) -> (crate::sandbox::patch::PatchIn
         files: vec![stat(path, lines.len() as u64, 0)],
         added_lines: lines.len() as u64,
         removed_lines: 0,
+        left_out: Vec::new(),
     };
     (patch, text)
 }
@@ -565,6 +566,7 @@ fn hidden_characters_count_context_lines_and_skip_removed_ones() {
         files: vec![stat("a.rs", 1, 1)],
         added_lines: 1,
         removed_lines: 1,
+        left_out: Vec::new(),
     };
     let found = hidden_chars(&patch, text.as_bytes()).unwrap();
     assert_eq!(

@@ -1,5 +1,6 @@
-//! The end of a run: the sandbox is stopped, `session.patch` is written,
-//! the files the run added are copied out as artifacts and the work copy
+//! The end of a run: the sandbox is stopped, `session.patch` is written
+//! (without the build and cache outputs the run added), the files the run
+//! added, outputs included, are copied out as artifacts and the work copy
 //! is removed (the shadow repo keeps every step).
 
 use std::path::PathBuf;
@@ -50,8 +51,14 @@ impl Run {
         }
         let egress = self.backend.take_egress();
         let patch_path = self.dir.patch_path();
-        let info = patch::session_patch(&self.shadow, self.baseline, self.head, &patch_path)
-            .map_err(|e| RunError::Patch(e.to_string()))?;
+        let info = patch::session_patch(
+            &self.shadow,
+            self.baseline,
+            self.head,
+            self.policy.outputs(),
+            &patch_path,
+        )
+        .map_err(|e| RunError::Patch(e.to_string()))?;
         let artifacts = self
             .shadow
             .changes_between(self.baseline, self.head)

@@ -1,5 +1,6 @@
 //! `manifest.json`: the summary of one run (task, model, backend, shadow
-//! commits, withheld files, steps, violations, patch stats, review, apply). Every field has a
+//! commits, withheld files, steps, violations, patch stats, outputs left out
+//! of the patch, review, apply). Every field has a
 //! default so that a manifest written early in a run, or by an older ah, still
 //! loads; it is rewritten atomically as the run goes on.
 
@@ -47,6 +48,9 @@ pub struct Manifest {
     pub applied: bool,
     /// Artifact paths, relative to `artifacts/`.
     pub artifacts: Vec<String>,
+    /// Files the run added that are build or cache outputs (`[outputs]` of
+    /// the policy), left out of `session.patch`; relative to the work root.
+    pub left_out: Vec<String>,
     /// What went wrong after the patch was saved (e.g. the sandbox could not
     /// be removed).
     pub warnings: Vec<String>,

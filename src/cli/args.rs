@@ -16,6 +16,11 @@ use crate::tools::OutputLimits;
 #[derive(Debug, Parser)]
 #[command(name = "ah", version, about, long_about = None)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(
+    after_help = "Options may come before or after a command: `ah -C ~/repo tree` is \
+    `ah tree -C ~/repo`. A task whose first word is a command's name goes after `--`: \
+    `ah -- tree`, `ah -C ~/repo -- show me the tree`."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -26,7 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The task for the agent.
+    /// The task for the agent (after `--` when its first word is a
+    /// command's name: `ah -- tree`).
     #[arg(value_name = "PROMPT")]
     pub prompt: Vec<String>,
 

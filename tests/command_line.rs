@@ -1,11 +1,13 @@
 //! The command line's shape: options before a command mean what they mean
 //! after it (`ah -C DIR tree` is `ah tree -C DIR`, never a task "tree"),
 //! every command runs as itself either way without asking the model
-//! anything, and a task that is a command's name goes after `--`.
+//! anything, a task that is a command's name goes after `--`, and `-n
+//! --name X` starts a new session named X.
 
 mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::{Value, json};
@@ -355,4 +357,56 @@ fn a_command_alone_is_the_command_and_after_dashes_or_among_words_a_task() {
         let texts = last_texts(request);
         assert!(texts.iter().any(|t| t == prompt), "{prompt:?} in {texts:?}");
     }
+}
+
+#[test]
+fn new_with_a_name_starts_a_named_session_and_refuses_a_name_in_use() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(
+        (0..3)
+            .map(|i| Turn::reply(Reply::new().text(format!("answer {i}"))))
+            .collect(),
+    );
+    let project = host.project.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let base = ["-C", project, "--backend", "none", "--review", "never"];
+        ah(&host, &mock, &[&base[..], args].concat())
+    };
+    let ok = |out: Output| assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    ok(run(&["first"]));
+    // -n --name: a new session, though the first one is the latest.
+    ok(run(&["-n", "--name", "batch-1", "second"]));
+    ok(run(&["--name", "batch-1", "third"]));
+    let sessions = host.sessions();
+    assert_eq!(sessions.len(), 2);
+    let named: Vec<&Path> = sessions
+        .iter()
+        .filter(|db| {
+            query(db, "SELECT value FROM context WHERE key = 'name'") == [[json!("batch-1")]]
+        })
+        .map(|db| db.as_path())
+        .collect();
+    assert_eq!(named.len(), 1);
+    assert_eq!(
+        query(
+            named[0],
+            "SELECT count(*) FROM messages WHERE role = 'user'"
+        ),
+        [[json!(2)]]
+    );
+
+    // The name is taken now: -n says how to continue it instead.
+    let out = run(&["-n", "--name", "batch-1", "fourth"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a session named \"batch-1\" exists already")
+            && err.contains("`--name \"batch-1\"` without -n continues it"),
+        "{err}"
+    );
+    // -n still refuses the flags that name another session.
+    let out = run(&["-n", "-S", "01", "fifth"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert_eq!(mock.requests().len(), 3);
+    assert_eq!(host.sessions().len(), 2);
 }

@@ -80,7 +80,8 @@ pub struct RunArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// Start a new session instead of continuing the most recent one.
+    /// Start a new session instead of continuing the most recent one (with
+    /// --name NAME: a new session named NAME).
     #[arg(short = 'n', long = "new")]
     pub new_session: bool,
 

@@ -176,7 +176,7 @@ fn apply_patch_on_a_big_file_is_refused_without_reading_it() {
         &host,
         vec![
             bash("seq 1 5000000 > big.txt"),
-            ("apply_patch", json!({"patch": patch})),
+            ("apply_patch", json!({"input": patch})),
         ],
         &["--review", "never"],
     );

@@ -38,7 +38,7 @@ fn tool_message<'a>(request: &'a RecordedRequest, call_id: &str) -> &'a Value {
 }
 
 fn patch_turn(id: &str, patch: &str) -> Turn {
-    Turn::reply(Reply::new().tool_use(id, "apply_patch", json!({ "patch": patch })))
+    Turn::reply(Reply::new().tool_use(id, "apply_patch", json!({ "input": patch })))
 }
 
 #[test]
@@ -84,6 +84,10 @@ fn a_text_answer_from_an_openai_model() {
         })
         .collect();
     assert_eq!(tools, ["read", "write", "apply_patch", "bash"]);
+    // The patch goes in `input`, as in the apply_patch tool the models know.
+    let apply_patch = &first.body["tools"][2]["function"]["parameters"];
+    assert_eq!(apply_patch["required"], json!(["input"]), "{apply_patch}");
+    assert_eq!(apply_patch["properties"]["input"]["type"], json!("string"));
 
     let db = &host.sessions()[0];
     let usage = query(

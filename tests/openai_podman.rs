@@ -29,7 +29,7 @@ fn apply_patch_in_the_sandbox_keeps_modes_and_reaches_the_host() {
         *** Add File: notes.txt\n+made by apply_patch\n\
         *** End Patch";
     let mock = MockServer::start(vec![
-        Turn::reply(Reply::new().tool_use("call_1", "apply_patch", json!({ "patch": patch }))),
+        Turn::reply(Reply::new().tool_use("call_1", "apply_patch", json!({ "input": patch }))),
         Turn::reply(Reply::new().tool_use(
             "call_2",
             "bash",

@@ -20,7 +20,7 @@ fn run(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A session command (no run flags: they do not mix with subcommands).
+/// A session command (no run flags: session commands refuse them).
 fn command(host: &Host, args: &[&str]) -> Output {
     host.ah("http://127.0.0.1:9").args(args).output().unwrap()
 }
@@ -97,8 +97,11 @@ fn sessions_are_found_by_name_prefix_new_db_and_recency() {
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no session"));
 
-    // One flag at a time.
+    // One flag at a time; -n --name only for a name not taken.
     let out = run(&host, &mock, &["-n", "--name", "alpha", "p"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exists already"));
+    let out = run(&host, &mock, &["-n", "-S", &id(alpha), "p"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
 
     // --db: a new file is created by a run; commands need an existing one.

@@ -68,7 +68,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
                 .tool_use(
                     "call_p1",
                     "apply_patch",
-                    json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-two\n+three\n*** End Patch"}),
+                    json!({"input": "*** Begin Patch\n*** Update File: a.txt\n@@\n-two\n+three\n*** End Patch"}),
                 )
                 .tool_use("call:b/1", "bash", json!({"command": "cat a.txt"})),
         ),
@@ -132,7 +132,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
             .unwrap_or_else(|e| panic!("arguments are JSON: {e}"));
     assert_eq!(
         arguments,
-        json!({"patch": "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch"})
+        json!({"input": "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** End Patch"})
     );
     let result = sent
         .iter()

@@ -16,6 +16,11 @@ use crate::tools::OutputLimits;
 #[derive(Debug, Parser)]
 #[command(name = "ah", version, about, long_about = None)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(
+    after_help = "Options may come before or after a command: `ah -C ~/repo tree` is \
+    `ah tree -C ~/repo`. A task whose first word is a command's name goes after `--`: \
+    `ah -- tree`, `ah -C ~/repo -- show me the tree`."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -26,7 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The task for the agent.
+    /// The task for the agent (after `--` when its first word is a
+    /// command's name: `ah -- tree`).
     #[arg(value_name = "PROMPT")]
     pub prompt: Vec<String>,
 
@@ -74,7 +80,8 @@ pub struct RunArgs {
     #[arg(short = 'm', long = "model", value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// Start a new session instead of continuing the most recent one.
+    /// Start a new session instead of continuing the most recent one (with
+    /// --name NAME: a new session named NAME).
     #[arg(short = 'n', long = "new")]
     pub new_session: bool,
 

@@ -5,6 +5,7 @@
 
 mod abort;
 pub mod args;
+mod argv;
 mod commands;
 mod compact;
 pub mod config;
@@ -57,8 +58,11 @@ pub fn main() -> i32 {
     if let Some(code) = network::sandbox_helper(std::env::args_os()) {
         return code;
     }
-    let parsed = Cli::command()
-        .try_get_matches()
+    let mut command = Cli::command();
+    command.build();
+    let line = argv::options_after_subcommand(&command, std::env::args_os().collect());
+    let parsed = command
+        .try_get_matches_from(line.args)
         .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
     let (cli, matches) = match parsed {
         Ok(parsed) => parsed,
@@ -66,6 +70,15 @@ pub fn main() -> i32 {
             // clap prints help and version to stdout with success, and usage
             // errors to stderr.
             let _ = err.print();
+            if let Some(name) = line.subcommand
+                && err.use_stderr()
+            {
+                eprintln!(
+                    "note: `{name}` is a command, and options before it are its options; \
+                     a task starting with the word `{name}` goes after `--`: \
+                     ah [OPTIONS] -- {name} ..."
+                );
+            }
             return if err.use_stderr() {
                 EXIT_USAGE
             } else {

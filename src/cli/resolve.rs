@@ -1,7 +1,7 @@
 //! Which session a command works on: `--db PATH`, `--name NAME`,
-//! `-S/--session PREFIX`, `-n/--new` (runs only), else the project's most
-//! recent session. Runs may create the session; the other commands need one
-//! that exists.
+//! `-S/--session PREFIX`, `-n/--new` (runs only; with `--name`, a new session
+//! of that name), else the project's most recent session. Runs may create
+//! the session; the other commands need one that exists.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +19,8 @@ pub struct SessionArgs {
     pub db: Option<PathBuf>,
 
     /// The session named NAME in the project (a run creates it when no
-    /// session has that name).
+    /// session has that name; with -n, a run creates it and refuses a name
+    /// that is taken).
     #[arg(long, value_name = "NAME", global = true)]
     pub name: Option<String>,
 
@@ -65,15 +66,17 @@ impl Target {
 
 /// Resolves the session flags in `ah_dir`. `new` is `-n` (runs only).
 pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
+    // `-n --name X` is one choice: a new session named X.
     let chosen = [
         args.db.is_some(),
-        args.name.is_some(),
+        args.name.is_some() || new,
         args.session.is_some(),
-        new,
     ];
     if chosen.iter().filter(|&&c| c).count() > 1 {
         return Err(UsageError(
-            "--db, --name, -S/--session and -n/--new each choose the session: give only one".into(),
+            "--db, -S/--session and -n/--new or --name each choose the session: give only one \
+             (-n with --name starts a new session of that name)"
+                .into(),
         )
         .into());
     }
@@ -91,7 +94,7 @@ pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
         return by_prefix(ah_dir, prefix).map(Target::Existing);
     }
     if let Some(name) = &args.name {
-        return by_name(ah_dir, name);
+        return by_name(ah_dir, name, new);
     }
     if !new && let Some(latest) = Session::latest(ah_dir)? {
         return Ok(Target::Existing(latest));
@@ -155,7 +158,9 @@ fn by_prefix(ah_dir: &Path, prefix: &str) -> Result<PathBuf> {
     }
 }
 
-fn by_name(ah_dir: &Path, name: &str) -> Result<Target> {
+/// The session named `name`, or a new one so named; with `new` (`-n`), only
+/// a new one.
+fn by_name(ah_dir: &Path, name: &str, new: bool) -> Result<Target> {
     let named: Vec<SessionSummary> = list_sessions(ah_dir)?
         .into_iter()
         .filter(|s| s.name.as_deref() == Some(name))
@@ -165,6 +170,17 @@ fn by_name(ah_dir: &Path, name: &str) -> Result<Target> {
             path: None,
             name: Some(name.to_string()),
         }),
+        _ if new => Err(UsageError(format!(
+            "a session named {quoted} exists already ({}): `--name {quoted}` without -n \
+             continues it; for a new session, choose another name",
+            named
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            quoted = format!("{:?}", terminal_safe(name)),
+        ))
+        .into()),
         [one] => Ok(Target::Existing(ah_dir.join(format!("{}.db", one.id)))),
         many => bail!(
             "{} sessions are named {:?}; choose one with -S:\n{}",

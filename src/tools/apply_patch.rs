@@ -12,6 +12,9 @@
 //! its folder, and only when all are staged are they renamed into place and
 //! the deleted files removed; a file replaced keeps its permission bits. A
 //! path may appear once per patch.
+//!
+//! The patch comes in the field `input`, as in the `apply_patch` function
+//! tool OpenAI models are trained on.
 
 mod matching;
 mod parse;
@@ -57,16 +60,16 @@ pub fn spec() -> ToolDef {
         input_schema: json!({
             "type": "object",
             "properties": {
-                "patch": {"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch"}
+                "input": {"type": "string", "description": "The whole patch, from *** Begin Patch to *** End Patch"}
             },
-            "required": ["patch"],
+            "required": ["input"],
             "additionalProperties": false
         }),
     }
 }
 
 pub async fn run(input: Input<'_>, exec: &dyn Exec) -> ToolOutput {
-    match plan(input.string("patch"), exec).await {
+    match plan(input.string("input"), exec).await {
         Ok(changes) => write(changes, exec).await,
         Err(message) => ToolOutput::error(format!("{message} Nothing was changed.")),
     }

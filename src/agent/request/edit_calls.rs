@@ -15,7 +15,9 @@
 //!   which tool it called with what, and the result joins the next user
 //!   message as text, after the tool results still paired with their calls.
 //!
-//! When the request offers neither tool or both, nothing changes.
+//! When the request offers neither tool or both, nothing changes, except
+//! that an `apply_patch` call stored when its field was named `patch` is
+//! shown with the field the tool now takes, `input`.
 
 use serde_json::{Value, json};
 
@@ -30,9 +32,9 @@ const APPLY_PATCH: &str = "apply_patch";
 pub(in crate::agent) fn map_edit_calls(messages: Vec<Message>, tools: &[ToolDef]) -> Vec<Message> {
     let offers = |name: &str| tools.iter().any(|tool| tool.name == name);
     let foreign = match (offers(EDIT), offers(APPLY_PATCH)) {
-        (true, false) => APPLY_PATCH,
-        (false, true) => EDIT,
-        _ => return messages,
+        (true, false) => Some(APPLY_PATCH),
+        (false, true) => Some(EDIT),
+        _ => None,
     };
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     // Ids of calls turned into text whose results must follow suit.
@@ -41,13 +43,18 @@ pub(in crate::agent) fn map_edit_calls(messages: Vec<Message>, tools: &[ToolDef]
         match message.role {
             Role::Assistant => {
                 for block in &mut message.content {
+                    if let Block::ToolUse { name, input, .. } = block
+                        && name == APPLY_PATCH
+                    {
+                        rename_legacy_field(input);
+                    }
                     if let Block::ToolUse { id, name, input } = block
-                        && name == foreign
+                        && foreign == Some(name.as_str())
                     {
                         match patch_for_edit(name, input) {
                             Some(patch) => {
                                 *name = APPLY_PATCH.to_string();
-                                *input = json!({ "patch": patch });
+                                *input = json!({ "input": patch });
                             }
                             None => {
                                 as_text.push((id.clone(), name.clone()));
@@ -85,8 +92,19 @@ fn patch_for_edit(name: &str, input: &Value) -> Option<String> {
     Some(patch)
 }
 
+/// `{"patch": P}` → `{"input": P}`: the `apply_patch` field's name before
+/// it followed OpenAI's tool.
+fn rename_legacy_field(input: &mut Value) {
+    if let Value::Object(fields) = input
+        && !fields.contains_key("input")
+        && let Some(patch) = fields.remove("patch")
+    {
+        fields.insert("input".to_string(), patch);
+    }
+}
+
 fn call_as_text(name: &str, input: &Value) -> String {
-    let shown = match input["patch"].as_str() {
+    let shown = match input["input"].as_str() {
         Some(patch) if name == APPLY_PATCH => patch.to_string(),
         _ => serde_json::to_string_pretty(input).unwrap_or_else(|_| input.to_string()),
     };

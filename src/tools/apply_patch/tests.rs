@@ -13,7 +13,7 @@ use crate::tools::test_exec::{DENIED, TestExec};
 use crate::tools::{Exec, ToolOutput};
 
 async fn apply(exec: &TestExec, patch: &str) -> ToolOutput {
-    crate::tools::call("apply_patch", &json!({ "patch": patch }), exec).await
+    crate::tools::call("apply_patch", &json!({ "input": patch }), exec).await
 }
 
 fn read(exec: &TestExec, rel: &str) -> String {

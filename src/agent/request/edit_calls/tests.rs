@@ -64,7 +64,7 @@ fn an_edit_becomes_the_same_change_as_a_patch_with_its_id_and_result() {
         vec![call(
             "toolu_1",
             "apply_patch",
-            json!({"patch": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n\
+            json!({"input": "*** Begin Patch\n*** Update File: src/a.rs\n@@\n\
                 -fn a() {\n-    1\n-}\n+fn a() {\n+    2\n+}\n*** End Patch"})
         )]
     );
@@ -81,7 +81,7 @@ fn a_patch_shown_to_an_edit_model_becomes_text_after_the_paired_results() {
         turn(
             vec![
                 text("Two things."),
-                call("call_1", "apply_patch", json!({ "patch": patch })),
+                call("call_1", "apply_patch", json!({ "input": patch })),
                 call("call_2", "bash", json!({"command": "ls"})),
             ],
             vec![
@@ -150,4 +150,36 @@ fn nothing_changes_when_the_offered_tool_is_the_one_called_or_none_is_offered() 
         stored
     );
     assert_eq!(map_edit_calls(stored.clone(), &tools(&["read"])), stored);
+}
+
+#[test]
+fn a_patch_stored_under_its_old_field_name_is_shown_under_input() {
+    let patch = "*** Begin Patch\n*** Delete File: a.txt\n*** End Patch";
+    let stored = |field: &str| {
+        turn(
+            vec![call("call_1", "apply_patch", json!({ field: patch }))],
+            vec![result(
+                "call_1",
+                "Applied the patch:\nD /work/a.txt\n",
+                false,
+            )],
+        )
+    };
+    for offered in [
+        &["apply_patch", "bash"][..],
+        &["edit", "apply_patch"],
+        &["bash"],
+    ] {
+        assert_eq!(
+            map_edit_calls(stored("patch"), &tools(offered)),
+            stored("input"),
+            "{offered:?}"
+        );
+    }
+    let Block::Text { text: said } =
+        &map_edit_calls(stored("patch"), &tools(&["edit"]))[1].content[0]
+    else {
+        panic!("the call was not turned into text");
+    };
+    assert!(said.ends_with(&format!("with:\n{patch}]")), "{said}");
 }

@@ -32,11 +32,9 @@ pub fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Reordered
         args,
         subcommand: None,
     };
-    let first = |args: Vec<OsString>, sub: &Command| Reordered {
-        args,
-        subcommand: Some(sub.get_name().to_string()),
-    };
     let mut at = 1;
+    // Where each option before the subcommand starts.
+    let mut starts = Vec::new();
     let found = loop {
         let Some(token) = args.get(at).and_then(|arg| arg.to_str()) else {
             return unchanged(args);
@@ -52,13 +50,15 @@ pub fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Reordered
             short_options(cmd, shorts)
         } else {
             match cmd.find_subcommand(token) {
-                Some(sub) if at > 1 => break sub,
-                Some(sub) => return first(args, sub),
+                Some(sub) => break sub,
                 None => return unchanged(args),
             }
         };
         match taken {
-            Some(values) => at += 1 + values,
+            Some(values) => {
+                starts.push(at);
+                at += 1 + values;
+            }
             None => return unchanged(args),
         }
     };
@@ -73,12 +73,61 @@ pub fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Reordered
     let mut reordered = Vec::with_capacity(args.len());
     reordered.extend_from_slice(&args[..1]);
     reordered.extend_from_slice(&args[at..=leaf.0]);
-    reordered.extend_from_slice(&args[1..at]);
-    reordered.extend_from_slice(&args[leaf.0 + 1..]);
+    let ends = starts.iter().skip(1).copied().chain([at]);
+    for (start, end) in starts.iter().copied().zip(ends) {
+        if !ignored_by(cmd, leaf.1, &args[start]) {
+            reordered.extend_from_slice(&args[start..end]);
+        }
+    }
+    // After it too, up to a `--`.
+    let mut tail = args[leaf.0 + 1..].iter();
+    while let Some(token) = tail.next() {
+        if token == "--" {
+            reordered.push(token.clone());
+            reordered.extend(tail.by_ref().cloned());
+        } else if ignored_by(cmd, leaf.1, token) {
+            if token == "--backend" {
+                tail.next();
+            }
+        } else {
+            reordered.push(token.clone());
+        }
+    }
     Reordered {
         args: reordered,
         subcommand: Some(name),
     }
+}
+
+/// Run options typed before any command out of habit (`ah -C repo --backend
+/// none runs`): where the command has no use for one, it is dropped rather
+/// than refused, as the run it would configure does not happen.
+const ANY_COMMAND: [&str; 2] = ["new", "backend"];
+
+/// Whether the option `token` (`-n`, `--new`, `--backend`, `--backend=X`)
+/// is one of [`ANY_COMMAND`] that `sub` does not take.
+fn ignored_by(cmd: &Command, sub: &Command, token: &OsString) -> bool {
+    let Some(token) = token.to_str() else {
+        return false;
+    };
+    let long = match token.strip_prefix("--") {
+        Some(long) => long.split_once('=').map_or(long, |(name, _)| name),
+        None => {
+            let mut shorts = token.chars().skip(1);
+            let (Some(short), None) = (shorts.next(), shorts.next()) else {
+                return false;
+            };
+            let Some(long) = cmd
+                .get_arguments()
+                .find(|arg| arg.get_short() == Some(short))
+                .and_then(Arg::get_long)
+            else {
+                return false;
+            };
+            long
+        }
+    };
+    ANY_COMMAND.contains(&long) && !sub.get_arguments().any(|arg| arg.get_long() == Some(long))
 }
 
 /// The tokens after `--NAME` or `--NAME=VALUE` that the option takes.

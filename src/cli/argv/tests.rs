@@ -26,11 +26,7 @@ fn reorder(line: &str) -> (String, Option<String>) {
 fn options_before_a_subcommand_move_behind_it() {
     let cases = [
         ("-C repo tree", "tree -C repo", "tree"),
-        (
-            "-C repo --backend none runs",
-            "runs -C repo --backend none",
-            "runs",
-        ),
+        ("-C repo --backend none runs", "runs -C repo", "runs"),
         (
             "--project=repo -c a=b scan --json",
             "scan --project=repo -c a=b --json",
@@ -70,10 +66,15 @@ fn options_before_a_subcommand_move_behind_it() {
 #[test]
 fn prompts_and_anything_unclear_are_left_alone() {
     // The subcommand already comes first.
-    for line in ["tree", "runs --backend none", "show me the tree"] {
+    for line in ["tree", "runs --dry-run", "show me the tree"] {
         let name = line.split(' ').next().map(str::to_string);
         assert_eq!(reorder(line), (line.to_string(), name), "{line}");
     }
+    // Run options a command has no use for are dropped after it too.
+    assert_eq!(
+        reorder("runs --backend none -n"),
+        ("runs".to_string(), Some("runs".to_string()))
+    );
     for line in [
         // Prompts: more words, a word that is no command, or after `--`.
         "fix the tree view",

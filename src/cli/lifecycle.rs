@@ -227,8 +227,13 @@ pub(super) enum RunEnd {
     /// Interrupted: the patch so far is saved.
     Aborted,
     /// Stopped for `why`: the patch is saved, not offered for applying;
-    /// `next` says what the user can do besides `ah apply`.
-    Stopped { why: String, next: String },
+    /// `next` says what the user can do besides `ah apply`. The run exits
+    /// with `code`.
+    Stopped {
+        why: String,
+        next: String,
+        code: i32,
+    },
     /// Failed: the patch so far is saved and the error is returned.
     Failed(anyhow::Error),
 }
@@ -318,7 +323,7 @@ pub(super) async fn finish_run(
             output.summary(summary("aborted"));
             Ok(EXIT_ABORTED)
         }
-        RunEnd::Stopped { why, next } => {
+        RunEnd::Stopped { why, next, code } => {
             // Not offered for applying: the patch is kept for `ah apply`
             // after a look.
             eprintln!(
@@ -333,7 +338,7 @@ pub(super) async fn finish_run(
             manifest.review = Some(record);
             manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            Ok(EXIT_ERROR)
+            Ok(code)
         }
         RunEnd::Finished => {
             let reviewed = review::review(

@@ -28,6 +28,7 @@ use super::sandbox_setup::podman_preflight;
 use super::start::{Begin, enter, plan, position, split_prompt};
 use super::time_travel;
 use super::weakening;
+use super::{EXIT_ERROR, EXIT_LIMIT};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
@@ -308,6 +309,18 @@ async fn run_in_session(
                 why: format!("the model repeated itself {MAX_DETECTIONS} times"),
                 next: "continue with a clearer prompt (--loop-window 0 turns loop detection off)"
                     .to_string(),
+                code: EXIT_ERROR,
+            },
+            // The model was not done: its unfinished work is not applied.
+            EndReason::ToolLimit => RunEnd::Stopped {
+                why: format!(
+                    "the run reached the tool call limit (--max-tools {})",
+                    args.max_tools.unwrap_or_default()
+                ),
+                next: "let the model go on from where it stopped with `ah` and no prompt \
+                       (a higher --max-tools gives it more calls)"
+                    .to_string(),
+                code: EXIT_LIMIT,
             },
             _ => RunEnd::Finished,
         },

@@ -164,6 +164,117 @@ fn a_conversation_near_the_window_is_summarised_before_the_next_call() {
     assert_eq!(end[0]["summary_chars"], json!(SUMMARY.chars().count()));
 }
 
+/// The numbers of `ah usage`'s line that starts with `what`: calls, in, out.
+fn usage_line(usage: &str, what: &str) -> (u64, u64, u64) {
+    let line = usage
+        .lines()
+        .find(|line| line.starts_with(what))
+        .unwrap_or_else(|| panic!("no line for {what} in {usage}"));
+    let numbers: Vec<u64> = line[what.len()..]
+        .split_whitespace()
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    (numbers[0], numbers[1], numbers[2])
+}
+
+#[test]
+fn every_report_of_a_session_counts_its_compaction_call() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(190_000);
+    script.push(Turn::reply(Reply::new().text(SUMMARY).usage(7_000, 900)));
+    script.push(Turn::reply(Reply::new().text("All done.").usage(9_000, 40)));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .args(["--json", "fix the build"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // Answers: 120 + 120 + 190 000 + 9 000 in, 30 + 30 + 50 + 40 out; the
+    // summary call: 7 000 in, 900 out.
+    let (input, output) = (199_240 + 7_000, 150 + 900);
+
+    // --json: every billed call has its usage on an event, and run_end
+    // says the total.
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let billed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "api_call_end" || e["type"] == "compaction_end")
+        .collect();
+    assert_eq!(billed.len(), 5);
+    let sum = |key: &str| -> u64 {
+        billed
+            .iter()
+            .map(|e| e["usage"][key].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((sum("input_tokens"), sum("output_tokens")), (input, output));
+    let end = events.iter().find(|e| e["type"] == "run_end").unwrap();
+    assert_eq!(
+        end["usage"],
+        json!({"input_tokens": input, "output_tokens": output})
+    );
+
+    // ah usage: the compaction call on a line of its own, in the total.
+    let usage = host.ah(&mock.url()).arg("usage").output().unwrap();
+    let usage = String::from_utf8_lossy(&usage.stdout).into_owned();
+    assert_eq!(usage_line(&usage, HAIKU), (4, 199_240, 150), "{usage}");
+    assert_eq!(
+        usage_line(&usage, &format!("compaction ({HAIKU})")),
+        (1, 7_000, 900),
+        "{usage}"
+    );
+    assert_eq!(usage_line(&usage, "total"), (5, input, output), "{usage}");
+
+    // ah sessions --json: the same totals.
+    let listed = host
+        .ah(&mock.url())
+        .args(["sessions", "--json"])
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["input_tokens"], json!(input));
+    assert_eq!(listed[0]["output_tokens"], json!(output));
+
+    // The end line at a terminal says the same (a run of its own, so only
+    // its calls).
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("ok").usage(11, 2))]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "and the docs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tokens 11 in, 2 out"), "{stderr}");
+}
+
+#[test]
+fn the_end_line_counts_the_compaction_call() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let mut script = three_steps(190_000);
+    script.push(Turn::reply(Reply::new().text(SUMMARY).usage(7_000, 900)));
+    script.push(Turn::reply(Reply::new().text("All done.").usage(9_000, 40)));
+    let mock = MockServer::start(script);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
+        .arg("fix the build")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // 206 240 in, 1 050 out: the answers' and the summary's.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tokens 206.2k in, 1.1k out"), "{stderr}");
+    let usage = host.ah(&mock.url()).arg("usage").output().unwrap();
+    let usage = String::from_utf8_lossy(&usage.stdout).into_owned();
+    assert_eq!(usage_line(&usage, "total"), (5, 206_240, 1_050), "{usage}");
+}
+
 #[test]
 fn a_smaller_reserve_lets_the_same_conversation_go_on_uncompacted() {
     let host = Host::git(&[("a.txt", "a\n")]);

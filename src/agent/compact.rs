@@ -228,6 +228,7 @@ async fn compact(
         Event::CompactionEnd {
             summary_chars,
             kept_messages,
+            usage: response.usage,
         },
     );
     let message_id = stored.id.clone();

@@ -234,6 +234,7 @@ async fn run_in_session(
         ..
     } = setup;
     let started_at = SystemTime::now();
+    let seq_before = session.last_seq()?;
     let Started {
         mut run,
         restored,
@@ -329,6 +330,7 @@ async fn run_in_session(
         args,
         setup,
         started_at,
+        seq_before,
         restored,
     };
     finish_run(run, end, &ending, session, output).await

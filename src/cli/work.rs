@@ -95,6 +95,7 @@ async fn work_in_session(
     max_rounds: u32,
 ) -> Result<i32> {
     let started_at = SystemTime::now();
+    let seq_before = session.last_seq()?;
     let Started {
         mut run,
         restored,
@@ -149,6 +150,7 @@ async fn work_in_session(
         args,
         setup,
         started_at,
+        seq_before,
         restored,
     };
     finish_run(run, end, &ending, session, output).await

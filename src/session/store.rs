@@ -132,7 +132,9 @@ impl Session {
         let id = Ulid::generate().to_string();
         let created_at = now_rfc3339();
         let usage = meta.usage.map(|usage| Usage {
-            input_tokens: usage.input_tokens,
+            input_tokens: usage.input_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens,
             output_tokens: usage.output_tokens,
             ..Usage::default()
         });

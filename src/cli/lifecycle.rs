@@ -21,7 +21,7 @@ use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits};
 use super::screen::Screen;
 use super::task::RunSetup;
-use super::time_travel;
+use super::time_travel::{self, Origin};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
@@ -40,8 +40,8 @@ use crate::session::{Session, Tokens, total_usage};
 /// A run that has started, and what the end of the run needs of its start.
 pub(super) struct Started {
     pub(super) run: Run,
-    /// Where the files came from, when a fork point's were restored.
-    pub(super) restored: Option<RestoredFrom>,
+    /// Where the files came from.
+    pub(super) origin: Origin,
     /// Held while the run is live, so `ah runs prune` leaves it alone.
     pub(super) live: LiveLock,
 }
@@ -67,7 +67,7 @@ pub(super) async fn start_run(
         args.backend.as_str(),
         setup.model_name
     );
-    let (start, restored) = time_travel::prepare_files(
+    let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
         &setup.project,
@@ -111,11 +111,7 @@ pub(super) async fn start_run(
         args.bash_timeout
             .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
     );
-    Ok(Started {
-        run,
-        restored,
-        live,
-    })
+    Ok(Started { run, origin, live })
 }
 
 /// The run's container; the read-only one is `ah-<run>-ro`.

@@ -41,11 +41,6 @@ use crate::sandbox::{BackendKind, podman};
 use crate::session::queue::SessionLock;
 use crate::session::{BlockRecord, MessageMeta, Session};
 
-/// Told to the model when a session continues in a new run: its earlier
-/// edits were in another work copy and reach this one only if applied.
-const NEW_RUN_NOTE: &str = "[ah: this message starts a new run. The work directory is a fresh \
-copy of the project as it is now: changes from earlier runs are in it only if the user applied them.]";
-
 /// A mistake on the command line (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -237,14 +232,23 @@ async fn run_in_session(
     let seq_before = session.last_seq()?;
     let Started {
         mut run,
-        restored,
+        origin,
         live: _live,
     } = start_run(args, setup, session, false).await?;
 
     // A session left mid-turn by a crash gets its missing tool results first.
     let parent = position(session)?;
     let start = match (begin, parent) {
-        (Begin::Continue { .. }, Some(from)) => from,
+        // The turn is sent again; the model learns of files that are not
+        // what the conversation says.
+        (Begin::Continue { .. }, Some(from)) => match origin.continue_note() {
+            Some(note) => {
+                let block = BlockRecord::from(Block::Text { text: note });
+                let meta = MessageMeta::default();
+                session.append(Some(&from), Role::User, &[block], &meta)?.id
+            }
+            None => from,
+        },
         (_, parent) => {
             let mut prompt_blocks: Vec<BlockRecord> = prompts
                 .blocks
@@ -252,9 +256,7 @@ async fn run_in_session(
                 .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
                 .collect();
             if parent.is_some() {
-                let note = restored
-                    .as_ref()
-                    .map_or_else(|| NEW_RUN_NOTE.to_string(), time_travel::restored_note);
+                let note = origin.note();
                 prompt_blocks.push(BlockRecord::from(Block::Text { text: note }));
             }
             let user = session.append(
@@ -331,7 +333,7 @@ async fn run_in_session(
         setup,
         started_at,
         seq_before,
-        restored,
+        restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, output).await
 }

@@ -98,7 +98,7 @@ async fn work_in_session(
     let seq_before = session.last_seq()?;
     let Started {
         mut run,
-        restored,
+        origin,
         live: _live,
     } = start_run(args, setup, session, true).await?;
     eprintln!("work session {}", session.path().display());
@@ -151,7 +151,7 @@ async fn work_in_session(
         setup,
         started_at,
         seq_before,
-        restored,
+        restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, output).await
 }

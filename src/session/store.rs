@@ -320,6 +320,21 @@ impl Session {
             .map_err(|e| self.sql(e))
     }
 
+    /// The details of the latest event of `event_type`, if any. Read from
+    /// the newest event back, so it costs the events after that one.
+    pub fn last_event(&self, event_type: &str) -> Result<Option<Value>> {
+        let details: Option<Option<String>> = self
+            .conn
+            .prepare_cached(
+                "SELECT details FROM events WHERE event_type = ?1 ORDER BY id DESC LIMIT 1",
+            )
+            .and_then(|mut stmt| stmt.query_row([event_type], |row| row.get(0)).optional())
+            .map_err(|e| self.sql(e))?;
+        Ok(details
+            .flatten()
+            .and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
     /// The blocks of one message, whole.
     pub(super) fn blocks_of(&self, message_id: &str) -> Result<Vec<BlockRecord>> {
         self.read_blocks(BLOCKS_SQL, message_id)

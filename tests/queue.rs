@@ -315,6 +315,80 @@ fn steering_a_session_no_ah_works_on_is_refused_with_how_to_run_it() {
 }
 
 #[test]
+fn the_refusal_names_the_project_and_the_session_the_message_was_for() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let project = host.project.display().to_string();
+    // From outside the project, on a named session, beside a newer one.
+    let elsewhere = |mock: &MockServer, args: &[&str]| {
+        let mut cmd = host.ah(&mock.url());
+        cmd.current_dir(host.root.path()).args(["-C", &project]);
+        cmd.args(args).output().unwrap()
+    };
+    let run = ["--backend", "none", "--review", "never"];
+    let out = elsewhere(&mock, &[&run[..], &["--name", "my work", "task"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // A newer session, which a bare `ah 'MSG'` would continue instead.
+    mock.push(Turn::reply(Reply::new().text("done")));
+    let out = elsewhere(&mock, &[&run[..], &["-n", "another task"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    mock.push(Turn::reply(Reply::new().text("ok")));
+    let named = host.sessions()[0].clone();
+    let id = named.file_stem().unwrap().to_string_lossy().into_owned();
+    let cases = [
+        (
+            vec!["--name", "my work", "--steer=-v it's late"],
+            format!(r"run: ah -C {project} --name 'my work' -- '-v it'\''s late'"),
+        ),
+        (
+            vec!["-S", &id[..10], "--followup", "go on"],
+            format!("run: ah -C {project} -S {} 'go on'", &id[..10]),
+        ),
+    ];
+    let mut suggestion = String::new();
+    for (args, suggested) in cases {
+        let out = elsewhere(&mock, &args);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        let told = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            told.contains(&format!("no ah is working on session {id}")),
+            "{told}"
+        );
+        assert!(told.contains(&suggested), "{suggested} in {told}");
+        if suggestion.is_empty() {
+            suggestion = told.split("run: ").nth(1).unwrap().trim_end().to_string();
+        }
+    }
+    // The suggested command, run by a shell, continues that very session.
+    let line = suggestion.replacen(
+        "ah ",
+        &format!(
+            "{} --backend none --review never ",
+            env!("CARGO_BIN_EXE_ah")
+        ),
+        1,
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&line)
+        .current_dir(host.root.path())
+        .envs(
+            host.ah(&mock.url())
+                .get_envs()
+                .filter_map(|(key, value)| Some((key.to_owned(), value?.to_owned()))),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(host.sessions().len(), 2, "no new session");
+    let sent = mock.requests().last().unwrap().body["messages"].to_string();
+    assert!(
+        sent.contains("-v it's late") && sent.contains("task"),
+        "{sent}"
+    );
+}
+
+#[test]
 fn an_aborted_owner_releases_the_lock_and_tells_the_waiter_its_prompt_was_not_run() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let (busy, mock) = Busy::start(&host, vec![]);

@@ -413,7 +413,7 @@ fn thinking_blocks_are_sent_back_with_their_signature() {
 }
 
 #[test]
-fn max_tools_stops_the_run_and_answers_every_call() {
+fn max_tools_stops_the_run_answers_every_call_and_applies_nothing() {
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
@@ -440,13 +440,24 @@ fn max_tools_stops_the_run_and_answers_every_call() {
         ])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert_eq!(mock.requests().len(), 2, "no request after the limit");
-    assert!(host.project.join("two.txt").exists());
+    // Not done: its own exit code, and `--review auto` applies nothing.
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !host.project.join("three.txt").exists(),
-        "the third call never ran"
+        stderr.contains("stopped: the run reached the tool call limit (--max-tools 2)"),
+        "{stderr}"
     );
+    assert_eq!(mock.requests().len(), 2, "no request after the limit");
+    assert!(!host.project.join("one.txt").exists(), "not applied");
+    let run = host.run();
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(
+        patch.contains("two.txt") && !patch.contains("three.txt"),
+        "the patch so far is saved; the third call never ran: {patch}"
+    );
+    let manifest = json_file(&run.join("manifest.json"));
+    assert_eq!(manifest["review"]["decision"], json!("stopped"));
+    assert_eq!(manifest["applied"], json!(false));
     let db = &host.sessions()[0];
     let results = query(
         db,

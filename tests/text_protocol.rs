@@ -298,9 +298,12 @@ fn the_tool_limit_counts_blocks_and_the_rest_are_answered_not_run() {
         Turn::reply(Reply::new().text("never asked for")),
     ]);
     let out = run(&host, &mock, "text", &["--max-tools", "1"]);
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert_eq!(host.read("one.txt"), "1\n");
-    assert!(!host.project.join("two.txt").exists());
+    // Stopped by the limit: the patch is saved, not applied.
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    assert!(!host.project.join("one.txt").exists());
+    let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
+    assert!(patch.contains("+++ b/one.txt"), "{patch}");
+    assert!(!patch.contains("two.txt"), "{patch}");
     assert_eq!(mock.requests().len(), 1, "the limit ends the run");
     assert_eq!(mock.pending_turns(), 1);
     let db = &host.sessions()[0];

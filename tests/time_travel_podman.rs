@@ -95,3 +95,38 @@ fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
     );
     assert_eq!(context(&db, "workspace_at"), None);
 }
+
+#[test]
+fn a_saved_run_is_continued_in_the_container_with_its_changes() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let ah = |mock: &MockServer, task: &str| {
+        host.ah(&mock.url())
+            .args(["--review", "never", task])
+            .output()
+            .unwrap_or_else(|e| panic!("run ah: {e}"))
+    };
+    let first = MockServer::start(script(vec![bash("echo two > /work/a.txt")]));
+    let out = ah(&first, "change a");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let saved = host.run();
+    assert_eq!(host.read("a.txt"), "one\n", "saved, not applied");
+
+    let second = MockServer::start(script(vec![bash("cat /work/a.txt")]));
+    let out = ah(&second, "go on");
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = second.requests();
+    let last = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    let seen = last["content"][0]["content"].as_str().unwrap_or_default();
+    assert!(seen.starts_with("two\n"), "{seen}");
+    let run = host.runs().pop().unwrap();
+    let from = &json_file(&run.join("manifest.json"))["restored_from"];
+    assert_eq!(from["because"], json!("not_applied"));
+    assert_eq!(from["run_id"], json!(run_id(&saved)));
+}

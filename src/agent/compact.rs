@@ -46,9 +46,9 @@ instructions give.";
 pub struct Compaction {
     /// The stored summary message, the new head.
     pub message_id: String,
-    /// The conversation's size before, in tokens (reported or estimated).
+    /// The size of the next request before the compaction, estimated.
     pub tokens_before: u64,
-    /// The size of the next request, estimated.
+    /// The size of the next request after it, estimated the same way.
     pub tokens_after: u64,
     pub summary_chars: usize,
     /// Messages sent verbatim after the summary.
@@ -154,6 +154,7 @@ async fn compact(
     out: &mut Emitter<'_>,
 ) -> Result<Option<Compaction>, AgentError> {
     let view = view::view(path);
+    let estimate_before = estimate(config, path);
     let (Some(cut), Some(head)) = (
         view::cut_point(&view.messages, KEEP_TURNS, KEEP_TOKENS),
         path.last().map(|message| message.id.clone()),
@@ -227,14 +228,15 @@ async fn compact(
         Event::CompactionEnd {
             summary_chars,
             kept_messages,
+            usage: response.usage,
         },
     );
     let message_id = stored.id.clone();
     path.push(stored);
     Ok(Some(Compaction {
         message_id,
-        tokens_before: tokens,
-        tokens_after: size(config, path),
+        tokens_before: estimate_before,
+        tokens_after: estimate(config, path),
         summary_chars,
         kept_messages,
     }))
@@ -262,14 +264,27 @@ fn summary_request(config: &AgentConfig, messages: &[&StoredMessage]) -> Request
     }
 }
 
-/// The size of the next request for this path, in tokens.
+/// The size of the next request for this path, in tokens: from what the
+/// API last reported when it can, else estimated.
 fn size(config: &AgentConfig, path: &[StoredMessage]) -> u64 {
+    view::context_tokens(&view::view(path), overhead_chars(config))
+}
+
+/// The size of the next request for this path, always estimated, so that
+/// two paths are measured alike (before and after a compaction).
+fn estimate(config: &AgentConfig, path: &[StoredMessage]) -> u64 {
+    view::request_estimate(&view::view(path), overhead_chars(config))
+}
+
+/// The characters every request carries besides the messages: the system
+/// prompt and the tools.
+fn overhead_chars(config: &AgentConfig) -> usize {
     let tools: usize = config
         .tools
         .iter()
         .map(|tool| tool.name.len() + tool.description.len() + tool.input_schema.to_string().len())
         .sum();
-    view::context_tokens(&view::view(path), config.system.len() + tools)
+    config.system.len() + tools
 }
 
 /// The response's text blocks, joined and trimmed.

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::llm::Usage;
 use crate::sandbox::Change;
 use crate::sandbox::egress::EgressDecision;
+use crate::session::Tokens;
 
 /// Something that happened during a run, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -113,9 +114,12 @@ pub enum Event {
     },
     /// The summary is stored; requests now carry it and the
     /// `kept_messages` most recent messages.
+    /// `usage` is what the summary call cost (a billed call, as every
+    /// `api_call_end` is).
     CompactionEnd {
         summary_chars: usize,
         kept_messages: usize,
+        usage: Usage,
     },
     AgentEnd {
         reason: EndReason,
@@ -137,6 +141,20 @@ pub enum Event {
         decision: String,
         reason: Option<String>,
         applied: bool,
+    },
+    /// The run is over (what its end line says): `usage` counts every model
+    /// call it made, answers and compaction summaries, as the session
+    /// counts them (`Session::usage_after`).
+    RunEnd {
+        duration_ms: u64,
+        usage: Tokens,
+        steps: u32,
+        violations: usize,
+        files: usize,
+        added: u64,
+        removed: u64,
+        /// The review decision (`applied`, `saved`, `aborted`, …).
+        decision: String,
     },
     Error {
         message: String,
@@ -179,6 +197,7 @@ impl Event {
             Event::AgentEnd { .. } => "agent_end",
             Event::StateChange { .. } => "state_change",
             Event::ReviewDone { .. } => "review_done",
+            Event::RunEnd { .. } => "run_end",
             Event::Error { .. } => "error",
         }
     }

@@ -17,6 +17,10 @@
 //!
 //! Tool results without a run (a call cut off, refused by the tool limit,
 //! interrupted) are skipped: they changed nothing that was recorded.
+//!
+//! The same state at the head is where a session goes on when its previous
+//! run's patch was not applied (see `cli::time_travel`): that run is the
+//! one its latest `agent_start` event names ([`latest_run`]).
 
 use serde_json::Value;
 
@@ -59,6 +63,13 @@ pub enum TimeTravelError {
         step: u64,
         message_seq: i64,
     },
+}
+
+/// The id of the session's latest run: the one its newest `agent_start`
+/// event names.
+pub fn latest_run(session: &Session) -> Result<Option<String>, SessionError> {
+    let start = session.last_event("agent_start")?;
+    Ok(start.and_then(|details| details.get("run_id")?.as_str().map(str::to_string)))
 }
 
 /// Where the files stand at `message_id`: at the latest tool result of a

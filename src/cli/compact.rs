@@ -59,7 +59,7 @@ pub async fn compact(
             session.id()
         ),
         Some(done) => println!(
-            "compacted session {}: ~{} tokens before, ~{} after (a summary of {} characters and the {} most recent messages)",
+            "compacted session {}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} characters and the {} most recent messages)",
             session.id(),
             done.tokens_before,
             done.tokens_after,

@@ -20,9 +20,8 @@ use super::queue::report_dropped;
 use super::review::{self, ReviewOutcome};
 use super::sandbox_setup::{configure_sandbox, output_limits};
 use super::screen::Screen;
-use super::summary::RunSummary;
 use super::task::RunSetup;
-use super::time_travel;
+use super::time_travel::{self, Origin};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
 use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
@@ -35,14 +34,14 @@ use crate::sandbox::run::{Run, RunResult};
 use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
 use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{Backend, BackendKind, podman};
-use crate::session::Session;
 use crate::session::queue::SessionLock;
+use crate::session::{Session, Tokens, total_usage};
 
 /// A run that has started, and what the end of the run needs of its start.
 pub(super) struct Started {
     pub(super) run: Run,
-    /// Where the files came from, when a fork point's were restored.
-    pub(super) restored: Option<RestoredFrom>,
+    /// Where the files came from.
+    pub(super) origin: Origin,
     /// Held while the run is live, so `ah runs prune` leaves it alone.
     pub(super) live: LiveLock,
 }
@@ -68,7 +67,7 @@ pub(super) async fn start_run(
         args.backend.as_str(),
         setup.model_name
     );
-    let (start, restored) = time_travel::prepare_files(
+    let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
         &setup.project,
@@ -112,11 +111,7 @@ pub(super) async fn start_run(
         args.bash_timeout
             .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
     );
-    Ok(Started {
-        run,
-        restored,
-        live,
-    })
+    Ok(Started { run, origin, live })
 }
 
 /// The run's container; the read-only one is `ah-<run>-ro`.
@@ -227,8 +222,13 @@ pub(super) enum RunEnd {
     /// Interrupted: the patch so far is saved.
     Aborted,
     /// Stopped for `why`: the patch is saved, not offered for applying;
-    /// `next` says what the user can do besides `ah apply`.
-    Stopped { why: String, next: String },
+    /// `next` says what the user can do besides `ah apply`. The run exits
+    /// with `code`.
+    Stopped {
+        why: String,
+        next: String,
+        code: i32,
+    },
     /// Failed: the patch so far is saved and the error is returned.
     Failed(anyhow::Error),
 }
@@ -238,6 +238,9 @@ pub(super) struct Ending<'a> {
     pub(super) args: &'a RunArgs,
     pub(super) setup: &'a RunSetup,
     pub(super) started_at: SystemTime,
+    /// The session's last `@N` before the run: the messages after it are
+    /// the run's.
+    pub(super) seq_before: i64,
     pub(super) restored: Option<RestoredFrom>,
 }
 
@@ -254,6 +257,7 @@ pub(super) async fn finish_run(
         args,
         setup,
         started_at,
+        seq_before,
         restored,
     } = ending;
     let review_mode = setup.review_mode;
@@ -293,20 +297,31 @@ pub(super) async fn finish_run(
         decision: decision.to_string(),
         reason: Some(why),
     };
-    let summary = |decision: &str| RunSummary {
-        duration: started_at.elapsed().unwrap_or_default(),
-        tokens: (0, 0),
-        steps: result.steps,
-        violations: result.violations.len(),
-        files: result.patch.files.len(),
-        added: result.patch.added_lines,
-        removed: result.patch.removed_lines,
-        decision: decision.to_string(),
+    // The end line, and its event for `--json`.
+    let run_end = |output: &mut Output, decision: &str| {
+        let usage = match session.usage_after(*seq_before) {
+            Ok(rows) => total_usage(&rows),
+            Err(err) => {
+                eprintln!("warning: cannot read the run's token usage: {err}");
+                Tokens::default()
+            }
+        };
+        let event = Event::RunEnd {
+            duration_ms: started_at.elapsed().unwrap_or_default().as_millis() as u64,
+            usage,
+            steps: result.steps,
+            violations: result.violations.len(),
+            files: result.patch.files.len(),
+            added: result.patch.added_lines,
+            removed: result.patch.removed_lines,
+            decision: decision.to_string(),
+        };
+        announce(session, output, event);
     };
     match end {
         RunEnd::Failed(err) => {
             eprintln!("patch so far saved: {}", result.patch_path.display());
-            output.summary(summary("none (the run failed)"));
+            run_end(output, "none (the run failed)");
             Err(err)
         }
         RunEnd::Aborted => {
@@ -318,10 +333,10 @@ pub(super) async fn finish_run(
             announce(session, output, review_event(&result, &record, false));
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
-            output.summary(summary("aborted"));
+            run_end(output, "aborted");
             Ok(EXIT_ABORTED)
         }
-        RunEnd::Stopped { why, next } => {
+        RunEnd::Stopped { why, next, code } => {
             // Not offered for applying: the patch is kept for `ah apply`
             // after a look.
             eprintln!(
@@ -330,13 +345,13 @@ pub(super) async fn finish_run(
                 result.patch_path.display(),
                 run_dir.id()
             );
-            output.summary(summary("stopped"));
             let record = not_applied("stopped", why);
             announce(session, output, review_event(&result, &record, false));
+            run_end(output, "stopped");
             manifest.review = Some(record);
             manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            Ok(EXIT_ERROR)
+            Ok(code)
         }
         RunEnd::Finished => {
             let reviewed = review::review(
@@ -356,7 +371,7 @@ pub(super) async fn finish_run(
             manifest.applied = reviewed.applied;
             manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            output.summary(summary(&reviewed.record.decision));
+            run_end(output, &reviewed.record.decision);
             Ok(exit_code(review_mode, &result, &reviewed))
         }
     }

@@ -1,7 +1,7 @@
 //! The command-line edge: parses arguments, resolves the project and the
 //! session, wires the agent to the sandbox and the model, shows progress, and
 //! turns outcomes into exit codes (0 done, 1 error, 2 usage, 3 patch saved but
-//! not applied).
+//! not applied, 4 stopped at a limit).
 
 mod abort;
 pub mod args;
@@ -46,6 +46,9 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: the patch was saved but not applied.
 pub const EXIT_NOT_APPLIED: i32 = 3;
+/// Exit code: the run stopped at a limit (`--max-tools`) before the model
+/// was done; the patch so far was saved, not applied.
+pub const EXIT_LIMIT: i32 = 4;
 
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {

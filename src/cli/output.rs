@@ -9,7 +9,6 @@ use serde::Serialize;
 
 use super::display::Display;
 use super::screen::Screen;
-use super::summary::RunSummary;
 use crate::agent::Event;
 use crate::sandbox::safe_text::terminal_safe;
 use crate::work::WorkEvent;
@@ -39,15 +38,6 @@ impl Output {
     /// The terminal the display writes to (the live controls share it).
     pub fn screen(&self) -> Arc<Screen> {
         self.display.screen()
-    }
-
-    /// Ends a run at the terminal with its summary line (not in `--json`,
-    /// where the events say it all); `summary` gets the tokens counted here.
-    pub fn summary(&mut self, mut summary: RunSummary) {
-        if !self.json {
-            summary.tokens = self.display.tokens;
-            self.display.line(&summary.line());
-        }
     }
 
     /// Shows a work session's own event (`ah work`): a JSON line, or a line

@@ -90,7 +90,48 @@ pub async fn send(args: &RunArgs) -> Result<i32> {
         .into());
     }
     let db = session_path(args)?;
-    send_to(&db, kind, text, args.wait, None).await
+    match send_to(&db, kind, text, args.wait, None).await {
+        Err(err) if err.downcast_ref::<NoOwner>().is_some() => bail!(
+            "{err}: to send this as a prompt of its own, run: {}",
+            prompt_command(args, text)
+        ),
+        result => result,
+    }
+}
+
+/// Nobody holds the session a steering message or follow-up was sent to.
+#[derive(Debug, thiserror::Error)]
+#[error("no ah is working on session {session}, so there is nothing to {what}")]
+struct NoOwner {
+    session: String,
+    what: &'static str,
+}
+
+/// The command that runs `text` as a prompt on the session `args` aimed at:
+/// the same `-C` and session flag, every word quoted for a shell.
+fn prompt_command(args: &RunArgs, text: &str) -> String {
+    let mut words = vec!["ah".to_string()];
+    if let Some(project) = &args.project {
+        words.push("-C".into());
+        words.push(shell_word(&project.to_string_lossy()));
+    }
+    let which = &args.session;
+    let flag = match (&which.db, &which.name, &which.session) {
+        (Some(db), _, _) => Some(("--db", db.to_string_lossy().into_owned())),
+        (None, Some(name), _) => Some(("--name", name.clone())),
+        (None, None, Some(prefix)) => Some(("-S", prefix.clone())),
+        (None, None, None) => None,
+    };
+    if let Some((flag, value)) = flag {
+        words.push(flag.into());
+        words.push(shell_word(&value));
+    }
+    // A prompt that starts like a flag must not be read as one.
+    if text.starts_with('-') {
+        words.push("--".into());
+    }
+    words.push(shell_quote(text));
+    words.join(" ")
 }
 
 /// Queues `text` for the live ah holding the session `db`. `seen` is the
@@ -147,15 +188,14 @@ async fn send_to(
             "the ah that held session {session} stopped while this one started: run the \
              prompt again"
         ),
-        Enqueued::NoOwner => bail!(
-            "no ah is working on session {session}, so there is nothing to {}: to send this \
-             as a prompt of its own, run: ah {}",
-            match kind {
+        Enqueued::NoOwner => Err(NoOwner {
+            session,
+            what: match kind {
                 QueueKind::Steer => "steer",
                 QueueKind::Followup => "follow up",
             },
-            shell_quote(text)
-        ),
+        }
+        .into()),
     }
 }
 
@@ -207,4 +247,14 @@ fn kind_name(kind: QueueKind) -> &'static str {
 /// `text` as one shell word.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// `text` as one shell word, quoted only when a shell would read it otherwise.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_string()
+    } else {
+        shell_quote(text)
+    }
 }

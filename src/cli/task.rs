@@ -28,6 +28,7 @@ use super::sandbox_setup::podman_preflight;
 use super::start::{Begin, enter, plan, position, split_prompt};
 use super::time_travel;
 use super::weakening;
+use super::{EXIT_ERROR, EXIT_LIMIT};
 use crate::agent::event::SessionState;
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
@@ -39,11 +40,6 @@ use crate::sandbox::safe_text::terminal_safe;
 use crate::sandbox::{BackendKind, podman};
 use crate::session::queue::SessionLock;
 use crate::session::{BlockRecord, MessageMeta, Session};
-
-/// Told to the model when a session continues in a new run: its earlier
-/// edits were in another work copy and reach this one only if applied.
-const NEW_RUN_NOTE: &str = "[ah: this message starts a new run. The work directory is a fresh \
-copy of the project as it is now: changes from earlier runs are in it only if the user applied them.]";
 
 /// A mistake on the command line (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -233,16 +229,26 @@ async fn run_in_session(
         ..
     } = setup;
     let started_at = SystemTime::now();
+    let seq_before = session.last_seq()?;
     let Started {
         mut run,
-        restored,
+        origin,
         live: _live,
     } = start_run(args, setup, session, false).await?;
 
     // A session left mid-turn by a crash gets its missing tool results first.
     let parent = position(session)?;
     let start = match (begin, parent) {
-        (Begin::Continue { .. }, Some(from)) => from,
+        // The turn is sent again; the model learns of files that are not
+        // what the conversation says.
+        (Begin::Continue { .. }, Some(from)) => match origin.continue_note() {
+            Some(note) => {
+                let block = BlockRecord::from(Block::Text { text: note });
+                let meta = MessageMeta::default();
+                session.append(Some(&from), Role::User, &[block], &meta)?.id
+            }
+            None => from,
+        },
         (_, parent) => {
             let mut prompt_blocks: Vec<BlockRecord> = prompts
                 .blocks
@@ -250,9 +256,7 @@ async fn run_in_session(
                 .map(|text| BlockRecord::from(Block::Text { text: text.clone() }))
                 .collect();
             if parent.is_some() {
-                let note = restored
-                    .as_ref()
-                    .map_or_else(|| NEW_RUN_NOTE.to_string(), time_travel::restored_note);
+                let note = origin.note();
                 prompt_blocks.push(BlockRecord::from(Block::Text { text: note }));
             }
             let user = session.append(
@@ -308,6 +312,18 @@ async fn run_in_session(
                 why: format!("the model repeated itself {MAX_DETECTIONS} times"),
                 next: "continue with a clearer prompt (--loop-window 0 turns loop detection off)"
                     .to_string(),
+                code: EXIT_ERROR,
+            },
+            // The model was not done: its unfinished work is not applied.
+            EndReason::ToolLimit => RunEnd::Stopped {
+                why: format!(
+                    "the run reached the tool call limit (--max-tools {})",
+                    args.max_tools.unwrap_or_default()
+                ),
+                next: "let the model go on from where it stopped with `ah` and no prompt \
+                       (a higher --max-tools gives it more calls)"
+                    .to_string(),
+                code: EXIT_LIMIT,
             },
             _ => RunEnd::Finished,
         },
@@ -316,7 +332,8 @@ async fn run_in_session(
         args,
         setup,
         started_at,
-        restored,
+        seq_before,
+        restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, output).await
 }

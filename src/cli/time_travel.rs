@@ -1,26 +1,119 @@
-//! Where a run's files come from: the project as it is now, or, when the
-//! conversation was forked or checked out at an earlier message (session
-//! context `workspace_at`), the files as they were at that message (see
-//! `agent::time_travel` for which step that is, and `sandbox::restore` for
-//! how the work copy is made). The key is removed once the run has started
-//! (its prompt is stored), so a run that fails before that, e.g. because the
-//! sandbox cannot start, leaves the fork point for the next attempt.
+//! Where a run's files come from:
+//!
+//! - a conversation forked or checked out at an earlier message (session
+//!   context `workspace_at`): the files as they were at that message;
+//! - else, when the session's previous run was not applied (saved, aborted,
+//!   stopped, failed): the files as the conversation's head left them, so
+//!   the model goes on with its own changes, as the conversation says;
+//! - else (applied, nothing changed, discarded or refused by the user, a
+//!   first run): the project as it is now. When the previous run was
+//!   discarded or refused, the model is told.
+//!
+//! See `agent::time_travel` for which step a message stands on, and
+//! `sandbox::restore` for how the work copy is made. The `workspace_at` key
+//! is removed once the run has started (its prompt is stored), so a run that
+//! fails before that, e.g. because the sandbox cannot start, leaves the fork
+//! point for the next attempt.
 
 use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
-use crate::agent::time_travel::files_at;
+use crate::agent::time_travel::{FilesAt, TimeTravelError, files_at, latest_run};
 use crate::sandbox::policy::Policy;
 use crate::sandbox::restore::{self, RestoreError, Source};
 use crate::sandbox::run::{Run, Start};
-use crate::sandbox::rundir::{RestoredFrom, RunDir};
+use crate::sandbox::rundir::{RestoredFrom, RunDir, RunDirError};
 use crate::session::{Session, WORKSPACE_AT_KEY};
 
+/// Where a run's files came from, as the manifest and the model are told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// The project's current files.
+    Project,
+    /// The files of an earlier point of the conversation.
+    Restored(RestoredFrom),
+    /// The project's current files: the previous run's patch was rejected
+    /// (`decision`: `discarded` or `refused`).
+    Rejected { run_id: String, decision: String },
+}
+
+impl Origin {
+    pub(super) fn restored(&self) -> Option<&RestoredFrom> {
+        match self {
+            Origin::Restored(from) => Some(from),
+            _ => None,
+        }
+    }
+
+    /// Told to the model in the first message of a run that continues a
+    /// session.
+    pub(super) fn note(&self) -> String {
+        match self {
+            Origin::Project => NEW_RUN_NOTE.to_string(),
+            Origin::Restored(from) if from.because == NOT_APPLIED => format!(
+                "[ah: this message starts a new run. The changes of the previous run were not \
+                 applied to the project yet; the work directory holds the files as the \
+                 conversation left them (after step {} of run {}).]",
+                from.step, from.run_id
+            ),
+            Origin::Restored(from) => format!(
+                "[ah: this message starts a new run. The work directory holds the files as they \
+                 were at this point of the conversation (after step {} of run {}): changes made \
+                 after that point are not in it.]",
+                from.step, from.run_id
+            ),
+            Origin::Rejected { decision, .. } => rejected_note(decision),
+        }
+    }
+
+    /// What a run that sends a cut-off turn again must tell the model: only
+    /// that the files are not what the conversation says.
+    pub(super) fn continue_note(&self) -> Option<String> {
+        match self {
+            Origin::Rejected { decision, .. } => Some(rejected_note(decision)),
+            _ => None,
+        }
+    }
+}
+
+/// Told to the model when a session continues in a new run from the
+/// project's files.
+const NEW_RUN_NOTE: &str = "[ah: this message starts a new run. The work directory is a fresh \
+copy of the project as it is now: changes from earlier runs are in it only if the user applied them.]";
+
+/// `RestoredFrom::because` of a run that goes on from the head's files.
+const NOT_APPLIED: &str = "not_applied";
+/// `RestoredFrom::because` of a run that starts at a fork point.
+const FORK: &str = "fork";
+
+fn rejected_note(decision: &str) -> String {
+    let what = match decision {
+        "refused" => "were refused (they must not be applied)",
+        _ => "were discarded by the user",
+    };
+    format!(
+        "[ah: this message starts a new run. The changes of the previous run {what}; the files \
+         are as in the project now.]"
+    )
+}
+
+/// What became of the session's previous run, as its files go.
+enum Previous {
+    /// No run yet, or its changes are in the project (applied), or it
+    /// changed nothing: the project's files.
+    InProject,
+    /// Discarded or refused by the review.
+    Rejected { run_id: String, decision: String },
+    /// Saved, aborted, stopped, failed: its changes exist only in its run.
+    NotApplied,
+    /// Its run directory is gone (`ah runs prune`): nothing says.
+    Pruned(String),
+}
+
 /// Prepares the run `dir`'s work copy (without what `policy` withholds)
-/// and shadow repo. Returns where the files were restored from, when they
-/// were. With `no_restore`, a fork point's files are not restored: the run
-/// starts from the project.
+/// and shadow repo, and says where the files came from. With `no_restore`,
+/// the run starts from the project whatever the session says.
 pub(super) fn prepare_files(
     session: &Session,
     no_restore: bool,
@@ -28,75 +121,175 @@ pub(super) fn prepare_files(
     ah_dir: &Path,
     dir: &RunDir,
     policy: &Policy,
-) -> Result<(Start, Option<RestoredFrom>)> {
-    let Some(message_id) = session.context(WORKSPACE_AT_KEY)? else {
-        return Ok((Run::prepare(project, dir, policy)?, None));
+) -> Result<(Start, Origin)> {
+    let place = Place {
+        project,
+        ah_dir,
+        dir,
+        policy,
     };
-    if no_restore {
-        let start = Run::prepare(project, dir, policy)?;
-        eprintln!("files: the project's current files (--no-restore)");
-        return Ok((start, None));
+    if let Some(message_id) = session.context(WORKSPACE_AT_KEY)? {
+        if no_restore {
+            eprintln!("files: the project's current files (--no-restore)");
+            return place.fresh();
+        }
+        let at = files_at(session, &message_id).map_err(|e| discard(dir, e.into()))?;
+        return place.restore_at(at, message_id, FORK);
     }
-    // Until the files are in place the new run has nothing: on a failure it
-    // is not left behind as a run.
-    let discard = |err: anyhow::Error| {
-        let _ = std::fs::remove_dir_all(dir.path());
-        err
+    let Some(head) = session.head()? else {
+        return place.fresh();
     };
-    let at = files_at(session, &message_id).map_err(|e| discard(e.into()))?;
-    let Some(step) = at.step else {
-        let start = Run::prepare(project, dir, policy)?;
-        eprintln!(
-            "files: the project's current files (no tool ran before message @{})",
-            at.message_seq
-        );
-        return Ok((start, None));
+    match previous(session, ah_dir)? {
+        Previous::InProject => return place.fresh(),
+        Previous::Rejected { run_id, decision } => {
+            let start = Run::prepare(project, dir, policy)?;
+            eprintln!(
+                "files: the project's current files (the changes of run {run_id} were {decision})"
+            );
+            return Ok((start, Origin::Rejected { run_id, decision }));
+        }
+        Previous::Pruned(run_id) => {
+            eprintln!(
+                "files: the project's current files (run {run_id}, the session's previous run, \
+                 was pruned)"
+            );
+            return place.fresh();
+        }
+        Previous::NotApplied if no_restore => {
+            eprintln!(
+                "files: the project's current files (--no-restore; the previous run's changes \
+                 were not applied)"
+            );
+            return place.fresh();
+        }
+        Previous::NotApplied => {}
+    }
+    let at = match files_at(session, &head) {
+        Ok(at) => at,
+        // Recorded by an older ah, which started every run from the project.
+        Err(TimeTravelError::NotRecorded { run_id, .. }) => {
+            eprintln!(
+                "files: the project's current files (run {run_id} did not record its files \
+                 after each step)"
+            );
+            return place.fresh();
+        }
+        Err(err) => return Err(discard(dir, err.into())),
     };
-    let source = Source {
-        run_id: &step.run_id,
-        commit: &step.head,
+    place.restore_at(at, head, NOT_APPLIED)
+}
+
+/// What became of the session's latest run.
+fn previous(session: &Session, ah_dir: &Path) -> Result<Previous> {
+    let Some(run_id) = latest_run(session)? else {
+        return Ok(Previous::InProject);
     };
-    let start = match restore::restore(project, ah_dir, dir, source, policy) {
-        Ok(start) => start,
-        Err(err @ RestoreError::Pruned { .. }) => {
-            return Err(discard(anyhow!(
-                "cannot restore the files of message @{} (run {} step {}): {err}. To go on, \
+    let run = match RunDir::open(ah_dir, &run_id) {
+        Ok(run) => run,
+        Err(RunDirError::NotFound { .. }) => return Ok(Previous::Pruned(run_id)),
+        Err(err) => return Err(err.into()),
+    };
+    // No manifest: the run ended before it was written (a crash).
+    let Ok(manifest) = run.read_manifest() else {
+        return Ok(Previous::NotApplied);
+    };
+    let decision = manifest.review.map(|review| review.decision);
+    Ok(match decision.as_deref() {
+        _ if manifest.applied => Previous::InProject,
+        Some("empty") => Previous::InProject,
+        Some(decision @ ("discarded" | "refused")) => Previous::Rejected {
+            run_id,
+            decision: decision.to_string(),
+        },
+        _ => Previous::NotApplied,
+    })
+}
+
+/// The new run's files and what they are made from.
+struct Place<'a> {
+    project: &'a Path,
+    ah_dir: &'a Path,
+    dir: &'a RunDir,
+    policy: &'a Policy,
+}
+
+impl Place<'_> {
+    /// The project's current files.
+    fn fresh(&self) -> Result<(Start, Origin)> {
+        Ok((
+            Run::prepare(self.project, self.dir, self.policy)?,
+            Origin::Project,
+        ))
+    }
+
+    /// Restores the files of `at` (the message `message_id`, for the reason
+    /// `because`), or starts from the project when no tool ran before it.
+    fn restore_at(
+        &self,
+        at: FilesAt,
+        message_id: String,
+        because: &str,
+    ) -> Result<(Start, Origin)> {
+        let (project, ah_dir, dir, policy) = (self.project, self.ah_dir, self.dir, self.policy);
+        let Some(step) = at.step else {
+            if because == FORK {
+                eprintln!(
+                    "files: the project's current files (no tool ran before message @{})",
+                    at.message_seq
+                );
+            }
+            return self.fresh();
+        };
+        let source = Source {
+            run_id: &step.run_id,
+            commit: &step.head,
+        };
+        let start = match restore::restore(project, ah_dir, dir, source, policy) {
+            Ok(start) => start,
+            Err(err @ RestoreError::Pruned { .. }) => {
+                return Err(discard(
+                    dir,
+                    anyhow!(
+                        "cannot restore the files of message @{} (run {} step {}): {err}. To go on, \
                      check out a later point of the conversation whose run is still there \
                      (`ah checkout @N`; `ah runs` lists the runs left), or start from the \
                      project's current files with `ah --no-restore \"...\"`",
-                at.message_seq,
-                step.run_id,
-                step.step
-            )));
-        }
-        Err(err) => return Err(discard(err.into())),
-    };
-    eprintln!(
-        "files restored from run {} step {} (message @{})",
-        step.run_id, step.step, at.message_seq
-    );
-    let restored = RestoredFrom {
-        run_id: step.run_id,
-        step: step.step,
-        commit: step.head,
-        message_id,
-        message_seq: at.message_seq,
-    };
-    Ok((start, Some(restored)))
+                        at.message_seq,
+                        step.run_id,
+                        step.step
+                    ),
+                ));
+            }
+            Err(err) => return Err(discard(dir, err.into())),
+        };
+        let why = match because {
+            FORK => String::new(),
+            _ => ": its changes were not applied".to_string(),
+        };
+        eprintln!(
+            "files restored from run {} step {} (message @{}){why}",
+            step.run_id, step.step, at.message_seq
+        );
+        let restored = RestoredFrom {
+            run_id: step.run_id,
+            step: step.step,
+            commit: step.head,
+            message_id,
+            message_seq: at.message_seq,
+            because: because.to_string(),
+        };
+        Ok((start, Origin::Restored(restored)))
+    }
+}
+
+/// Until the files are in place the new run has nothing: on a failure it
+/// is not left behind as a run.
+fn discard(dir: &RunDir, err: anyhow::Error) -> anyhow::Error {
+    let _ = std::fs::remove_dir_all(dir.path());
+    err
 }
 
 /// Marks the fork point as used: the run that started from it is under way.
 pub(super) fn started(session: &Session) -> Result<()> {
     Ok(session.remove_context(WORKSPACE_AT_KEY)?)
-}
-
-/// Told to the model when a session continues in a run whose files were
-/// restored from an earlier point of the conversation.
-pub(super) fn restored_note(from: &RestoredFrom) -> String {
-    format!(
-        "[ah: this message starts a new run. The work directory holds the files as they were at \
-         this point of the conversation (after step {} of run {}): changes made after that point \
-         are not in it.]",
-        from.step, from.run_id
-    )
 }

@@ -17,6 +17,7 @@ use super::live::Controls;
 use super::output::Output;
 use super::queue::claim_exclusive;
 use super::task::{RunSetup, UsageError, settle};
+use super::{EXIT_ERROR, EXIT_LIMIT};
 use crate::agent::event::SessionState;
 use crate::agent::prompt;
 use crate::agent::{EndReason, set_state};
@@ -94,9 +95,10 @@ async fn work_in_session(
     max_rounds: u32,
 ) -> Result<i32> {
     let started_at = SystemTime::now();
+    let seq_before = session.last_seq()?;
     let Started {
         mut run,
-        restored,
+        origin,
         live: _live,
     } = start_run(args, setup, session, true).await?;
     eprintln!("work session {}", session.path().display());
@@ -148,7 +150,8 @@ async fn work_in_session(
         args,
         setup,
         started_at,
-        restored,
+        seq_before,
+        restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, output).await
 }
@@ -159,6 +162,7 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
     let stopped = |why: String, next: &str| RunEnd::Stopped {
         why,
         next: next.to_string(),
+        code: EXIT_ERROR,
     };
     let Some(end) = record.end else {
         return RunEnd::Failed(anyhow!("the work session ended without an outcome"));
@@ -188,12 +192,13 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
 
 fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> RunEnd {
     let name = phase.as_str();
-    let (why, next) = match reason {
+    let (why, next, code) = match reason {
         EndReason::Aborted => return RunEnd::Aborted,
         EndReason::Done | EndReason::Poisoned | EndReason::Finalized => return RunEnd::Finished,
         EndReason::Looping => (
             format!("the model repeated itself in the {name} phase"),
             "run ah work again with a clearer issue (--loop-window 0 turns loop detection off)",
+            EXIT_ERROR,
         ),
         EndReason::ToolLimit => (
             format!(
@@ -201,14 +206,17 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
                 max_tools.unwrap_or_default()
             ),
             "run ah work again with a higher --max-tools",
+            EXIT_LIMIT,
         ),
         EndReason::Stopped | EndReason::Failed => (
             format!("the model stopped in the {name} phase before finishing it"),
             "run ah work again",
+            EXIT_ERROR,
         ),
     };
     RunEnd::Stopped {
         why,
         next: next.to_string(),
+        code,
     }
 }

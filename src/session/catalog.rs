@@ -105,18 +105,14 @@ struct Entry {
 type Stamp = [u64; 4];
 
 impl Session {
-    /// This session's summary: a count, two sums and one block of text.
+    /// This session's summary: a count, its usage and one block of text.
     pub fn summary(&self) -> Result<SessionSummary> {
         let sql = |e| self.sql(e);
-        let (messages, input, output): (i64, i64, i64) = self
+        let messages: i64 = self
             .conn
-            .query_row(
-                "SELECT count(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
-                 FROM messages",
-                [],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-            )
+            .query_row("SELECT count(*) FROM messages", [], |row| row.get(0))
             .map_err(sql)?;
+        let tokens = super::usage::total(&self.usage()?);
         let first_prompt: Option<String> =
             rusqlite::OptionalExtension::optional(self.conn.query_row(
                 "SELECT substr(b.content, 1, ?1)
@@ -131,8 +127,8 @@ impl Session {
         Ok(SessionSummary {
             name: self.context(NAME_KEY)?,
             messages: count(messages),
-            input_tokens: count(input),
-            output_tokens: count(output),
+            input_tokens: tokens.input_tokens,
+            output_tokens: tokens.output_tokens,
             first_prompt,
             ..SessionSummary::unreadable(&self.id(), None)
         })

@@ -16,6 +16,7 @@ mod schema;
 mod store;
 mod time;
 mod tree;
+mod usage;
 
 #[cfg(test)]
 mod tests;
@@ -33,7 +34,8 @@ pub use orphans::Repairs;
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
 pub use time::format_rfc3339;
-pub use tree::{BranchRemoval, ModelUsage, Tree, WORKSPACE_AT_KEY};
+pub use tree::{BranchRemoval, Tree, WORKSPACE_AT_KEY};
+pub use usage::{CallKind, ModelUsage, Tokens, total as total_usage};
 
 /// One content block with what the store keeps beside it.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,8 +90,9 @@ impl From<Block> for BlockRecord {
 }
 
 /// What the API reported about a message. Only input and output tokens are
-/// stored (the schema has no cache-token columns), so the cache fields of a
-/// stored `usage` read back as 0.
+/// stored (the schema has no cache-token columns): cached input is stored
+/// as input, since the call read it too, and the cache fields of a stored
+/// `usage` read back as 0.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MessageMeta {
     pub usage: Option<Usage>,

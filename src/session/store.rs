@@ -132,7 +132,9 @@ impl Session {
         let id = Ulid::generate().to_string();
         let created_at = now_rfc3339();
         let usage = meta.usage.map(|usage| Usage {
-            input_tokens: usage.input_tokens,
+            input_tokens: usage.input_tokens
+                + usage.cache_creation_input_tokens
+                + usage.cache_read_input_tokens,
             output_tokens: usage.output_tokens,
             ..Usage::default()
         });
@@ -316,6 +318,21 @@ impl Session {
             })
             .map(drop)
             .map_err(|e| self.sql(e))
+    }
+
+    /// The details of the latest event of `event_type`, if any. Read from
+    /// the newest event back, so it costs the events after that one.
+    pub fn last_event(&self, event_type: &str) -> Result<Option<Value>> {
+        let details: Option<Option<String>> = self
+            .conn
+            .prepare_cached(
+                "SELECT details FROM events WHERE event_type = ?1 ORDER BY id DESC LIMIT 1",
+            )
+            .and_then(|mut stmt| stmt.query_row([event_type], |row| row.get(0)).optional())
+            .map_err(|e| self.sql(e))?;
+        Ok(details
+            .flatten()
+            .and_then(|text| serde_json::from_str(&text).ok()))
     }
 
     /// The blocks of one message, whole.

@@ -1,6 +1,6 @@
 //! The conversation as a tree: the whole tree of one session loaded in two
 //! queries ([`Tree`]), one message by its `@N`, moving the head, removing a
-//! branch, and token usage by model.
+//! branch.
 
 use std::collections::{HashMap, HashSet};
 
@@ -168,16 +168,6 @@ pub enum BranchRemoval {
     },
 }
 
-/// Tokens one model used in a session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelUsage {
-    /// `None` for messages stored without a model.
-    pub model: Option<String>,
-    pub answers: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
-
 impl Session {
     /// The whole tree, with every block (for the tree commands; a run
     /// reads only its ancestry).
@@ -339,36 +329,6 @@ impl Session {
             seqs: branch.into_iter().map(|(_, seq)| seq).collect(),
             head_moved_to,
         })
-    }
-
-    /// Tokens in and out per model over every answer in the session (all
-    /// branches), most output first.
-    pub fn usage_by_model(&self) -> Result<Vec<ModelUsage>> {
-        let rows: Vec<(Option<String>, i64, i64, i64)> = self
-            .conn
-            .prepare_cached(
-                "SELECT model, count(*), COALESCE(SUM(input_tokens), 0),
-                        COALESCE(SUM(output_tokens), 0)
-                 FROM messages WHERE role = 'assistant'
-                 GROUP BY model ORDER BY 4 DESC, 1",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-                })?
-                .collect()
-            })
-            .map_err(|e| self.sql(e))?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        Ok(rows
-            .into_iter()
-            .map(|(model, answers, input, output)| ModelUsage {
-                model,
-                answers: count(answers),
-                input_tokens: count(input),
-                output_tokens: count(output),
-            })
-            .collect())
     }
 
     fn message_seq(&self, id: &str) -> Result<Option<i64>> {

@@ -119,8 +119,14 @@ pub fn context_tokens(view: &View<'_>, overhead_chars: usize) -> u64 {
                 + usage.output_tokens
                 + estimate_tokens(&fresh[at + 1..])
         }
-        None => estimate_tokens(&view.messages) + chars_to_tokens(overhead_chars),
+        None => request_estimate(view, overhead_chars),
     }
+}
+
+/// An estimate of the whole request for this view, whatever the API
+/// reported: the same measure for any two views, so they can be compared.
+pub fn request_estimate(view: &View<'_>, overhead_chars: usize) -> u64 {
+    estimate_tokens(&view.messages) + chars_to_tokens(overhead_chars)
 }
 
 /// About four characters per token: a rough size for text the API has not

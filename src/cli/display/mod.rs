@@ -6,11 +6,13 @@
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Duration;
 
 use console::style;
 use serde_json::Value;
 
 use super::screen::{Screen, ScreenState};
+use super::summary::RunSummary;
 use crate::agent::{CompactReason, Event};
 use crate::sandbox::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
 
@@ -27,8 +29,6 @@ pub struct Display {
     /// A violation was just shown for the running call (its error result
     /// needs no second line).
     violation_shown: bool,
-    /// Tokens the model calls read (cache included) and wrote so far.
-    pub(super) tokens: (u64, u64),
     /// The last character of the model's text streamed so far.
     last_char: Option<char>,
 }
@@ -38,7 +38,6 @@ impl Display {
         Display {
             screen,
             violation_shown: false,
-            tokens: (0, 0),
             last_char: None,
         }
     }
@@ -46,12 +45,6 @@ impl Display {
     /// Shows `event`, waiting while someone else (a `You:` line) has the
     /// terminal.
     pub fn show(&mut self, event: &Event) {
-        if let Event::ApiCallEnd { usage, .. } = event {
-            self.tokens.0 += usage.input_tokens
-                + usage.cache_creation_input_tokens
-                + usage.cache_read_input_tokens;
-            self.tokens.1 += usage.output_tokens;
-        }
         let screen = Arc::clone(&self.screen);
         let mut state = screen.lock();
         let next = spinner_after(event, state.message());
@@ -198,6 +191,7 @@ impl Display {
             Event::CompactionEnd {
                 summary_chars,
                 kept_messages,
+                ..
             } => {
                 eprintln!(
                     "{} compacted: a summary of {summary_chars} characters and the {kept_messages} most recent messages",
@@ -221,6 +215,29 @@ impl Display {
                     terminal_safe(target),
                     terminal_safe(reason)
                 );
+            }
+            Event::RunEnd {
+                duration_ms,
+                usage,
+                steps,
+                violations,
+                files,
+                added,
+                removed,
+                decision,
+            } => {
+                state.end_line();
+                let summary = RunSummary {
+                    duration: Duration::from_millis(*duration_ms),
+                    tokens: (usage.input_tokens, usage.output_tokens),
+                    steps: *steps,
+                    violations: *violations,
+                    files: *files,
+                    added: *added,
+                    removed: *removed,
+                    decision: decision.clone(),
+                };
+                eprintln!("{}", summary.line());
             }
             Event::TurnEnd { .. } | Event::AgentEnd { .. } => state.end_line(),
             _ => {}

@@ -35,6 +35,7 @@ pub(super) fn spinner_after(event: &Event, now: Option<&str>) -> Option<String> 
         | Event::TurnEnd { .. }
         | Event::AgentEnd { .. }
         | Event::StateChange { .. }
+        | Event::RunEnd { .. }
         | Event::Error { .. } => None,
         _ => now.map(str::to_string),
     }

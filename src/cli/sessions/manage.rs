@@ -14,7 +14,8 @@ use super::message;
 use super::summary::row;
 use crate::sandbox::safe_text::terminal_safe;
 use crate::session::{
-    BranchRemoval, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
+    BranchRemoval, CallKind, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
+    total_usage,
 };
 
 /// `ah sessions`: one line per session, newest first.
@@ -59,19 +60,19 @@ pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// `ah usage`: tokens by model in one session.
+/// `ah usage`: tokens by model in one session, compaction calls apart.
 pub fn usage(session: &Session) -> Result<i32> {
     println!("session {}", session.id());
-    print_usage(&session.usage_by_model()?);
+    print_usage(&session.usage()?);
     Ok(EXIT_OK)
 }
 
 /// `ah usage --all`: tokens by model over every session of the project.
 pub fn usage_all(ah_dir: &Path) -> Result<i32> {
     let files = session_files(ah_dir)?;
-    let mut by_model: BTreeMap<Option<String>, ModelUsage> = BTreeMap::new();
+    let mut by_model: BTreeMap<(Option<String>, CallKind), ModelUsage> = BTreeMap::new();
     for file in &files {
-        let usages = Session::open(&file.path).and_then(|session| session.usage_by_model());
+        let usages = Session::open(&file.path).and_then(|session| session.usage());
         let usages = match usages {
             Ok(usages) => usages,
             Err(err) => {
@@ -80,13 +81,14 @@ pub fn usage_all(ah_dir: &Path) -> Result<i32> {
             }
         };
         for usage in usages {
-            let total = by_model.entry(usage.model.clone()).or_insert(ModelUsage {
-                model: usage.model.clone(),
-                answers: 0,
+            let key = (usage.model.clone(), usage.kind);
+            let total = by_model.entry(key).or_insert(ModelUsage {
+                calls: 0,
                 input_tokens: 0,
                 output_tokens: 0,
+                ..usage.clone()
             });
-            total.answers += usage.answers;
+            total.calls += usage.calls;
             total.input_tokens += usage.input_tokens;
             total.output_tokens += usage.output_tokens;
         }
@@ -98,24 +100,26 @@ pub fn usage_all(ah_dir: &Path) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// One line per model and kind of call (a compaction's summary calls are
+/// `compaction (MODEL)`), then the total.
 fn print_usage(rows: &[ModelUsage]) {
-    let line = |model: &str, answers: u64, input: u64, output: u64| {
-        println!("{model:<32} {answers:>7} answers {input:>12} in {output:>10} out");
+    let line = |what: &str, calls: u64, input: u64, output: u64| {
+        println!("{what:<45} {calls:>7} calls {input:>12} in {output:>10} out");
     };
     for usage in rows {
-        let model = usage.model.as_deref().unwrap_or("(no model recorded)");
-        line(
-            &terminal_safe(model),
-            usage.answers,
-            usage.input_tokens,
-            usage.output_tokens,
-        );
+        let model = terminal_safe(usage.model.as_deref().unwrap_or("(no model recorded)"));
+        let what = match usage.kind {
+            CallKind::Answer => model.into_owned(),
+            CallKind::Compaction => format!("compaction ({model})"),
+        };
+        line(&what, usage.calls, usage.input_tokens, usage.output_tokens);
     }
+    let total = total_usage(rows);
     line(
         "total",
-        rows.iter().map(|u| u.answers).sum(),
-        rows.iter().map(|u| u.input_tokens).sum(),
-        rows.iter().map(|u| u.output_tokens).sum(),
+        rows.iter().map(|u| u.calls).sum(),
+        total.input_tokens,
+        total.output_tokens,
     );
 }
 

@@ -67,10 +67,14 @@ pub struct RestoredFrom {
     pub step: u32,
     /// That run's commit at the step (hex): the new run's starting point.
     pub commit: String,
-    /// The session message the conversation was forked at (its id and its
-    /// number `@N`).
+    /// The session message the conversation was forked at, or the head it
+    /// went on from (its id and its number `@N`).
     pub message_id: String,
     pub message_seq: i64,
+    /// Why: `fork` (the conversation was forked or checked out there) or
+    /// `not_applied` (the session's previous run was not applied, so the
+    /// conversation goes on with the files that run left).
+    pub because: String,
 }
 
 /// A path a step wrote against the write policy (the step was reverted).

@@ -158,6 +158,7 @@ fn full_manifest(run: &RunDir) -> Manifest {
         commit: "3".repeat(40),
         message_id: "01HZY8J5Q8W3V4N1T2C6B7D9EG".into(),
         message_seq: 9,
+        because: "fork".into(),
     });
     manifest.finished_at = Some(crate::session::format_rfc3339(std::time::SystemTime::now()));
     manifest.steps = 7;

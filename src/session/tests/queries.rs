@@ -167,30 +167,50 @@ fn usage_and_the_summary_count_every_branch() {
             )
             .unwrap();
     }
-    let usage = session.usage_by_model().unwrap();
+    // A compaction summary is a user message that carries its call's usage.
+    let summary = session
+        .append(
+            Some(&prompt.id),
+            Role::User,
+            &text("summary"),
+            &meta("haiku", 50, 8),
+        )
+        .unwrap();
+    session
+        .append(
+            Some(&summary.id),
+            Role::User,
+            &text("steer"),
+            &MessageMeta::default(),
+        )
+        .unwrap();
+    let usage = session.usage().unwrap();
+    let row = |model: &str, kind, calls, input_tokens, output_tokens| ModelUsage {
+        model: Some(model.into()),
+        kind,
+        calls,
+        input_tokens,
+        output_tokens,
+    };
     assert_eq!(
         usage,
         [
-            ModelUsage {
-                model: Some("opus".into()),
-                answers: 2,
-                input_tokens: 300,
-                output_tokens: 30
-            },
-            ModelUsage {
-                model: Some("haiku".into()),
-                answers: 1,
-                input_tokens: 5,
-                output_tokens: 1
-            },
+            row("opus", CallKind::Answer, 2, 300, 30),
+            row("haiku", CallKind::Compaction, 1, 50, 8),
+            row("haiku", CallKind::Answer, 1, 5, 1),
         ]
+    );
+    // A run's own calls: those after the last message before it.
+    assert_eq!(
+        session.usage_after(summary.seq - 1).unwrap(),
+        [row("haiku", CallKind::Compaction, 1, 50, 8)]
     );
     session.set_context(NAME_KEY, "fixer").unwrap();
     let summary = session.summary().unwrap();
     assert_eq!(summary.id, session.id());
     assert_eq!(summary.name.as_deref(), Some("fixer"));
-    assert_eq!(summary.messages, 4);
-    assert_eq!((summary.input_tokens, summary.output_tokens), (305, 31));
+    assert_eq!(summary.messages, 6);
+    assert_eq!((summary.input_tokens, summary.output_tokens), (355, 39));
     let first = summary.first_prompt.unwrap();
     assert!(first.starts_with("fix it xxx") && first.chars().count() == 200);
     let ulid = ulid::Ulid::from_string(&summary.id).unwrap();

@@ -118,7 +118,7 @@ fn every_block_type_round_trips() {
 }
 
 #[test]
-fn cache_tokens_are_not_stored() {
+fn cached_input_is_stored_as_input() {
     let (_dir, mut session) = new_session();
     let meta = MessageMeta {
         usage: Some(Usage {
@@ -133,7 +133,7 @@ fn cache_tokens_are_not_stored() {
         .append(None, Role::Assistant, &text("hi"), &meta)
         .unwrap();
     let expected = Usage {
-        input_tokens: 10,
+        input_tokens: 80,
         output_tokens: 20,
         ..Usage::default()
     };

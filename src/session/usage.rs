@@ -1,0 +1,97 @@
+//! What a session's model calls cost, defined once for every report of it
+//! (`ah sessions`, `ah usage`, a run's end line and its `run_end` event), so
+//! they cannot disagree.
+//!
+//! Every billed model call leaves its tokens on the message it produced: an
+//! answer (an assistant message) or a compaction summary (a user message
+//! that carries usage; no other user message does). Input counts every token
+//! the call read, cached ones included (see [`super::MessageMeta`]).
+
+use serde::Serialize;
+
+use super::{Result, Session};
+
+/// Which kind of model call a message records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CallKind {
+    /// An answer in the conversation.
+    Answer,
+    /// A summary written to compact the conversation.
+    Compaction,
+}
+
+/// The calls of one kind that one model made, and their tokens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelUsage {
+    /// `None` for messages stored without a model.
+    pub model: Option<String>,
+    pub kind: CallKind,
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Tokens read and written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The sum of `rows`.
+pub fn total(rows: &[ModelUsage]) -> Tokens {
+    Tokens {
+        input_tokens: rows.iter().map(|u| u.input_tokens).sum(),
+        output_tokens: rows.iter().map(|u| u.output_tokens).sum(),
+    }
+}
+
+impl Session {
+    /// The session's model calls (all branches) by model and kind, most
+    /// output first.
+    pub fn usage(&self) -> Result<Vec<ModelUsage>> {
+        self.usage_after(0)
+    }
+
+    /// The model calls of the messages after `@seq`: a run's own, given the
+    /// last `@N` before it started.
+    pub fn usage_after(&self, seq: i64) -> Result<Vec<ModelUsage>> {
+        let rows: Vec<(Option<String>, bool, i64, i64, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT model, role = 'user', count(*), COALESCE(SUM(input_tokens), 0),
+                        COALESCE(SUM(output_tokens), 0)
+                 FROM messages
+                 WHERE seq > ?1 AND (role = 'assistant'
+                       OR input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
+                 GROUP BY 1, 2 ORDER BY 5 DESC, 1, 2",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([seq], |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                    ))
+                })?
+                .collect()
+            })
+            .map_err(|e| self.sql(e))?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(rows
+            .into_iter()
+            .map(|(model, summary, calls, input, output)| ModelUsage {
+                model,
+                kind: match summary {
+                    true => CallKind::Compaction,
+                    false => CallKind::Answer,
+                },
+                calls: count(calls),
+                input_tokens: count(input),
+                output_tokens: count(output),
+            })
+            .collect())
+    }
+}

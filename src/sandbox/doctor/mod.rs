@@ -13,7 +13,7 @@ use std::path::Path;
 use tokio::process::Command;
 
 use super::podman::{
-    self, DEFAULT_IMAGE, HostLimits, Runtime, Ulimits, find_init, find_tool, rootless,
+    self, DEFAULT_IMAGE, HostLimits, Podman, Runtime, Ulimits, find_init, find_tool, rootless,
 };
 
 /// What a failed check means for the backend.
@@ -106,7 +106,7 @@ pub fn cgroup_mode(root: &Path) -> CgroupMode {
 /// Runs every check, in the order the CLI prints them.
 pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     let mut checks = Vec::new();
-    let Some(podman) = find_tool("podman") else {
+    let Some(found) = find_tool("podman") else {
         checks.push(Check::fail(
             "podman",
             "not found",
@@ -114,6 +114,18 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         ));
         checks.push(git_check());
         return checks;
+    };
+    let podman = match Podman::at(found) {
+        Ok(podman) => podman,
+        Err(e) => {
+            checks.push(Check::fail(
+                "podman",
+                e.to_string(),
+                "check that TMPDIR is writable",
+            ));
+            checks.push(git_check());
+            return checks;
+        }
     };
     checks.push(podman_check(&podman).await);
     checks.push(match find_init() {
@@ -171,8 +183,9 @@ pub fn backend_ready(checks: &[Check]) -> bool {
             .all(|c| c.ok || c.severity == Severity::Warning)
 }
 
-async fn podman_check(podman: &Path) -> Check {
-    let output = Command::new(podman)
+async fn podman_check(podman: &Podman) -> Check {
+    let output = podman
+        .command()
         .args(["version", "--format", "{{.Client.Version}}"])
         .output()
         .await;
@@ -181,7 +194,7 @@ async fn podman_check(podman: &Path) -> Check {
             "podman",
             format!(
                 "{} {}",
-                podman.display(),
+                podman.path().display(),
                 String::from_utf8_lossy(&out.stdout).trim()
             ),
         ),
@@ -197,7 +210,7 @@ async fn podman_check(podman: &Path) -> Check {
 /// Tries the runtime for real when the image exists: the same confinement
 /// flags a run uses, running `true`.
 async fn runtime_check(
-    podman: &Path,
+    podman: &Podman,
     opts: &DoctorOptions,
     cgroups: CgroupMode,
     ulimits: Ulimits,
@@ -241,8 +254,8 @@ async fn runtime_check(
 
 /// `podman run` with a run's runtime and confinement flags, up to the
 /// image.
-fn confined_run(podman: &Path, runtime: Option<String>, ulimits: Ulimits) -> Command {
-    let mut cmd = Command::new(podman);
+fn confined_run(podman: &Podman, runtime: Option<String>, ulimits: Ulimits) -> Command {
+    let mut cmd = podman.command();
     cmd.args([
         "run",
         "--rm",

@@ -18,7 +18,6 @@ mod stream;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
 use super::podman::{self, PodmanError};
 
@@ -115,7 +114,7 @@ pub struct BuildReport {
 
 /// Whether `image` is in local podman storage.
 pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
-    let podman = podman::find_podman()?;
+    let podman = podman::Podman::find()?;
     Ok(podman::image_exists(&podman, image).await?)
 }
 
@@ -124,7 +123,7 @@ pub async fn build_image(
     opts: &BuildOptions,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<BuildReport, ImageError> {
-    let podman = podman::find_podman()?;
+    let podman = podman::Podman::find()?;
     let started = Instant::now();
     let source = match opts.source {
         ImageSource::Auto => {
@@ -172,7 +171,7 @@ async fn registry_reachable() -> bool {
 }
 
 async fn build_from_registry(
-    podman: &std::path::Path,
+    podman: &podman::Podman,
     image: &str,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(), ImageError> {
@@ -185,7 +184,7 @@ async fn build_from_registry(
         what: "write the Containerfile",
         source,
     })?;
-    let mut cmd = Command::new(podman);
+    let mut cmd = podman.command();
     cmd.args(["build", "--pull=missing", "-t", image, "-f"])
         .arg(&file)
         .arg(context.path());

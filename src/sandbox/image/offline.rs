@@ -8,13 +8,13 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use super::{BuildOptions, ImageError, PACKAGES, SUITE, stream};
-use crate::sandbox::podman::{CONTAINER_PATH, find_tool, rootless};
+use crate::sandbox::podman::{CONTAINER_PATH, Podman, find_tool, rootless};
 
 /// Used when apt's sources name no Debian mirror.
 const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 
 pub async fn build(
-    podman: &Path,
+    podman: &Podman,
     opts: &BuildOptions,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(), ImageError> {
@@ -68,7 +68,7 @@ pub async fn build(
 
 /// `tar -C rootfs -c . | podman import --change … - image`.
 async fn import(
-    podman: &Path,
+    podman: &Podman,
     rootfs: &Path,
     image: &str,
     progress: &mut (dyn FnMut(&str) + Send),
@@ -94,7 +94,7 @@ async fn import(
             what: "connect tar to podman import",
             source,
         })?;
-    let mut cmd = Command::new(podman);
+    let mut cmd = podman.command();
     cmd.args(["import", "--change", r#"CMD ["sleep", "infinity"]"#])
         .args(["--change", &format!("ENV PATH={CONTAINER_PATH}")])
         .args(["--change", "ENV LANG=C.UTF-8"])

@@ -157,7 +157,7 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         Ok(false) => Check::fail(
             "image",
             format!("{} missing", opts.image),
-            "run 'ah image build'",
+            "run 'ah image build' (as the user who runs ah: podman keeps images per user)",
         ),
         Err(e) => Check::fail("image", e.to_string(), "check 'podman images'"),
     };
@@ -169,6 +169,7 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
     checks.push(network::proxy_check(run, probe_image).await);
     checks.push(network::full_check());
+    checks.push(offline_build_check(rootless()));
     checks.push(image);
     checks.push(git_check());
     checks
@@ -297,6 +298,36 @@ fn rlimit_check(limits: &HostLimits, ulimits: Ulimits) -> Check {
     }
 }
 
+/// Whether this user can build the image without a registry: as root with
+/// debootstrap, without root with mmdebstrap (unshare mode, on the user's
+/// subordinate ids). Only a warning: a registry, or an image already
+/// there, does without.
+fn offline_build_check(rootless: bool) -> Check {
+    const NAME: &str = "offline build";
+    let (tool, how) = match rootless {
+        true => ("mmdebstrap", "without root, in a user namespace"),
+        false => ("debootstrap", "as root"),
+    };
+    match find_tool(tool) {
+        Some(path) => Check::pass(
+            NAME,
+            format!(
+                "{} present: 'ah image build --offline' builds the image {how}",
+                path.display()
+            ),
+        ),
+        None => Check::fail(
+            NAME,
+            format!(
+                "{tool} not found: without a registry this user cannot build the image ({tool} \
+                 builds it {how})"
+            ),
+            format!("apt-get install {tool}"),
+        )
+        .warning(),
+    }
+}
+
 fn rootless_checks() -> Vec<Check> {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
@@ -363,6 +394,15 @@ mod tests {
         assert_eq!(cgroup_mode(dir.path()), CgroupMode::Hybrid);
         std::fs::write(dir.path().join("cgroup.controllers"), "").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cgroup_mode(dir.path()), CgroupMode::V2);
+    }
+
+    #[test]
+    fn the_offline_build_check_names_the_tool_of_the_user_and_only_warns() {
+        for (rootless, tool) in [(true, "mmdebstrap"), (false, "debootstrap")] {
+            let check = offline_build_check(rootless);
+            assert!(check.detail.contains(tool), "{check:?}");
+            assert!(check.ok || check.severity == Severity::Warning, "{check:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The sandbox image `localhost/ah-sandbox:latest`: whether it exists, and
 //! building it. Where a container registry is reachable the image comes from
 //! `containers/Containerfile` and `podman build`; elsewhere (no registry, only
-//! a Debian mirror) from a debootstrap rootfs and `podman import`, with the
-//! same packages (see `offline`).
+//! a Debian mirror) from a Debian rootfs (debootstrap as root, mmdebstrap
+//! without root) and `podman import`, with the same packages (see `offline`).
 //!
 //! Choosing the way: a `podman pull` against an unreachable registry hangs
 //! or fails slowly, so `Auto` decides with a quick check instead: the base
@@ -57,10 +57,12 @@ pub enum ImageError {
     )]
     DebootstrapMissing,
     #[error(
-        "building the image offline runs debootstrap, which needs root: run 'ah image build' \
-         as root, or build from a registry where one is reachable"
+        "mmdebstrap not found: without root, the image is built offline with mmdebstrap \
+         (apt-get install mmdebstrap; your user needs subordinate ids in /etc/subuid and \
+         /etc/subgid, as rootless podman does), or build it from a registry where one is \
+         reachable"
     )]
-    NeedsRoot,
+    MmdebstrapMissing,
     #[error("could not {what}: {source}")]
     Io {
         what: &'static str,
@@ -82,7 +84,8 @@ pub enum ImageSource {
     Auto,
     /// `podman build` from the Containerfile.
     Registry,
-    /// debootstrap from the host's Debian mirror, then `podman import`.
+    /// debootstrap (as root) or mmdebstrap (without root) from the host's
+    /// Debian mirror, then `podman import`.
     Offline,
 }
 
@@ -132,7 +135,7 @@ pub async fn build_image(
             if base_local || registry_reachable().await {
                 ImageSource::Registry
             } else {
-                progress("no registry reachable: building offline with debootstrap");
+                progress("no registry reachable: building offline from the Debian mirror");
                 ImageSource::Offline
             }
         }

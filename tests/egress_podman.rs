@@ -322,7 +322,7 @@ fn the_proxy_works_for_an_unprivileged_user_in_rootless_podman() {
     let Some(podman) = podman_ready_blocking() else {
         return;
     };
-    user.load_image(&podman);
+    user.build_image(&podman);
     let target = Target::start("rootless");
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");

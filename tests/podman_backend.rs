@@ -693,7 +693,7 @@ async fn rootless_podman_runs_as_an_unprivileged_user() {
     let Some(podman) = podman_ready().await else {
         return;
     };
-    user.load_image(&podman);
+    user.build_image(&podman);
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
     let (_dir, exe) = user.reachable_copy(&exe);
     let inner = user

@@ -735,3 +735,58 @@ fn a_step_has_no_network() {
         "{text}"
     );
 }
+
+#[test]
+fn an_out_of_memory_kill_in_a_pipe_is_told_and_leaves_no_file_in_the_project() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(script(vec![
+        // The pipeline's status is tail's: 0, whatever happened to python.
+        bash("python3 -c \"x = b'x' * (512 << 20); print(len(x))\" | tail -1"),
+        bash("echo fine"),
+    ]));
+    let out = host
+        .ah(&mock.url())
+        .args(["--memory", "64m", "--review", "auto", "use memory"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let killed = told(&requests[1]);
+    if ah::sandbox::podman::rootless() {
+        // Rootless podman on cgroup v1 ignores --memory: no limit to hit.
+        return;
+    }
+    assert!(
+        killed.contains(
+            "[ah: the sandbox's memory limit (64m) was hit during this command: the kernel \
+             killed a process (out of memory)"
+        ) && killed.ends_with("exit code: 0"),
+        "the model is told of the kill the exit code hides:\n{killed}"
+    );
+    let fine = told(&requests[2]);
+    assert_eq!(fine, "fine\nexit code: 0", "a later command is not blamed");
+
+    // conmon's OOM marker did not land in the directory ah ran from.
+    let mut entries: Vec<String> = std::fs::read_dir(&host.project)
+        .unwrap_or_else(|e| panic!("read the project: {e}"))
+        .map(|entry| {
+            entry
+                .unwrap_or_else(|e| panic!("read the project: {e}"))
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    entries.sort();
+    assert_eq!(
+        entries,
+        [".ah", ".git", "a.txt"],
+        "the project is untouched"
+    );
+    assert_eq!(host.git_out(&["status", "--porcelain"]), "");
+}

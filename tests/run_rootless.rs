@@ -31,7 +31,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     let Some(podman) = podman_ready_blocking() else {
         return;
     };
-    user.load_image(&podman);
+    user.build_image(&podman);
 
     // Everything the user touches lives in a folder it can reach, whatever
     // the permissions of the checkout: the project, and a copy of ah.

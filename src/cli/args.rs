@@ -381,12 +381,13 @@ pub enum RunsAction {
 
 #[derive(Debug, Subcommand)]
 pub enum ImageAction {
-    /// Build the sandbox image (podman build, or offline from a debootstrap rootfs).
+    /// Build the sandbox image (podman build, or offline from a Debian rootfs).
     Build {
         /// The image name to build.
         #[arg(long, value_name = "IMAGE")]
         image: Option<String>,
-        /// Build from a debootstrap rootfs, without a container registry.
+        /// Build from a Debian rootfs without a container registry (debootstrap as
+        /// root, mmdebstrap without root).
         #[arg(long, conflicts_with = "registry")]
         offline: bool,
         /// Build with `podman build` from the registry's base image.

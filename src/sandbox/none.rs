@@ -174,6 +174,7 @@ pub async fn run_in_group(mut command: Command, timeout: Duration) -> io::Result
         exit_code: if timed_out { None } else { status.code() },
         timed_out,
         dropped_bytes: out_dropped + err_dropped,
+        memory_limit_hit: None,
     })
 }
 

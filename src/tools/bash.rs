@@ -110,6 +110,15 @@ fn report(
             output.dropped_bytes
         );
     }
+    if let Some(limit) = &output.memory_limit_hit {
+        details["memory_limit_hit"] = json!(limit);
+        let _ = writeln!(
+            content,
+            "[ah: the sandbox's memory limit ({limit}) was hit during this command: the kernel \
+             killed a process (out of memory), whatever the exit code below says; its output \
+             may be cut]"
+        );
+    }
     content.push_str(&status);
     ToolOutput {
         content,
@@ -279,6 +288,25 @@ mod tests {
         let out = report("echo all", 120, 7, whole, &exec);
         assert_eq!(out.details.get("dropped_bytes"), None);
         assert_eq!(out.content, "all\nexit code: 0");
+    }
+
+    #[test]
+    fn a_memory_limit_hit_is_told_whatever_the_exit_code() {
+        let exec = TestExec::new();
+        let output = ExecOutput {
+            stdout: b"\n".to_vec(),
+            exit_code: Some(0),
+            memory_limit_hit: Some("4g".to_string()),
+            ..ExecOutput::default()
+        };
+        let out = report("python3 big.py | tail -1", 120, 7, output, &exec);
+        assert_eq!(out.details["memory_limit_hit"], json!("4g"));
+        assert_eq!(
+            out.content,
+            "\n[ah: the sandbox's memory limit (4g) was hit during this command: the kernel \
+             killed a process (out of memory), whatever the exit code below says; its output \
+             may be cut]\nexit code: 0"
+        );
     }
 
     #[tokio::test]

@@ -49,6 +49,11 @@ pub struct ExecOutput {
     /// outgrew what a backend keeps in memory; a marker line in the stream shows
     /// where. 0 when nothing was cut.
     pub dropped_bytes: u64,
+    /// The sandbox's memory limit (as given, e.g. `4g`) when the kernel
+    /// killed a process for lack of memory under it while the command ran,
+    /// whatever the command's exit code says. `None` when it did not, or
+    /// when the backend cannot tell.
+    pub memory_limit_hit: Option<String>,
 }
 
 /// Where tools act. Implemented by the sandbox layer.

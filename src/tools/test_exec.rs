@@ -103,6 +103,7 @@ impl Exec for TestExec {
             exit_code: status.and_then(|s| s.code()),
             timed_out,
             dropped_bytes: 0,
+            memory_limit_hit: None,
         })
     }
 

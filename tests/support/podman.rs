@@ -158,8 +158,20 @@ impl TestUser {
         (dir, copy)
     }
 
-    /// Copies the sandbox image from root's storage into this user's, once.
-    pub fn load_image(&self, podman: &Path) {
+    /// Builds the sandbox image in this user's storage, once, the way a user
+    /// without root does where no registry is reachable: `ah image build
+    /// --offline` (mmdebstrap in a user namespace). Parallel tests wait for
+    /// one build under a file lock.
+    ///
+    /// # Panics
+    /// If the build fails.
+    pub fn build_image(&self, podman: &Path) {
+        let lock_path = std::env::temp_dir().join(format!("ah-test-user-image-{}.lock", self.name));
+        let lock = std::fs::File::create(&lock_path)
+            .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
+        // SAFETY: flock on a descriptor we own; released when `lock` closes.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(rc, 0, "flock {}", lock_path.display());
         let has_image = self
             .command(podman, &[])
             .args(["image", "exists", DEFAULT_IMAGE])
@@ -168,21 +180,29 @@ impl TestUser {
         if has_image.success() {
             return;
         }
-        let copy = format!(
-            "{0} save {DEFAULT_IMAGE} | runuser -u {1} -- env -i HOME={2} {0} load",
-            podman.display(),
-            self.name,
-            self.home.display()
+        let (_dir, ah) = self.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+        eprintln!(
+            "building {DEFAULT_IMAGE} as {} (once; a minute or two)",
+            self.name
         );
-        let loaded = Command::new("bash")
-            .args(["-c", &copy])
+        let started = std::time::Instant::now();
+        let built = self
+            .command(&ah, &[])
+            .args(["image", "build", "--offline"])
             .output()
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("runuser: {e}"));
         assert!(
-            loaded.status.success(),
-            "copying the image to {}: {}",
+            built.status.success(),
+            "ah image build --offline as {}:\n{}{}",
             self.name,
-            String::from_utf8_lossy(&loaded.stderr)
+            String::from_utf8_lossy(&built.stdout),
+            String::from_utf8_lossy(&built.stderr)
         );
+        eprintln!(
+            "built {DEFAULT_IMAGE} as {} in {:?}",
+            self.name,
+            started.elapsed()
+        );
+        drop(lock);
     }
 }

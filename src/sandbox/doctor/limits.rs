@@ -6,11 +6,10 @@
 //! Where podman has the controllers, a container is started with the limits
 //! and asked what it got.
 
-use std::path::Path;
-
 use tokio::process::Command;
 
 use super::Check;
+use crate::sandbox::podman::Podman;
 
 pub const NAME: &str = "resource limits";
 
@@ -147,8 +146,14 @@ pub fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -> Check
 /// Asks podman, then (when the image is present) a container, whether
 /// limits hold. `run` is the `podman run` command with the run's
 /// confinement flags, ending before the image.
-pub async fn check(podman: &Path, mut run: Command, image: Option<&str>, rootless: bool) -> Check {
-    let output = Command::new(podman)
+pub async fn check(
+    podman: &Podman,
+    mut run: Command,
+    image: Option<&str>,
+    rootless: bool,
+) -> Check {
+    let output = podman
+        .command()
         .args([
             "info",
             "--format",

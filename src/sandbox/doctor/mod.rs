@@ -13,7 +13,7 @@ use std::path::Path;
 use tokio::process::Command;
 
 use super::podman::{
-    self, DEFAULT_IMAGE, HostLimits, Runtime, Ulimits, find_init, find_tool, rootless,
+    self, DEFAULT_IMAGE, HostLimits, Podman, Runtime, Ulimits, find_init, find_tool, rootless,
 };
 
 /// What a failed check means for the backend.
@@ -106,7 +106,7 @@ pub fn cgroup_mode(root: &Path) -> CgroupMode {
 /// Runs every check, in the order the CLI prints them.
 pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     let mut checks = Vec::new();
-    let Some(podman) = find_tool("podman") else {
+    let Some(found) = find_tool("podman") else {
         checks.push(Check::fail(
             "podman",
             "not found",
@@ -114,6 +114,18 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         ));
         checks.push(git_check());
         return checks;
+    };
+    let podman = match Podman::at(found) {
+        Ok(podman) => podman,
+        Err(e) => {
+            checks.push(Check::fail(
+                "podman",
+                e.to_string(),
+                "check that TMPDIR is writable",
+            ));
+            checks.push(git_check());
+            return checks;
+        }
     };
     checks.push(podman_check(&podman).await);
     checks.push(match find_init() {
@@ -145,7 +157,7 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         Ok(false) => Check::fail(
             "image",
             format!("{} missing", opts.image),
-            "run 'ah image build'",
+            "run 'ah image build' (as the user who runs ah: podman keeps images per user)",
         ),
         Err(e) => Check::fail("image", e.to_string(), "check 'podman images'"),
     };
@@ -157,6 +169,7 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
     checks.push(network::proxy_check(run, probe_image).await);
     checks.push(network::full_check());
+    checks.push(offline_build_check(rootless()));
     checks.push(image);
     checks.push(git_check());
     checks
@@ -171,8 +184,9 @@ pub fn backend_ready(checks: &[Check]) -> bool {
             .all(|c| c.ok || c.severity == Severity::Warning)
 }
 
-async fn podman_check(podman: &Path) -> Check {
-    let output = Command::new(podman)
+async fn podman_check(podman: &Podman) -> Check {
+    let output = podman
+        .command()
         .args(["version", "--format", "{{.Client.Version}}"])
         .output()
         .await;
@@ -181,7 +195,7 @@ async fn podman_check(podman: &Path) -> Check {
             "podman",
             format!(
                 "{} {}",
-                podman.display(),
+                podman.path().display(),
                 String::from_utf8_lossy(&out.stdout).trim()
             ),
         ),
@@ -197,7 +211,7 @@ async fn podman_check(podman: &Path) -> Check {
 /// Tries the runtime for real when the image exists: the same confinement
 /// flags a run uses, running `true`.
 async fn runtime_check(
-    podman: &Path,
+    podman: &Podman,
     opts: &DoctorOptions,
     cgroups: CgroupMode,
     ulimits: Ulimits,
@@ -241,8 +255,8 @@ async fn runtime_check(
 
 /// `podman run` with a run's runtime and confinement flags, up to the
 /// image.
-fn confined_run(podman: &Path, runtime: Option<String>, ulimits: Ulimits) -> Command {
-    let mut cmd = Command::new(podman);
+fn confined_run(podman: &Podman, runtime: Option<String>, ulimits: Ulimits) -> Command {
+    let mut cmd = podman.command();
     cmd.args([
         "run",
         "--rm",
@@ -281,6 +295,36 @@ fn rlimit_check(limits: &HostLimits, ulimits: Ulimits) -> Check {
         )
     } else {
         Check::pass("rlimits", detail)
+    }
+}
+
+/// Whether this user can build the image without a registry: as root with
+/// debootstrap, without root with mmdebstrap (unshare mode, on the user's
+/// subordinate ids). Only a warning: a registry, or an image already
+/// there, does without.
+fn offline_build_check(rootless: bool) -> Check {
+    const NAME: &str = "offline build";
+    let (tool, how) = match rootless {
+        true => ("mmdebstrap", "without root, in a user namespace"),
+        false => ("debootstrap", "as root"),
+    };
+    match find_tool(tool) {
+        Some(path) => Check::pass(
+            NAME,
+            format!(
+                "{} present: 'ah image build --offline' builds the image {how}",
+                path.display()
+            ),
+        ),
+        None => Check::fail(
+            NAME,
+            format!(
+                "{tool} not found: without a registry this user cannot build the image ({tool} \
+                 builds it {how})"
+            ),
+            format!("apt-get install {tool}"),
+        )
+        .warning(),
     }
 }
 
@@ -350,6 +394,15 @@ mod tests {
         assert_eq!(cgroup_mode(dir.path()), CgroupMode::Hybrid);
         std::fs::write(dir.path().join("cgroup.controllers"), "").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cgroup_mode(dir.path()), CgroupMode::V2);
+    }
+
+    #[test]
+    fn the_offline_build_check_names_the_tool_of_the_user_and_only_warns() {
+        for (rootless, tool) in [(true, "mmdebstrap"), (false, "debootstrap")] {
+            let check = offline_build_check(rootless);
+            assert!(check.detail.contains(tool), "{check:?}");
+            assert!(check.ok || check.severity == Severity::Warning, "{check:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The sandbox image `localhost/ah-sandbox:latest`: whether it exists, and
 //! building it. Where a container registry is reachable the image comes from
 //! `containers/Containerfile` and `podman build`; elsewhere (no registry, only
-//! a Debian mirror) from a debootstrap rootfs and `podman import`, with the
-//! same packages (see `offline`).
+//! a Debian mirror) from a Debian rootfs (debootstrap as root, mmdebstrap
+//! without root) and `podman import`, with the same packages (see `offline`).
 //!
 //! Choosing the way: a `podman pull` against an unreachable registry hangs
 //! or fails slowly, so `Auto` decides with a quick check instead: the base
@@ -22,7 +22,6 @@ mod stream;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
-use tokio::process::Command;
 
 use super::podman::{self, PodmanError};
 
@@ -62,10 +61,12 @@ pub enum ImageError {
     )]
     DebootstrapMissing,
     #[error(
-        "building the image offline runs debootstrap, which needs root: run 'ah image build' \
-         as root, or build from a registry where one is reachable"
+        "mmdebstrap not found: without root, the image is built offline with mmdebstrap \
+         (apt-get install mmdebstrap; your user needs subordinate ids in /etc/subuid and \
+         /etc/subgid, as rootless podman does), or build it from a registry where one is \
+         reachable"
     )]
-    NeedsRoot,
+    MmdebstrapMissing,
     #[error("could not {what}: {source}")]
     Io {
         what: &'static str,
@@ -87,7 +88,8 @@ pub enum ImageSource {
     Auto,
     /// `podman build` from the Containerfile.
     Registry,
-    /// debootstrap from the host's Debian mirror, then `podman import`.
+    /// debootstrap (as root) or mmdebstrap (without root) from the host's
+    /// Debian mirror, then `podman import`.
     Offline,
 }
 
@@ -116,8 +118,10 @@ pub enum Phase {
     CheckRegistry,
     /// `podman build` from the Containerfile.
     PodmanBuild,
-    /// debootstrap of the rootfs (offline).
+    /// debootstrap of the rootfs (offline, as root).
     Debootstrap,
+    /// mmdebstrap of the rootfs in a user namespace (offline, without root).
+    Mmdebstrap,
     /// `tar | podman import` of the rootfs (offline).
     Import,
 }
@@ -129,6 +133,7 @@ impl Phase {
             Phase::CheckRegistry => "checking whether a container registry is reachable",
             Phase::PodmanBuild => "podman build",
             Phase::Debootstrap => "debootstrap",
+            Phase::Mmdebstrap => "mmdebstrap",
             Phase::Import => "podman import",
         }
     }
@@ -139,7 +144,7 @@ impl Phase {
         match self {
             Phase::CheckRegistry => None,
             Phase::PodmanBuild => Some((1, 1)),
-            Phase::Debootstrap => Some((1, 2)),
+            Phase::Debootstrap | Phase::Mmdebstrap => Some((1, 2)),
             Phase::Import => Some((2, 2)),
         }
     }
@@ -169,7 +174,7 @@ pub struct BuildReport {
 
 /// Whether `image` is in local podman storage.
 pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
-    let podman = podman::find_podman()?;
+    let podman = podman::Podman::find()?;
     Ok(podman::image_exists(&podman, image).await?)
 }
 
@@ -178,7 +183,7 @@ pub async fn build_image(
     opts: &BuildOptions,
     progress: &mut OnProgress<'_>,
 ) -> Result<BuildReport, ImageError> {
-    let podman = podman::find_podman()?;
+    let podman = podman::Podman::find()?;
     let started = Instant::now();
     let source = match opts.source {
         ImageSource::Auto => {
@@ -188,7 +193,7 @@ pub async fn build_image(
                 ImageSource::Registry
             } else {
                 progress(Progress::Note(
-                    "no registry reachable: building offline with debootstrap",
+                    "no registry reachable: building offline from the Debian mirror",
                 ));
                 ImageSource::Offline
             }
@@ -228,7 +233,7 @@ async fn registry_reachable() -> bool {
 }
 
 async fn build_from_registry(
-    podman: &std::path::Path,
+    podman: &podman::Podman,
     image: &str,
     progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
@@ -242,7 +247,7 @@ async fn build_from_registry(
         what: "write the Containerfile",
         source,
     })?;
-    let mut cmd = Command::new(podman);
+    let mut cmd = podman.command();
     cmd.args(["build", "--pull=missing", "-t", image, "-f"])
         .arg(&file)
         .arg(context.path());

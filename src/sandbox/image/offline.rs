@@ -1,6 +1,12 @@
-//! Building the image without a container registry: debootstrap a minimal
-//! Debian rootfs with the image's packages from the mirror apt already uses
-//! (and through apt's proxy, if it has one), then `tar | podman import` it.
+//! Building the image without a container registry: a minimal Debian rootfs
+//! with the image's packages from the mirror apt already uses (and through
+//! apt's proxy, if it has one), imported into podman. As root, debootstrap
+//! makes the rootfs and `tar | podman import` takes it in. debootstrap needs
+//! root (it chroots and makes device files), so a user without root uses
+//! mmdebstrap in `unshare` mode instead: it builds inside a user namespace
+//! with the user's subordinate ids (`/etc/subuid`, `/etc/subgid`, the same
+//! ones rootless podman uses) and writes a tarball owned by root inside it,
+//! which `podman import` maps into the user's storage.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -8,20 +14,21 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use super::{BuildOptions, ImageError, OnProgress, PACKAGES, Phase, Progress, SUITE, stream};
-use crate::sandbox::podman::{CONTAINER_PATH, find_tool, rootless};
+use crate::sandbox::podman::{CONTAINER_PATH, Podman, find_tool, rootless};
 
 /// Used when apt's sources name no Debian mirror.
 const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 
 pub async fn build(
-    podman: &Path,
+    podman: &Podman,
     opts: &BuildOptions,
     progress: &mut OnProgress<'_>,
 ) -> Result<(), ImageError> {
-    if rootless() {
-        return Err(ImageError::NeedsRoot);
-    }
-    let debootstrap = find_tool("debootstrap").ok_or(ImageError::DebootstrapMissing)?;
+    let rootless = rootless();
+    let tool = match rootless {
+        true => find_tool("mmdebstrap").ok_or(ImageError::MmdebstrapMissing)?,
+        false => find_tool("debootstrap").ok_or(ImageError::DebootstrapMissing)?,
+    };
     let mirror = match &opts.mirror {
         Some(mirror) => mirror.clone(),
         None => host_mirror(Path::new("/etc/apt")),
@@ -35,13 +42,19 @@ pub async fn build(
             what: "create a directory for the rootfs in /var/tmp",
             source,
         })?;
+    if let Some(proxy) = &proxy {
+        progress(Progress::Note(&format!("using apt's proxy {proxy}")));
+    }
+    if rootless {
+        return build_unprivileged(podman, &tool, dir.path(), &mirror, proxy, opts, progress).await;
+    }
     let rootfs = dir.path().join("rootfs");
 
     progress(Progress::Phase(Phase::Debootstrap));
     progress(Progress::Note(&format!(
         "debootstrap {SUITE} from {mirror}"
     )));
-    let mut cmd = Command::new(&debootstrap);
+    let mut cmd = Command::new(&tool);
     cmd.args(["--variant=minbase", "--include"])
         .arg(PACKAGES.join(","))
         .arg(SUITE)
@@ -49,7 +62,6 @@ pub async fn build(
         .arg(&mirror)
         .stdin(Stdio::null());
     if let Some(proxy) = &proxy {
-        progress(Progress::Note(&format!("using apt's proxy {proxy}")));
         cmd.env("http_proxy", proxy).env("https_proxy", proxy);
     }
     stream::run(
@@ -73,9 +85,67 @@ pub async fn build(
     import(podman, &rootfs, &opts.image, progress).await
 }
 
+/// A user without root: `mmdebstrap --mode=unshare` writes the rootfs as a
+/// tarball in `dir` (its own scratch space in `dir` too), and `podman
+/// import` reads it.
+async fn build_unprivileged(
+    podman: &Podman,
+    mmdebstrap: &Path,
+    dir: &Path,
+    mirror: &str,
+    proxy: Option<String>,
+    opts: &BuildOptions,
+    progress: &mut OnProgress<'_>,
+) -> Result<(), ImageError> {
+    let tarball = dir.join("rootfs.tar");
+    progress(Progress::Phase(Phase::Mmdebstrap));
+    progress(Progress::Note(&format!(
+        "mmdebstrap {SUITE} from {mirror} (unshare mode: no root needed)"
+    )));
+    let mut cmd = Command::new(mmdebstrap);
+    cmd.args(["--mode=unshare", "--variant=minbase", "--format=tar"])
+        .arg(format!("--include={}", PACKAGES.join(",")))
+        .arg(SUITE)
+        .arg(&tarball)
+        .arg(mirror)
+        .env("TMPDIR", dir)
+        .stdin(Stdio::null());
+    if let Some(proxy) = &proxy {
+        cmd.env("http_proxy", proxy).env("https_proxy", proxy);
+    }
+    stream::run(
+        cmd,
+        "mmdebstrap",
+        "check that apt can reach the mirror (apt-get update), that your user has subordinate \
+         ids in /etc/subuid and /etc/subgid (the ones rootless podman uses) and that newuidmap \
+         is installed (apt-get install uidmap), or pass another mirror",
+        progress,
+    )
+    .await?;
+    progress(Progress::Phase(Phase::Import));
+    progress(Progress::Note(&format!(
+        "importing the rootfs as {}",
+        opts.image
+    )));
+    let mut cmd = import_command(podman);
+    cmd.arg(&tarball).arg(&opts.image).stdin(Stdio::null());
+    stream::run(cmd, "podman import", "see podman's message above", progress).await
+}
+
+/// `podman import` with the image's settings, to be given the source and
+/// the image name.
+fn import_command(podman: &Podman) -> Command {
+    let mut cmd = podman.command();
+    cmd.args(["import", "--change", r#"CMD ["sleep", "infinity"]"#])
+        .args(["--change", &format!("ENV PATH={CONTAINER_PATH}")])
+        .args(["--change", "ENV LANG=C.UTF-8"])
+        .args(["--change", "WORKDIR /work"]);
+    cmd
+}
+
 /// `tar -C rootfs -c . | podman import --change … - image`.
 async fn import(
-    podman: &Path,
+    podman: &Podman,
     rootfs: &Path,
     image: &str,
     progress: &mut OnProgress<'_>,
@@ -101,13 +171,8 @@ async fn import(
             what: "connect tar to podman import",
             source,
         })?;
-    let mut cmd = Command::new(podman);
-    cmd.args(["import", "--change", r#"CMD ["sleep", "infinity"]"#])
-        .args(["--change", &format!("ENV PATH={CONTAINER_PATH}")])
-        .args(["--change", "ENV LANG=C.UTF-8"])
-        .args(["--change", "WORKDIR /work"])
-        .args(["-", image])
-        .stdin(tar_out);
+    let mut cmd = import_command(podman);
+    cmd.args(["-", image]).stdin(tar_out);
     stream::run(cmd, "podman import", "see podman's message above", progress).await?;
     let status = tar.wait().await.map_err(|source| ImageError::Io {
         what: "wait for tar",

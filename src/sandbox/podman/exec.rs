@@ -20,15 +20,14 @@
 //! one must never hit another, and a dropped exec's kill must finish before
 //! the next command starts.
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::process::Command;
 use tokio::sync::OwnedMutexGuard;
 
+use super::Podman;
 use crate::sandbox::capture::{Capture, HEAD_BYTES, TAIL_BYTES, pump};
 use crate::tools::ExecOutput;
 
@@ -127,7 +126,7 @@ fn exec_args<'a>(container: &'a str, script: &'a str, arg: &'a str) -> [&'a str;
 /// While armed, dropping it (a cancelled exec) ends every process in the
 /// container from outside, and lets the next exec in only after that.
 struct EndOnDrop {
-    podman: PathBuf,
+    podman: Podman,
     container: String,
     turn: Option<OwnedMutexGuard<()>>,
     restarted: Arc<AtomicBool>,
@@ -149,7 +148,8 @@ impl Drop for EndOnDrop {
             .name("ah-exec-end".to_string())
             .spawn(move || {
                 let quiet = |args: &[&str]| {
-                    std::process::Command::new(&podman)
+                    podman
+                        .std_command()
                         .args(args)
                         .stdin(Stdio::null())
                         .stdout(Stdio::null())
@@ -186,14 +186,15 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> bool {
 /// container's `turn` until every process it started has ended. A restart
 /// of the container (the last resort of that cleanup) sets `restarted`.
 pub async fn run(
-    podman: &Path,
+    podman: &Podman,
     container: &str,
     turn: OwnedMutexGuard<()>,
     restarted: &Arc<AtomicBool>,
     command: &str,
     timeout: Duration,
 ) -> std::io::Result<ExecOutput> {
-    let mut child = Command::new(podman)
+    let mut child = podman
+        .command()
         .args(exec_args(container, WRAPPER, command))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -202,7 +203,7 @@ pub async fn run(
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("could not run podman exec: {e}")))?;
     let mut on_drop = EndOnDrop {
-        podman: podman.to_path_buf(),
+        podman: podman.clone(),
         container: container.to_string(),
         turn: Some(turn),
         restarted: Arc::clone(restarted),
@@ -258,6 +259,7 @@ pub async fn run(
                 exit_code: status.code(),
                 timed_out: false,
                 dropped_bytes: out_dropped + err_dropped,
+                memory_limit_hit: None,
             })
         }
         Err(_elapsed) => {
@@ -285,6 +287,7 @@ pub async fn run(
                 exit_code: None,
                 timed_out: true,
                 dropped_bytes: out_dropped + err_dropped,
+                memory_limit_hit: None,
             })
         }
     }
@@ -298,12 +301,13 @@ pub async fn run(
 /// (`restarted` tells the backend to renew what lived in the old one).
 /// Returns whether the container was restarted.
 async fn end_all(
-    podman: &Path,
+    podman: &Podman,
     container: &str,
     grace_tenths: &str,
     restarted: &AtomicBool,
 ) -> bool {
-    let ended = Command::new(podman)
+    let ended = podman
+        .command()
         .args(exec_args(container, END_SCRIPT, grace_tenths))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -321,8 +325,9 @@ async fn end_all(
 
 /// Restarts the container at once (its processes are killed), and tells the
 /// backend through `restarted`.
-async fn restart(podman: &Path, container: &str, restarted: &AtomicBool) {
-    let killed = Command::new(podman)
+async fn restart(podman: &Podman, container: &str, restarted: &AtomicBool) {
+    let killed = podman
+        .command()
         .args(["restart", "--time=0", container])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -4,14 +4,17 @@
 //! built from nothing); commands enter it with `podman exec`, and nothing a
 //! command starts outlives it. See `args` for the flags, `env` for the
 //! environment, `init` for the init, `exec` for running a command and ending
-//! everything it started, `network` for the egress proxy's side, `stale`
-//! for cleaning up after crashed runs.
+//! everything it started, `oom` for telling a command that the memory limit
+//! was hit, `network` for the egress proxy's side, `stale` for cleaning up
+//! after crashed runs, `program` for where podman itself runs.
 
 mod args;
 mod env;
 mod exec;
 mod init;
 mod network;
+mod oom;
+mod program;
 mod stale;
 
 use std::os::unix::fs::MetadataExt;
@@ -20,7 +23,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::process::Command;
 use tokio::sync::Mutex;
 
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
@@ -33,6 +35,7 @@ pub use args::{
 };
 pub use env::{Withheld, container_env, is_secret_name};
 pub use exec::OUTPUT_CAP;
+pub use program::Podman;
 pub use stale::RUN_LABEL;
 
 /// The image runs use unless told otherwise.
@@ -129,7 +132,7 @@ impl PodmanOptions {
 /// A running container for one run.
 #[derive(Debug)]
 pub struct PodmanBackend {
-    podman: PathBuf,
+    podman: Podman,
     container: String,
     work_dir: PathBuf,
     /// Execs take turns: the end of one kills every process in the container.
@@ -137,6 +140,11 @@ pub struct PodmanBackend {
     /// The container was restarted: the proxy port must be handed over again.
     restarted: Arc<AtomicBool>,
     egress: Option<network::Egress>,
+    /// The OOM kill count of the container's memory cgroup; `None` where
+    /// podman gave it no memory limit (see `oom`).
+    oom: Option<oom::OomCounter>,
+    /// The memory limit, as given (`4g`), to name in a command's result.
+    memory: String,
     /// The init the container runs (and runs again on a restart).
     _init: init::Init,
     stopped: AtomicBool,
@@ -148,8 +156,9 @@ pub fn find_podman() -> Result<PathBuf, PodmanError> {
 }
 
 /// Whether `image` is in local storage.
-pub async fn image_exists(podman: &Path, image: &str) -> Result<bool, PodmanError> {
-    let status = Command::new(podman)
+pub async fn image_exists(podman: &Podman, image: &str) -> Result<bool, PodmanError> {
+    let status = podman
+        .command()
         .args(["image", "exists", image])
         .status()
         .await
@@ -163,13 +172,13 @@ pub async fn image_exists(podman: &Path, image: &str) -> Result<bool, PodmanErro
 /// Removes every container labelled `ah.run` whose owning process is gone
 /// (left by a crash). Returns the names removed.
 pub async fn cleanup_stale() -> Result<Vec<String>, PodmanError> {
-    stale::cleanup_stale(&find_podman()?).await
+    stale::cleanup_stale(&Podman::find()?).await
 }
 
 impl PodmanBackend {
     /// Starts the run's container (after removing stale ones).
     pub async fn start(opts: &PodmanOptions) -> Result<PodmanBackend, PodmanError> {
-        let podman = find_podman()?;
+        let podman = Podman::find()?;
         if opts.run_id.is_empty()
             || !opts
                 .run_id
@@ -224,7 +233,8 @@ impl PodmanBackend {
             network,
             env: &opts.env,
         };
-        let output = Command::new(&podman)
+        let output = podman
+            .command()
             .args(args::run_args(&spec))
             .stdin(std::process::Stdio::null())
             .output()
@@ -246,6 +256,7 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
+        let oom = oom::OomCounter::find(&podman, &container).await;
         Ok(PodmanBackend {
             podman,
             container,
@@ -253,6 +264,8 @@ impl PodmanBackend {
             turns: Arc::new(Mutex::new(())),
             restarted: Arc::new(AtomicBool::new(false)),
             egress,
+            oom,
+            memory: opts.memory.clone(),
             _init: init,
             stopped: AtomicBool::new(false),
         })
@@ -295,7 +308,8 @@ impl PodmanBackend {
                 "the sandbox was restarted and its network proxy could not be set up again: {err}"
             )));
         }
-        exec::run(
+        let kills_before = self.oom.as_ref().and_then(oom::OomCounter::kills);
+        let mut output = exec::run(
             &self.podman,
             &self.container,
             turn,
@@ -303,7 +317,12 @@ impl PodmanBackend {
             command,
             timeout,
         )
-        .await
+        .await?;
+        let kills_after = self.oom.as_ref().and_then(oom::OomCounter::kills);
+        if oom::fired(kills_before, kills_after) {
+            output.memory_limit_hit = Some(self.memory.clone());
+        }
+        Ok(output)
     }
 
     /// The proxy's decisions since the last call (none without a proxy).
@@ -329,7 +348,9 @@ impl Drop for PodmanBackend {
         if self.stopped.load(Ordering::Relaxed) {
             return;
         }
-        let spawned = std::process::Command::new(&self.podman)
+        let spawned = self
+            .podman
+            .std_command()
             .args(["rm", "-f", "-t", "0", "-i", &self.container])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -363,8 +384,9 @@ impl Backend for PodmanBackend {
 }
 
 /// `podman rm -f -t 0 -i`: no error when the container is already gone.
-async fn remove_container(podman: &Path, name: &str) -> Result<(), PodmanError> {
-    let output = Command::new(podman)
+async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
+    let output = podman
+        .command()
         .args(["rm", "-f", "-t", "0", "-i", name])
         .stdin(std::process::Stdio::null())
         .output()

@@ -7,10 +7,8 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::process::Command;
-
-use super::PodmanError;
 use super::args::{AH_BIN, EGRESS_DIR};
+use super::{Podman, PodmanError};
 use crate::sandbox::egress::handoff::LISTEN_COMMAND;
 use crate::sandbox::egress::{Allowlist, EgressDecision, PROXY_PORT, Proxy};
 
@@ -64,7 +62,11 @@ impl Egress {
     /// Has the container hand over a fresh `127.0.0.1:PROXY_PORT` listener
     /// and serves it. Call with the container's turn held: no command of
     /// the model's may run meanwhile.
-    pub(super) async fn connect(&self, podman: &Path, container: &str) -> Result<(), PodmanError> {
+    pub(super) async fn connect(
+        &self,
+        podman: &Podman,
+        container: &str,
+    ) -> Result<(), PodmanError> {
         let name = format!("{}.sock", ulid::Ulid::generate());
         let host_path = self.socket_dir.path().join(&name);
         let listener = UnixListener::bind(&host_path).map_err(|source| PodmanError::Io {
@@ -73,7 +75,8 @@ impl Egress {
         })?;
         // The helper's connection and the socket it sends wait in the
         // listener's queue, so it can run to its end first.
-        let output = Command::new(podman)
+        let output = podman
+            .command()
             .arg("exec")
             .arg(container)
             .arg(AH_BIN)

@@ -3,11 +3,7 @@
 //! its run and the host process that owns it (pid and start time, so a
 //! recycled pid does not keep a dead run's container alive).
 
-use std::path::Path;
-
-use tokio::process::Command;
-
-use super::PodmanError;
+use super::{Podman, PodmanError};
 
 pub const RUN_LABEL: &str = "ah.run";
 pub const PID_LABEL: &str = "ah.pid";
@@ -79,8 +75,9 @@ impl Listed {
 
 /// Removes every container labelled `ah.run` whose owning process is gone.
 /// Returns the names removed.
-pub async fn cleanup_stale(podman: &Path) -> Result<Vec<String>, PodmanError> {
-    let output = Command::new(podman)
+pub async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, PodmanError> {
+    let output = podman
+        .command()
         .args(["ps", "-a", "--format=json", "--filter"])
         .arg(format!("label={RUN_LABEL}"))
         .output()
@@ -121,8 +118,9 @@ pub async fn cleanup_stale(podman: &Path) -> Result<Vec<String>, PodmanError> {
 }
 
 /// Whether a container named `name` exists (`podman container exists`).
-async fn container_exists(podman: &Path, name: &str) -> bool {
-    Command::new(podman)
+async fn container_exists(podman: &Podman, name: &str) -> bool {
+    podman
+        .command()
         .args(["container", "exists", name])
         .stdin(std::process::Stdio::null())
         .status()

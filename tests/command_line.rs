@@ -132,7 +132,7 @@ fn every_command_runs_as_itself_with_options_before_or_after_it() {
         case("branches", &by_id, 0, "@8"),
         case("diff @2 @6", &alpha, 0, "common ancestor: @2"),
         case("show @2", &by_id, 0, "b.txt"),
-        case("usage", &alpha, 0, "answers"),
+        case("usage", &alpha, 0, "calls"),
         case("completions bash", &c, 0, "_ah()"),
     ];
     for case in &twice {

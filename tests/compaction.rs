@@ -177,9 +177,9 @@ fn usage_line(usage: &str, what: &str) -> (u64, u64, u64) {
     (numbers[0], numbers[1], numbers[2])
 }
 
-#[test]
-fn every_report_of_a_session_counts_its_compaction_call() {
-    let host = Host::git(&[("a.txt", "a\n")]);
+/// A run that compacts once (a summary call of 7 000 in, 900 out) on the
+/// way, with `extra` arguments before its task.
+fn compacting_run(host: &Host, extra: &[&str]) -> (MockServer, std::process::Output) {
     let mut script = three_steps(190_000);
     script.push(Turn::reply(Reply::new().text(SUMMARY).usage(7_000, 900)));
     script.push(Turn::reply(Reply::new().text("All done.").usage(9_000, 40)));
@@ -187,10 +187,18 @@ fn every_report_of_a_session_counts_its_compaction_call() {
     let out = host
         .ah(&mock.url())
         .args(["--backend", "none", "--review", "never", "-m", "haiku"])
-        .args(["--json", "fix the build"])
+        .args(extra)
+        .arg("fix the build")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    (mock, out)
+}
+
+#[test]
+fn every_report_of_a_session_counts_its_compaction_call() {
+    let host = Host::git(&[("a.txt", "a\n")]);
+    let (mock, out) = compacting_run(&host, &["--json"]);
     // Answers: 120 + 120 + 190 000 + 9 000 in, 30 + 30 + 50 + 40 out; the
     // summary call: 7 000 in, 900 out.
     let (input, output) = (199_240 + 7_000, 150 + 900);
@@ -256,17 +264,7 @@ fn every_report_of_a_session_counts_its_compaction_call() {
 #[test]
 fn the_end_line_counts_the_compaction_call() {
     let host = Host::git(&[("a.txt", "a\n")]);
-    let mut script = three_steps(190_000);
-    script.push(Turn::reply(Reply::new().text(SUMMARY).usage(7_000, 900)));
-    script.push(Turn::reply(Reply::new().text("All done.").usage(9_000, 40)));
-    let mock = MockServer::start(script);
-    let out = host
-        .ah(&mock.url())
-        .args(["--backend", "none", "--review", "never", "-m", "haiku"])
-        .arg("fix the build")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let (mock, out) = compacting_run(&host, &[]);
     // 206 240 in, 1 050 out: the answers' and the summary's.
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("tokens 206.2k in, 1.1k out"), "{stderr}");

@@ -62,25 +62,29 @@ fn ask_discard_leaves_the_host_alone_and_keeps_the_file() {
     assert_eq!(manifest["review"]["mode"], json!("ask"));
 }
 
+/// A model that writes `files` in one turn (`toolu_1`, `toolu_2`, …), then
+/// says it is done.
+fn writes_in_one_turn(files: &[(&str, &str)]) -> MockServer {
+    let calls = files
+        .iter()
+        .enumerate()
+        .fold(Reply::new(), |reply, (i, (path, content))| {
+            reply.tool_use(
+                format!("toolu_{}", i + 1),
+                "write",
+                json!({"path": path, "content": content}),
+            )
+        });
+    MockServer::start(vec![
+        Turn::reply(calls),
+        Turn::reply(Reply::new().text("changed")),
+    ])
+}
+
 #[test]
 fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
     let host = Host::git(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
-    let mock = MockServer::start(vec![
-        Turn::reply(
-            Reply::new()
-                .tool_use(
-                    "toolu_1",
-                    "write",
-                    json!({"path": "a.txt", "content": "two\n"}),
-                )
-                .tool_use(
-                    "toolu_2",
-                    "write",
-                    json!({"path": "b.txt", "content": "bee2\n"}),
-                ),
-        ),
-        Turn::reply(Reply::new().text("changed both")),
-    ]);
+    let mock = writes_in_one_turn(&[("a.txt", "two\n"), ("b.txt", "bee2\n")]);
     let script = ah_script(&host, &mock.url(), "'change a'");
     let Some(tmux) = Tmux::start(&script.path) else {
         return;
@@ -122,21 +126,9 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
 #[test]
 fn ask_shows_hidden_characters_and_forged_names_escaped_in_the_pager_and_the_picker() {
     let host = Host::git(&[("a.txt", "one\n")]);
-    let mock = MockServer::start(vec![
-        Turn::reply(
-            Reply::new()
-                .tool_use(
-                    "toolu_1",
-                    "write",
-                    json!({"path": "b\n nothing else changed | 1 +", "content": "x\n"}),
-                )
-                .tool_use(
-                    "toolu_2",
-                    "write",
-                    json!({"path": "a.txt", "content": "one /*\u{202E} } ok {*/\n"}),
-                ),
-        ),
-        Turn::reply(Reply::new().text("changed")),
+    let mock = writes_in_one_turn(&[
+        ("b\n nothing else changed | 1 +", "x\n"),
+        ("a.txt", "one /*\u{202E} } ok {*/\n"),
     ]);
     let script = ah_script(&host, &mock.url(), "'change a'");
     let Some(tmux) = Tmux::start(&script.path) else {

@@ -254,6 +254,9 @@ pub enum EndReason {
     /// The model kept repeating its tool calls after being told to stop
     /// (see `loop_detect`).
     Looping,
+    /// The run's files passed its disk budget (`--disk-budget`): no more
+    /// tools run; the patch is kept for a look, never applied on its own.
+    DiskBudget,
 }
 
 impl EndReason {
@@ -268,6 +271,7 @@ impl EndReason {
             EndReason::Aborted => "aborted",
             EndReason::Finalized => "finalized",
             EndReason::Looping => "looping",
+            EndReason::DiskBudget => "disk_budget",
         }
     }
 }
@@ -298,6 +302,7 @@ mod tests {
             EndReason::Poisoned,
             EndReason::Aborted,
             EndReason::Finalized,
+            EndReason::DiskBudget,
             EndReason::Looping,
         ] {
             assert_eq!(

@@ -251,6 +251,8 @@ pub async fn run_agent(
             Some(EndReason::Finalized)
         } else if run.poisoned().is_some() {
             Some(EndReason::Poisoned)
+        } else if run.limit_reached().is_some() {
+            Some(EndReason::DiskBudget)
         } else if loops.should_stop() {
             Some(EndReason::Looping)
         } else if round.limited || config.max_tools.is_some_and(|max| tool_calls >= max) {

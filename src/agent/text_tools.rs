@@ -167,6 +167,8 @@ pub(super) async fn run_blocks(
         }
         if run.poisoned().is_some() {
             stop = Some(EndReason::Poisoned);
+        } else if run.limit_reached().is_some() {
+            stop = Some(EndReason::DiskBudget);
         }
     }
     if stop.is_none() && loops.should_stop() {

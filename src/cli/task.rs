@@ -325,6 +325,13 @@ async fn run_in_session(
                     .to_string(),
                 code: EXIT_LIMIT,
             },
+            EndReason::DiskBudget => RunEnd::Stopped {
+                why: "the run's files passed its disk budget".to_string(),
+                next: "look at the patch and `ah apply` it if it is what you want, or free \
+                       space and raise --disk-budget and go on with `ah`"
+                    .to_string(),
+                code: EXIT_LIMIT,
+            },
             _ => RunEnd::Finished,
         },
     };

@@ -208,6 +208,11 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
             "run ah work again with a higher --max-tools",
             EXIT_LIMIT,
         ),
+        EndReason::DiskBudget => (
+            format!("the {name} phase passed the run's disk budget"),
+            "look at the patch, then raise --disk-budget and run ah work again",
+            EXIT_LIMIT,
+        ),
         EndReason::Stopped | EndReason::Failed => (
             format!("the model stopped in the {name} phase before finishing it"),
             "run ah work again",

@@ -117,6 +117,10 @@ pub struct Run {
     /// Why the run must stop and never be applied, once a violating step
     /// could not be undone.
     poisoned: Option<String>,
+    /// Why the run must stop without being tainted: a limit it reached (the
+    /// disk budget). No more tools run; its patch may still be applied
+    /// after a look.
+    limit: Option<String>,
     limits: OutputLimits,
     bash_timeout: u64,
     disk_budget: DiskBudget,
@@ -167,6 +171,7 @@ impl Run {
             violations: Vec::new(),
             artifact_cap,
             poisoned: None,
+            limit: None,
             limits: OutputLimits::default(),
             bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
             disk_budget: DiskBudget::default(),
@@ -233,6 +238,12 @@ impl Run {
         self.poisoned.as_deref()
     }
 
+    /// The limit the run reached, if it reached one (see `limit`): no
+    /// more tools run.
+    pub fn limit_reached(&self) -> Option<&str> {
+        self.limit.as_deref()
+    }
+
     /// Runs one tool call as step N: the tool, then (if it may have changed
     /// files) the commit and the policy check, then the step files.
     pub async fn tool_step(&mut self, name: &str, input: &Value) -> StepOutcome {
@@ -251,7 +262,7 @@ impl Run {
             bash_timeout: self.bash_timeout,
             full_output: self.dir.step_file(step, "out"),
         };
-        let mut output = match &self.poisoned {
+        let mut output = match self.poisoned.as_ref().or(self.limit.as_ref()) {
             Some(reason) => ToolOutput::error(format!(
                 "[ah: not run: the run is stopped because {reason}; make no more tool calls]"
             )),
@@ -306,17 +317,17 @@ impl Run {
         outcome
     }
 
-    /// Stops the run, as a poisoned one (no more tools, the patch kept but
-    /// never applied), once its files pass the disk budget.
+    /// Stops the run (no more tools; the patch is kept for a look, never
+    /// applied on its own) once its files pass the disk budget.
     fn check_disk(&mut self, outcome: &mut StepOutcome) {
-        if self.poisoned.is_some() {
+        if self.poisoned.is_some() || self.limit.is_some() {
             return;
         }
         if let Err(why) = self.disk_budget.check(self.dir.path()) {
             outcome.output.content.push_str(&format!(
                 "\n[ah: the run is stopped: {why}; make no more tool calls]"
             ));
-            self.poisoned = Some(why);
+            self.limit = Some(why);
         }
     }
 

@@ -208,16 +208,17 @@ fn too_big(what: &str, bytes: u64, cap: u64) -> String {
     bounds::result_too_big("apply_patch", what, bytes, cap)
 }
 
+/// Whether `resolved` opens as a regular file beneath the root (nothing is
+/// read); `Err` only when the check itself could not run.
+async fn probe(exec: &dyn Exec, resolved: &Resolved) -> Result<Result<(), BeneathError>, String> {
+    let (root, rel) = (exec.root().to_path_buf(), resolved.rel.clone());
+    fs_beneath::unblock(move || fs_beneath::open_file(&root, &rel, false).map(drop)).await
+}
+
 /// Refuses to delete what is not a regular file (without reading it).
 async fn must_exist(exec: &dyn Exec, resolved: &Resolved) -> Result<(), String> {
-    let (root, rel, shown) = (
-        exec.root().to_path_buf(),
-        resolved.rel.clone(),
-        resolved.display(),
-    );
-    let opened =
-        fs_beneath::unblock(move || fs_beneath::open_file(&root, &rel, false).map(drop)).await?;
-    opened.map_err(|e| match e {
+    let shown = resolved.display();
+    probe(exec, resolved).await?.map_err(|e| match e {
         BeneathError::NotFound => {
             format!("cannot delete {shown}: it does not exist; check the path.")
         }
@@ -228,14 +229,8 @@ async fn must_exist(exec: &dyn Exec, resolved: &Resolved) -> Result<(), String> 
 
 /// Refuses to `what` (add, move to) a path where something already is.
 async fn must_be_absent(exec: &dyn Exec, resolved: &Resolved, what: &str) -> Result<(), String> {
-    let (root, rel, shown) = (
-        exec.root().to_path_buf(),
-        resolved.rel.clone(),
-        resolved.display(),
-    );
-    let opened =
-        fs_beneath::unblock(move || fs_beneath::open_file(&root, &rel, false).map(drop)).await?;
-    match opened {
+    let shown = resolved.display();
+    match probe(exec, resolved).await? {
         Err(BeneathError::NotFound) => Ok(()),
         Ok(()) | Err(BeneathError::NotRegular) => Err(format!(
             "cannot {what} {shown}: it exists already; update it with *** Update File, or delete \

@@ -11,7 +11,7 @@
 //! the caller stages again afterwards and compares, so a write that did not
 //! land is seen.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -55,6 +55,8 @@ impl ShadowRepo {
             .iter()
             .map(|(path, mode, id)| (path.as_slice(), (*mode, *id)))
             .collect();
+        // Looked up once per wanted path: a set, not the list.
+        let rewrite: HashSet<&[u8]> = extra.iter().map(Vec::as_slice).collect();
         let root = self.open_work()?;
         let io_err = |path: &[u8]| {
             let path = self.work_dir.join(OsStr::from_bytes(path));
@@ -72,7 +74,7 @@ impl ShadowRepo {
             if present
                 .get(path)
                 .is_some_and(|(m, i)| *m as i32 == *mode && i == id)
-                && !extra.contains(path)
+                && !rewrite.contains(path.as_slice())
             {
                 continue;
             }

@@ -19,8 +19,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{DiffOptions, Oid, Patch};
 
+mod stat;
+
+pub use stat::{FileStat, MODE_EXECUTABLE, MODE_FILE, MODE_SUBMODULE, MODE_SYMLINK};
+
 use super::outputs::Outputs;
-use super::review::FileStat;
 use super::rundir::PatchStats;
 use super::shadow::{ShadowError, ShadowRepo};
 
@@ -276,7 +279,6 @@ mod tests {
     use tempfile::TempDir;
 
     use super::*;
-    use crate::sandbox::review;
     use crate::sandbox::shadow::MAX_FILE_BYTES;
     use crate::sandbox::workspace::copy_project;
 
@@ -467,9 +469,9 @@ mod tests {
         assert_eq!((info.added_lines, info.removed_lines), (2, 2));
     }
 
-    const FILE: u32 = review::MODE_FILE;
-    const EXEC: u32 = review::MODE_EXECUTABLE;
-    const LINK: u32 = review::MODE_SYMLINK;
+    const FILE: u32 = super::MODE_FILE;
+    const EXEC: u32 = super::MODE_EXECUTABLE;
+    const LINK: u32 = super::MODE_SYMLINK;
 
     fn entry(path: &str, added: u64, removed: u64, binary: bool, modes: (u32, u32)) -> FileStat {
         FileStat {
@@ -544,7 +546,7 @@ mod tests {
         let info = run.build(head);
         assert_eq!(
             files(&info),
-            [entry("vendor", 1, 0, false, (0, review::MODE_SUBMODULE))]
+            [entry("vendor", 1, 0, false, (0, super::MODE_SUBMODULE))]
         );
         let text = run.text();
         assert!(text.contains("new file mode 160000"), "{text}");

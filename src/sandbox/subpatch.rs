@@ -11,8 +11,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use super::patch::FileStat;
 use super::patch::PatchInfo;
-use super::review::FileStat;
 
 /// What starts a file section.
 const SECTION_START: &[u8] = b"diff --git ";

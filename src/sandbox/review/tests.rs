@@ -4,6 +4,7 @@
 
 use super::diffstat::{MAX_NAME, STAT_WIDTH};
 use super::*;
+use crate::sandbox::patch::{MODE_EXECUTABLE, MODE_FILE, MODE_SUBMODULE, MODE_SYMLINK};
 
 /// A text file changed in place.
 fn stat(path: &str, added: u64, removed: u64) -> FileStat {

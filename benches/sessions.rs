@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ah::llm::{Block, Role, Usage};
-use ah::session::{BlockRecord, CATALOG_FILE, MessageMeta, Session, list_sessions};
+use ah_llm::{Block, Role, Usage};
+use ah_session::{BlockRecord, CATALOG_FILE, MessageMeta, Session, list_sessions};
 use ulid::Ulid;
 
 const SESSIONS: usize = 10_000;

@@ -14,9 +14,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ah::sandbox::policy::Policy;
-use ah::sandbox::shadow::{MAX_FILE_BYTES, ShadowRepo};
-use ah::sandbox::workspace;
+use ah_record::policy::Policy;
+use ah_record::shadow::{MAX_FILE_BYTES, ShadowRepo};
+use ah_record::workspace;
 
 const STEPS: usize = 15;
 

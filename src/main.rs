@@ -1,5 +1,9 @@
-//! The `ah` binary: everything is in the library (`ah::cli::main`).
+//! The `ah` binary: parses arguments, presents a run's events, asks the
+//! user, and maps outcomes to exit codes (see `cli`). The run itself is in
+//! the layer crates under `crates/`.
+
+mod cli;
 
 fn main() {
-    std::process::exit(ah::cli::main());
+    std::process::exit(cli::main());
 }

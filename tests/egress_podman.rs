@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ah::sandbox::egress::{Allowlist, NetworkMode};
-use ah::sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
+use ah_sandbox::egress::{Allowlist, NetworkMode};
+use ah_sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
 
 use serde_json::{Value, json};
 use support::host::{Host, describe, files_containing, json_file, query};

@@ -81,7 +81,7 @@ fn the_check_catches_an_upward_reference() {
     std::fs::create_dir_all(dir.path().join("tools")).unwrap();
     std::fs::write(
         dir.path().join("tools/x.rs"),
-        "use crate::llm::Block;\nfn f() { crate::agent::run(); } // crate::cli in a comment\n",
+        "use ah_llm::Block;\nfn f() { ah_core::agent::run(); } // crate::cli in a comment\n",
     )
     .unwrap();
     let found = violations(dir.path());

@@ -20,12 +20,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ah::sandbox::doctor::{DoctorOptions, Severity, run_checks};
-use ah::sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
-use ah::sandbox::{Backend, BackendKind};
+use ah_sandbox::doctor::{DoctorOptions, Severity, run_checks};
+use ah_sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
+use ah_sandbox::{Backend, BackendKind};
 use support::podman::{TestUser, containers_of, podman_ready};
 
-const IMAGE: &str = ah::sandbox::podman::DEFAULT_IMAGE;
+const IMAGE: &str = ah_sandbox::podman::DEFAULT_IMAGE;
 
 /// A run's directories and its started backend.
 struct Run {
@@ -438,7 +438,7 @@ async fn nothing_a_step_starts_outlives_it() {
     let (_, init, _) = sh(&run, "tr '\\0' ' ' < /proc/1/cmdline").await;
     assert_eq!(
         init.trim(),
-        ah::sandbox::podman::INIT_PATH.to_string() + " -P"
+        ah_sandbox::podman::INIT_PATH.to_string() + " -P"
     );
     assert_eq!(sh(&run, "echo alive").await.1, "alive\n");
     // The exit status is the command's.
@@ -649,7 +649,7 @@ async fn cleanup_removes_leftovers_of_dead_runs_only() {
         String::from_utf8_lossy(&created.stderr)
     );
     assert_ne!(containers_of(&podman, &stale_id), "");
-    ah::sandbox::podman::cleanup_stale()
+    ah_sandbox::podman::cleanup_stale()
         .await
         .unwrap_or_else(|e| panic!("cleanup: {e}"));
     assert_eq!(
@@ -719,7 +719,7 @@ async fn rootless_inner() {
     if uid == 0 {
         return;
     }
-    assert!(ah::sandbox::podman::rootless());
+    assert!(ah_sandbox::podman::rootless());
     let Some(run) = start_run(false).await else {
         return;
     };

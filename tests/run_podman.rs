@@ -757,7 +757,7 @@ fn an_out_of_memory_kill_in_a_pipe_is_told_and_leaves_no_file_in_the_project() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
     let killed = told(&requests[1]);
-    if ah::sandbox::podman::rootless() {
+    if ah_sandbox::podman::rootless() {
         // Rootless podman on cgroup v1 ignores --memory: no limit to hit.
         return;
     }

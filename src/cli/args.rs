@@ -7,9 +7,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use super::resolve::SessionArgs;
 use super::sessions::SessionCommand;
-use crate::sandbox::BackendKind;
-use crate::sandbox::egress::NetworkMode;
-use crate::tools::OutputLimits;
+use ah_sandbox::BackendKind;
+use ah_sandbox::egress::NetworkMode;
+use ah_tools::OutputLimits;
 
 /// ah — a coding agent that works on a sandboxed copy of your project and
 /// changes your repository only through a patch you have seen.
@@ -128,12 +128,12 @@ pub struct RunArgs {
     /// Loop detection: when the last N tool calls repeat one pattern of 1 to 3
     /// calls, tell the model to change approach; the third time, stop the run.
     /// 0 turns it off.
-    #[arg(long, value_name = "N", default_value_t = crate::agent::loop_detect::DEFAULT_WINDOW)]
+    #[arg(long, value_name = "N", default_value_t = ah_core::agent::loop_detect::DEFAULT_WINDOW)]
     pub loop_window: usize,
 
     /// Summarise the conversation when it comes within N tokens of the model's
     /// context window.
-    #[arg(long, value_name = "N", default_value_t = crate::agent::compact::DEFAULT_RESERVE)]
+    #[arg(long, value_name = "N", default_value_t = ah_core::agent::compact::DEFAULT_RESERVE)]
     pub compact_reserve: u64,
 
     /// Apply the patch without committing it on the host.
@@ -182,7 +182,7 @@ pub struct SandboxArgs {
     /// Disk the run directory (work copy, shadow repo, step files) may take
     /// (e.g. 10G); the run stops when it passes this or when less than 1 GiB
     /// stays free [config: sandbox.disk_budget; default: 10G].
-    #[arg(long, value_name = "SIZE", value_parser = crate::sandbox::disk::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = ah_sandbox::disk::parse_size)]
     pub disk_budget: Option<u64>,
 
     /// Most processes the sandbox may run at once.

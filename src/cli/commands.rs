@@ -8,10 +8,10 @@ use console::style;
 
 use super::review::commit_message;
 use super::{EXIT_ERROR, EXIT_OK};
-use crate::sandbox::apply::{self, ApplyOptions};
-use crate::sandbox::rundir::{self, Manifest, RunDir};
-use crate::sandbox::safe_text::terminal_safe;
-use crate::sandbox::{doctor, image, podman};
+use ah_record::rundir::{self, Manifest, RunDir};
+use ah_record::safe_text::terminal_safe;
+use ah_review::apply::{self, ApplyOptions};
+use ah_sandbox::{doctor, image, podman};
 
 pub(super) fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
     let dir = match project {

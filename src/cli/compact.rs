@@ -11,11 +11,11 @@ use super::commands::project_dir;
 use super::display::Display;
 use super::resolve::{SessionArgs, open_existing};
 use super::task::retry_policy;
-use crate::agent::compact::{DEFAULT_RESERVE, compact_session};
-use crate::agent::prompt::{self, Workspace};
-use crate::agent::{AgentConfig, Event};
-use crate::llm::Role;
-use crate::session::Session;
+use ah_core::agent::compact::{DEFAULT_RESERVE, compact_session};
+use ah_core::agent::prompt::{self, Workspace};
+use ah_core::agent::{AgentConfig, Event};
+use ah_llm::Role;
+use ah_session::Session;
 
 /// Compacts the session the flags name, else the project's most recent
 /// one. The summary is written by `model`, else the model (and provider) of
@@ -43,7 +43,7 @@ pub async fn compact(
     let config = AgentConfig {
         model: selection.model.clone(),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
-        tools: crate::tools::specs(selection.model.edit_format),
+        tools: ah_tools::specs(selection.model.edit_format),
         max_tools: None,
         thinking_budget: None,
         compact_reserve: DEFAULT_RESERVE,

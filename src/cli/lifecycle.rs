@@ -23,19 +23,19 @@ use super::screen::Screen;
 use super::task::RunSetup;
 use super::time_travel::{self, Origin};
 use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
-use crate::agent::event::SessionState;
-use crate::agent::prompt::Workspace;
-use crate::agent::{
+use ah_core::agent::event::SessionState;
+use ah_core::agent::prompt::Workspace;
+use ah_core::agent::{
     AbortHandle, AbortSignal, EndReason, Event, abort_channel, record_event, set_state,
 };
-use crate::sandbox::disk::DiskBudget;
-use crate::sandbox::none::NoneBackend;
-use crate::sandbox::run::{Run, RunResult};
-use crate::sandbox::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
-use crate::sandbox::safe_text::terminal_safe;
-use crate::sandbox::{Backend, BackendKind, podman};
-use crate::session::queue::SessionLock;
-use crate::session::{Session, Tokens, total_usage};
+use ah_record::run::{Run, RunResult};
+use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
+use ah_record::safe_text::terminal_safe;
+use ah_sandbox::disk::DiskBudget;
+use ah_sandbox::none::NoneBackend;
+use ah_sandbox::{Backend, BackendKind, podman};
+use ah_session::queue::SessionLock;
+use ah_session::{Session, Tokens, total_usage};
 
 /// A run that has started, and what the end of the run needs of its start.
 pub(super) struct Started {
@@ -76,7 +76,7 @@ pub(super) async fn start_run(
         &setup.policy,
     )?;
     if !start.withheld.is_empty() {
-        let list = crate::agent::prompt::withheld_list(&start.withheld);
+        let list = ah_core::agent::prompt::withheld_list(&start.withheld);
         eprintln!(
             "withheld from the work copy by the read policy: {}",
             terminal_safe(&list)
@@ -107,10 +107,7 @@ pub(super) async fn start_run(
             ..DiskBudget::default()
         });
     }
-    run.set_bash_timeout(
-        args.bash_timeout
-            .unwrap_or(crate::tools::bash::DEFAULT_TIMEOUT),
-    );
+    run.set_bash_timeout(args.bash_timeout.unwrap_or(ah_tools::bash::DEFAULT_TIMEOUT));
     Ok(Started { run, origin, live })
 }
 
@@ -282,7 +279,7 @@ pub(super) async fn finish_run(
     });
     manifest.session_db = Some(session.path().display().to_string());
     manifest.restored_from = restored.clone();
-    manifest.started_at = crate::session::format_rfc3339(*started_at);
+    manifest.started_at = ah_session::format_rfc3339(*started_at);
     fill_manifest(&mut manifest, &result);
     for warning in &result.warnings {
         eprintln!("warning: {}", terminal_safe(warning));
@@ -349,7 +346,7 @@ pub(super) async fn finish_run(
             announce(session, output, review_event(&result, &record, false));
             run_end(output, "stopped");
             manifest.review = Some(record);
-            manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+            manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
             Ok(code)
         }
@@ -369,7 +366,7 @@ pub(super) async fn finish_run(
             );
             manifest.review = Some(reviewed.record.clone());
             manifest.applied = reviewed.applied;
-            manifest.finished_at = Some(crate::session::format_rfc3339(SystemTime::now()));
+            manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
             run_end(output, &reviewed.record.decision);
             Ok(exit_code(review_mode, &result, &reviewed))

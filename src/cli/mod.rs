@@ -35,7 +35,7 @@ mod work;
 
 use clap::{CommandFactory, FromArgMatches};
 
-use crate::sandbox::image::ImageSource;
+use ah_sandbox::image::ImageSource;
 use args::{Cli, Command, ImageAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
@@ -170,7 +170,7 @@ pub fn main() -> i32 {
             // Errors quote paths and commands the model chose.
             eprintln!(
                 "ah: {}",
-                crate::sandbox::safe_text::terminal_safe(&format!("{err:#}"))
+                ah_record::safe_text::terminal_safe(&format!("{err:#}"))
             );
             match err.downcast_ref::<task::UsageError>() {
                 Some(_) => EXIT_USAGE,

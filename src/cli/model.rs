@@ -6,8 +6,8 @@ use anyhow::Result;
 
 use super::config::{self, Config};
 use super::task::UsageError;
-use crate::llm::models::ToolProtocol;
-use crate::llm::providers::Selection;
+use ah_llm::models::ToolProtocol;
+use ah_llm::providers::Selection;
 
 /// The session `context` key holding the model of its last run, as `-m`
 /// takes it (`claude-…`, `openai:gpt-4.1`).

@@ -9,12 +9,12 @@ use anyhow::Result;
 
 use super::args::SandboxArgs;
 use super::task::UsageError;
-use crate::sandbox::BackendKind;
-use crate::sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
-use crate::sandbox::egress::{Allowlist, NetworkMode};
-use crate::sandbox::podman::{PodmanOptions, container_env};
-use crate::sandbox::policy::Policy;
-use crate::sandbox::rundir::RunDir;
+use ah_record::policy::Policy;
+use ah_record::rundir::RunDir;
+use ah_sandbox::BackendKind;
+use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
+use ah_sandbox::egress::{Allowlist, NetworkMode};
+use ah_sandbox::podman::{PodmanOptions, container_env};
 
 /// `ah __egress-listen SOCKET PORT`, which the podman backend runs inside
 /// the sandbox to hand the proxy its port: not a command of ah's interface

@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::display::Display;
 use super::screen::Screen;
-use crate::agent::Event;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::work::WorkEvent;
+use ah_core::agent::Event;
+use ah_core::work::WorkEvent;
+use ah_record::safe_text::terminal_safe;
 
 /// The consumer of a run's events.
 pub struct Output {
@@ -62,7 +62,7 @@ fn json_line(event: &impl Serialize) {
         // serde escapes control characters, so no line can be forged; bidi
         // and invisible characters stay raw, as JSON is for programs, which
         // must see the exact text (a person reads the human display).
-        let line = crate::llm::redact::text(&line);
+        let line = ah_llm::redact::text(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

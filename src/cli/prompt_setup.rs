@@ -9,9 +9,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::task::UsageError;
-use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
-use crate::agent::prompt::{self, Workspace};
-use crate::sandbox::safe_text::terminal_safe;
+use ah_core::agent::instructions::{self, Skills, SlashError, load_project_docs};
+use ah_core::agent::prompt::{self, Workspace};
+use ah_record::safe_text::terminal_safe;
 
 /// The system prompt and the user message's text blocks.
 pub(super) struct PromptSetup {

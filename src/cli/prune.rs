@@ -9,8 +9,8 @@ use anyhow::Result;
 
 use super::commands::project_dir;
 use super::{EXIT_ERROR, EXIT_OK};
-use crate::sandbox::rundir::prune::{PruneOptions, prune};
-use crate::tools::bounds::size;
+use ah_record::rundir::prune::{PruneOptions, prune};
+use ah_tools::bounds::size;
 
 /// The age `--older-than` takes by default.
 pub const DEFAULT_AGE: &str = "14d";

@@ -13,9 +13,9 @@ use anyhow::{Result, bail};
 use super::EXIT_OK;
 use super::args::RunArgs;
 use super::commands::project_dir;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::Session;
-use crate::session::queue::{
+use ah_record::safe_text::terminal_safe;
+use ah_session::Session;
+use ah_session::queue::{
     Acquire, Enqueued, Gone, Owner, Queue, QueueKind, Queued, SessionLock, Takeover,
 };
 

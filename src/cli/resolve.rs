@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 use super::task::UsageError;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::{NAME_KEY, Session, SessionSummary, list_sessions, session_files};
+use ah_record::safe_text::terminal_safe;
+use ah_session::{NAME_KEY, Session, SessionSummary, list_sessions, session_files};
 
 /// The flags that choose a session; global, so every subcommand takes them.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -12,12 +12,12 @@ use console::style;
 
 use super::args::ReviewMode;
 use super::review_pick;
-use crate::sandbox::apply::{self, ApplyOptions};
-use crate::sandbox::policy::Policy;
-use crate::sandbox::review::{self as rules, AutoDecision};
-use crate::sandbox::run::RunResult;
-use crate::sandbox::rundir::ReviewRecord;
-use crate::sandbox::safe_text::{copy_terminal_safe, terminal_safe};
+use ah_record::policy::Policy;
+use ah_record::run::RunResult;
+use ah_record::rundir::ReviewRecord;
+use ah_record::safe_text::{copy_terminal_safe, terminal_safe};
+use ah_review::apply::{self, ApplyOptions};
+use ah_review::review::{self as rules, AutoDecision};
 
 /// How the review ended.
 #[derive(Debug, Clone)]

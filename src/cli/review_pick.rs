@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 
 use super::args::ReviewMode;
 use super::review::{ReviewOutcome, apply_now, outcome};
-use crate::sandbox::patch::PatchInfo;
-use crate::sandbox::safe_text::name_safe;
-use crate::sandbox::subpatch;
+use ah_record::patch::PatchInfo;
+use ah_record::safe_text::name_safe;
+use ah_review::subpatch;
 
 /// Asks which files to apply and applies them. `run_dir` receives
 /// `chosen.patch` and `rest.patch`, cut from the patch at `patch_path`.

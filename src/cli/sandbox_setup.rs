@@ -4,8 +4,8 @@
 use anyhow::{Context, Result, bail};
 
 use super::args::{OutputLimit, SandboxArgs, UlimitKind};
-use crate::sandbox::{image, podman};
-use crate::tools::OutputLimits;
+use ah_sandbox::{image, podman};
+use ah_tools::OutputLimits;
 
 /// The output caps, defaults overridden by `--output-limit`.
 pub(super) fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {

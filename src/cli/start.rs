@@ -6,9 +6,9 @@
 use anyhow::Result;
 
 use super::task::UsageError;
-use crate::agent::close_interrupted;
-use crate::llm::{Block, Role};
-use crate::session::{Session, StoredMessage, WORKSPACE_AT_KEY};
+use ah_core::agent::close_interrupted;
+use ah_llm::{Block, Role};
+use ah_session::{Session, StoredMessage, WORKSPACE_AT_KEY};
 
 /// What the run does first.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +153,7 @@ fn usage(message: String) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{BlockRecord, MessageMeta};
+    use ah_session::{BlockRecord, MessageMeta};
     use serde_json::json;
 
     fn session() -> (tempfile::TempDir, Session) {

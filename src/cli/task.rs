@@ -29,17 +29,17 @@ use super::start::{Begin, enter, plan, position, split_prompt};
 use super::time_travel;
 use super::weakening;
 use super::{EXIT_ERROR, EXIT_LIMIT};
-use crate::agent::event::SessionState;
-use crate::agent::loop_detect::MAX_DETECTIONS;
-use crate::agent::prompt;
-use crate::agent::{AgentConfig, EndReason, Event, run_agent, set_state};
-use crate::llm::retry::RetryPolicy;
-use crate::llm::{Block, Provider, Role, models};
-use crate::sandbox::policy::Policy;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::sandbox::{BackendKind, podman};
-use crate::session::queue::SessionLock;
-use crate::session::{BlockRecord, MessageMeta, Session};
+use ah_core::agent::event::SessionState;
+use ah_core::agent::loop_detect::MAX_DETECTIONS;
+use ah_core::agent::prompt;
+use ah_core::agent::{AgentConfig, EndReason, Event, run_agent, set_state};
+use ah_llm::retry::RetryPolicy;
+use ah_llm::{Block, Provider, Role, models};
+use ah_record::policy::Policy;
+use ah_record::safe_text::terminal_safe;
+use ah_sandbox::{BackendKind, podman};
+use ah_session::queue::SessionLock;
+use ah_session::{BlockRecord, MessageMeta, Session};
 
 /// A mistake on the command line (exit code 2).
 #[derive(Debug, thiserror::Error)]

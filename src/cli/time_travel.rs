@@ -19,12 +19,12 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
-use crate::agent::time_travel::{FilesAt, TimeTravelError, files_at, latest_run};
-use crate::sandbox::policy::Policy;
-use crate::sandbox::restore::{self, RestoreError, Source};
-use crate::sandbox::run::{Run, Start};
-use crate::sandbox::rundir::{RestoredFrom, RunDir, RunDirError};
-use crate::session::{Session, WORKSPACE_AT_KEY};
+use ah_core::agent::time_travel::{FilesAt, TimeTravelError, files_at, latest_run};
+use ah_record::policy::Policy;
+use ah_record::restore::{self, RestoreError, Source};
+use ah_record::run::{Run, Start};
+use ah_record::rundir::{RestoredFrom, RunDir, RunDirError};
+use ah_session::{Session, WORKSPACE_AT_KEY};
 
 /// Where a run's files came from, as the manifest and the model are told.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,9 +8,9 @@
 
 use super::args::ReviewMode;
 use super::config::Config;
-use crate::sandbox::BackendKind;
-use crate::sandbox::egress::NetworkMode;
-use crate::sandbox::policy::{PROJECT_POLICY_FILE, Policy};
+use ah_record::policy::{PROJECT_POLICY_FILE, Policy};
+use ah_sandbox::BackendKind;
+use ah_sandbox::egress::NetworkMode;
 
 /// The project's configuration file, relative to the project root.
 const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";

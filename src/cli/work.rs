@@ -1,5 +1,5 @@
 //! `ah work ISSUE.md` (or `--issue TEXT`): one work session, plan → do →
-//! check → act with fix rounds (see `crate::work`), in one run with its own
+//! check → act with fix rounds (see `ah_core::work`), in one run with its own
 //! session database `.ah/work-<ulid>.db`. The run starts and ends as any
 //! run does (see `lifecycle`): one work copy, one patch, one review.
 
@@ -18,13 +18,13 @@ use super::output::Output;
 use super::queue::claim_exclusive;
 use super::task::{RunSetup, UsageError, settle};
 use super::{EXIT_ERROR, EXIT_LIMIT};
-use crate::agent::event::SessionState;
-use crate::agent::prompt;
-use crate::agent::{EndReason, set_state};
-use crate::llm::Provider;
-use crate::session::Session;
-use crate::session::queue::SessionLock;
-use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
+use ah_core::agent::event::SessionState;
+use ah_core::agent::prompt;
+use ah_core::agent::{EndReason, set_state};
+use ah_core::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
+use ah_llm::Provider;
+use ah_session::Session;
+use ah_session::queue::SessionLock;
 
 /// `matches` are the `work` subcommand's, for the configuration to know
 /// which options the command line gave.

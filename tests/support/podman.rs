@@ -7,8 +7,8 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ah::sandbox::image::{BuildOptions, build_image, image_exists};
-use ah::sandbox::podman::{DEFAULT_IMAGE, find_podman};
+use ah_sandbox::image::{BuildOptions, build_image, image_exists};
+use ah_sandbox::podman::{DEFAULT_IMAGE, find_podman};
 
 /// Whether `AH_REQUIRE_PODMAN` turns a missing podman into a failure.
 pub fn required() -> bool {

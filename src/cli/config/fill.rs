@@ -8,7 +8,7 @@ use clap::parser::ValueSource;
 
 use super::Config;
 use crate::cli::args::{OutputLimit, RunArgs, UlimitKind};
-use crate::sandbox::BackendKind;
+use ah_sandbox::BackendKind;
 
 /// Fills `args` from `config` wherever `matches` shows no flag was given.
 pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
@@ -54,7 +54,7 @@ pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
         sandbox.memory = config.sandbox.memory.clone();
     }
     if sandbox.disk_budget.is_none() {
-        sandbox.disk_budget = crate::sandbox::disk::parse_size(&config.sandbox.disk_budget).ok();
+        sandbox.disk_budget = ah_sandbox::disk::parse_size(&config.sandbox.disk_budget).ok();
     }
     if !given("pids_limit") {
         sandbox.pids_limit = config.sandbox.pids_limit;

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::llm::models::{EditFormat, ToolProtocol};
-use crate::llm::providers::{ApiKind, OutputLimitField, ProviderEntry, Registry};
+use ah_llm::models::{EditFormat, ToolProtocol};
+use ah_llm::providers::{ApiKind, OutputLimitField, ProviderEntry, Registry};
 
 /// One `[providers.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

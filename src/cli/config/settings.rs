@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::providers::{ProviderSettings, registry};
-use crate::agent::compact::DEFAULT_RESERVE;
-use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::cli::args::ReviewMode;
-use crate::llm::models::{EditFormat, ToolProtocol};
-use crate::sandbox::BackendKind;
-use crate::sandbox::egress::NetworkMode;
-use crate::sandbox::podman::DEFAULT_IMAGE;
-use crate::tools::OutputLimits;
+use ah_core::agent::compact::DEFAULT_RESERVE;
+use ah_core::agent::loop_detect::DEFAULT_WINDOW;
+use ah_llm::models::{EditFormat, ToolProtocol};
+use ah_sandbox::BackendKind;
+use ah_sandbox::egress::NetworkMode;
+use ah_sandbox::podman::DEFAULT_IMAGE;
+use ah_tools::OutputLimits;
 
 /// Everything ah reads from config files, `AH_*` variables and `-c`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,7 +48,7 @@ pub struct WorkSettings {
 impl Default for WorkSettings {
     fn default() -> WorkSettings {
         WorkSettings {
-            max_rounds: crate::work::DEFAULT_MAX_ROUNDS,
+            max_rounds: ah_core::work::DEFAULT_MAX_ROUNDS,
         }
     }
 }
@@ -153,7 +153,7 @@ pub struct RetrySettings {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            model: crate::llm::models::DEFAULT_MODEL.to_string(),
+            model: ah_llm::models::DEFAULT_MODEL.to_string(),
             backend: BackendKind::Podman,
             providers: BTreeMap::new(),
             models: BTreeMap::new(),
@@ -186,7 +186,7 @@ impl Default for SandboxSettings {
 impl Default for ToolSettings {
     fn default() -> ToolSettings {
         ToolSettings {
-            bash_timeout: crate::tools::bash::DEFAULT_TIMEOUT,
+            bash_timeout: ah_tools::bash::DEFAULT_TIMEOUT,
             output: OutputSettings::default(),
         }
     }
@@ -201,18 +201,6 @@ impl Default for OutputSettings {
             bash_lines: limits.bash_lines,
             edit: limits.edit,
             write: limits.write,
-        }
-    }
-}
-
-impl OutputSettings {
-    pub fn limits(&self) -> OutputLimits {
-        OutputLimits {
-            read: self.read,
-            bash: self.bash,
-            bash_lines: self.bash_lines,
-            edit: self.edit,
-            write: self.write,
         }
     }
 }
@@ -248,10 +236,10 @@ impl Config {
                 problems.push((key.to_string(), why));
             }
         };
-        if let Err(why) = crate::sandbox::disk::parse_size(&self.sandbox.disk_budget) {
+        if let Err(why) = ah_sandbox::disk::parse_size(&self.sandbox.disk_budget) {
             check("sandbox.disk_budget", true, why);
         }
-        let max = crate::tools::bash::MAX_TIMEOUT;
+        let max = ah_tools::bash::MAX_TIMEOUT;
         let timeout = self.tools.bash_timeout;
         check(
             "tools.bash_timeout",

@@ -4,8 +4,8 @@
 use std::fs;
 
 use super::*;
-use crate::llm::models::{EditFormat, ToolProtocol};
-use crate::llm::providers::{ApiKind, Registry};
+use ah_llm::models::{EditFormat, ToolProtocol};
+use ah_llm::providers::{ApiKind, Registry};
 
 struct Files {
     _dir: tempfile::TempDir,
@@ -343,7 +343,7 @@ fn network_settings_are_typed() {
     let loaded = load(&f, &[], &[]).unwrap();
     assert_eq!(
         loaded.config.network.mode,
-        Some(crate::sandbox::egress::NetworkMode::Proxy)
+        Some(ah_sandbox::egress::NetworkMode::Proxy)
     );
     assert_eq!(loaded.config.network.allow, ["crates.io:443"]);
     assert_eq!(loaded.config.sandbox.env, ["CI"]);

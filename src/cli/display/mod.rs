@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use super::screen::{Screen, ScreenState};
 use super::summary::RunSummary;
-use crate::agent::{CompactReason, Event};
-use crate::sandbox::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
+use ah_core::agent::{CompactReason, Event};
+use ah_record::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
 
 mod progress;
 

@@ -1,7 +1,7 @@
 //! What the display shows of progress: what the spinner says after each
 //! event, and the last lines of a tool call's output.
 
-use crate::agent::Event;
+use ah_core::agent::Event;
 
 /// Events that print nothing (the spinner may go on turning through them).
 pub(super) fn is_silent(event: &Event) -> bool {

@@ -24,8 +24,8 @@ use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModif
 
 use super::abort::Interrupt;
 use super::screen::Screen;
-use crate::agent::{AbortHandle, AbortSignal};
-use crate::session::queue::{Enqueued, Queue, QueueKind};
+use ah_core::agent::{AbortHandle, AbortSignal};
+use ah_session::queue::{Enqueued, Queue, QueueKind};
 use terminal::RawMode;
 
 /// How long one wait for a key lasts before the stop flag is looked at.

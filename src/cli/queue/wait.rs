@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 
 use super::super::{EXIT_ERROR, EXIT_OK};
-use crate::llm::{Block, Role};
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::Session;
-use crate::session::queue::{Owner, Queue, Status, now_ms};
+use ah_llm::{Block, Role};
+use ah_record::safe_text::terminal_safe;
+use ah_session::Session;
+use ah_session::queue::{Owner, Queue, Status, now_ms};
 
 /// How often the queue is looked at.
 const POLL: Duration = Duration::from_millis(100);

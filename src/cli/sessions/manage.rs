@@ -12,8 +12,8 @@ use super::super::queue::claim_exclusive;
 use super::super::task::UsageError;
 use super::message;
 use super::summary::row;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::{
+use ah_record::safe_text::terminal_safe;
+use ah_session::{
     BranchRemoval, CallKind, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
     total_usage,
 };

@@ -16,7 +16,7 @@ use clap::Subcommand;
 use super::commands::project_dir;
 use super::resolve::{SessionArgs, open_existing};
 use super::task::UsageError;
-use crate::session::{Session, StoredMessage};
+use ah_session::{Session, StoredMessage};
 
 /// The session subcommands (flattened into `ah`'s own).
 #[derive(Debug, Subcommand)]

@@ -5,9 +5,9 @@
 use serde::Serialize;
 
 use super::super::display::key_param;
-use crate::llm::{Block, Role};
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::StoredMessage;
+use ah_llm::{Block, Role};
+use ah_record::safe_text::terminal_safe;
+use ah_session::StoredMessage;
 
 /// How much of a text block a summary shows, in characters.
 const TEXT_CHARS: usize = 70;
@@ -126,7 +126,7 @@ impl<'a> ScanEntry<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{BlockRecord, MessageMeta};
+    use ah_session::{BlockRecord, MessageMeta};
     use serde_json::json;
 
     fn message(role: Role, blocks: Vec<BlockRecord>) -> StoredMessage {

@@ -9,9 +9,9 @@ use console::style;
 use super::super::EXIT_OK;
 use super::summary::{ScanEntry, last_text, row};
 use super::{message, no_message};
-use crate::llm::Block;
-use crate::sandbox::safe_text::terminal_safe;
-use crate::session::{Session, StoredMessage, Tree};
+use ah_llm::Block;
+use ah_record::safe_text::terminal_safe;
+use ah_session::{Session, StoredMessage, Tree};
 
 /// The mark before the head's line.
 const HEAD_MARK: &str = ">";

@@ -1,0 +1,251 @@
+//! Tools for models without native tool calling (a model whose
+//! [`ToolProtocol`] is `Text`): no tools are sent with the request, the
+//! system prompt describes `##file:PATH` and `##run` blocks instead
+//! (`sys/text_protocol.md`), and once a reply has streamed in whole its
+//! blocks ([`parse`]) are run as the same `write` and `bash` steps as
+//! native calls, through [`Run::tool_step`] (path confinement, the write
+//! policy, step commits and files). Their results go back to the model as
+//! the next user message, in text.
+
+mod parse;
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::emit::Emitter;
+use super::event::{EndReason, Event};
+use super::loop_detect::LoopDetector;
+use super::request::INTERRUPTED;
+use super::step::step_events;
+use super::{AbortSignal, AgentConfig, AgentError};
+use ah_llm::models::ToolProtocol;
+use ah_llm::{Block, Response, Role, ToolDef};
+use ah_record::run::Run;
+use ah_session::{BlockRecord, MessageMeta, Session};
+use ah_tools::ToolOutput;
+use parse::Directive;
+
+const PROTOCOL: &str = include_str!("../../../../sys/text_protocol.md");
+
+/// The largest file a `##file:` block may write, in bytes.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+
+/// The system prompt and tools of a request: under the text protocol, no
+/// tools, and the protocol described after the prompt, for the tools the
+/// run offers (`write` for `##file:`, `bash` for `##run`).
+pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
+    if config.model.tool_protocol == ToolProtocol::Native {
+        return (config.system.clone(), config.tools.clone());
+    }
+    let offers = |name: &str| config.tools.iter().any(|tool| tool.name == name);
+    let file = if offers("write") {
+        "\nTo create a file or replace its whole content, write a line `##file:PATH` (PATH \
+         relative to /work) and right after it a fenced block with the complete content:\n\n\
+         ##file:src/hello.py\n```python\nprint(\"hello\")\n```\n"
+    } else {
+        ""
+    };
+    let run = if offers("bash") {
+        "\nTo run a shell command in /work (also to read files: cat, sed -n, grep), write a \
+         line `##run` and right after it a fenced block tagged sh:\n\n##run\n```sh\npython3 \
+         src/hello.py\n```\n"
+    } else {
+        ""
+    };
+    let protocol = PROTOCOL.replace("{{file}}", file).replace("{{run}}", run);
+    (
+        format!("{}\n\n{}", config.system.trim_end(), protocol.trim_end()),
+        Vec::new(),
+    )
+}
+
+/// What running a reply's blocks did.
+pub(super) struct Ran {
+    /// The stored message with the results.
+    pub head: String,
+    /// Why the loop must stop now, if it must.
+    pub stop: Option<EndReason>,
+}
+
+/// Runs the blocks of `response` (a reply with no native tool calls) and
+/// stores their results as the next user message. `None` when the reply has
+/// no blocks: the model is done.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_blocks(
+    config: &AgentConfig,
+    response: &Response,
+    run: &mut Run,
+    session: &mut Session,
+    out: &mut Emitter<'_>,
+    head: &str,
+    abort: &mut AbortSignal,
+    tool_calls: &mut u32,
+    loops: &mut LoopDetector,
+) -> Result<Option<Ran>, AgentError> {
+    let text: String = response
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let directives = parse::directives(&text);
+    if directives.is_empty() {
+        return Ok(None);
+    }
+    let mut report = String::from("[ah: results of the blocks in your last message]\n");
+    let mut stop = None;
+    for (n, directive) in directives.into_iter().enumerate() {
+        let (label, call) = match directive {
+            Directive::Broken { head, why } => {
+                let _ = write!(report, "\n{}. {head}: not run: {why}\n", n + 1);
+                continue;
+            }
+            Directive::File { path, content } if content.len() > MAX_FILE_BYTES => {
+                let _ = write!(
+                    report,
+                    "\n{}. ##file:{path}: not written: {} bytes is over the {MAX_FILE_BYTES}-byte \
+                     limit of one block; split the file\n",
+                    n + 1,
+                    content.len()
+                );
+                continue;
+            }
+            Directive::File { path, content } => (
+                format!("##file:{path}"),
+                ("write", json!({"path": path, "content": content})),
+            ),
+            Directive::Run { command } => (
+                format!("##run {}", command.lines().next().unwrap_or("")),
+                ("bash", json!({"command": command})),
+            ),
+        };
+        if stop == Some(EndReason::Aborted) || abort.is_requested() {
+            stop = Some(EndReason::Aborted);
+            let _ = write!(report, "\n{}. {label}: not run: stopped\n", n + 1);
+            continue;
+        }
+        if config.max_tools.is_some_and(|max| *tool_calls >= max) {
+            stop = Some(EndReason::ToolLimit);
+            let _ = write!(
+                report,
+                "\n{}. {label}: not run: the tool call limit (--max-tools) was reached\n",
+                n + 1
+            );
+            continue;
+        }
+        *tool_calls += 1;
+        let (name, input) = call;
+        match step(run, session, out, head, abort, (name, input.clone())).await {
+            Some(output) => {
+                let status = if output.is_error { "failed" } else { "done" };
+                let _ = write!(
+                    report,
+                    "\n{}. {label}: {status}\n{}\n",
+                    n + 1,
+                    fenced(&output.content)
+                );
+                if let Some(repetition) = loops.record(name, &input, &output) {
+                    out.emit(session, Some(head), repetition.event());
+                    let steering = repetition.steering();
+                    out.emit(
+                        session,
+                        Some(head),
+                        Event::SteeringInjected {
+                            text: steering.clone(),
+                        },
+                    );
+                    let _ = write!(report, "\n{steering}\n");
+                }
+            }
+            None => {
+                stop = Some(EndReason::Aborted);
+                let _ = write!(report, "\n{}. {label}: interrupted\n", n + 1);
+            }
+        }
+        if run.poisoned().is_some() {
+            stop = Some(EndReason::Poisoned);
+        } else if run.limit_reached().is_some() {
+            stop = Some(EndReason::DiskBudget);
+        }
+    }
+    if stop.is_none() && loops.should_stop() {
+        stop = Some(EndReason::Looping);
+    }
+    if stop.is_none() && config.max_tools.is_some_and(|max| *tool_calls >= max) {
+        stop = Some(EndReason::ToolLimit);
+    }
+    let block = BlockRecord::from(Block::Text { text: report });
+    let stored = session.append(Some(head), Role::User, &[block], &MessageMeta::default())?;
+    Ok(Some(Ran {
+        head: stored.id,
+        stop,
+    }))
+}
+
+/// One block as a tool step, with the events of a native call. Returns
+/// its output; `None` when `abort` stopped it.
+async fn step(
+    run: &mut Run,
+    session: &Session,
+    out: &mut Emitter<'_>,
+    head: &str,
+    abort: &mut AbortSignal,
+    (name, input): (&str, Value),
+) -> Option<ToolOutput> {
+    let id = format!("text_{}", ulid::Ulid::generate());
+    out.emit(
+        session,
+        Some(head),
+        Event::ToolCallStart {
+            id: id.clone(),
+            name: name.to_string(),
+            input: input.clone(),
+        },
+    );
+    let stepped = tokio::select! {
+        outcome = run.tool_step(name, &input) => Some(outcome),
+        () = abort.requested() => None,
+    };
+    let Some(outcome) = stepped else {
+        // The step's future is dropped: its process group is killed.
+        out.emit(
+            session,
+            Some(head),
+            Event::ToolCallEnd {
+                id,
+                name: name.to_string(),
+                is_error: true,
+                duration_ms: 0,
+                details: json!({ "interrupted": true }),
+                output: INTERRUPTED.to_string(),
+            },
+        );
+        return None;
+    };
+    for event in step_events(&id, name, &outcome) {
+        out.emit(session, Some(head), event);
+    }
+    Some(outcome.output)
+}
+
+/// `text` in a fence longer than any backtick run inside it.
+fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat((longest + 1).max(3));
+    let text = text.trim_end_matches('\n');
+    format!("{fence}\n{text}\n{fence}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_fenced_past_its_own_backticks() {
+        assert_eq!(fenced("ok\n"), "```\nok\n```");
+        assert_eq!(fenced("a ```` b"), "`````\na ```` b\n`````");
+    }
+}

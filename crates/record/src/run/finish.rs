@@ -1,0 +1,101 @@
+//! The end of a run: the sandbox is stopped, `session.patch` is written
+//! (without the build and cache outputs the run added), the files the run
+//! added, outputs included, are copied out as artifacts and the work copy
+//! is removed (the shadow repo keeps every step).
+
+use std::path::PathBuf;
+
+use super::{Run, RunError};
+use crate::artifacts::{self, ArtifactReport};
+use crate::patch::{self, PatchInfo};
+use crate::rundir::ViolationRecord;
+use ah_sandbox::egress::EgressDecision;
+
+/// What a finished run leaves behind.
+#[derive(Debug)]
+pub struct RunResult {
+    pub patch: PatchInfo,
+    pub patch_path: PathBuf,
+    pub baseline: String,
+    pub head: String,
+    pub steps: u32,
+    /// Project files the read policy kept out of the work copy.
+    pub withheld: Vec<String>,
+    pub violations: Vec<ViolationRecord>,
+    pub artifacts: ArtifactReport,
+    /// What went wrong after the patch was saved (sandbox removal,
+    /// artifacts, cleanup); the run's outcome stands.
+    pub warnings: Vec<String>,
+    /// Why the patch must never be applied, when a violating step could not
+    /// be undone.
+    pub poisoned: Option<String>,
+    /// Network proxy decisions made after the last step was reported (a
+    /// request still being checked when its step ended).
+    pub egress: Vec<EgressDecision>,
+}
+
+impl Run {
+    /// Stops the backend, writes `session.patch`, copies the added files out
+    /// as artifacts and removes the work copy (the shadow repo keeps every
+    /// step). Only a patch that cannot be built is an error: the rest are
+    /// warnings in the result, so the run's outcome is never lost.
+    pub async fn finish(self) -> Result<RunResult, RunError> {
+        let mut warnings = Vec::new();
+        if let Err(err) = self.backend.shutdown().await {
+            warnings.push(format!("the sandbox could not be removed: {err}"));
+        }
+        if let Some(read_only) = &self.read_only_backend
+            && let Err(err) = read_only.shutdown().await
+        {
+            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
+        }
+        let egress = self.backend.take_egress();
+        let patch_path = self.dir.patch_path();
+        let info = patch::session_patch(
+            &self.shadow,
+            self.baseline,
+            self.head,
+            self.policy.outputs(),
+            &patch_path,
+        )
+        .map_err(|e| RunError::Patch(e.to_string()))?;
+        let artifacts = self
+            .shadow
+            .changes_between(self.baseline, self.head)
+            .map_err(|e| e.to_string())
+            .and_then(|changes| {
+                artifacts::copy_added(
+                    &self.shadow,
+                    self.head,
+                    &self.dir.artifacts_dir(),
+                    &changes,
+                    self.artifact_cap,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .unwrap_or_else(|err| {
+                warnings.push(format!("the run's new files were not copied out: {err}"));
+                ArtifactReport::default()
+            });
+        let work = self.dir.work_dir();
+        if let Err(err) = std::fs::remove_dir_all(&work) {
+            warnings.push(format!(
+                "the work copy {} could not be removed: {err}",
+                work.display()
+            ));
+        }
+        Ok(RunResult {
+            patch: info,
+            patch_path,
+            baseline: self.baseline.to_string(),
+            head: self.head.to_string(),
+            steps: self.steps,
+            withheld: self.withheld,
+            violations: self.violations,
+            artifacts,
+            warnings,
+            poisoned: self.poisoned,
+            egress,
+        })
+    }
+}

@@ -1,0 +1,132 @@
+//! What a run's steps may do for a while: which of ah's tools the model is
+//! offered, whether `/work` is read-only, and which tools the run's owner
+//! answers on the host instead of in the sandbox (the work loop's `report`
+//! and `verdict`). A plain run keeps the defaults: every tool, read-write,
+//! nothing on the host.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use ah_llm::ToolDef;
+use ah_llm::models::EditFormat;
+use ah_tools::input::Input;
+use ah_tools::{self as tools, ToolOutput};
+
+/// A tool answered on the host by whoever drives the run. It never touches
+/// the work copy, so its calls are steps without a commit.
+pub trait HostTool: Send + Sync {
+    fn spec(&self) -> ToolDef;
+
+    /// Runs the call; `input` has passed the spec's schema.
+    fn call(&self, input: &Value) -> ToolOutput;
+}
+
+/// The rules for the next steps, set with `Run::set_rules`.
+#[derive(Clone)]
+pub struct StepRules {
+    /// The names of ah's own tools on offer (`read`, `write`, `edit`,
+    /// `apply_patch`, `bash`), in the order of [`tools::specs`]; of the two
+    /// edit tools, the model is offered the one of its edit format.
+    builtin: Vec<String>,
+    /// `/work` is read-only: `write` and `edit` are refused, the read-only
+    /// sandbox (when the run has one) runs commands, and whatever a command
+    /// still changed is undone and recorded as a violation.
+    read_only: bool,
+    host: Vec<Arc<dyn HostTool>>,
+}
+
+impl Default for StepRules {
+    fn default() -> StepRules {
+        StepRules {
+            builtin: tools::names(),
+            read_only: false,
+            host: Vec::new(),
+        }
+    }
+}
+
+/// Where one tool call goes under the rules.
+pub(super) enum Route {
+    Builtin,
+    Host(Arc<dyn HostTool>),
+    Refused(String),
+}
+
+impl StepRules {
+    /// Every tool, read-write: what a plain run has.
+    pub fn read_write() -> StepRules {
+        StepRules::default()
+    }
+
+    /// `/work` read-only, with only `read` and `bash` of ah's own tools.
+    pub fn read_only() -> StepRules {
+        StepRules {
+            builtin: vec!["read".to_string(), "bash".to_string()],
+            read_only: true,
+            host: Vec::new(),
+        }
+    }
+
+    /// Keeps only the named tools of ah's own.
+    pub fn only(mut self, names: &[&str]) -> StepRules {
+        self.builtin.retain(|name| names.contains(&name.as_str()));
+        self
+    }
+
+    /// Adds a tool answered on the host.
+    pub fn with_host_tool(mut self, tool: Arc<dyn HostTool>) -> StepRules {
+        self.host.push(tool);
+        self
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The definitions the model is offered: ah's own tools, then the host's.
+    pub fn specs(&self, format: EditFormat) -> Vec<ToolDef> {
+        let mut specs: Vec<ToolDef> = tools::specs(format)
+            .into_iter()
+            .filter(|spec| self.builtin.contains(&spec.name))
+            .collect();
+        specs.extend(self.host.iter().map(|tool| tool.spec()));
+        specs
+    }
+
+    pub(super) fn route(&self, name: &str) -> Route {
+        if let Some(tool) = self.host.iter().find(|tool| tool.spec().name == name) {
+            return Route::Host(Arc::clone(tool));
+        }
+        if self.builtin.iter().any(|own| own == name) {
+            return Route::Builtin;
+        }
+        let offered: Vec<String> = self
+            .builtin
+            .iter()
+            .cloned()
+            .chain(self.host.iter().map(|tool| tool.spec().name))
+            .collect();
+        let why = if self.read_only && matches!(name, "write" | "edit" | "apply_patch") {
+            "/work is read-only in this phase"
+        } else {
+            "it is not offered in this phase"
+        };
+        Route::Refused(format!(
+            "tool \"{name}\" is not available: {why}; the tools now are {}",
+            offered.join(", ")
+        ))
+    }
+}
+
+/// A host tool's call, once its input has passed the schema.
+pub(super) fn call_host(tool: &dyn HostTool, input: &Value) -> ToolOutput {
+    let spec = tool.spec();
+    match Input::check(&spec, input) {
+        Ok(_) => tool.call(input),
+        Err(message) => ToolOutput::error(message),
+    }
+}
+
+#[cfg(test)]
+mod tests;

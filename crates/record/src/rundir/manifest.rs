@@ -1,0 +1,148 @@
+//! `manifest.json`: the summary of one run (task, model, backend, shadow
+//! commits, withheld files, steps, violations, patch stats, outputs left out
+//! of the patch, review, apply). Every field has a
+//! default so that a manifest written early in a run, or by an older ah, still
+//! loads; it is rewritten atomically as the run goes on.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Result, RunDirError, io_err};
+use ah_session::format_rfc3339;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Manifest {
+    pub run_id: String,
+    pub task: String,
+    pub model: String,
+    /// `podman` or `none`.
+    pub backend: String,
+    pub image: Option<String>,
+    /// The sandbox's network mode (`none`, `proxy`, `full`; podman only).
+    pub network: Option<String>,
+    /// Path of the session database the run's conversation lives in.
+    pub session_db: Option<String>,
+    /// Shadow commit the run's patch is taken against (hex). A run restored
+    /// from an earlier run's step keeps that run's baseline.
+    pub baseline: Option<String>,
+    /// Where the run's files came from when it started from an earlier
+    /// run's step rather than the project (time travel).
+    pub restored_from: Option<RestoredFrom>,
+    /// Last shadow commit of the run (hex).
+    pub head: Option<String>,
+    /// Project files the read policy kept out of the work copy, relative to
+    /// the project root.
+    pub withheld: Vec<String>,
+    /// RFC 3339, UTC (see [`format_rfc3339`]).
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// How many steps the run took.
+    pub steps: u32,
+    pub violations: Vec<ViolationRecord>,
+    pub patch: Option<PatchStats>,
+    pub review: Option<ReviewRecord>,
+    pub applied: bool,
+    /// Artifact paths, relative to `artifacts/`.
+    pub artifacts: Vec<String>,
+    /// Files the run added that are build or cache outputs (`[outputs]` of
+    /// the policy), left out of `session.patch`; relative to the work root.
+    pub left_out: Vec<String>,
+    /// What went wrong after the patch was saved (e.g. the sandbox could not
+    /// be removed).
+    pub warnings: Vec<String>,
+    /// Why the run is poisoned (a violating step could not be undone), when
+    /// it is: such a run's patch must never be applied.
+    pub poisoned: Option<String>,
+}
+
+/// The step of an earlier run whose files a run started from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RestoredFrom {
+    pub run_id: String,
+    pub step: u32,
+    /// That run's commit at the step (hex): the new run's starting point.
+    pub commit: String,
+    /// The session message the conversation was forked at, or the head it
+    /// went on from (its id and its number `@N`).
+    pub message_id: String,
+    pub message_seq: i64,
+    /// Why: `fork` (the conversation was forked or checked out there) or
+    /// `not_applied` (the session's previous run was not applied, so the
+    /// conversation goes on with the files that run left).
+    pub because: String,
+}
+
+/// A path a step wrote against the write policy (the step was reverted).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ViolationRecord {
+    pub step: u32,
+    pub path: String,
+    /// The policy rule the path broke.
+    pub rule: String,
+}
+
+/// Size of `session.patch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PatchStats {
+    pub files: u32,
+    pub added: u64,
+    pub removed: u64,
+}
+
+/// How the patch was reviewed and what was decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReviewRecord {
+    pub mode: String,
+    pub decision: String,
+    pub reason: Option<String>,
+}
+
+impl Manifest {
+    /// A manifest for a run that starts now.
+    pub fn new(run_id: &str, task: &str, model: &str, backend: &str) -> Manifest {
+        Manifest {
+            run_id: run_id.to_string(),
+            task: task.to_string(),
+            model: model.to_string(),
+            backend: backend.to_string(),
+            started_at: format_rfc3339(SystemTime::now()),
+            ..Manifest::default()
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Manifest> {
+        let bytes = std::fs::read(path).map_err(io_err("read", path))?;
+        serde_json::from_slice(&bytes).map_err(|source| RunDirError::Manifest {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Writes the manifest as pretty JSON to a temporary file next to `path`,
+    /// then renames it over `path`, so a reader never sees half a manifest.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut json = serde_json::to_vec_pretty(self).map_err(|source| RunDirError::Manifest {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        json.push(b'\n');
+        let json = ah_llm::redact::bytes(&json);
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tmp =
+            tempfile::NamedTempFile::new_in(dir).map_err(io_err("create a file in", dir))?;
+        tmp.write_all(&json)
+            .and_then(|()| tmp.as_file().sync_all())
+            .map_err(io_err("write", tmp.path()))?;
+        tmp.persist(path)
+            .map_err(|e| io_err("replace", path)(e.error))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,8 @@
+//! The host side of a run's end: what `--review auto` decides about a
+//! patch, the diffstat and hidden characters shown to a person, the patch
+//! narrowed to chosen files, and the 3-way apply to the user's repository
+//! through one hook-free git runner.
+
+pub mod apply;
+pub mod review;
+pub mod subpatch;

@@ -1,0 +1,279 @@
+//! The sandbox image `localhost/ah-sandbox:latest`: whether it exists, and
+//! building it. Where a container registry is reachable the image comes from
+//! `containers/Containerfile` and `podman build`; elsewhere (no registry, only
+//! a Debian mirror) from a Debian rootfs (debootstrap as root, mmdebstrap
+//! without root) and `podman import`, with the same packages (see `offline`).
+//!
+//! Choosing the way: a `podman pull` against an unreachable registry hangs
+//! or fails slowly, so `Auto` decides with a quick check instead: the base
+//! image already in local storage means `podman build --pull=never`;
+//! otherwise the registry host must resolve (2 s) and accept a TCP
+//! connection (3 s). Anything else builds offline, which works wherever apt
+//! works. Behind an HTTPS proxy the check can say "unreachable" although
+//! podman would get through: choose `Registry` explicitly there.
+//!
+//! A build reports what it is doing as [`Progress`]: the phase it enters,
+//! notes a person should read, and every line the build tools print, so the
+//! caller can show a phase and keep the hundreds of output lines in a log.
+
+mod offline;
+mod stream;
+
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+use super::podman::{self, PodmanError};
+
+pub use super::podman::DEFAULT_IMAGE;
+
+/// The Containerfile, built into ah so `ah image build` needs no checkout.
+pub const CONTAINERFILE: &str = include_str!("../../../../containers/Containerfile");
+
+/// The Containerfile's base image.
+pub const BASE_IMAGE: &str = "docker.io/library/debian:bookworm-slim";
+
+/// The host that serves [`BASE_IMAGE`].
+const REGISTRY_HOST: &str = "registry-1.docker.io";
+
+/// Debian release of the image.
+pub const SUITE: &str = "bookworm";
+
+/// Packages in the image, whichever way it is built.
+pub const PACKAGES: &[&str] = &[
+    "bash",
+    "coreutils",
+    "git",
+    "ripgrep",
+    "python3",
+    "curl",
+    "ca-certificates",
+    "build-essential",
+    "procps",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Podman(#[from] PodmanError),
+    #[error(
+        "debootstrap not found: install it (apt-get install debootstrap) to build the image offline"
+    )]
+    DebootstrapMissing,
+    #[error(
+        "mmdebstrap not found: without root, the image is built offline with mmdebstrap \
+         (apt-get install mmdebstrap; your user needs subordinate ids in /etc/subuid and \
+         /etc/subgid, as rootless podman does), or build it from a registry where one is \
+         reachable"
+    )]
+    MmdebstrapMissing,
+    #[error("could not {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{step} failed:\n{output}\n{fix}")]
+    Step {
+        step: &'static str,
+        output: String,
+        fix: &'static str,
+    },
+}
+
+/// Where the image comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageSource {
+    /// Decide by a quick reachability check (see the module doc).
+    Auto,
+    /// `podman build` from the Containerfile.
+    Registry,
+    /// debootstrap (as root) or mmdebstrap (without root) from the host's
+    /// Debian mirror, then `podman import`.
+    Offline,
+}
+
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub image: String,
+    pub source: ImageSource,
+    /// Debian mirror for the offline build; default: the host's apt sources.
+    pub mirror: Option<String>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> BuildOptions {
+        BuildOptions {
+            image: DEFAULT_IMAGE.to_string(),
+            source: ImageSource::Auto,
+            mirror: None,
+        }
+    }
+}
+
+/// What a build is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Deciding which way to build ([`ImageSource::Auto`]).
+    CheckRegistry,
+    /// `podman build` from the Containerfile.
+    PodmanBuild,
+    /// debootstrap of the rootfs (offline, as root).
+    Debootstrap,
+    /// mmdebstrap of the rootfs in a user namespace (offline, without root).
+    Mmdebstrap,
+    /// `tar | podman import` of the rootfs (offline).
+    Import,
+}
+
+impl Phase {
+    /// What the phase is, in a few words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::CheckRegistry => "checking whether a container registry is reachable",
+            Phase::PodmanBuild => "podman build",
+            Phase::Debootstrap => "debootstrap",
+            Phase::Mmdebstrap => "mmdebstrap",
+            Phase::Import => "podman import",
+        }
+    }
+
+    /// Which phase of its way this is, and of how many (none for the
+    /// check, which comes before a way is chosen).
+    pub fn step(self) -> Option<(u8, u8)> {
+        match self {
+            Phase::CheckRegistry => None,
+            Phase::PodmanBuild => Some((1, 1)),
+            Phase::Debootstrap | Phase::Mmdebstrap => Some((1, 2)),
+            Phase::Import => Some((2, 2)),
+        }
+    }
+}
+
+/// What a build reports as it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress<'a> {
+    /// A phase starts.
+    Phase(Phase),
+    /// A line for a person: what was chosen, where from, how it ended.
+    Note(&'a str),
+    /// One line a build tool printed (stdout or stderr).
+    Output(&'a str),
+}
+
+/// The callback a build reports to.
+pub type OnProgress<'p> = dyn FnMut(Progress<'_>) + Send + 'p;
+
+/// What a build did.
+#[derive(Debug, Clone)]
+pub struct BuildReport {
+    /// `Registry` or `Offline`: the way actually taken.
+    pub source: ImageSource,
+    pub duration: Duration,
+}
+
+/// Whether `image` is in local podman storage.
+pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
+    let podman = podman::Podman::find()?;
+    Ok(podman::image_exists(&podman, image).await?)
+}
+
+/// Builds the image, reporting its phases and output as it goes.
+pub async fn build_image(
+    opts: &BuildOptions,
+    progress: &mut OnProgress<'_>,
+) -> Result<BuildReport, ImageError> {
+    let podman = podman::Podman::find()?;
+    let started = Instant::now();
+    let source = match opts.source {
+        ImageSource::Auto => {
+            progress(Progress::Phase(Phase::CheckRegistry));
+            let base_local = podman::image_exists(&podman, BASE_IMAGE).await?;
+            if base_local || registry_reachable().await {
+                ImageSource::Registry
+            } else {
+                progress(Progress::Note(
+                    "no registry reachable: building offline from the Debian mirror",
+                ));
+                ImageSource::Offline
+            }
+        }
+        chosen => chosen,
+    };
+    match source {
+        ImageSource::Offline => offline::build(&podman, opts, progress).await?,
+        _ => build_from_registry(&podman, &opts.image, progress).await?,
+    }
+    let duration = started.elapsed();
+    progress(Progress::Note(&format!(
+        "built {} in {:.1} s",
+        opts.image,
+        duration.as_secs_f64()
+    )));
+    Ok(BuildReport { source, duration })
+}
+
+/// The quick check: the registry host resolves and accepts a connection.
+async fn registry_reachable() -> bool {
+    let lookup = tokio::time::timeout(
+        Duration::from_secs(2),
+        tokio::net::lookup_host((REGISTRY_HOST, 443)),
+    )
+    .await;
+    let Ok(Ok(mut addrs)) = lookup else {
+        return false;
+    };
+    let Some(addr) = addrs.next() else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
+}
+
+async fn build_from_registry(
+    podman: &podman::Podman,
+    image: &str,
+    progress: &mut OnProgress<'_>,
+) -> Result<(), ImageError> {
+    progress(Progress::Phase(Phase::PodmanBuild));
+    let context = tempfile::tempdir().map_err(|source| ImageError::Io {
+        what: "create a build directory",
+        source,
+    })?;
+    let file = context.path().join("Containerfile");
+    std::fs::write(&file, CONTAINERFILE).map_err(|source| ImageError::Io {
+        what: "write the Containerfile",
+        source,
+    })?;
+    let mut cmd = podman.command();
+    cmd.args(["build", "--pull=missing", "-t", image, "-f"])
+        .arg(&file)
+        .arg(context.path());
+    stream::run(
+        cmd,
+        "podman build",
+        "if no registry is reachable, build offline instead (ah image build --offline)",
+        progress,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_containerfile_installs_the_offline_packages_from_the_base_image() {
+        assert!(CONTAINERFILE.contains(&format!("FROM {BASE_IMAGE}")));
+        let install = CONTAINERFILE
+            .split("--no-install-recommends")
+            .nth(1)
+            .and_then(|rest| rest.split("&&").next())
+            .unwrap_or("");
+        let listed: Vec<&str> = install.split_whitespace().filter(|w| *w != "\\").collect();
+        assert_eq!(listed, PACKAGES);
+        assert!(CONTAINERFILE.contains(r#"CMD ["sleep", "infinity"]"#));
+    }
+}

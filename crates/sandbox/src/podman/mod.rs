@@ -1,0 +1,484 @@
+//! The podman backend: one container per run, started once and closed like a
+//! box (no network unless asked, no capabilities, read-only root, nothing of
+//! the host but the work copy, an init no command can trace, an environment
+//! built from nothing); commands enter it with `podman exec`, and nothing a
+//! command starts outlives it. See `args` for the flags, `env` for the
+//! environment, `init` for the init, `exec` for running a command and ending
+//! everything it started, `oom` for telling a command that the memory limit
+//! was hit, `network` for the egress proxy's side, `stale` for cleaning up
+//! after crashed runs, `program` for where podman itself runs.
+
+mod args;
+mod env;
+mod exec;
+mod init;
+mod network;
+mod oom;
+mod program;
+mod stale;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use super::egress::{Allowlist, EgressDecision, NetworkMode};
+use super::{Backend, BackendKind};
+use ah_tools::ExecOutput;
+
+pub use args::{
+    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
+    find_tool, rootless,
+};
+pub use env::{Withheld, container_env, is_secret_name};
+pub use exec::OUTPUT_CAP;
+pub use program::Podman;
+pub use stale::RUN_LABEL;
+
+/// The image runs use unless told otherwise.
+pub const DEFAULT_IMAGE: &str = "localhost/ah-sandbox:latest";
+
+/// What went wrong starting or driving the container.
+#[derive(Debug, thiserror::Error)]
+pub enum PodmanError {
+    #[error(
+        "podman not found: install podman (apt-get install podman runc uidmap) \
+         or use --backend none to run tools unsandboxed on a copy"
+    )]
+    NotFound,
+    #[error(
+        "catatonit not found: the sandbox runs it as its init (apt-get install catatonit), \
+         or use --backend none to run tools unsandboxed on a copy"
+    )]
+    InitMissing,
+    #[error("the sandbox image {image} is missing: run 'ah image build'")]
+    ImageMissing { image: String },
+    #[error("run id {0:?} is not usable in a container name: use letters, digits, '-', '_' or '.'")]
+    BadRunId(String),
+    #[error("{path} cannot be mounted into the container: {reason}")]
+    BadPath { path: PathBuf, reason: &'static str },
+    #[error("could not {what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("podman {what} failed: {stderr}; run 'ah doctor' to see what is wrong")]
+    Command { what: &'static str, stderr: String },
+    #[error("could not start the sandbox container: {stderr}{hint}")]
+    StartFailed { stderr: String, hint: String },
+    #[error(
+        "--network full needs a user-mode network stack: install slirp4netns \
+         (apt-get install slirp4netns) or passt, or use --network proxy"
+    )]
+    NoUserNetwork,
+}
+
+/// How to make a run's container.
+#[derive(Debug, Clone)]
+pub struct PodmanOptions {
+    /// Names the container (`ah-<run_id>`) and labels it.
+    pub run_id: String,
+    /// The host work copy, mounted at `/work`: the only host folder the
+    /// container sees (the project itself is not mounted).
+    pub work_dir: PathBuf,
+    pub image: String,
+    pub runtime: Runtime,
+    pub pids_limit: u32,
+    /// A podman memory size, e.g. `4g`.
+    pub memory: String,
+    /// Clamped again to the host's hard limits at start.
+    pub ulimits: Ulimits,
+    /// Mount `/work` read-only (for phases that must not write).
+    pub read_only_work: bool,
+    pub network: NetworkMode,
+    /// What the proxy may reach ([`NetworkMode::Proxy`]).
+    pub allow: Allowlist,
+    /// Where the proxy logs its decisions (`network.log` of the run).
+    pub network_log: PathBuf,
+    /// The whole environment of the container ([`container_env`]).
+    pub env: Vec<(String, String)>,
+    /// The `ah` executable that hands the proxy its port inside the
+    /// container (default: the running executable, when it is `ah`).
+    pub ah_executable: Option<PathBuf>,
+}
+
+impl PodmanOptions {
+    /// Defaults: the standard image, runtime chosen automatically, 1024
+    /// processes, 4 GiB of memory, limits at or below the caller's, no
+    /// network, only the fixed environment, `network.log` beside `work_dir`.
+    pub fn new(run_id: &str, work_dir: &Path) -> PodmanOptions {
+        PodmanOptions {
+            run_id: run_id.to_string(),
+            work_dir: work_dir.to_path_buf(),
+            image: DEFAULT_IMAGE.to_string(),
+            runtime: Runtime::Auto,
+            pids_limit: 1024,
+            memory: "4g".to_string(),
+            ulimits: Ulimits::for_host(),
+            read_only_work: false,
+            network: NetworkMode::None,
+            allow: Allowlist::default(),
+            network_log: work_dir.with_file_name("network.log"),
+            env: container_env(NetworkMode::None, &[], &|_| None).0,
+            ah_executable: None,
+        }
+    }
+}
+
+/// A running container for one run.
+#[derive(Debug)]
+pub struct PodmanBackend {
+    podman: Podman,
+    container: String,
+    work_dir: PathBuf,
+    /// Execs take turns: the end of one kills every process in the container.
+    turns: Arc<Mutex<()>>,
+    /// The container was restarted: the proxy port must be handed over again.
+    restarted: Arc<AtomicBool>,
+    egress: Option<network::Egress>,
+    /// The OOM kill count of the container's memory cgroup; `None` where
+    /// podman gave it no memory limit (see `oom`).
+    oom: Option<oom::OomCounter>,
+    /// The memory limit, as given (`4g`), to name in a command's result.
+    memory: String,
+    /// The init the container runs (and runs again on a restart).
+    _init: init::Init,
+    stopped: AtomicBool,
+}
+
+/// Finds the podman executable.
+pub fn find_podman() -> Result<PathBuf, PodmanError> {
+    find_tool("podman").ok_or(PodmanError::NotFound)
+}
+
+/// Whether `image` is in local storage.
+pub async fn image_exists(podman: &Podman, image: &str) -> Result<bool, PodmanError> {
+    let status = podman
+        .command()
+        .args(["image", "exists", image])
+        .status()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman image exists",
+            source,
+        })?;
+    Ok(status.success())
+}
+
+/// Removes every container labelled `ah.run` whose owning process is gone
+/// (left by a crash). Returns the names removed.
+pub async fn cleanup_stale() -> Result<Vec<String>, PodmanError> {
+    stale::cleanup_stale(&Podman::find()?).await
+}
+
+impl PodmanBackend {
+    /// Starts the run's container (after removing stale ones).
+    pub async fn start(opts: &PodmanOptions) -> Result<PodmanBackend, PodmanError> {
+        let podman = Podman::find()?;
+        if opts.run_id.is_empty()
+            || !opts
+                .run_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(PodmanError::BadRunId(opts.run_id.clone()));
+        }
+        let work_meta = mountable(&opts.work_dir)?;
+        let init = init::Init::copy(&find_init().ok_or(PodmanError::InitMissing)?)?;
+        stale::cleanup_stale(&podman).await?;
+        if !image_exists(&podman, &opts.image).await? {
+            return Err(PodmanError::ImageMissing {
+                image: opts.image.clone(),
+            });
+        }
+
+        let container = format!("ah-{}", opts.run_id);
+        let egress = match opts.network {
+            NetworkMode::Proxy => Some(network::Egress::prepare(
+                opts.allow.clone(),
+                &opts.network_log,
+                opts.ah_executable.as_deref(),
+            )?),
+            _ => None,
+        };
+        let network = match (&egress, opts.network) {
+            (Some(egress), _) => args::Network::Proxy {
+                socket_dir: egress.socket_dir(),
+                ah: egress.executable(),
+            },
+            (None, NetworkMode::Full) => args::Network::Full(user_network()?),
+            (None, _) => args::Network::None,
+        };
+        let owner = stale::Owner::current();
+        let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
+        labels.extend(owner.labels());
+        let is_rootless = rootless();
+        let spec = args::RunSpec {
+            name: &container,
+            labels,
+            image: &opts.image,
+            runtime: opts.runtime.resolve(),
+            pids_limit: opts.pids_limit,
+            memory: &opts.memory,
+            ulimits: opts.ulimits.clamped(&HostLimits::read()),
+            work_dir: &opts.work_dir,
+            read_only_work: opts.read_only_work,
+            init: init.path(),
+            rootless: is_rootless,
+            user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
+            network,
+            env: &opts.env,
+        };
+        let output = podman
+            .command()
+            .args(args::run_args(&spec))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|source| PodmanError::Io {
+                what: "run podman run",
+                source,
+            })?;
+        if !output.status.success() {
+            // A half-created container must not outlive the failure.
+            let _ = remove_container(&podman, &container).await;
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            let hint = start_hint(&stderr);
+            return Err(PodmanError::StartFailed { stderr, hint });
+        }
+        if let Some(egress) = &egress
+            && let Err(err) = egress.connect(&podman, &container).await
+        {
+            let _ = remove_container(&podman, &container).await;
+            return Err(err);
+        }
+        let oom = oom::OomCounter::find(&podman, &container).await;
+        Ok(PodmanBackend {
+            podman,
+            container,
+            work_dir: opts.work_dir.clone(),
+            turns: Arc::new(Mutex::new(())),
+            restarted: Arc::new(AtomicBool::new(false)),
+            egress,
+            oom,
+            memory: opts.memory.clone(),
+            _init: init,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// The container's name (`ah-<run_id>`).
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+
+    /// Host path of the directory mounted at `/work`.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// Runs `command` with `bash -c` in `/work`. When it exits, times out,
+    /// or the future is dropped, every process in the container but its
+    /// init is killed, whatever session or group it moved to. Execs of one
+    /// backend run one at a time. Output is kept up to [`OUTPUT_CAP`] bytes
+    /// per stream.
+    /// A container that stopped between steps (its init ended just after
+    /// the previous command) is restarted and the command tried once more:
+    /// podman refused it, so it never ran.
+    pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        match self.exec_once(command, timeout).await {
+            Err(err) if exec::NotStarted::is(&err) => self.exec_once(command, timeout).await,
+            done => done,
+        }
+    }
+
+    async fn exec_once(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        let turn = Arc::clone(&self.turns).lock_owned().await;
+        // A restart made a new network namespace: its proxy port is new.
+        if let Some(egress) = &self.egress
+            && self.restarted.swap(false, Ordering::SeqCst)
+            && let Err(err) = egress.connect(&self.podman, &self.container).await
+        {
+            self.restarted.store(true, Ordering::SeqCst);
+            return Err(std::io::Error::other(format!(
+                "the sandbox was restarted and its network proxy could not be set up again: {err}"
+            )));
+        }
+        let kills_before = self.oom.as_ref().and_then(oom::OomCounter::kills);
+        let mut output = exec::run(
+            &self.podman,
+            &self.container,
+            turn,
+            &self.restarted,
+            command,
+            timeout,
+        )
+        .await?;
+        let kills_after = self.oom.as_ref().and_then(oom::OomCounter::kills);
+        if oom::fired(kills_before, kills_after) {
+            output.memory_limit_hit = Some(self.memory.clone());
+        }
+        Ok(output)
+    }
+
+    /// The proxy's decisions since the last call (none without a proxy).
+    pub fn take_egress(&self) -> Vec<EgressDecision> {
+        self.egress
+            .as_ref()
+            .map(network::Egress::take_decisions)
+            .unwrap_or_default()
+    }
+
+    /// Removes the container; safe to call twice.
+    pub async fn shutdown(&self) -> Result<(), PodmanError> {
+        remove_container(&self.podman, &self.container).await?;
+        self.stopped.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Drop for PodmanBackend {
+    /// A backend dropped without `shutdown` (an error path) still removes
+    /// its container, without blocking the dropping thread.
+    fn drop(&mut self) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return;
+        }
+        let spawned = self
+            .podman
+            .std_command()
+            .args(["rm", "-f", "-t", "0", "-i", &self.container])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(mut child) = spawned {
+            std::thread::spawn(move || child.wait());
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for PodmanBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Podman
+    }
+
+    async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
+        PodmanBackend::exec(self, command, timeout).await
+    }
+
+    fn take_egress(&self) -> Vec<EgressDecision> {
+        PodmanBackend::take_egress(self)
+    }
+
+    async fn shutdown(&self) -> std::io::Result<()> {
+        PodmanBackend::shutdown(self)
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+/// `podman rm -f -t 0 -i`: no error when the container is already gone.
+async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
+    let output = podman
+        .command()
+        .args(["rm", "-f", "-t", "0", "-i", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman rm",
+            source,
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(PodmanError::Command {
+            what: "rm",
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// The user-mode network stack `--network full` uses: slirp4netns (podman
+/// 4.3's rootless default), else pasta.
+fn user_network() -> Result<&'static str, PodmanError> {
+    if find_tool("slirp4netns").is_some() {
+        Ok("slirp4netns")
+    } else if find_tool("pasta").is_some() {
+        Ok("pasta")
+    } else {
+        Err(PodmanError::NoUserNetwork)
+    }
+}
+
+/// Checks that `path` is a directory whose name `-v` can carry.
+fn mountable(path: &Path) -> Result<std::fs::Metadata, PodmanError> {
+    if path.as_os_str().as_encoded_bytes().contains(&b':') {
+        return Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "podman volume paths cannot contain ':'",
+        });
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(meta),
+        Ok(_) => Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "it is not a directory",
+        }),
+        Err(_) => Err(PodmanError::BadPath {
+            path: path.to_path_buf(),
+            reason: "it does not exist",
+        }),
+    }
+}
+
+/// What to try next, from podman's words.
+fn start_hint(stderr: &str) -> String {
+    let hint = if stderr.contains("hybrid mode") || stderr.contains("crun") {
+        "crun cannot run on this host's cgroups: install runc (apt-get install runc) \
+         or choose runtime runc"
+    } else if stderr.contains("rlimit") {
+        "a resource limit is above this host's hard limit: lower nofile/nproc"
+    } else if stderr.contains("newuidmap") || stderr.contains("subuid") {
+        "rootless podman needs uidmap and /etc/subuid, /etc/subgid entries: run 'ah doctor'"
+    } else {
+        "run 'ah doctor' to see what is wrong"
+    };
+    format!("; {hint}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_hints_name_the_fix() {
+        assert!(start_hint("error: cgroups in hybrid mode").contains("runc"));
+        assert!(start_hint("error setting rlimit type 6").contains("nproc"));
+        assert!(start_hint("something else").contains("ah doctor"));
+    }
+
+    #[test]
+    fn mountable_rejects_colons_files_and_missing_paths() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        assert!(mountable(dir.path()).is_ok());
+        let colon = dir.path().join("a:b");
+        assert!(matches!(
+            mountable(&colon),
+            Err(PodmanError::BadPath { .. })
+        ));
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap_or_else(|e| panic!("write: {e}"));
+        assert!(matches!(mountable(&file), Err(PodmanError::BadPath { .. })));
+        assert!(matches!(
+            mountable(&dir.path().join("none")),
+            Err(PodmanError::BadPath { .. })
+        ));
+    }
+}

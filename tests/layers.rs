@@ -1,105 +1,140 @@
-//! The layer rule of DESIGN.md, enforced: a module may refer only to modules
-//! of its own or a lower layer (`llm` → `session` → `tools` → `sandbox` →
-//! `agent` → `work` → `cli`). Any `crate::NAME` path counts, not only `use`
-//! lines, so a fully qualified call cannot slip past.
+//! The layer rule, as Cargo enforces it: each crate under `crates/` may
+//! depend only on crates of a lower layer, and only the `ah` binary on the
+//! front-end crates (argument parsing, terminal, prompts). A cycle would not
+//! build at all; these tests also keep an upward edge between crates that do
+//! not form a cycle out, keep `crates/` and this order in step, and keep
+//! ARCHITECTURE.md's crate graph true.
 
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 
-const LAYERS: &[&str] = &["llm", "session", "tools", "sandbox", "agent", "work", "cli"];
+/// The layers, lowest first; `ah` (the binary, at the root) is the top.
+const LAYERS: &[&str] = &[
+    "llm", "session", "tools", "sandbox", "record", "review", "core",
+];
 
-fn rank(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|m| *m == module)
+/// Crates for a person at a terminal: only the binary may use them.
+const FRONT_END: &[&str] = &[
+    "clap",
+    "clap_complete",
+    "console",
+    "crossterm",
+    "dialoguer",
+    "indicatif",
+];
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// Every `crate::NAME` in `text`, with its line number.
-fn crate_refs(text: &str) -> Vec<(usize, String)> {
-    let mut refs = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or_default();
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            refs.push((n + 1, name));
-        }
-    }
-    refs
-}
-
-fn violations(src: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for layer in LAYERS {
-        let dir = src.join(layer);
-        let mut files = Vec::new();
-        if dir.is_dir() {
-            rust_files(&dir, &mut files);
-        }
-        let single = src.join(format!("{layer}.rs"));
-        if single.is_file() {
-            files.push(single);
-        }
-        let own = rank(layer).unwrap();
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap();
-            for (line, name) in crate_refs(&text) {
-                if rank(&name).is_some_and(|r| r > own) {
-                    found.push(format!(
-                        "{}:{line}: layer `{layer}` refers to higher layer `{name}`",
-                        file.display()
-                    ));
+/// Each layer crate's `ah-*` dependencies and its other dependencies, read
+/// from `crates/NAME/Cargo.toml`.
+fn manifests(crates: &Path) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(crates).unwrap() {
+        let dir = entry.unwrap().path();
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        let manifest: toml::Table = text.parse().unwrap();
+        let mut layers = Vec::new();
+        let mut others = Vec::new();
+        for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            let Some(deps) = manifest.get(table).and_then(|t| t.as_table()) else {
+                continue;
+            };
+            for name in deps.keys() {
+                match name.strip_prefix("ah-") {
+                    Some(layer) => layers.push(layer.to_string()),
+                    None => others.push(name.clone()),
                 }
             }
+        }
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        out.insert(name, (layers, others));
+    }
+    out
+}
+
+fn violations(crates: &Path) -> Vec<String> {
+    let rank = |name: &str| LAYERS.iter().position(|l| *l == name);
+    let mut found = Vec::new();
+    for (name, (layers, others)) in manifests(crates) {
+        let Some(own) = rank(&name) else {
+            found.push(format!("crates/{name} is not in the layer list"));
+            continue;
+        };
+        for dep in layers {
+            match rank(&dep) {
+                Some(r) if r < own => {}
+                _ => found.push(format!(
+                    "`{name}` depends on `{dep}`, which is not below it"
+                )),
+            }
+        }
+        for dep in others.iter().filter(|d| FRONT_END.contains(&d.as_str())) {
+            found.push(format!("`{name}` depends on the front-end crate `{dep}`"));
         }
     }
     found
 }
 
 #[test]
-fn no_layer_imports_a_higher_one() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = violations(&src);
+fn every_crate_depends_only_on_lower_layers() {
+    let found = violations(&root().join("crates"));
     assert!(found.is_empty(), "layer rule broken:\n{}", found.join("\n"));
 }
 
 #[test]
-fn the_check_catches_an_upward_reference() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
-    std::fs::write(
-        dir.path().join("tools/x.rs"),
-        "use ah_llm::Block;\nfn f() { ah_core::agent::run(); } // crate::cli in a comment\n",
-    )
-    .unwrap();
-    let found = violations(dir.path());
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].contains("x.rs:2: layer `tools` refers to higher layer `agent`"));
+fn every_layer_is_a_crate() {
+    let names: Vec<String> = manifests(&root().join("crates")).into_keys().collect();
+    let mut expected: Vec<String> = LAYERS.iter().map(|l| l.to_string()).collect();
+    expected.sort();
+    assert_eq!(names, expected);
 }
 
 #[test]
-fn every_module_of_the_crate_has_a_layer() {
-    let lib =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
-    for line in lib.lines() {
-        if let Some(name) = line.trim().strip_prefix("pub mod ") {
-            let name = name.trim_end_matches(';');
-            assert!(
-                rank(name).is_some(),
-                "module `{name}` is not in the layer list"
-            );
-        }
+fn the_check_catches_an_upward_edge_and_a_front_end_crate() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, deps: &str| {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        let text = format!("[package]\nname = \"ah-{name}\"\n\n[dependencies]\n{deps}");
+        std::fs::write(dir.path().join(name).join("Cargo.toml"), text).unwrap();
+    };
+    write("llm", "serde = \"1\"\n");
+    write(
+        "tools",
+        "ah-llm = { path = \"../llm\" }\nah-core = { path = \"../core\" }\n",
+    );
+    write("record", "clap = \"4\"\n");
+    let found = violations(dir.path());
+    assert_eq!(
+        found,
+        [
+            "`record` depends on the front-end crate `clap`",
+            "`tools` depends on `core`, which is not below it",
+        ]
+    );
+}
+
+#[test]
+fn architecture_md_draws_the_same_graph() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    for (name, (layers, _)) in manifests(&root().join("crates")) {
+        let line = format!("ah-{name} →");
+        let drawn = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&line))
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no line `{line} …`"));
+        let mut listed: Vec<&str> = drawn
+            .split('→')
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .map(|s| s.trim().trim_start_matches("ah-"))
+            .filter(|s| !s.is_empty() && *s != "(nothing)")
+            .collect();
+        listed.sort();
+        let mut actual: Vec<&str> = layers.iter().map(String::as_str).collect();
+        actual.sort();
+        assert_eq!(listed, actual, "ARCHITECTURE.md's line for ah-{name}");
     }
 }

@@ -3,10 +3,14 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Parser, Subcommand};
 
-use super::resolve::SessionArgs;
 use super::sessions::SessionCommand;
+use ah_core::run::{
+    Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
+};
 use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;
 use ah_tools::OutputLimits;
@@ -46,13 +50,8 @@ pub struct RunArgs {
     #[arg(short = 'c', long = "config", value_name = "KEY=VALUE", global = true)]
     pub overrides: Vec<String>,
 
-    /// The configuration the run uses (files, environment, `-c`), filled in
-    /// after parsing; flags given on the command line win over it.
-    #[arg(skip)]
-    pub config: crate::cli::config::Config,
-
     /// Where the tools run: a rootless podman container, or unsandboxed on a copy.
-    #[arg(long, value_enum, default_value = "podman")]
+    #[arg(long, value_parser = backend_parser(), default_value = "podman")]
     pub backend: BackendKind,
 
     /// The sandbox image (podman backend).
@@ -64,7 +63,7 @@ pub struct RunArgs {
 
     /// What to do with the patch: ask (terminal default), auto (apply only small,
     /// clean, unrestricted patches), never (save only; default without a terminal).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = review_parser())]
     pub review: Option<ReviewMode>,
 
     /// Load a skill (`.ah/skills/NAME/SKILL.md` or the global skills folder)
@@ -197,7 +196,7 @@ pub struct SandboxArgs {
     /// The sandbox's network: none (default: no network at all), proxy (only
     /// tunnels to allowed HOST:PORT targets, through a proxy on the host),
     /// full (any outbound connection; warned about on every run).
-    #[arg(long, value_enum, value_name = "MODE")]
+    #[arg(long, value_parser = network_parser(), value_name = "MODE")]
     pub network: Option<NetworkMode>,
 
     /// Let the proxy reach HOST:PORT (repeatable; `*.example.org:443` matches
@@ -212,15 +211,6 @@ pub struct SandboxArgs {
 }
 
 /// Which output cap `--output-limit` sets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputLimit {
-    Read,
-    Bash,
-    BashLines,
-    Edit,
-    Write,
-}
-
 fn parse_output_limit(text: &str) -> Result<(OutputLimit, usize), String> {
     let (tool, value) = text
         .split_once('=')
@@ -255,12 +245,6 @@ fn parse_output_limit(text: &str) -> Result<(OutputLimit, usize), String> {
     Ok((limit, value))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UlimitKind {
-    Nofile,
-    Nproc,
-}
-
 fn parse_ulimit(text: &str) -> Result<(UlimitKind, u64), String> {
     let (kind, value) = text
         .split_once('=')
@@ -274,24 +258,6 @@ fn parse_ulimit(text: &str) -> Result<(UlimitKind, u64), String> {
         .parse()
         .map_err(|_| format!("{value:?} is not a whole number"))?;
     Ok((kind, value))
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReviewMode {
-    Ask,
-    Auto,
-    Never,
-}
-
-impl ReviewMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewMode::Ask => "ask",
-            ReviewMode::Auto => "auto",
-            ReviewMode::Never => "never",
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -394,4 +360,128 @@ pub enum ImageAction {
         #[arg(long)]
         registry: bool,
     },
+}
+
+/// The flags that choose a session; global, so every subcommand takes them.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SessionArgs {
+    /// Use this session database file.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub db: Option<PathBuf>,
+
+    /// The session named NAME in the project (a run creates it when no
+    /// session has that name; with -n, a run creates it and refuses a name
+    /// that is taken).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub name: Option<String>,
+
+    /// The session whose id starts with PREFIX (case-insensitive; `ah
+    /// sessions` lists them).
+    #[arg(short = 'S', long = "session", value_name = "PREFIX", global = true)]
+    pub session: Option<String>,
+}
+
+impl SessionArgs {
+    pub fn choice(&self) -> SessionChoice {
+        SessionChoice {
+            db: self.db.clone(),
+            name: self.name.clone(),
+            session: self.session.clone(),
+        }
+    }
+}
+
+impl RunArgs {
+    /// The run's options; `matches` (of the command that holds these
+    /// arguments) tells which defaults the user gave explicitly.
+    pub fn options(&self, matches: &ArgMatches) -> RunOptions {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        let sandbox = &self.sandbox;
+        RunOptions {
+            prompt: self.prompt.clone(),
+            project: self.project.clone(),
+            overrides: self.overrides.clone(),
+            config: Default::default(),
+            backend: self.backend,
+            image: self.image.clone(),
+            sandbox: SandboxOptions {
+                runtime: sandbox.runtime.clone(),
+                memory: sandbox.memory.clone(),
+                disk_budget: sandbox.disk_budget,
+                pids_limit: sandbox.pids_limit,
+                ulimits: sandbox.ulimits.clone(),
+                network: sandbox.network,
+                allow_hosts: sandbox.allow_hosts.clone(),
+                env: sandbox.env.clone(),
+            },
+            review: self.review,
+            skills: self.skills.clone(),
+            model: self.model.clone(),
+            new_session: self.new_session,
+            session: self.session.choice(),
+            steer: self.steer.clone(),
+            followup: self.followup.clone(),
+            wait: self.wait,
+            no_restore: self.no_restore,
+            json: self.json,
+            max_tools: self.max_tools,
+            bash_timeout: self.bash_timeout,
+            loop_window: self.loop_window,
+            compact_reserve: self.compact_reserve,
+            no_commit: self.no_commit,
+            policy: self.policy.clone(),
+            allow: self.allow.clone(),
+            deny: self.deny.clone(),
+            output_limits: self.output_limits.clone(),
+            max_artifact_size: self.max_artifact_size,
+            given: Given {
+                backend: given("backend"),
+                loop_window: given("loop_window"),
+                compact_reserve: given("compact_reserve"),
+                max_artifact_size: given("max_artifact_size"),
+                memory: given("memory"),
+                pids_limit: given("pids_limit"),
+            },
+        }
+    }
+}
+
+/// `--backend`: its values and what each means.
+fn backend_parser() -> impl TypedValueParser<Value = BackendKind> {
+    PossibleValuesParser::new([
+        PossibleValue::new("podman").help("Rootless podman container (the default)"),
+        PossibleValue::new("none").help("No sandbox: commands run on the host, in the work copy"),
+    ])
+    .map(|value| match value.as_str() {
+        "none" => BackendKind::None,
+        _ => BackendKind::Podman,
+    })
+}
+
+/// `--network`: its values and what each means.
+fn network_parser() -> impl TypedValueParser<Value = NetworkMode> {
+    PossibleValuesParser::new([
+        PossibleValue::new("none").help("No network at all (the default)"),
+        PossibleValue::new("proxy").help(
+            "Only `CONNECT` tunnels to allowlisted `host:port` targets, through a proxy on the host",
+        ),
+        PossibleValue::new("full").help(
+            "Full outbound network through a user-mode stack (slirp4netns or pasta): anything \
+             the container can reach, the model can",
+        ),
+    ])
+    .map(|value| match value.as_str() {
+        "proxy" => NetworkMode::Proxy,
+        "full" => NetworkMode::Full,
+        _ => NetworkMode::None,
+    })
+}
+
+/// `--review`: its values.
+fn review_parser() -> impl TypedValueParser<Value = ReviewMode> {
+    PossibleValuesParser::new(["ask", "auto", "never"]).map(|value| match value.as_str() {
+        "auto" => ReviewMode::Auto,
+        "never" => ReviewMode::Never,
+        _ => ReviewMode::Ask,
+    })
 }

@@ -192,7 +192,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 /// `ah config`: the merged configuration with where each value came from.
 pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     let project = project_dir(project)?;
-    let loaded = super::config::load(&project, overrides)?;
+    let loaded = ah_core::config::load(&project, overrides)?;
     let files: Vec<String> = loaded
         .files
         .iter()
@@ -201,7 +201,7 @@ pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     if files.is_empty() {
         println!(
             "# no config file (looked for {} and {})",
-            super::config::global_file().map_or_else(
+            ah_core::config::global_file().map_or_else(
                 || "no global config folder".to_string(),
                 |f| f.display().to_string()
             ),
@@ -210,6 +210,6 @@ pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     } else {
         println!("# config files, weakest first: {}", files.join(", "));
     }
-    print!("{}", super::config::show(&loaded)?);
+    print!("{}", ah_core::config::show(&loaded)?);
     Ok(EXIT_OK)
 }

@@ -7,13 +7,14 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::EXIT_OK;
+use super::args::SessionArgs;
 use super::commands::project_dir;
 use super::display::Display;
-use super::resolve::{SessionArgs, open_existing};
-use super::task::retry_policy;
 use ah_core::agent::compact::{DEFAULT_RESERVE, compact_session};
 use ah_core::agent::prompt::{self, Workspace};
 use ah_core::agent::{AgentConfig, Event};
+use ah_core::run::resolve::open_existing;
+use ah_core::run::retry_policy;
 use ah_llm::Role;
 use ah_session::Session;
 
@@ -27,19 +28,19 @@ pub async fn compact(
     overrides: &[String],
 ) -> Result<i32> {
     let project = project_dir(project)?;
-    let loaded = super::config::load(&project, overrides)?;
+    let loaded = ah_core::config::load(&project, overrides)?;
     let ah_dir = project.join(".ah");
-    let mut session = open_existing(&ah_dir, which)?;
+    let mut session = open_existing(&ah_dir, &which.choice())?;
     // Held until compaction ends; dropping it on any return releases it.
-    let _lock = super::queue::claim_exclusive(&session, false)?;
+    let _lock = ah_core::run::queue::claim_exclusive(&session, false)?;
     let name = match model {
         Some(name) => name.to_string(),
-        None => match session.context(super::model::SESSION_MODEL)? {
+        None => match session.context(ah_core::run::SESSION_MODEL)? {
             Some(name) => name,
             None => last_model(&session)?.unwrap_or_else(|| loaded.config.model.clone()),
         },
     };
-    let selection = super::model::select(&name, &loaded.config)?;
+    let selection = ah_core::run::select_model(&name, &loaded.config)?;
     let config = AgentConfig {
         model: selection.model.clone(),
         system: prompt::system_prompt(&ah_dir, Workspace::Container)?,

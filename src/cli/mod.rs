@@ -1,39 +1,30 @@
-//! The command-line edge: parses arguments, resolves the project and the
-//! session, wires the agent to the sandbox and the model, shows progress, and
-//! turns outcomes into exit codes (0 done, 1 error, 2 usage, 3 patch saved but
-//! not applied, 4 stopped at a limit).
+//! The command-line edge: parses arguments into the core's options, hands
+//! runs to `ah_core::run` with itself as the front-end (events shown, the
+//! review asked, live keys read), and turns outcomes into exit codes (0
+//! done, 1 error, 2 usage, 3 patch saved but not applied, 4 stopped at a
+//! limit, 130 aborted).
 
-mod abort;
 pub mod args;
 mod argv;
 mod commands;
 mod compact;
-pub mod config;
-mod display;
+pub mod display;
+mod egress_helper;
 mod image_progress;
-mod lifecycle;
 mod live;
-mod model;
-mod network;
 mod output;
-mod prompt_setup;
 mod prune;
-mod queue;
-mod resolve;
 mod review;
 mod review_pick;
-mod sandbox_setup;
 mod screen;
 mod sessions;
-mod start;
 mod summary;
-mod task;
-mod time_travel;
 mod undumpable;
-mod weakening;
-mod work;
 
 use clap::{CommandFactory, FromArgMatches};
+
+use ah_core::run::{self, Engine, Outcome, Stop};
+use output::Output;
 
 use ah_sandbox::image::ImageSource;
 use args::{Cli, Command, ImageAction, RunsAction};
@@ -50,6 +41,18 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 /// was done; the patch so far was saved, not applied.
 pub const EXIT_LIMIT: i32 = 4;
 
+/// The exit code of a run's outcome.
+fn exit_code(outcome: Outcome) -> i32 {
+    match outcome {
+        Outcome::Done | Outcome::Queued { answered: true } => EXIT_OK,
+        Outcome::Failed | Outcome::Queued { answered: false } => EXIT_ERROR,
+        Outcome::NotApplied => EXIT_NOT_APPLIED,
+        Outcome::Aborted => run::signals::EXIT_ABORTED,
+        Outcome::Stopped(Stop::Limit) => EXIT_LIMIT,
+        Outcome::Stopped(Stop::Unfinished) => EXIT_ERROR,
+    }
+}
+
 /// Runs ah with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
     if let Err(err) = undumpable::mark() {
@@ -58,7 +61,7 @@ pub fn main() -> i32 {
              of your user (prctl PR_SET_DUMPABLE: {err})"
         );
     }
-    if let Some(code) = network::sandbox_helper(std::env::args_os()) {
+    if let Some(code) = egress_helper::sandbox_helper(std::env::args_os()) {
         return code;
     }
     let mut command = Cli::command();
@@ -102,9 +105,17 @@ pub fn main() -> i32 {
     let result = runtime.block_on(async move {
         match cli.command {
             None if cli.run.steer.is_some() || cli.run.followup.is_some() => {
-                queue::send(&cli.run).await
+                run::queue::send(&cli.run.options(&matches))
+                    .await
+                    .map(exit_code)
             }
-            None => task::run(cli.run, &matches).await,
+            None => {
+                let mut output = Output::new(cli.run.json);
+                let options = cli.run.options(&matches);
+                run::run(options, Engine::Agent, &mut output)
+                    .await
+                    .map(exit_code)
+            }
             Some(Command::Apply {
                 run_id,
                 no_commit,
@@ -117,7 +128,11 @@ pub fn main() -> i32 {
             }) => {
                 // Clap matched `work`, so its own matches are there.
                 let sub = matches.subcommand_matches("work").unwrap_or(&matches);
-                work::work(*run, sub, issue, max_rounds).await
+                let mut output = Output::new(run.json);
+                let engine = Engine::Work { issue, max_rounds };
+                run::run(run.options(sub), engine, &mut output)
+                    .await
+                    .map(exit_code)
             }
             Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
             Some(Command::Runs {
@@ -145,7 +160,8 @@ pub fn main() -> i32 {
             }
             Some(Command::Completions { shell }) => commands::completions(shell),
             Some(Command::Doctor { image }) => {
-                commands::doctor(image.as_deref(), sandbox_setup::runtime(&cli.run.sandbox)).await
+                let options = cli.run.options(&matches);
+                commands::doctor(image.as_deref(), run::runtime(&options.sandbox)).await
             }
             Some(Command::Image {
                 action:
@@ -172,7 +188,7 @@ pub fn main() -> i32 {
                 "ah: {}",
                 ah_record::safe_text::terminal_safe(&format!("{err:#}"))
             );
-            match err.downcast_ref::<task::UsageError>() {
+            match err.downcast_ref::<run::UsageError>() {
                 Some(_) => EXIT_USAGE,
                 None => EXIT_ERROR,
             }

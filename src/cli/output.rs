@@ -1,5 +1,7 @@
-//! Where a run's events go: the human display, or `--json` (one JSON object
-//! per line on stdout, nothing else on stdout).
+//! The command line as a run's front-end: events go to the human display,
+//! or with `--json` as one JSON object per line on stdout (nothing else on
+//! stdout); the review, the image build's progress and the live keys are
+//! the terminal's.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -8,10 +10,13 @@ use console::style;
 use serde::Serialize;
 
 use super::display::Display;
+use super::live::{Controls, Wiring};
 use super::screen::Screen;
 use ah_core::agent::Event;
+use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
 use ah_core::work::WorkEvent;
 use ah_record::safe_text::terminal_safe;
+use ah_sandbox::image::BuildOptions;
 
 /// The consumer of a run's events.
 pub struct Output {
@@ -48,6 +53,52 @@ impl Output {
         } else {
             self.display.line(&work_line(event));
         }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Front for Output {
+    fn show(&mut self, event: &Event) {
+        Output::show(self, event);
+    }
+
+    fn show_work(&mut self, event: &WorkEvent) {
+        Output::show_work(self, event);
+    }
+
+    fn console(&self) -> Arc<dyn Console> {
+        self.screen()
+    }
+
+    fn live(&mut self, controls: LiveControls) -> Option<Box<dyn std::any::Any>> {
+        let wiring = Wiring {
+            screen: self.screen(),
+            stop: controls.stop,
+            abort: controls.abort,
+            interrupt: controls.interrupt,
+            session_db: controls.session_db,
+        };
+        Controls::start(self.json, wiring)
+            .map(|controls| Box::new(controls) as Box<dyn std::any::Any>)
+    }
+
+    async fn build_image(&mut self, options: &BuildOptions) -> anyhow::Result<()> {
+        super::image_progress::build_with_display(options, self.json).await?;
+        Ok(())
+    }
+
+    fn review(&mut self, request: &ReviewRequest<'_>) -> anyhow::Result<ReviewOutcome> {
+        super::review::review(request)
+    }
+}
+
+impl Console for Screen {
+    fn say(&self, line: &str) {
+        Screen::say(self, line);
+    }
+
+    fn restore_terminal(&self) {
+        super::live::terminal::restore();
     }
 }
 

@@ -10,32 +10,23 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 use console::style;
 
-use super::args::ReviewMode;
 use super::review_pick;
-use ah_record::policy::Policy;
-use ah_record::run::RunResult;
+use ah_core::run::{ReviewMode, ReviewOutcome, ReviewRequest};
 use ah_record::rundir::ReviewRecord;
 use ah_record::safe_text::{copy_terminal_safe, terminal_safe};
 use ah_review::apply::{self, ApplyOptions};
 use ah_review::review::{self as rules, AutoDecision};
 
-/// How the review ended.
-#[derive(Debug, Clone)]
-pub struct ReviewOutcome {
-    pub record: ReviewRecord,
-    pub applied: bool,
-    /// An apply was attempted and failed (the patch stays saved).
-    pub failed: bool,
-}
-
-pub fn review(
-    mode: ReviewMode,
-    project: &Path,
-    result: &RunResult,
-    policy: &Policy,
-    task: &str,
-    no_commit: bool,
-) -> Result<ReviewOutcome> {
+/// Reviews a finished run's patch as `request.mode` says.
+pub fn review(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
+    let &ReviewRequest {
+        mode,
+        project,
+        result,
+        policy,
+        task,
+        no_commit,
+    } = request;
     let patch_path = &result.patch_path;
     if result.patch.files.is_empty() {
         eprintln!("no changes to review");

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::args::ReviewMode;
-use super::review::{ReviewOutcome, apply_now, outcome};
+use super::review::{apply_now, outcome};
+use ah_core::run::ReviewMode;
+use ah_core::run::ReviewOutcome;
 use ah_record::patch::PatchInfo;
 use ah_record::safe_text::name_safe;
 use ah_review::subpatch;

@@ -1,5 +1,10 @@
-//! The engine of ah: the agent loop (one model, its tools as steps of a
-//! run) and the work phases (plan, do, check, act).
+//! The engine of ah: the run lifecycle every front-end calls ([`run`]),
+//! the engines it drives (the agent loop, one model with its tools as
+//! steps of the run; the work phases: plan, do, check, act), the
+//! configuration, and time travel (where a conversation's files stand).
 
 pub mod agent;
+pub mod config;
+pub mod run;
+pub mod time_travel;
 pub mod work;

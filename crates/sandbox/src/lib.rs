@@ -17,12 +17,11 @@ use std::time::Duration;
 use ah_tools::ExecOutput;
 
 /// Which kind of backend runs the tools.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// Rootless podman container (the default).
+    #[default]
     Podman,
     /// No sandbox: commands run on the host, in the work copy.
     None,

@@ -22,9 +22,9 @@ use anyhow::{Result, bail};
 use console::style;
 use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
 
-use super::abort::Interrupt;
 use super::screen::Screen;
 use ah_core::agent::{AbortHandle, AbortSignal};
+use ah_core::run::signals::Interrupt;
 use ah_session::queue::{Enqueued, Queue, QueueKind};
 use terminal::RawMode;
 

@@ -13,9 +13,10 @@ use std::path::Path;
 use anyhow::Result;
 use clap::Subcommand;
 
+use super::args::SessionArgs;
 use super::commands::project_dir;
-use super::resolve::{SessionArgs, open_existing};
-use super::task::UsageError;
+use ah_core::run::UsageError;
+use ah_core::run::resolve::open_existing;
 use ah_session::{Session, StoredMessage};
 
 /// The session subcommands (flattened into `ah`'s own).
@@ -89,7 +90,7 @@ pub enum BranchAction {
 /// Runs one session command.
 pub fn run(project: Option<&Path>, which: &SessionArgs, command: SessionCommand) -> Result<i32> {
     let ah_dir = project_dir(project)?.join(".ah");
-    let open = || open_existing(&ah_dir, which);
+    let open = || open_existing(&ah_dir, &which.choice());
     match command {
         SessionCommand::Sessions { json } => manage::sessions(&ah_dir, json),
         SessionCommand::Usage { all: true } => manage::usage_all(&ah_dir),

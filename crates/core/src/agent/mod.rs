@@ -17,9 +17,8 @@ pub mod loop_detect;
 pub mod prompt;
 mod request;
 mod round;
-mod step;
+pub(crate) mod step;
 mod text_tools;
-pub mod time_travel;
 
 pub use abort::{AbortHandle, AbortSignal, abort_channel};
 pub use emit::record_event;

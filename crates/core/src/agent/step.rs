@@ -49,8 +49,8 @@ pub(super) fn step_events(id: &str, name: &str, outcome: &StepOutcome) -> Vec<Ev
 /// step's own commit (`null` when it changed nothing or was undone), and
 /// `head`, the run's last accepted commit after the step: the state of the
 /// files at this point of the conversation, which is what time travel
-/// restores (see [`super::time_travel`]).
-pub(super) fn result_record(
+/// restores (see [`crate::time_travel`]).
+pub(crate) fn result_record(
     id: &str,
     name: &str,
     run_id: &str,

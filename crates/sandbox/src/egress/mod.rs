@@ -14,17 +14,7 @@ pub use handoff::PROXY_PORT;
 pub use proxy::{EgressDecision, Proxy};
 
 /// How much network the sandbox gets.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetworkMode {
     /// No network at all (the default).

@@ -193,7 +193,7 @@ fn commands_never_see_secrets_of_the_parent_environment() {
     let out = std::process::Command::new(exe)
         .args([
             "--exact",
-            "sandbox::none::tests::env_probe",
+            "none::tests::env_probe",
             "--ignored",
             "--test-threads=1",
         ])

@@ -180,7 +180,7 @@ fn a_revert_gets_through_folders_the_step_made_read_only() {
         .arg(&exe)
         .args([
             "--exact",
-            "sandbox::shadow::tests::attacks::read_only_folders_as_another_user",
+            "shadow::tests::attacks::read_only_folders_as_another_user",
             "--ignored",
             "--test-threads=1",
         ])

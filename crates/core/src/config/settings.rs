@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::providers::{ProviderSettings, registry};
-use crate::cli::args::ReviewMode;
-use ah_core::agent::compact::DEFAULT_RESERVE;
-use ah_core::agent::loop_detect::DEFAULT_WINDOW;
+use crate::agent::compact::DEFAULT_RESERVE;
+use crate::agent::loop_detect::DEFAULT_WINDOW;
+use crate::run::ReviewMode;
 use ah_llm::models::{EditFormat, ToolProtocol};
 use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;
@@ -48,7 +48,7 @@ pub struct WorkSettings {
 impl Default for WorkSettings {
     fn default() -> WorkSettings {
         WorkSettings {
-            max_rounds: ah_core::work::DEFAULT_MAX_ROUNDS,
+            max_rounds: crate::work::DEFAULT_MAX_ROUNDS,
         }
     }
 }

@@ -1,33 +1,22 @@
-//! The two ends of a run that every command driving the agent shares (`ah`
-//! and `ah work`): starting it (run directory, work copy, baseline, sandbox)
-//! and ending it (patch, manifest, review, exit code), plus the signal
-//! watch in between. Once the agent has run, the patch is always saved and
-//! the manifest written, whatever happens after.
+//! The two ends of every run: starting it (run directory, work copy,
+//! baseline, sandbox) and ending it (patch, manifest, egress report,
+//! review, the run's end event). Once the engine has run, the patch is
+//! always saved and the manifest written, whatever happens after.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::abort::{self, EXIT_ABORTED, Interrupt};
-use super::args::{ReviewMode, RunArgs};
-use super::live::{Wiring, terminal};
 use super::network;
-use super::output::Output;
 use super::queue::report_dropped;
-use super::review::{self, ReviewOutcome};
-use super::sandbox_setup::{configure_sandbox, output_limits};
-use super::screen::Screen;
-use super::task::RunSetup;
-use super::time_travel::{self, Origin};
-use super::{EXIT_ERROR, EXIT_NOT_APPLIED, EXIT_OK};
-use ah_core::agent::event::SessionState;
-use ah_core::agent::prompt::Workspace;
-use ah_core::agent::{
-    AbortHandle, AbortSignal, EndReason, Event, abort_channel, record_event, set_state,
-};
+use super::sandbox::{configure_sandbox, output_limits};
+use super::settle::RunSetup;
+use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions};
+use crate::agent::event::SessionState;
+use crate::agent::prompt::Workspace;
+use crate::agent::{EndReason, Event, record_event, set_state};
+use crate::time_travel::files::{self as time_travel, Origin};
 use ah_record::run::{Run, RunResult};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
 use ah_record::safe_text::terminal_safe;
@@ -38,12 +27,12 @@ use ah_session::queue::SessionLock;
 use ah_session::{Session, Tokens, total_usage};
 
 /// A run that has started, and what the end of the run needs of its start.
-pub(super) struct Started {
-    pub(super) run: Run,
+pub(crate) struct Started {
+    pub(crate) run: Run,
     /// Where the files came from.
-    pub(super) origin: Origin,
+    pub(crate) origin: Origin,
     /// Held while the run is live, so `ah runs prune` leaves it alone.
-    pub(super) live: LiveLock,
+    pub(crate) live: LiveLock,
 }
 
 /// Makes the run directory, prepares the work copy and the baseline (the
@@ -53,8 +42,8 @@ pub(super) struct Started {
 /// read-only, for steps whose rules make `/work` read-only (the none
 /// backend has no such mount: its read-only steps are undone when they
 /// change anything).
-pub(super) async fn start_run(
-    args: &RunArgs,
+pub(crate) async fn start_run(
+    args: &RunOptions,
     setup: &RunSetup,
     session: &Session,
     read_only_sandbox: bool,
@@ -76,7 +65,7 @@ pub(super) async fn start_run(
         &setup.policy,
     )?;
     if !start.withheld.is_empty() {
-        let list = ah_core::agent::prompt::withheld_list(&start.withheld);
+        let list = crate::agent::prompt::withheld_list(&start.withheld);
         eprintln!(
             "withheld from the work copy by the read policy: {}",
             terminal_safe(&list)
@@ -113,7 +102,7 @@ pub(super) async fn start_run(
 
 /// The run's container; the read-only one is `ah-<run>-ro`.
 async fn start_podman(
-    args: &RunArgs,
+    args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     read_only: bool,
@@ -136,122 +125,35 @@ async fn start_podman(
 }
 
 /// Where the model's commands run, as its prompt tells it.
-pub(super) fn workspace_of(backend: BackendKind) -> Workspace {
+pub(crate) fn workspace_of(backend: BackendKind) -> Workspace {
     match backend {
         BackendKind::Podman => Workspace::Container,
         BackendKind::None => Workspace::Host,
     }
 }
 
-/// The first SIGINT/SIGTERM asks the loop to stop; it keeps what was
-/// streamed and answers every pending tool call itself. Once the loop is
-/// over there is nothing to stop gracefully: a signal then exits at once
-/// (the session is consistent; a leftover sandbox is removed by the next
-/// run). Exiting at once skips destructors, so the session lock is released
-/// by hand first.
-pub(super) struct SignalWatch {
-    loop_over: Arc<AtomicBool>,
-    stop: AbortHandle,
-    interrupt: Interrupt,
-}
-
-impl SignalWatch {
-    /// Starts watching; the watch's messages go to `screen`.
-    pub(super) fn start(lock: &SessionLock, screen: Arc<Screen>) -> (SignalWatch, AbortSignal) {
-        let (stop, abort) = abort_channel();
-        let (interrupt, keys) = abort::interrupt_channel();
-        let loop_over = Arc::new(AtomicBool::new(false));
-        let over = Arc::clone(&loop_over);
-        let held = lock.clone();
-        let watch = SignalWatch {
-            loop_over,
-            stop: stop.clone(),
-            interrupt,
-        };
-        tokio::spawn(async move {
-            let on_exit = {
-                let held = held.clone();
-                let screen = Arc::clone(&screen);
-                move || {
-                    screen.say(abort::EXITING_NOW);
-                    terminal::restore();
-                    drop(held.release());
-                }
-            };
-            abort::first_signal(keys, on_exit).await;
-            if over.load(Ordering::SeqCst) {
-                terminal::restore();
-                eprintln!("interrupted after the run; its patch is in the run directory");
-                drop(held.release());
-                std::process::exit(EXIT_ABORTED);
-            }
-            // First the stop: a `You:` line open now gives up on it.
-            stop.abort();
-            screen.say(
-                "aborting: saving the patch and removing the sandbox (press Ctrl+C again to exit now)",
-            );
-        });
-        (watch, abort)
-    }
-
-    /// What the live keys act on: Esc finalizes through `stop`, Ctrl+C
-    /// counts as a signal here.
-    pub(super) fn wiring(&self, abort: &AbortSignal, output: &Output, db: &Path) -> Wiring {
-        Wiring {
-            screen: output.screen(),
-            stop: self.stop.clone(),
-            abort: abort.clone(),
-            interrupt: self.interrupt.clone(),
-            session_db: db.to_path_buf(),
-        }
-    }
-
-    /// From now on a signal exits at once.
-    pub(super) fn loop_over(&self) {
-        self.loop_over.store(true, Ordering::SeqCst);
-    }
-}
-
-/// How the agent's part of a run ended, as the end of the run treats it.
-pub(super) enum RunEnd {
-    /// Review the patch.
-    Finished,
-    /// Interrupted: the patch so far is saved.
-    Aborted,
-    /// Stopped for `why`: the patch is saved, not offered for applying;
-    /// `next` says what the user can do besides `ah apply`. The run exits
-    /// with `code`.
-    Stopped {
-        why: String,
-        next: String,
-        code: i32,
-    },
-    /// Failed: the patch so far is saved and the error is returned.
-    Failed(anyhow::Error),
-}
-
 /// What the end of a run needs to know of its start.
-pub(super) struct Ending<'a> {
-    pub(super) args: &'a RunArgs,
-    pub(super) setup: &'a RunSetup,
-    pub(super) started_at: SystemTime,
+pub(crate) struct Ending<'a> {
+    pub(crate) options: &'a RunOptions,
+    pub(crate) setup: &'a RunSetup,
+    pub(crate) started_at: SystemTime,
     /// The session's last `@N` before the run: the messages after it are
     /// the run's.
-    pub(super) seq_before: i64,
-    pub(super) restored: Option<RestoredFrom>,
+    pub(crate) seq_before: i64,
+    pub(crate) restored: Option<RestoredFrom>,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
 /// when the run `Finished`; returns the exit code.
-pub(super) async fn finish_run(
+pub(crate) async fn finish_run(
     run: Run,
     end: RunEnd,
     ending: &Ending<'_>,
     session: &Session,
-    output: &mut Output,
-) -> Result<i32> {
+    front: &mut dyn Front,
+) -> Result<Outcome> {
     let Ending {
-        args,
+        options: args,
         setup,
         started_at,
         seq_before,
@@ -261,7 +163,7 @@ pub(super) async fn finish_run(
     let run_dir = run.dir().clone();
     let result = run.finish().await?;
     for decision in &result.egress {
-        announce(session, output, Event::egress(result.steps, decision));
+        announce(session, front, Event::egress(result.steps, decision));
     }
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
@@ -295,7 +197,7 @@ pub(super) async fn finish_run(
         reason: Some(why),
     };
     // The end line, and its event for `--json`.
-    let run_end = |output: &mut Output, decision: &str| {
+    let run_end = |front: &mut dyn Front, decision: &str| {
         let usage = match session.usage_after(*seq_before) {
             Ok(rows) => total_usage(&rows),
             Err(err) => {
@@ -313,12 +215,12 @@ pub(super) async fn finish_run(
             removed: result.patch.removed_lines,
             decision: decision.to_string(),
         };
-        announce(session, output, event);
+        announce(session, front, event);
     };
     match end {
         RunEnd::Failed(err) => {
             eprintln!("patch so far saved: {}", result.patch_path.display());
-            run_end(output, "none (the run failed)");
+            run_end(front, "none (the run failed)");
             Err(err)
         }
         RunEnd::Aborted => {
@@ -327,13 +229,13 @@ pub(super) async fn finish_run(
                 result.patch_path.display()
             );
             let record = not_applied("aborted", "the run was interrupted".to_string());
-            announce(session, output, review_event(&result, &record, false));
+            announce(session, front, review_event(&result, &record, false));
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
-            run_end(output, "aborted");
-            Ok(EXIT_ABORTED)
+            run_end(front, "aborted");
+            Ok(Outcome::Aborted)
         }
-        RunEnd::Stopped { why, next, code } => {
+        RunEnd::Stopped { why, next, stop } => {
             // Not offered for applying: the patch is kept for `ah apply`
             // after a look.
             eprintln!(
@@ -343,42 +245,42 @@ pub(super) async fn finish_run(
                 run_dir.id()
             );
             let record = not_applied("stopped", why);
-            announce(session, output, review_event(&result, &record, false));
-            run_end(output, "stopped");
+            announce(session, front, review_event(&result, &record, false));
+            run_end(front, "stopped");
             manifest.review = Some(record);
             manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            Ok(code)
+            Ok(Outcome::Stopped(stop))
         }
         RunEnd::Finished => {
-            let reviewed = review::review(
-                review_mode,
-                &setup.project,
-                &result,
-                &setup.policy,
-                &setup.task,
-                args.no_commit,
-            )?;
+            let reviewed = front.review(&ReviewRequest {
+                mode: review_mode,
+                project: &setup.project,
+                result: &result,
+                policy: &setup.policy,
+                task: &setup.task,
+                no_commit: args.no_commit,
+            })?;
             announce(
                 session,
-                output,
+                front,
                 review_event(&result, &reviewed.record, reviewed.applied),
             );
             manifest.review = Some(reviewed.record.clone());
             manifest.applied = reviewed.applied;
             manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            run_end(output, &reviewed.record.decision);
-            Ok(exit_code(review_mode, &result, &reviewed))
+            run_end(front, &reviewed.record.decision);
+            Ok(outcome(review_mode, &result, &reviewed))
         }
     }
 }
 
 /// Shows an event of the run's end and keeps it in the session's event log
 /// (a failed insert only loses the log entry; the manifest has the facts).
-fn announce(session: &Session, output: &mut Output, event: Event) {
+fn announce(session: &Session, front: &mut dyn Front, event: Event) {
     record_event(session, None, &event);
-    output.show(&event);
+    front.show(&event);
 }
 
 /// The event that tells consumers what became of the patch.
@@ -396,13 +298,13 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
     }
 }
 
-fn exit_code(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> i32 {
+fn outcome(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> Outcome {
     if reviewed.failed {
-        EXIT_ERROR
+        Outcome::Failed
     } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {
-        EXIT_NOT_APPLIED
+        Outcome::NotApplied
     } else {
-        EXIT_OK
+        Outcome::Done
     }
 }
 
@@ -451,26 +353,26 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
 
 /// The agent's part of the run is over: the session takes no more steering
 /// or follow-ups (what could not be delivered is reported) and is idle.
-pub(super) fn close_intake(
+pub(crate) fn close_intake(
     session: &Session,
     lock: &SessionLock,
     outcome: EndReason,
-    output: &mut Output,
+    front: &mut dyn Front,
 ) -> Result<()> {
     let head = session.head().ok().flatten();
     match lock.close(head.as_deref(), outcome.as_str()) {
         Ok(dropped) => report_dropped(&dropped),
         Err(err) => eprintln!("warning: could not close the session queue: {err}"),
     }
-    output.show(&set_state(session, SessionState::Idle)?);
+    front.show(&set_state(session, SessionState::Idle)?);
     Ok(())
 }
 
 /// Whatever happened, no process works on the session any more: its state
 /// says closed and its lock is released.
-pub(super) fn leave_session(session: &Session, lock: &SessionLock, output: &mut Output) {
+pub(crate) fn leave_session(session: &Session, lock: &SessionLock, front: &mut dyn Front) {
     if let Ok(event) = set_state(session, SessionState::Closed) {
-        output.show(&event);
+        front.show(&event);
     }
     match lock.release() {
         Ok(dropped) => report_dropped(&dropped),

@@ -5,7 +5,7 @@
 //! message; the next run starts its work copy from the files as they were
 //! there. Those files are found in the session itself: every tool result of
 //! a run stores, in its `details`, the run id, the step, and `head`, the
-//! run's last accepted commit once the step was over (see `step::result_record`). So the state at a message is the
+//! run's last accepted commit once the step was over (see `agent::step::result_record`). So the state at a message is the
 //! `head` of the latest tool result in its ancestry that belongs to a run:
 //!
 //! - a step that changed files and stood: its own commit;
@@ -19,8 +19,11 @@
 //! interrupted) are skipped: they changed nothing that was recorded.
 //!
 //! The same state at the head is where a session goes on when its previous
-//! run's patch was not applied (see `cli::time_travel`): that run is the
-//! one its latest `agent_start` event names ([`latest_run`]).
+//! run's patch was not applied (see [`files`], which prepares a run's work
+//! copy from these answers): that run is the one its latest `agent_start`
+//! event names ([`latest_run`]).
+
+pub mod files;
 
 use serde_json::Value;
 

@@ -8,19 +8,19 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::task::UsageError;
-use ah_core::agent::instructions::{self, Skills, SlashError, load_project_docs};
-use ah_core::agent::prompt::{self, Workspace};
+use super::UsageError;
+use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
+use crate::agent::prompt::{self, Workspace};
 use ah_record::safe_text::terminal_safe;
 
 /// The system prompt and the user message's text blocks.
-pub(super) struct PromptSetup {
+pub(crate) struct PromptSetup {
     pub system: String,
     pub blocks: Vec<String>,
 }
 
 /// Builds the run's prompts for `task` in `project`.
-pub(super) fn prepare(
+pub(crate) fn prepare(
     project: &Path,
     ah_dir: &Path,
     workspace: Workspace,

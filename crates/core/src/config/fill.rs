@@ -3,17 +3,14 @@
 //! repeated (`--output-limit`, `--ulimit`) keep their place on top: the
 //! configured values go first, so a flag for the same key wins.
 
-use clap::ArgMatches;
-use clap::parser::ValueSource;
-
 use super::Config;
-use crate::cli::args::{OutputLimit, RunArgs, UlimitKind};
+use crate::run::{OutputLimit, RunOptions, UlimitKind};
 use ah_sandbox::BackendKind;
 
-/// Fills `args` from `config` wherever `matches` shows no flag was given.
-pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
-    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-    if !given("backend") {
+/// Fills `args` from `config` wherever the user gave no value.
+pub fn fill(args: &mut RunOptions, config: &Config) {
+    let given = args.given;
+    if !given.backend {
         args.backend = config.backend;
     }
     args.image
@@ -25,13 +22,13 @@ pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
     if args.max_tools.is_none() {
         args.max_tools = config.agent.max_tools;
     }
-    if !given("loop_window") {
+    if !given.loop_window {
         args.loop_window = config.agent.loop_window;
     }
-    if !given("compact_reserve") {
+    if !given.compact_reserve {
         args.compact_reserve = config.agent.compact_reserve;
     }
-    if !given("max_artifact_size") {
+    if !given.max_artifact_size {
         args.max_artifact_size = config.agent.max_artifact_size;
     }
     args.bash_timeout.get_or_insert(config.tools.bash_timeout);
@@ -50,13 +47,13 @@ pub fn fill(args: &mut RunArgs, matches: &ArgMatches, config: &Config) {
     if sandbox.runtime.is_none() {
         sandbox.runtime = config.sandbox.runtime.clone();
     }
-    if !given("memory") {
+    if !given.memory {
         sandbox.memory = config.sandbox.memory.clone();
     }
     if sandbox.disk_budget.is_none() {
         sandbox.disk_budget = ah_sandbox::disk::parse_size(&config.sandbox.disk_budget).ok();
     }
-    if !given("pids_limit") {
+    if !given.pids_limit {
         sandbox.pids_limit = config.sandbox.pids_limit;
     }
     let mut ulimits: Vec<(UlimitKind, u64)> = [

@@ -152,7 +152,7 @@ fn values_are_typed_with_strings_as_fallback() {
     assert_eq!(loaded.config.agent.max_tools, Some(7));
     assert_eq!(
         loaded.config.review.mode,
-        Some(crate::cli::args::ReviewMode::Auto)
+        Some(crate::run::ReviewMode::Auto)
     );
 }
 

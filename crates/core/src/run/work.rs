@@ -1,66 +1,52 @@
-//! `ah work ISSUE.md` (or `--issue TEXT`): one work session, plan → do →
-//! check → act with fix rounds (see `ah_core::work`), in one run with its own
-//! session database `.ah/work-<ulid>.db`. The run starts and ends as any
-//! run does (see `lifecycle`): one work copy, one patch, one review.
+//! The work engine (`ah work ISSUE.md`, or `--issue TEXT`): one work
+//! session, plan → do → check → act with fix rounds (see `crate::work`),
+//! in one run with its own session database `.ah/work-<ulid>.db`. The run
+//! starts and ends as any run does: one work copy, one patch, one review.
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use anyhow::{Context, Result, anyhow};
 use ulid::Ulid;
 
-use super::args::RunArgs;
-use super::lifecycle::{
-    Ending, RunEnd, SignalWatch, Started, close_intake, finish_run, leave_session, start_run,
-};
-use super::live::Controls;
-use super::output::Output;
 use super::queue::claim_exclusive;
-use super::task::{RunSetup, UsageError, settle};
-use super::{EXIT_ERROR, EXIT_LIMIT};
-use ah_core::agent::event::SessionState;
-use ah_core::agent::prompt;
-use ah_core::agent::{EndReason, set_state};
-use ah_core::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
+use super::settle::{RunSetup, settle};
+use super::{Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use crate::agent::prompt;
+use crate::agent::{AbortSignal, EndReason};
+use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
 use ah_llm::Provider;
+use ah_record::run::Run;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
 
-/// `matches` are the `work` subcommand's, for the configuration to know
-/// which options the command line gave.
-pub(super) async fn work(
-    mut args: RunArgs,
-    matches: &clap::ArgMatches,
+/// Reads the issue, settles the run, and opens and locks a new work
+/// session (or `--db`).
+pub(crate) async fn open(
+    options: &mut RunOptions,
     issue: Option<String>,
     max_rounds: Option<u32>,
-) -> Result<i32> {
-    let issue = read_issue(&args, issue)?;
-    let (setup, provider) = settle(&mut args, matches, issue).await?;
-    let max_rounds = max_rounds.unwrap_or(args.config.work.max_rounds);
-    let db = match &args.session.db {
+    front: &mut dyn Front,
+) -> Result<Open> {
+    let issue = read_issue(options, issue)?;
+    let (setup, provider) = settle(options, issue, front).await?;
+    let max_rounds = max_rounds.unwrap_or(options.config.work.max_rounds);
+    let db = match &options.session.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),
     };
-    let mut session = Session::open(&db)?;
+    let session = Session::open(&db)?;
     let lock = claim_exclusive(&session, true)?;
-    session.set_context(super::model::SESSION_MODEL, &setup.model_name)?;
-    let mut output = Output::new(args.json);
-    let code = work_in_session(
-        &args,
-        &setup,
-        provider.as_ref(),
-        &mut session,
-        &lock,
-        &mut output,
-        max_rounds,
-    )
-    .await;
-    leave_session(&session, &lock, &mut output);
-    code
+    Ok(Open::Run(Box::new(Opened {
+        setup,
+        provider,
+        session,
+        lock,
+        driver: Driver::Work { max_rounds },
+    })))
 }
 
 /// The issue: `--issue TEXT`, or the one file named.
-fn read_issue(args: &RunArgs, issue: Option<String>) -> Result<String> {
+fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
     let text = match (issue, args.prompt.as_slice()) {
         (Some(_), [_, ..]) => {
             return Err(UsageError(
@@ -85,24 +71,16 @@ fn read_issue(args: &RunArgs, issue: Option<String>) -> Result<String> {
     Ok(text)
 }
 
-async fn work_in_session(
-    args: &RunArgs,
+/// The work session's configuration in its started run.
+pub(crate) fn enter(
+    options: &RunOptions,
     setup: &RunSetup,
-    provider: &dyn Provider,
-    session: &mut Session,
-    lock: &SessionLock,
-    output: &mut Output,
+    session: &Session,
+    run: &Run,
     max_rounds: u32,
-) -> Result<i32> {
-    let started_at = SystemTime::now();
-    let seq_before = session.last_seq()?;
-    let Started {
-        mut run,
-        origin,
-        live: _live,
-    } = start_run(args, setup, session, true).await?;
+) -> WorkConfig {
     eprintln!("work session {}", session.path().display());
-    let config = WorkConfig {
+    WorkConfig {
         // The issue as the prompt setup left it (`/` commands and
         // `--skill`s expanded).
         issue: setup.prompts.blocks.join("\n\n"),
@@ -110,50 +88,46 @@ async fn work_in_session(
         system: prompt::with_withheld_note(&setup.prompts.system, run.withheld()),
         ah_dir: setup.ah_dir.clone(),
         max_rounds,
-        max_tools: args.max_tools,
-        loop_window: args.loop_window,
-        compact_reserve: args.compact_reserve,
-    };
-    output.show(&set_state(session, SessionState::Processing)?);
-    let (signals, mut abort) = SignalWatch::start(lock, output.screen());
-    let controls = Controls::start(args.json, signals.wiring(&abort, output, session.path()));
+        max_tools: options.max_tools,
+        loop_window: options.loop_window,
+        compact_reserve: options.compact_reserve,
+    }
+}
+
+/// Runs the phases; returns how the session's intake closes and what the
+/// end of the run does.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn drive(
+    config: WorkConfig,
+    options: &RunOptions,
+    provider: &dyn Provider,
+    session: &mut Session,
+    run: &mut Run,
+    abort: &mut AbortSignal,
+    lock: &SessionLock,
+    front: &mut dyn Front,
+) -> (EndReason, RunEnd) {
     let worked = {
         let mut on_update = |update: Update<'_>| match update {
-            Update::Agent(event) => output.show(event),
-            Update::Work(event) => output.show_work(event),
+            Update::Agent(event) => front.show(event),
+            Update::Work(event) => front.show_work(event),
         };
         Worker {
             config: &config,
             provider,
             session,
-            run: &mut run,
-            abort: &mut abort,
+            run,
+            abort,
             inbox: lock,
             on_update: &mut on_update,
         }
         .run()
         .await
     };
-    // The review's prompts need the keys and the terminal's own mode.
-    drop(controls);
-    signals.loop_over();
-    let outcome = match &worked {
-        Ok(_) => EndReason::Done,
-        Err(_) => EndReason::Failed,
-    };
-    close_intake(session, lock, outcome, output)?;
-    let end = match worked {
-        Err(err) => RunEnd::Failed(err.into()),
-        Ok(record) => run_end(&record, &args.max_tools),
-    };
-    let ending = Ending {
-        args,
-        setup,
-        started_at,
-        seq_before,
-        restored: origin.restored().cloned(),
-    };
-    finish_run(run, end, &ending, session, output).await
+    match worked {
+        Err(err) => (EndReason::Failed, RunEnd::Failed(err.into())),
+        Ok(record) => (EndReason::Done, run_end(&record, &options.max_tools)),
+    }
 }
 
 /// What the end of the work session means for the run: only `done` (or a
@@ -162,7 +136,7 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
     let stopped = |why: String, next: &str| RunEnd::Stopped {
         why,
         next: next.to_string(),
-        code: EXIT_ERROR,
+        stop: Stop::Unfinished,
     };
     let Some(end) = record.end else {
         return RunEnd::Failed(anyhow!("the work session ended without an outcome"));
@@ -192,13 +166,13 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
 
 fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> RunEnd {
     let name = phase.as_str();
-    let (why, next, code) = match reason {
+    let (why, next, stop) = match reason {
         EndReason::Aborted => return RunEnd::Aborted,
         EndReason::Done | EndReason::Poisoned | EndReason::Finalized => return RunEnd::Finished,
         EndReason::Looping => (
             format!("the model repeated itself in the {name} phase"),
             "run ah work again with a clearer issue (--loop-window 0 turns loop detection off)",
-            EXIT_ERROR,
+            Stop::Unfinished,
         ),
         EndReason::ToolLimit => (
             format!(
@@ -206,22 +180,22 @@ fn stopped_phase(phase: Phase, reason: EndReason, max_tools: &Option<u32>) -> Ru
                 max_tools.unwrap_or_default()
             ),
             "run ah work again with a higher --max-tools",
-            EXIT_LIMIT,
+            Stop::Limit,
         ),
         EndReason::DiskBudget => (
             format!("the {name} phase passed the run's disk budget"),
             "look at the patch, then raise --disk-budget and run ah work again",
-            EXIT_LIMIT,
+            Stop::Limit,
         ),
         EndReason::Stopped | EndReason::Failed => (
             format!("the model stopped in the {name} phase before finishing it"),
             "run ah work again",
-            EXIT_ERROR,
+            Stop::Unfinished,
         ),
     };
     RunEnd::Stopped {
         why,
         next: next.to_string(),
-        code,
+        stop,
     }
 }

@@ -24,7 +24,7 @@ pub use fill::fill;
 pub use providers::registry;
 pub use settings::{Config, RetrySettings};
 
-use ah_core::agent::instructions::global_dir;
+use crate::agent::instructions::global_dir;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

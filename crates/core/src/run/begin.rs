@@ -5,8 +5,8 @@
 
 use anyhow::Result;
 
-use super::task::UsageError;
-use ah_core::agent::close_interrupted;
+use super::UsageError;
+use crate::agent::close_interrupted;
 use ah_llm::{Block, Role};
 use ah_session::{Session, StoredMessage, WORKSPACE_AT_KEY};
 

@@ -4,14 +4,14 @@
 
 use anyhow::Result;
 
-use super::config::{self, Config};
-use super::task::UsageError;
+use super::UsageError;
+use crate::config::{self, Config};
 use ah_llm::models::ToolProtocol;
 use ah_llm::providers::Selection;
 
 /// The session `context` key holding the model of its last run, as `-m`
 /// takes it (`claude-…`, `openai:gpt-4.1`).
-pub(super) const SESSION_MODEL: &str = "model";
+pub const SESSION_MODEL: &str = "model";
 
 /// The model `name` stands for: an alias from the configuration's
 /// `[models]` (a model of its `provider`, else an `id` read like `-m`; its
@@ -20,7 +20,7 @@ pub(super) const SESSION_MODEL: &str = "model";
 /// built-in or configured provider. A name that picks a provider but no
 /// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
 /// set, decides how the model calls tools ([`tool_protocol`]).
-pub(super) fn select(name: &str, config: &Config) -> Result<Selection> {
+pub fn select(name: &str, config: &Config) -> Result<Selection> {
     let usage = |why: String| anyhow::Error::from(UsageError(why));
     let registry =
         config::registry(&config.providers).map_err(|(key, why)| usage(format!("{key}: {why}")))?;

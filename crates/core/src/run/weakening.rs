@@ -6,8 +6,8 @@
 //! the project's file changes the outcome: the same value from the command
 //! line, `-c`, `AH_*` or the user's own files is the user's choice.
 
-use super::args::ReviewMode;
-use super::config::Config;
+use super::ReviewMode;
+use crate::config::Config;
 use ah_record::policy::{PROJECT_POLICY_FILE, Policy};
 use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;

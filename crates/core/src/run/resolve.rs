@@ -7,28 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use super::task::UsageError;
+use super::{SessionChoice, UsageError};
 use ah_record::safe_text::terminal_safe;
 use ah_session::{NAME_KEY, Session, SessionSummary, list_sessions, session_files};
-
-/// The flags that choose a session; global, so every subcommand takes them.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct SessionArgs {
-    /// Use this session database file.
-    #[arg(long, value_name = "PATH", global = true)]
-    pub db: Option<PathBuf>,
-
-    /// The session named NAME in the project (a run creates it when no
-    /// session has that name; with -n, a run creates it and refuses a name
-    /// that is taken).
-    #[arg(long, value_name = "NAME", global = true)]
-    pub name: Option<String>,
-
-    /// The session whose id starts with PREFIX (case-insensitive; `ah
-    /// sessions` lists them).
-    #[arg(short = 'S', long = "session", value_name = "PREFIX", global = true)]
-    pub session: Option<String>,
-}
 
 /// A resolved session: one that exists, or one a run is to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +46,7 @@ impl Target {
 }
 
 /// Resolves the session flags in `ah_dir`. `new` is `-n` (runs only).
-pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
+pub fn resolve(ah_dir: &Path, args: &SessionChoice, new: bool) -> Result<Target> {
     // `-n --name X` is one choice: a new session named X.
     let chosen = [
         args.db.is_some(),
@@ -107,7 +88,7 @@ pub fn resolve(ah_dir: &Path, args: &SessionArgs, new: bool) -> Result<Target> {
 
 /// Opens the session the flags name, which must exist (every command but a
 /// run).
-pub fn open_existing(ah_dir: &Path, args: &SessionArgs) -> Result<Session> {
+pub fn open_existing(ah_dir: &Path, args: &SessionChoice) -> Result<Session> {
     match resolve(ah_dir, args, false)? {
         target @ Target::Existing(_) => target.open(ah_dir),
         Target::Create {

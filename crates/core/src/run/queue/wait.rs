@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-use super::super::{EXIT_ERROR, EXIT_OK};
 use ah_llm::{Block, Role};
 use ah_record::safe_text::terminal_safe;
 use ah_session::Session;
@@ -18,7 +17,7 @@ const POLL: Duration = Duration::from_millis(100);
 
 /// Waits for message `id`, queued for `owner`, to be answered; prints the
 /// text the model answered with on stdout.
-pub(super) async fn answer(queue: &mut Queue, db: &Path, id: i64, owner: Owner) -> Result<i32> {
+pub(crate) async fn answer(queue: &mut Queue, db: &Path, id: i64, owner: Owner) -> Result<bool> {
     let pid = owner.process.pid;
     loop {
         let status = queue.status(id)?;
@@ -63,7 +62,7 @@ fn answered(
     message_id: Option<&str>,
     head: Option<&str>,
     outcome: &str,
-) -> Result<i32> {
+) -> Result<bool> {
     let (Some(message_id), Some(head)) = (message_id, head) else {
         bail!("ah process {pid} stopped ({outcome}) before your follow-up's turn finished");
     };
@@ -87,9 +86,9 @@ fn answered(
         .collect();
     println!("{}", terminal_safe(&texts.join("\n\n")));
     if outcome == "done" {
-        Ok(EXIT_OK)
+        Ok(true)
     } else {
         eprintln!("the turn that answered your follow-up ended early: {outcome}");
-        Ok(EXIT_ERROR)
+        Ok(false)
     }
 }

@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
 
-use super::EXIT_OK;
-use super::args::RunArgs;
-use super::commands::project_dir;
+use super::{Outcome, RunOptions, resolve_project};
 use ah_record::safe_text::terminal_safe;
 use ah_session::Session;
 use ah_session::queue::{
@@ -20,26 +18,26 @@ use ah_session::queue::{
 };
 
 /// What became of a run's claim on its session.
-pub(super) enum Claim {
+pub(crate) enum Claim {
     /// This process holds the session; the run goes on.
     Owner(SessionLock),
-    /// Another ah holds it; the prompt was queued for it. Exit with this code.
-    Queued(i32),
+    /// Another ah holds it; the prompt was queued for it.
+    Queued(Outcome),
 }
 
 /// Takes `session`'s lock for a run, accepting steering and follow-ups, and
 /// starts its heartbeat. When a live ah holds the session, `task` is queued
 /// for it as a follow-up instead (and, with `wait`, followed to its answer).
-pub(super) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> Result<Claim> {
+pub(crate) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> Result<Claim> {
     match SessionLock::acquire(session.path(), true)? {
         Acquire::Acquired { lock, took_over } => {
             hold(&lock, &session.id(), took_over.as_ref());
             Ok(Claim::Owner(lock))
         }
         Acquire::Held(owner) => {
-            let code =
+            let answered =
                 send_to(session.path(), QueueKind::Followup, task, wait, Some(owner)).await?;
-            Ok(Claim::Queued(code))
+            Ok(Claim::Queued(Outcome::Queued { answered }))
         }
     }
 }
@@ -47,7 +45,7 @@ pub(super) async fn claim_for_run(session: &Session, task: &str, wait: bool) -> 
 /// Takes `session`'s lock, or says who holds it: for work that takes no
 /// messages (`ah compact`: `accepting` false) or that takes steering and
 /// follow-ups but whose own prompt cannot be queued (`ah work`).
-pub(super) fn claim_exclusive(session: &Session, accepting: bool) -> Result<SessionLock> {
+pub fn claim_exclusive(session: &Session, accepting: bool) -> Result<SessionLock> {
     match SessionLock::acquire(session.path(), accepting)? {
         Acquire::Acquired { lock, took_over } => {
             hold(&lock, &session.id(), took_over.as_ref());
@@ -63,7 +61,7 @@ pub(super) fn claim_exclusive(session: &Session, accepting: bool) -> Result<Sess
 }
 
 /// Says what was not delivered when a lock is closed or released.
-pub(super) fn report_dropped(dropped: &[Queued]) {
+pub(crate) fn report_dropped(dropped: &[Queued]) {
     for message in dropped {
         eprintln!(
             "queued {} #{} was not delivered: {}",
@@ -76,14 +74,14 @@ pub(super) fn report_dropped(dropped: &[Queued]) {
 
 /// `ah --steer MSG` and `ah --followup MSG [--wait]`: queues MSG for the
 /// ah working on the project's latest session (or `--db`).
-pub async fn send(args: &RunArgs) -> Result<i32> {
+pub async fn send(args: &RunOptions) -> Result<Outcome> {
     let (kind, text) = match (&args.steer, &args.followup) {
         (Some(text), _) => (QueueKind::Steer, text),
         (None, Some(text)) => (QueueKind::Followup, text),
         (None, None) => bail!("nothing to send: pass --steer MSG or --followup MSG"),
     };
     if text.trim().is_empty() {
-        return Err(super::task::UsageError(format!(
+        return Err(super::UsageError(format!(
             "the {} is empty: say what the running ah should know",
             kind_name(kind)
         ))
@@ -95,7 +93,7 @@ pub async fn send(args: &RunArgs) -> Result<i32> {
             "{err}: to send this as a prompt of its own, run: {}",
             prompt_command(args, text)
         ),
-        result => result,
+        result => result.map(|answered| Outcome::Queued { answered }),
     }
 }
 
@@ -109,7 +107,7 @@ struct NoOwner {
 
 /// The command that runs `text` as a prompt on the session `args` aimed at:
 /// the same `-C` and session flag, every word quoted for a shell.
-fn prompt_command(args: &RunArgs, text: &str) -> String {
+fn prompt_command(args: &RunOptions, text: &str) -> String {
     let mut words = vec!["ah".to_string()];
     if let Some(project) = &args.project {
         words.push("-C".into());
@@ -137,13 +135,14 @@ fn prompt_command(args: &RunArgs, text: &str) -> String {
 /// Queues `text` for the live ah holding the session `db`. `seen` is the
 /// owner a caller already found (a run that could not take the lock): if it
 /// is gone by now, the caller is told to run again rather than queue.
+/// With `wait`, whether the turn it started ended well; else true.
 async fn send_to(
     db: &Path,
     kind: QueueKind,
     text: &str,
     wait: bool,
     seen: Option<Owner>,
-) -> Result<i32> {
+) -> Result<bool> {
     let mut queue = Queue::open(db)?;
     let session = session_id(db);
     match queue.enqueue(kind, text)? {
@@ -176,7 +175,7 @@ async fn send_to(
                 ""
             };
             eprintln!("{what}; {when}{hint}");
-            Ok(EXIT_OK)
+            Ok(true)
         }
         Enqueued::NotAccepting(owner) => bail!(
             "session {session} is in use by ah process {}, which is finishing its run \
@@ -225,8 +224,8 @@ fn hold(lock: &SessionLock, session: &str, took_over: Option<&Takeover>) {
 
 /// The session `--steer`/`--followup` talk to: the one `--db`, `--name` or
 /// `-S` names, else the project's latest.
-fn session_path(args: &RunArgs) -> Result<PathBuf> {
-    let ah_dir = project_dir(args.project.as_deref())?.join(".ah");
+fn session_path(args: &RunOptions) -> Result<PathBuf> {
+    let ah_dir = resolve_project(args.project.as_deref())?.join(".ah");
     let session = super::resolve::open_existing(&ah_dir, &args.session)?;
     Ok(session.path().to_path_buf())
 }

@@ -2,50 +2,19 @@
 //! command line: which mode, what the proxy may reach, which host variables
 //! go in, and what the user is told about it on every run.
 
-use std::ffi::OsString;
-use std::path::Path;
-
 use anyhow::Result;
 
-use super::args::SandboxArgs;
-use super::task::UsageError;
+use super::{SandboxOptions, UsageError};
 use ah_record::policy::Policy;
 use ah_record::rundir::RunDir;
 use ah_sandbox::BackendKind;
-use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
 use ah_sandbox::egress::{Allowlist, NetworkMode};
 use ah_sandbox::podman::{PodmanOptions, container_env};
-
-/// `ah __egress-listen SOCKET PORT`, which the podman backend runs inside
-/// the sandbox to hand the proxy its port: not a command of ah's interface
-/// (no help, no completion), so it is recognised before the arguments are
-/// parsed. `None` when the arguments are anything else.
-pub(super) fn sandbox_helper(args: impl Iterator<Item = OsString>) -> Option<i32> {
-    let args: Vec<OsString> = args.skip(1).collect();
-    if args.first()? != LISTEN_COMMAND {
-        return None;
-    }
-    let port = args
-        .get(2)
-        .and_then(|p| p.to_str())
-        .and_then(|p| p.parse().ok());
-    let (Some(socket), Some(port), 3) = (args.get(1), port, args.len()) else {
-        eprintln!("ah: usage: ah {LISTEN_COMMAND} SOCKET PORT (run by ah inside its sandbox)");
-        return Some(super::EXIT_USAGE);
-    };
-    match hand_over(Path::new(socket), port) {
-        Ok(()) => Some(super::EXIT_OK),
-        Err(err) => {
-            eprintln!("ah: could not hand the proxy port to the host: {err}");
-            Some(super::EXIT_ERROR)
-        }
-    }
-}
 
 /// The network flags mean something only for the podman backend: the
 /// `none` backend runs commands on the host, with the host's network and
 /// environment, and must not look restricted.
-pub(super) fn check_backend(backend: BackendKind, args: &SandboxArgs) -> Result<()> {
+pub(crate) fn check_backend(backend: BackendKind, args: &SandboxOptions) -> Result<()> {
     if backend == BackendKind::None
         && (args.network.is_some() || !args.allow_hosts.is_empty() || !args.env.is_empty())
     {
@@ -61,9 +30,9 @@ pub(super) fn check_backend(backend: BackendKind, args: &SandboxArgs) -> Result<
 
 /// Sets the container's network, allowlist, log and environment, and says
 /// what the run may reach (stderr).
-pub(super) fn configure_network(
+pub(crate) fn configure_network(
     options: &mut PodmanOptions,
-    args: &SandboxArgs,
+    args: &SandboxOptions,
     policy: &Policy,
     dir: &RunDir,
 ) -> Result<()> {
@@ -107,7 +76,7 @@ pub(super) fn configure_network(
 /// A container with no network: the environment is built from nothing as
 /// always (without proxy variables), quietly, since the run's main
 /// container has already said what it withholds.
-pub(super) fn configure_offline(options: &mut PodmanOptions, policy: &Policy) {
+pub(crate) fn configure_offline(options: &mut PodmanOptions, policy: &Policy) {
     options.network = NetworkMode::None;
     let (env, _withheld) = container_env(NetworkMode::None, &policy.sandbox().env, &|name| {
         std::env::var(name).ok()

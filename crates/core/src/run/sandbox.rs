@@ -3,12 +3,12 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::args::{OutputLimit, SandboxArgs, UlimitKind};
+use super::{Front, OutputLimit, SandboxOptions, UlimitKind};
 use ah_sandbox::{image, podman};
 use ah_tools::OutputLimits;
 
 /// The output caps, defaults overridden by `--output-limit`.
-pub(super) fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {
+pub(crate) fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {
     let mut limits = OutputLimits::default();
     for (which, value) in flags {
         let slot = match which {
@@ -24,7 +24,7 @@ pub(super) fn output_limits(flags: &[(OutputLimit, usize)]) -> OutputLimits {
 }
 
 /// Applies the sandbox flags to the container options.
-pub(super) fn configure_sandbox(options: &mut podman::PodmanOptions, args: &SandboxArgs) {
+pub(crate) fn configure_sandbox(options: &mut podman::PodmanOptions, args: &SandboxOptions) {
     options.runtime = runtime(args);
     options.memory = args.memory.clone();
     options.pids_limit = args.pids_limit;
@@ -37,7 +37,7 @@ pub(super) fn configure_sandbox(options: &mut podman::PodmanOptions, args: &Sand
 }
 
 /// The runtime the flags ask for.
-pub fn runtime(args: &SandboxArgs) -> podman::Runtime {
+pub fn runtime(args: &SandboxOptions) -> podman::Runtime {
     args.runtime
         .clone()
         .map_or(podman::Runtime::Auto, podman::Runtime::Named)
@@ -45,9 +45,8 @@ pub fn runtime(args: &SandboxArgs) -> podman::Runtime {
 
 /// Before anything is copied: podman must be there (never a silent fallback
 /// to no sandbox), containers left by a crashed run are removed, and a missing
-/// image is built, with progress, as `ah image build` would (under `json`
-/// without a spinner: phase lines only).
-pub(super) async fn podman_preflight(image_name: &str, json: bool) -> Result<()> {
+/// image is built, with progress, as `ah image build` would.
+pub(crate) async fn podman_preflight(image_name: &str, front: &mut dyn Front) -> Result<()> {
     podman::find_podman().map_err(|err| {
         anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
     })?;
@@ -74,7 +73,8 @@ pub(super) async fn podman_preflight(image_name: &str, json: bool) -> Result<()>
             "the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)"
         );
         let options = image::BuildOptions::default();
-        super::image_progress::build_with_display(&options, json)
+        front
+            .build_image(&options)
             .await
             .context("could not build the sandbox image; run `ah doctor` to see what is missing")?;
     }

@@ -9,8 +9,8 @@
 //!   first run): the project as it is now. When the previous run was
 //!   discarded or refused, the model is told.
 //!
-//! See `agent::time_travel` for which step a message stands on, and
-//! `sandbox::restore` for how the work copy is made. The `workspace_at` key
+//! See the parent module for which step a message stands on, and
+//! `ah_record::restore` for how the work copy is made. The `workspace_at` key
 //! is removed once the run has started (its prompt is stored), so a run that
 //! fails before that, e.g. because the sandbox cannot start, leaves the fork
 //! point for the next attempt.
@@ -19,7 +19,7 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
-use ah_core::agent::time_travel::{FilesAt, TimeTravelError, files_at, latest_run};
+use super::{FilesAt, TimeTravelError, files_at, latest_run};
 use ah_record::policy::Policy;
 use ah_record::restore::{self, RestoreError, Source};
 use ah_record::run::{Run, Start};
@@ -28,7 +28,7 @@ use ah_session::{Session, WORKSPACE_AT_KEY};
 
 /// Where a run's files came from, as the manifest and the model are told.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Origin {
+pub(crate) enum Origin {
     /// The project's current files.
     Project,
     /// The files of an earlier point of the conversation.
@@ -39,7 +39,7 @@ pub(super) enum Origin {
 }
 
 impl Origin {
-    pub(super) fn restored(&self) -> Option<&RestoredFrom> {
+    pub(crate) fn restored(&self) -> Option<&RestoredFrom> {
         match self {
             Origin::Restored(from) => Some(from),
             _ => None,
@@ -48,7 +48,7 @@ impl Origin {
 
     /// Told to the model in the first message of a run that continues a
     /// session.
-    pub(super) fn note(&self) -> String {
+    pub(crate) fn note(&self) -> String {
         match self {
             Origin::Project => NEW_RUN_NOTE.to_string(),
             Origin::Restored(from) if from.because == NOT_APPLIED => format!(
@@ -69,7 +69,7 @@ impl Origin {
 
     /// What a run that sends a cut-off turn again must tell the model: only
     /// that the files are not what the conversation says.
-    pub(super) fn continue_note(&self) -> Option<String> {
+    pub(crate) fn continue_note(&self) -> Option<String> {
         match self {
             Origin::Rejected { decision, .. } => Some(rejected_note(decision)),
             _ => None,
@@ -114,7 +114,7 @@ enum Previous {
 /// Prepares the run `dir`'s work copy (without what `policy` withholds)
 /// and shadow repo, and says where the files came from. With `no_restore`,
 /// the run starts from the project whatever the session says.
-pub(super) fn prepare_files(
+pub(crate) fn prepare_files(
     session: &Session,
     no_restore: bool,
     project: &Path,
@@ -290,6 +290,6 @@ fn discard(dir: &RunDir, err: anyhow::Error) -> anyhow::Error {
 }
 
 /// Marks the fork point as used: the run that started from it is under way.
-pub(super) fn started(session: &Session) -> Result<()> {
+pub(crate) fn started(session: &Session) -> Result<()> {
     Ok(session.remove_context(WORKSPACE_AT_KEY)?)
 }

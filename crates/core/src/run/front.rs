@@ -1,0 +1,82 @@
+//! What a run needs of the front-end that drives it: a place for its
+//! events, a console for the signal watch, the live keys, the image build's
+//! progress, and the review of the patch (which may ask the user). The
+//! front-end decides how each looks; the run decides when each happens.
+
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use super::ReviewMode;
+use super::signals::Interrupt;
+use crate::agent::{AbortHandle, AbortSignal, Event};
+use crate::work::WorkEvent;
+use ah_record::policy::Policy;
+use ah_record::run::RunResult;
+use ah_record::rundir::ReviewRecord;
+use ah_sandbox::image::BuildOptions;
+
+/// The front-end of one run.
+#[async_trait::async_trait(?Send)]
+pub trait Front: Send {
+    /// An event of the run (the model's text, tool calls, steps, the end).
+    fn show(&mut self, event: &Event);
+
+    /// An event of the work phases (`ah work`).
+    fn show_work(&mut self, event: &WorkEvent);
+
+    /// Where the signal watch says what it does, from any thread.
+    fn console(&self) -> Arc<dyn Console>;
+
+    /// The engine starts: a front-end with a person at a terminal may read
+    /// keys that steer, finalize or abort it. Whatever it returns is
+    /// dropped when the engine is over, before the review.
+    fn live(&mut self, controls: LiveControls) -> Option<Box<dyn Any>>;
+
+    /// The sandbox image is missing: build it, showing progress.
+    async fn build_image(&mut self, options: &BuildOptions) -> Result<()>;
+
+    /// What becomes of a finished run's patch, as `request.mode` says
+    /// (`ask` asks the user).
+    fn review(&mut self, request: &ReviewRequest<'_>) -> Result<ReviewOutcome>;
+}
+
+/// The signal watch's voice: one line to the user, and the terminal put
+/// back into its own mode before ah exits at once.
+pub trait Console: Send + Sync {
+    fn say(&self, line: &str);
+    fn restore_terminal(&self);
+}
+
+/// What live keys act on.
+pub struct LiveControls {
+    /// Asks the engine to finalize: stop after the running tool call.
+    pub stop: AbortHandle,
+    /// Tells whether the run is aborting.
+    pub abort: AbortSignal,
+    /// Counts as SIGINT (Ctrl+C read as a key in raw mode).
+    pub interrupt: Interrupt,
+    /// The session whose queue takes steering messages.
+    pub session_db: PathBuf,
+}
+
+/// A finished run's patch and what to do with it.
+pub struct ReviewRequest<'a> {
+    pub mode: ReviewMode,
+    pub project: &'a Path,
+    pub result: &'a RunResult,
+    pub policy: &'a Policy,
+    pub task: &'a str,
+    pub no_commit: bool,
+}
+
+/// How the review ended.
+#[derive(Debug, Clone)]
+pub struct ReviewOutcome {
+    pub record: ReviewRecord,
+    pub applied: bool,
+    /// An apply was attempted and failed (the patch stays saved).
+    pub failed: bool,
+}

@@ -1,0 +1,239 @@
+//! One run, from options to a handled patch, for every front-end: [`run`]
+//! settles configuration, policy and provider ([`settle`]), opens and locks
+//! the session, starts the run (time travel, network, sandbox: see
+//! `lifecycle`), runs an [`Engine`] (the single agent, or the work
+//! phases), closes the session's intake and finishes (patch, manifest,
+//! artifacts, egress report, review). Order matters for safety and for not
+//! losing work: everything that can be checked cheaply is checked before the
+//! project is copied; once the engine has run, the patch is always saved and
+//! the manifest written, whatever happens after.
+//!
+//! What the user sees goes to the [`Front`]: events, the review, the image
+//! build's progress, the live keys. The front-end maps the [`Outcome`] to
+//! an exit code.
+
+mod agent;
+mod begin;
+mod front;
+mod lifecycle;
+mod model;
+mod network;
+mod options;
+mod prompt;
+pub mod queue;
+pub mod resolve;
+mod sandbox;
+mod settle;
+pub mod signals;
+mod weakening;
+mod work;
+
+use anyhow::Result;
+
+use crate::agent::event::SessionState;
+use crate::agent::set_state;
+use ah_llm::Provider;
+use ah_session::Session;
+use ah_session::queue::SessionLock;
+
+pub use begin::split_prompt;
+pub use front::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
+pub use model::{SESSION_MODEL, select as select_model};
+pub use options::{
+    Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
+};
+pub use sandbox::runtime;
+pub(crate) use settle::RunSetup;
+pub use settle::{resolve_project, retry_policy};
+
+use lifecycle::{Ending, Started, close_intake, finish_run, leave_session, start_run};
+use signals::SignalWatch;
+
+/// A mistake in what was asked (exit code 2 at the command line).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// What drives a run's tools.
+#[derive(Debug, Clone)]
+pub enum Engine {
+    /// One agent on the task in `RunOptions::prompt`, in the project's
+    /// session.
+    Agent,
+    /// The work phases on an issue (`issue`, or the one file named in the
+    /// prompt), in a work session of its own.
+    Work {
+        issue: Option<String>,
+        max_rounds: Option<u32>,
+    },
+}
+
+/// How a run ended, for the front-end's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The patch was handled as asked (applied, empty, or saved under
+    /// `--review never`).
+    Done,
+    /// The patch was saved but not applied.
+    NotApplied,
+    /// Something failed after the patch was saved (an apply, say).
+    Failed,
+    /// The run was interrupted; the patch so far is saved.
+    Aborted,
+    /// The engine stopped before it was done; the patch so far is saved.
+    Stopped(Stop),
+    /// Another ah holds the session: the prompt was queued for it (and,
+    /// with `wait`, followed: `answered` says whether it was answered).
+    Queued { answered: bool },
+}
+
+/// Why an engine stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A limit of the run (tool calls, disk budget).
+    Limit,
+    /// The model could not finish (it looped, found friction, ran out of
+    /// rounds).
+    Unfinished,
+}
+
+/// How the engine's part of a run ended, as the end of the run treats it.
+pub(crate) enum RunEnd {
+    /// Review the patch.
+    Finished,
+    /// Interrupted: the patch so far is saved.
+    Aborted,
+    /// Stopped for `why`: the patch is saved, not offered for applying;
+    /// `next` says what the user can do besides `ah apply`.
+    Stopped {
+        why: String,
+        next: String,
+        stop: Stop,
+    },
+    /// Failed: the patch so far is saved and the error is returned.
+    Failed(anyhow::Error),
+}
+
+/// Runs `engine` as `options` say; what the user sees goes to `front`.
+pub async fn run(
+    mut options: RunOptions,
+    engine: Engine,
+    front: &mut dyn Front,
+) -> Result<Outcome> {
+    let opened = match &engine {
+        Engine::Agent => agent::open(&mut options, front).await?,
+        Engine::Work { issue, max_rounds } => {
+            work::open(&mut options, issue.clone(), *max_rounds, front).await?
+        }
+    };
+    let Opened {
+        setup,
+        provider,
+        mut session,
+        lock,
+        driver,
+    } = match opened {
+        Open::Run(opened) => *opened,
+        Open::Queued(outcome) => return Ok(outcome),
+    };
+    // What `ah compact` uses: the provider is not in the model id the API
+    // reports.
+    session.set_context(SESSION_MODEL, &setup.model_name)?;
+    let outcome = run_in_session(
+        &options,
+        &setup,
+        provider.as_ref(),
+        &mut session,
+        &lock,
+        driver,
+        front,
+    )
+    .await;
+    leave_session(&session, &lock, front);
+    outcome
+}
+
+/// What an engine's opening leaves for the run: or the prompt was queued.
+pub(crate) enum Open {
+    Run(Box<Opened>),
+    Queued(Outcome),
+}
+
+/// A settled run with its session open and locked.
+pub(crate) struct Opened {
+    pub(crate) setup: RunSetup,
+    pub(crate) provider: Box<dyn Provider>,
+    pub(crate) session: Session,
+    pub(crate) lock: SessionLock,
+    pub(crate) driver: Driver,
+}
+
+/// The engine, ready to drive a started run.
+pub(crate) enum Driver {
+    Agent,
+    Work { max_rounds: u32 },
+}
+
+/// The run proper: prepare the work copy and the sandbox, run the engine,
+/// save the patch and the manifest, review.
+async fn run_in_session(
+    options: &RunOptions,
+    setup: &RunSetup,
+    provider: &dyn Provider,
+    session: &mut Session,
+    lock: &SessionLock,
+    driver: Driver,
+    front: &mut dyn Front,
+) -> Result<Outcome> {
+    let started_at = std::time::SystemTime::now();
+    let seq_before = session.last_seq()?;
+    // Plan and check run read-only: the podman backend gets a second
+    // container that mounts `/work` read-only for them.
+    let read_only_sandbox = matches!(driver, Driver::Work { .. });
+    let Started {
+        mut run,
+        origin,
+        live: _live,
+    } = start_run(options, setup, session, read_only_sandbox).await?;
+    let ready = match driver {
+        Driver::Agent => Ready::Agent(agent::enter(options, setup, session, &run, &origin)?),
+        Driver::Work { max_rounds } => {
+            Ready::Work(work::enter(options, setup, session, &run, max_rounds))
+        }
+    };
+    front.show(&set_state(session, SessionState::Processing)?);
+    let (signals, mut abort) = SignalWatch::start(lock, front.console());
+    let controls = front.live(signals.controls(&abort, session.path()));
+    let (reason, end) = match ready {
+        Ready::Agent(ready) => {
+            agent::drive(
+                ready, options, provider, session, &mut run, &mut abort, lock, front,
+            )
+            .await
+        }
+        Ready::Work(ready) => {
+            work::drive(
+                ready, options, provider, session, &mut run, &mut abort, lock, front,
+            )
+            .await
+        }
+    };
+    // The review's prompts need the keys and the terminal's own mode.
+    drop(controls);
+    signals.loop_over();
+    close_intake(session, lock, reason, front)?;
+    let ending = Ending {
+        options,
+        setup,
+        started_at,
+        seq_before,
+        restored: origin.restored().cloned(),
+    };
+    finish_run(run, end, &ending, session, front).await
+}
+
+/// An engine entered into its started run.
+enum Ready {
+    Agent(agent::AgentReady),
+    Work(crate::work::WorkConfig),
+}

@@ -1,0 +1,169 @@
+//! Everything checked before a session is opened or anything copied: the
+//! project, its configuration (filled into the options where the user gave
+//! no value), the model and its credentials, the policy, the review mode,
+//! the sandbox and the prompts.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::begin::Begin;
+use super::prompt::{self, PromptSetup};
+use super::{Front, ReviewMode, RunOptions, UsageError, network, weakening};
+use crate::config::{self, RetrySettings};
+use ah_llm::retry::RetryPolicy;
+use ah_llm::{Provider, models};
+use ah_record::policy::Policy;
+use ah_record::safe_text::terminal_safe;
+use ah_sandbox::{BackendKind, podman};
+
+/// Settles a run of `task` (filling `args` from the configuration where
+/// the user gave no value). The run begins with a new prompt unless the
+/// caller says otherwise.
+pub(crate) async fn settle(
+    args: &mut RunOptions,
+    task: String,
+    front: &mut dyn Front,
+) -> Result<(RunSetup, Box<dyn Provider>)> {
+    let project = resolve_project(args.project.as_deref())?;
+    let loaded =
+        config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
+    let given = weakening::Given {
+        backend: args.given.backend,
+        review: args.review.is_some(),
+        network: args.sandbox.network.is_some(),
+    };
+    config::fill(args, &loaded.config);
+    let ah_dir = project.join(".ah");
+    std::fs::create_dir_all(&ah_dir)
+        .with_context(|| format!("cannot create {}", ah_dir.display()))?;
+    let selection = super::model::select(
+        args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
+        &args.config,
+    )?;
+    let provider = selection.connect(retry_policy(&args.config.retry))?;
+    let (policy, user_policy) = policies(&project, args, &loaded.user)?;
+    let settings = weakening::Settings {
+        config: &loaded.config,
+        user_config: &loaded.user,
+        policy: &policy,
+        user_policy: &user_policy,
+        given,
+    };
+    if let Some(line) = weakening::warning(&settings) {
+        eprintln!("{}", terminal_safe(&line));
+    }
+    network::check_backend(args.backend, &args.sandbox)?;
+    let review_mode = match (args.review, args.json) {
+        (Some(mode), _) => mode,
+        // JSON consumers are programs: nobody to ask.
+        (None, true) => ReviewMode::Never,
+        (None, false) => default_review(),
+    };
+    if args.json && review_mode == ReviewMode::Ask {
+        return Err(UsageError(
+            "--json cannot ask for a review (stdout carries the events): use --review auto or never"
+                .into(),
+        )
+        .into());
+    }
+    let image = args
+        .image
+        .clone()
+        .unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
+    if args.backend == BackendKind::Podman {
+        super::sandbox::podman_preflight(&image, front).await?;
+    }
+    let prompts = prompt::prepare(
+        &project,
+        &ah_dir,
+        super::lifecycle::workspace_of(args.backend),
+        &task,
+        &args.skills,
+    )?;
+    let setup = RunSetup {
+        project,
+        ah_dir,
+        model_name: selection.display_name(),
+        model: selection.model,
+        policy,
+        review_mode,
+        image,
+        task,
+        prompts,
+        begin: Begin::Prompt,
+    };
+    Ok((setup, provider))
+}
+
+/// The run's policy, and what it would be without the project's own
+/// `.ah/policy.toml` and `.ah/config.toml` (`user`: the configuration
+/// without the project's file), both built the same way otherwise.
+fn policies(project: &Path, args: &RunOptions, user: &config::Config) -> Result<(Policy, Policy)> {
+    let finish = |policy: Policy, limits: &config::Config| -> Result<Policy> {
+        let mut policy = policy.with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
+        let review = &limits.review;
+        policy.set_review_limits(review.max_lines, review.max_files, review.max_bytes);
+        Ok(policy)
+    };
+    let (file, allow, deny) = (args.policy.as_deref(), &args.allow, &args.deny);
+    let policy = finish(Policy::load(project, file, allow, deny)?, &args.config)?;
+    let user_policy = finish(Policy::load_without_project(file, allow, deny)?, user)?;
+    Ok((policy, user_policy))
+}
+
+/// What `run` settled before the session was opened.
+pub(crate) struct RunSetup {
+    pub project: PathBuf,
+    pub ah_dir: PathBuf,
+    pub model: models::ModelInfo,
+    /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
+    pub model_name: String,
+    pub policy: Policy,
+    pub review_mode: ReviewMode,
+    pub image: String,
+    pub task: String,
+    pub prompts: PromptSetup,
+    /// Where in the session tree the run starts.
+    pub begin: Begin,
+}
+
+/// The review mode when none is given: ask at a terminal, else only save.
+fn default_review() -> ReviewMode {
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        ReviewMode::Ask
+    } else {
+        ReviewMode::Never
+    }
+}
+
+/// The project folder: `project`, or the current directory; canonical.
+pub fn resolve_project(project: Option<&Path>) -> Result<PathBuf> {
+    let dir = match project {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().context("cannot read the current directory")?,
+    };
+    let canonical = dir
+        .canonicalize()
+        .with_context(|| format!("project directory {} not found", dir.display()))?;
+    if !canonical.is_dir() {
+        bail!(
+            "{} is not a directory: -C takes the project's folder",
+            dir.display()
+        );
+    }
+    Ok(canonical)
+}
+
+/// The retry settings of the configuration (`retry.*`, also set by
+/// `AH_RETRY_ATTEMPTS`, `AH_RETRY_BASE_MS`, `AH_STREAM_IDLE_SECS`).
+pub fn retry_policy(settings: &RetrySettings) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts: settings.attempts,
+        base_delay: Duration::from_millis(settings.base_ms),
+        idle_timeout: Duration::from_secs(settings.idle_secs),
+        ..RetryPolicy::default()
+    }
+}

@@ -48,6 +48,8 @@ fn manifests(crates: &Path) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
                 }
             }
         }
+        layers.sort();
+        layers.dedup();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         out.insert(name, (layers, others));
     }
@@ -122,7 +124,7 @@ fn architecture_md_draws_the_same_graph() {
         let line = format!("ah-{name} →");
         let drawn = text
             .lines()
-            .find(|l| l.trim_start().starts_with(&line))
+            .find(|l| l.trim_start().trim_start_matches("- ").starts_with(&line))
             .unwrap_or_else(|| panic!("ARCHITECTURE.md has no line `{line} …`"));
         let mut listed: Vec<&str> = drawn
             .split('→')

@@ -15,6 +15,8 @@ pub mod redact;
 pub mod retry;
 pub mod sanitize;
 pub mod sse;
+#[cfg(test)]
+mod stream_harness;
 pub mod transport;
 
 use serde::{Deserialize, Serialize};

@@ -13,6 +13,8 @@ pub mod run;
 pub mod rundir;
 pub mod safe_text;
 pub mod shadow;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod tree;
 pub mod workspace;
 

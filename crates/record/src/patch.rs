@@ -274,34 +274,13 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::{PermissionsExt, symlink};
     use std::path::Path;
-    use std::process::Command;
 
     use tempfile::TempDir;
 
     use super::*;
     use crate::shadow::MAX_FILE_BYTES;
+    use crate::testing::git;
     use crate::workspace::copy_project;
-
-    /// Runs real git in `dir`, isolated from the machine's git config.
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
 
     /// Binary content: NUL bytes and every byte value.
     fn binary(seed: u8, len: usize) -> Vec<u8> {

@@ -183,22 +183,11 @@ impl<'a> Side<'a> {
 #[cfg(test)]
 mod tests {
     use std::fs;
-    use std::path::Path;
-    use std::process::Command;
 
     use super::*;
     use ah_record::patch::session_patch;
     use ah_record::shadow::{MAX_FILE_BYTES, ShadowRepo};
-
-    fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-        Command::new("git")
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("HOME", dir)
-            .args(args)
-            .output()
-            .unwrap()
-    }
+    use ah_record::testing::git;
 
     /// A shadow repo whose baseline has `a`, `b.bin`, `c` and whose head
     /// changes all three and adds `d`.
@@ -274,12 +263,11 @@ mod tests {
         fs::write(host.join("a"), "a1\n").unwrap();
         fs::write(host.join("b.bin"), [0u8, 1, 2, 3]).unwrap();
         fs::write(host.join("c"), "diff --git x y\n").unwrap();
-        assert!(git(&host, &["init", "-q"]).status.success());
+        git(&host, &["init", "-q"]);
         cut(&dir, &patch, &[1, 3]).unwrap();
         for name in ["chosen", "rest"] {
             let file = dir.path().join(name);
-            let out = git(&host, &["apply", file.to_str().unwrap()]);
-            assert!(out.status.success(), "{name}: {out:?}");
+            git(&host, &["apply", file.to_str().unwrap()]);
         }
         assert_eq!(fs::read(host.join("b.bin")).unwrap(), [9u8, 0, 8, 7, 6]);
         assert_eq!(fs::read_to_string(host.join("a")).unwrap(), "a2\n");

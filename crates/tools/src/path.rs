@@ -20,11 +20,13 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
-/// How the model sees the work root.
+/// How the model sees the work root (where the container mounts the work
+/// copy).
 pub const WORK: &str = "/work";
 
-/// Symlinks followed in one resolution before we call it a loop (Linux's limit).
-const MAX_SYMLINK_HOPS: usize = 40;
+/// Symlinks followed in one resolution before we call it a loop (Linux's
+/// `ELOOP` limit); the policy's check of committed links uses it too.
+pub const MAX_SYMLINK_HOPS: usize = 40;
 
 /// A path confined to the work root.
 #[derive(Debug, Clone, PartialEq, Eq)]

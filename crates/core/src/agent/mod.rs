@@ -17,6 +17,7 @@ pub mod loop_detect;
 pub mod prompt;
 mod request;
 mod round;
+mod state;
 pub(crate) mod step;
 mod text_tools;
 
@@ -32,8 +33,8 @@ use serde_json::Value;
 use emit::{Emitter, stream_event};
 pub use event::{CompactReason, EndReason, Event};
 use interrupt::keep_partial;
-use loop_detect::LoopDetector;
 use request::{INTERRUPTED, map_edit_calls, sendable};
+use state::LoopState;
 
 use ah_llm::models::{ModelInfo, ToolProtocol};
 use ah_llm::{Block, LlmError, Provider, Request, Response, Role, ToolDef};
@@ -92,15 +93,14 @@ pub async fn run_agent(
     provider: &dyn Provider,
     session: &mut Session,
     run: &mut Run,
-    mut head: String,
+    head: String,
     abort: &mut AbortSignal,
     inbox: &dyn Inbox,
     on_event: &mut (dyn FnMut(&Event) + Send),
 ) -> Result<AgentSummary, AgentError> {
-    let mut out = Emitter::new(on_event);
-    out.emit(
+    let mut state = LoopState::new(on_event, head, config.loop_window);
+    state.emit(
         session,
-        Some(&head),
         Event::AgentStart {
             session: session.id(),
             run_id: run.id(),
@@ -108,47 +108,36 @@ pub async fn run_agent(
             backend: run.backend_kind().as_str().to_string(),
         },
     );
-    let mut turns = 0;
-    let mut tool_calls = 0;
-    let mut loops = LoopDetector::new(config.loop_window);
     loop {
-        turns += 1;
-        out.emit(session, Some(&head), Event::TurnStart { turn: turns });
+        state.turns += 1;
+        let turn = state.turns;
+        state.emit(session, Event::TurnStart { turn });
+        let LoopState { out, head, .. } = &mut state;
         let called = tokio::select! {
-            called = compact::call_model(config, provider, session, &mut head, turns, &mut out) => {
+            called = compact::call_model(config, provider, session, head, turn, out) => {
                 Some(called)
             }
             () = abort.finalizing() => None,
         };
         let Some(called) = called else {
             // Stopped mid-stream: what was streamed is kept.
-            let partial = out.take_partial();
-            if let Some(kept) = keep_partial(session, &head, &partial)? {
-                head = kept;
+            let partial = state.out.take_partial();
+            if let Some(kept) = keep_partial(session, &state.head, &partial)? {
+                state.head = kept;
             }
             let reason = match abort.is_requested() {
                 true => EndReason::Aborted,
                 false => EndReason::Finalized,
             };
-            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
+            return Ok(state.end(session, reason));
         };
         let (response, latency_ms) = match called {
             Ok(answer) => answer,
             Err(err) => {
-                out.emit(
-                    session,
-                    Some(&head),
-                    Event::Error {
-                        message: err.to_string(),
-                    },
-                );
-                out.emit(
-                    session,
-                    Some(&head),
-                    Event::AgentEnd {
-                        reason: EndReason::Failed,
-                    },
-                );
+                let message = err.to_string();
+                state.emit(session, Event::Error { message });
+                let reason = EndReason::Failed;
+                state.emit(session, Event::AgentEnd { reason });
                 return Err(err);
             }
         };
@@ -164,13 +153,12 @@ pub async fn run_agent(
             model: Some(response.model.clone()),
             api_latency_ms: Some(latency_ms),
         };
-        let stored = session.append(Some(&head), Role::Assistant, &blocks, &meta)?;
-        head = stored.id;
-        out.emit(
+        let stored = session.append(Some(&state.head), Role::Assistant, &blocks, &meta)?;
+        state.head = stored.id;
+        state.emit(
             session,
-            Some(&head),
             Event::ApiCallEnd {
-                turn: turns,
+                turn,
                 latency_ms,
                 usage: response.usage,
                 stop_reason: response.stop_reason.clone(),
@@ -189,42 +177,29 @@ pub async fn run_agent(
             .collect();
         if calls.is_empty()
             && config.model.tool_protocol == ToolProtocol::Text
-            && let Some(ran) = text_tools::run_blocks(
-                config,
-                &response,
-                run,
-                session,
-                &mut out,
-                &head,
-                abort,
-                &mut tool_calls,
-                &mut loops,
-            )
-            .await?
+            && let Some(ran) =
+                text_tools::run_blocks(config, &response, run, session, &mut state, abort).await?
         {
-            head = ran.head;
-            out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+            state.emit(session, Event::TurnEnd { turn });
             match ran.stop {
-                Some(reason) => {
-                    return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
-                }
+                Some(reason) => return Ok(state.end(session, reason)),
                 None => continue,
             }
         }
         if calls.is_empty() {
-            out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+            state.emit(session, Event::TurnEnd { turn });
             let reason = match response.stop_reason.as_deref() {
                 Some("end_turn") | Some("stop_sequence") | None => EndReason::Done,
                 Some(_) => EndReason::Stopped,
             };
             if reason == EndReason::Done
                 && !abort.is_finalizing()
-                && let Some(next) = inbox::next_turn(inbox, session, &mut out, &head)?
+                && let Some(next) = inbox::next_turn(inbox, session, &mut state.out, &state.head)?
             {
-                head = next;
+                state.head = next;
                 continue;
             }
-            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
+            return Ok(state.end(session, reason));
         }
 
         let round = round::run_round(
@@ -236,49 +211,21 @@ pub async fn run_agent(
                 truncated: &response.truncated_tool_calls,
             },
             calls,
-            &mut head,
+            &mut state,
             abort,
-            &mut out,
-            &mut tool_calls,
-            &mut loops,
         )
         .await?;
-        out.emit(session, Some(&head), Event::TurnEnd { turn: turns });
+        state.emit(session, Event::TurnEnd { turn });
         let stop = if round.aborted {
             Some(EndReason::Aborted)
         } else if abort.is_finalizing() {
             Some(EndReason::Finalized)
-        } else if run.poisoned().is_some() {
-            Some(EndReason::Poisoned)
-        } else if run.limit_reached().is_some() {
-            Some(EndReason::DiskBudget)
-        } else if loops.should_stop() {
-            Some(EndReason::Looping)
-        } else if round.limited || config.max_tools.is_some_and(|max| tool_calls >= max) {
-            Some(EndReason::ToolLimit)
         } else {
-            None
+            state.stop_after_calls(config, run)
         };
         if let Some(reason) = stop {
-            return Ok(end(&mut out, session, &head, reason, turns, tool_calls));
+            return Ok(state.end(session, reason));
         }
-    }
-}
-
-/// Announces the end of the loop and sums it up.
-fn end(
-    out: &mut Emitter<'_>,
-    session: &Session,
-    head: &str,
-    reason: EndReason,
-    turns: u32,
-    tool_calls: u32,
-) -> AgentSummary {
-    out.emit(session, Some(head), Event::AgentEnd { reason });
-    AgentSummary {
-        reason,
-        turns,
-        tool_calls,
     }
 }
 

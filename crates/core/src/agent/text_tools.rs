@@ -11,19 +11,15 @@ mod parse;
 
 use std::fmt::Write as _;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::emit::Emitter;
-use super::event::{EndReason, Event};
-use super::loop_detect::LoopDetector;
-use super::request::INTERRUPTED;
-use super::step::step_events;
+use super::event::EndReason;
+use super::state::{Halt, LoopState};
 use super::{AbortSignal, AgentConfig, AgentError};
 use ah_llm::models::ToolProtocol;
 use ah_llm::{Block, Response, Role, ToolDef};
 use ah_record::run::Run;
 use ah_session::{BlockRecord, MessageMeta, Session};
-use ah_tools::ToolOutput;
 use parse::Directive;
 
 const PROTOCOL: &str = include_str!("../../../../sys/text_protocol.md");
@@ -62,26 +58,21 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
 
 /// What running a reply's blocks did.
 pub(super) struct Ran {
-    /// The stored message with the results.
-    pub head: String,
     /// Why the loop must stop now, if it must.
     pub stop: Option<EndReason>,
 }
 
 /// Runs the blocks of `response` (a reply with no native tool calls) and
-/// stores their results as the next user message. `None` when the reply has
-/// no blocks: the model is done.
-#[allow(clippy::too_many_arguments)]
+/// stores their results as the next user message, which becomes the head.
+/// `None` when the reply has no blocks: the model is done. Each block goes
+/// through the same gate and step as a native call (see `state`).
 pub(super) async fn run_blocks(
     config: &AgentConfig,
     response: &Response,
     run: &mut Run,
     session: &mut Session,
-    out: &mut Emitter<'_>,
-    head: &str,
+    state: &mut LoopState<'_>,
     abort: &mut AbortSignal,
-    tool_calls: &mut u32,
-    loops: &mut LoopDetector,
 ) -> Result<Option<Ran>, AgentError> {
     let text: String = response
         .content
@@ -122,13 +113,20 @@ pub(super) async fn run_blocks(
                 ("bash", json!({"command": command})),
             ),
         };
-        if stop == Some(EndReason::Aborted) || abort.is_requested() {
-            stop = Some(EndReason::Aborted);
+        let halted = match stop {
+            Some(EndReason::Aborted) => Some(Halt::Interrupted),
+            Some(EndReason::Finalized) => Some(Halt::Finalized),
+            _ => LoopState::halt(abort),
+        };
+        if let Some(halt) = halted {
+            stop = Some(match halt {
+                Halt::Interrupted => EndReason::Aborted,
+                Halt::Finalized => EndReason::Finalized,
+            });
             let _ = write!(report, "\n{}. {label}: not run: stopped\n", n + 1);
             continue;
         }
-        if config.max_tools.is_some_and(|max| *tool_calls >= max) {
-            stop = Some(EndReason::ToolLimit);
+        if !state.admit(config) {
             let _ = write!(
                 report,
                 "\n{}. {label}: not run: the tool call limit (--max-tools) was reached\n",
@@ -136,10 +134,11 @@ pub(super) async fn run_blocks(
             );
             continue;
         }
-        *tool_calls += 1;
         let (name, input) = call;
-        match step(run, session, out, head, abort, (name, input.clone())).await {
-            Some(output) => {
+        let id = format!("text_{}", ulid::Ulid::generate());
+        match state.step(run, session, abort, (&id, name, &input)).await {
+            Some(outcome) => {
+                let output = outcome.output;
                 let status = if output.is_error { "failed" } else { "done" };
                 let _ = write!(
                     report,
@@ -147,17 +146,8 @@ pub(super) async fn run_blocks(
                     n + 1,
                     fenced(&output.content)
                 );
-                if let Some(repetition) = loops.record(name, &input, &output) {
-                    out.emit(session, Some(head), repetition.event());
-                    let steering = repetition.steering();
-                    out.emit(
-                        session,
-                        Some(head),
-                        Event::SteeringInjected {
-                            text: steering.clone(),
-                        },
-                    );
-                    let _ = write!(report, "\n{steering}\n");
+                if let Some(repetition) = state.repeated(session, name, &input, &output) {
+                    let _ = write!(report, "\n{}\n", repetition.steering());
                 }
             }
             None => {
@@ -165,70 +155,17 @@ pub(super) async fn run_blocks(
                 let _ = write!(report, "\n{}. {label}: interrupted\n", n + 1);
             }
         }
-        if run.poisoned().is_some() {
-            stop = Some(EndReason::Poisoned);
-        } else if run.limit_reached().is_some() {
-            stop = Some(EndReason::DiskBudget);
-        }
     }
-    if stop.is_none() && loops.should_stop() {
-        stop = Some(EndReason::Looping);
-    }
-    if stop.is_none() && config.max_tools.is_some_and(|max| *tool_calls >= max) {
-        stop = Some(EndReason::ToolLimit);
-    }
+    let stop = stop.or_else(|| state.stop_after_calls(config, run));
     let block = BlockRecord::from(Block::Text { text: report });
-    let stored = session.append(Some(head), Role::User, &[block], &MessageMeta::default())?;
-    Ok(Some(Ran {
-        head: stored.id,
-        stop,
-    }))
-}
-
-/// One block as a tool step, with the events of a native call. Returns
-/// its output; `None` when `abort` stopped it.
-async fn step(
-    run: &mut Run,
-    session: &Session,
-    out: &mut Emitter<'_>,
-    head: &str,
-    abort: &mut AbortSignal,
-    (name, input): (&str, Value),
-) -> Option<ToolOutput> {
-    let id = format!("text_{}", ulid::Ulid::generate());
-    out.emit(
-        session,
-        Some(head),
-        Event::ToolCallStart {
-            id: id.clone(),
-            name: name.to_string(),
-            input: input.clone(),
-        },
-    );
-    let stepped = tokio::select! {
-        outcome = run.tool_step(name, &input) => Some(outcome),
-        () = abort.requested() => None,
-    };
-    let Some(outcome) = stepped else {
-        // The step's future is dropped: its process group is killed.
-        out.emit(
-            session,
-            Some(head),
-            Event::ToolCallEnd {
-                id,
-                name: name.to_string(),
-                is_error: true,
-                duration_ms: 0,
-                details: json!({ "interrupted": true }),
-                output: INTERRUPTED.to_string(),
-            },
-        );
-        return None;
-    };
-    for event in step_events(&id, name, &outcome) {
-        out.emit(session, Some(head), event);
-    }
-    Some(outcome.output)
+    let stored = session.append(
+        Some(&state.head),
+        Role::User,
+        &[block],
+        &MessageMeta::default(),
+    )?;
+    state.head = stored.id;
+    Ok(Some(Ran { stop }))
 }
 
 /// `text` in a fence longer than any backtick run inside it.

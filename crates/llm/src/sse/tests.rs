@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::stream_harness::{assemble, feed};
 
 fn message_start() -> String {
     json!({
@@ -39,27 +40,6 @@ fn message_end(stop_reason: &str, output_tokens: u64) -> Vec<String> {
     ]
 }
 
-/// Feeds every event; returns the first error, the events seen and the accumulator.
-fn feed(events: &[String]) -> (Result<(), StreamError>, Vec<StreamEvent>, Accumulator) {
-    let mut acc = Accumulator::new();
-    let mut seen = Vec::new();
-    let mut on_event = |e: StreamEvent| seen.push(e);
-    let mut result = Ok(());
-    for data in events {
-        result = acc.handle(data, &mut on_event);
-        if result.is_err() {
-            break;
-        }
-    }
-    (result, seen, acc)
-}
-
-fn assemble(events: &[String]) -> (Response, Vec<StreamEvent>) {
-    let (result, seen, acc) = feed(events);
-    result.expect("every event is accepted");
-    (acc.finish().expect("stream is complete"), seen)
-}
-
 #[test]
 fn text_response_with_usage() {
     let mut events = vec![
@@ -71,7 +51,7 @@ fn text_response_with_usage() {
         block_stop(0),
     ];
     events.extend(message_end("end_turn", 42));
-    let (response, seen) = assemble(&events);
+    let (response, seen) = assemble(Accumulator::new(), &events);
     assert_eq!(response.id, "msg_1");
     assert_eq!(response.model, "claude-x");
     assert_eq!(
@@ -127,7 +107,7 @@ fn tool_input_arriving_in_tiny_fragments_is_reassembled() {
     }
     events.push(block_stop(0));
     events.extend(message_end("tool_use", 9));
-    let (response, seen) = assemble(&events);
+    let (response, seen) = assemble(Accumulator::new(), &events);
     assert_eq!(
         response.content,
         vec![Block::ToolUse {
@@ -158,7 +138,7 @@ fn empty_tool_input_is_an_empty_object() {
         block_stop(0),
     ];
     events.extend(message_end("tool_use", 3));
-    let (response, _) = assemble(&events);
+    let (response, _) = assemble(Accumulator::new(), &events);
     assert_eq!(
         response.content,
         vec![Block::ToolUse {
@@ -173,7 +153,7 @@ fn empty_tool_input_is_an_empty_object() {
 fn malformed_tool_input_is_a_protocol_error() {
     let mut events = cut_tool_call();
     events.extend(message_end("tool_use", 5));
-    let (result, _, acc) = feed(&events);
+    let (result, _, acc) = feed(Accumulator::new(), &events);
     result.expect("the events themselves are well formed");
     match acc.finish() {
         Err(StreamError::Protocol(msg)) => {
@@ -187,7 +167,7 @@ fn malformed_tool_input_is_a_protocol_error() {
 fn a_tool_call_cut_off_by_max_tokens_is_kept_empty_and_flagged() {
     let mut events = cut_tool_call();
     events.extend(message_end("max_tokens", 5));
-    let (response, _) = assemble(&events);
+    let (response, _) = assemble(Accumulator::new(), &events);
     assert_eq!(response.truncated_tool_calls, ["toolu_3"]);
     assert_eq!(
         response.content,
@@ -238,7 +218,7 @@ fn thinking_keeps_its_signature_next_to_text() {
         block_stop(2),
     ];
     events.extend(message_end("end_turn", 20));
-    let (response, seen) = assemble(&events);
+    let (response, seen) = assemble(Accumulator::new(), &events);
     assert_eq!(
         response.content,
         vec![
@@ -286,7 +266,7 @@ fn unknown_block_types_and_deltas_are_skipped() {
         json!({"type": "some_future_event", "x": 1}).to_string(),
     ];
     events.extend(message_end("end_turn", 2));
-    let (response, seen) = assemble(&events);
+    let (response, seen) = assemble(Accumulator::new(), &events);
     assert_eq!(response.content, vec![Block::Text { text: "Hi".into() }]);
     assert_eq!(seen, vec![StreamEvent::TextDelta("Hi".into())]);
 }
@@ -300,7 +280,7 @@ fn mid_stream_error_event_is_reported_with_its_kind() {
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
             .to_string(),
     ];
-    let (result, _, _) = feed(&events);
+    let (result, _, _) = feed(Accumulator::new(), &events);
     assert_eq!(
         result,
         Err(StreamError::Api {
@@ -320,7 +300,7 @@ fn stream_without_message_stop_is_incomplete() {
         json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})
             .to_string(),
     ];
-    let (result, _, acc) = feed(&events);
+    let (result, _, acc) = feed(Accumulator::new(), &events);
     result.expect("events are valid");
     assert!(!acc.is_complete());
     assert_eq!(acc.finish(), Err(StreamError::Incomplete));
@@ -332,14 +312,17 @@ fn deltas_for_blocks_that_never_started_or_of_the_wrong_kind_are_errors() {
         message_start(),
         delta(3, json!({"type": "text_delta", "text": "x"})),
     ];
-    assert!(matches!(feed(&orphan).0, Err(StreamError::Protocol(_))));
+    assert!(matches!(
+        feed(Accumulator::new(), &orphan).0,
+        Err(StreamError::Protocol(_))
+    ));
 
     let mismatched = vec![
         message_start(),
         block_start(0, json!({"type": "text", "text": ""})),
         delta(0, json!({"type": "input_json_delta", "partial_json": "{}"})),
     ];
-    match feed(&mismatched).0 {
+    match feed(Accumulator::new(), &mismatched).0 {
         Err(StreamError::Protocol(msg)) => assert!(
             msg.contains("input_json_delta") && msg.contains("text"),
             "{msg}"
@@ -348,7 +331,7 @@ fn deltas_for_blocks_that_never_started_or_of_the_wrong_kind_are_errors() {
     }
 
     assert!(matches!(
-        feed(&["not json".to_string()]).0,
+        feed(Accumulator::new(), &["not json".to_string()]).0,
         Err(StreamError::Protocol(_))
     ));
 }

@@ -14,12 +14,7 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
 use super::LinkLookup;
-
-/// Where the container mounts the work copy.
-const CONTAINER_ROOT: &str = "/work";
-
-/// Most links followed for one check, as the kernel's `ELOOP` limit.
-const MAX_HOPS: usize = 40;
+use ah_tools::path::{MAX_SYMLINK_HOPS as MAX_HOPS, WORK as CONTAINER_ROOT};
 
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Resolution {

@@ -129,25 +129,8 @@ fn push_entry_header(out: &mut Vec<u8>, size: u64) {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::process::Command;
-
     use super::*;
-
-    fn git(git_dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("--git-dir")
-            .arg(git_dir)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
+    use crate::testing::git;
 
     #[test]
     fn packed_blobs_read_back_and_pass_git_verify_pack() {
@@ -172,7 +155,7 @@ mod tests {
             assert_eq!(*id, Oid::hash_object(ObjectType::Blob, blob).unwrap());
             assert_eq!(repo.find_blob(*id).unwrap().content(), &blob[..]);
         }
-        let counts = git(dir.path(), &["count-objects", "-v"]);
+        let counts = git(dir.path(), &["--git-dir", ".", "count-objects", "-v"]);
         // Nine blobs, one a repeat; no loose objects; more than one pack.
         assert!(counts.lines().any(|l| l == "in-pack: 8"), "{counts}");
         assert!(counts.lines().any(|l| l == "count: 0"), "{counts}");
@@ -180,7 +163,10 @@ mod tests {
         for entry in std::fs::read_dir(dir.path().join("objects/pack")).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "idx") {
-                git(dir.path(), &["verify-pack", path.to_str().unwrap()]);
+                git(
+                    dir.path(),
+                    &["--git-dir", ".", "verify-pack", path.to_str().unwrap()],
+                );
             }
         }
     }

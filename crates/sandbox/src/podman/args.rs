@@ -234,7 +234,7 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
         push(&format!("--env={name}={value}"));
     }
     let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
-    args.push(volume(spec.work_dir, "/work", work_mode));
+    args.push(volume(spec.work_dir, ah_tools::path::WORK, work_mode));
     args.push(volume(spec.init, INIT_PATH, ":ro"));
     if let Network::Proxy { socket_dir, ah } = spec.network {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));

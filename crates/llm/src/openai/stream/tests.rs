@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::stream_harness::{assemble, feed};
 
 fn chunk(delta: Value, finish: Option<&str>) -> String {
     json!({
@@ -38,25 +39,6 @@ fn call_piece(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str)
     json!({"tool_calls": [piece]})
 }
 
-fn feed(data: &[String]) -> (Result<(), StreamError>, Vec<StreamEvent>, Assembler) {
-    let mut assembler = Assembler::new();
-    let mut seen = Vec::new();
-    let mut result = Ok(());
-    for d in data {
-        result = assembler.handle(d, &mut |e| seen.push(e));
-        if result.is_err() {
-            break;
-        }
-    }
-    (result, seen, assembler)
-}
-
-fn assemble(data: &[String]) -> (Response, Vec<StreamEvent>) {
-    let (result, seen, assembler) = feed(data);
-    result.expect("every chunk is accepted");
-    (assembler.finish().expect("complete"), seen)
-}
-
 #[test]
 fn text_reply_with_usage_and_done() {
     let data = vec![
@@ -67,7 +49,7 @@ fn text_reply_with_usage_and_done() {
         usage(100, 40, 7),
         "[DONE]".to_string(),
     ];
-    let (response, seen) = assemble(&data);
+    let (response, seen) = assemble(Assembler::new(), &data);
     assert_eq!(response.id, "chatcmpl-1");
     assert_eq!(response.model, "gpt-test");
     assert_eq!(
@@ -122,7 +104,7 @@ fn tool_call_arguments_cut_at_every_byte_position_assemble_the_same() {
             // Pieces are strings: a server cuts between characters.
             continue;
         }
-        let (response, seen) = assemble(&two_calls(&args, cut));
+        let (response, seen) = assemble(Assembler::new(), &two_calls(&args, cut));
         assert_eq!(
             response.content,
             vec![
@@ -167,7 +149,7 @@ fn finish_reasons_map_to_ah_stop_reasons() {
         ("something_new", "something_new"),
     ] {
         let data = vec![chunk(json!({"content": "x"}), Some(finish))];
-        let (response, _) = assemble(&data);
+        let (response, _) = assemble(Assembler::new(), &data);
         assert_eq!(response.stop_reason.as_deref(), Some(expected), "{finish}");
     }
     // Some servers say `stop` after tool calls.
@@ -176,7 +158,10 @@ fn finish_reasons_map_to_ah_stop_reasons() {
         chunk(json!({}), Some("stop")),
         "[DONE]".to_string(),
     ];
-    assert_eq!(assemble(&data).0.stop_reason.as_deref(), Some("tool_use"));
+    assert_eq!(
+        assemble(Assembler::new(), &data).0.stop_reason.as_deref(),
+        Some("tool_use")
+    );
 }
 
 #[test]
@@ -189,7 +174,7 @@ fn a_call_cut_by_the_output_limit_is_marked_and_bad_json_is_passed_as_text() {
         chunk(json!({}), Some("length")),
         "[DONE]".to_string(),
     ];
-    let (response, _) = assemble(&data);
+    let (response, _) = assemble(Assembler::new(), &data);
     assert_eq!(response.truncated_tool_calls, vec!["call_cut".to_string()]);
     assert_eq!(response.stop_reason.as_deref(), Some("max_tokens"));
 
@@ -201,7 +186,7 @@ fn a_call_cut_by_the_output_limit_is_marked_and_bad_json_is_passed_as_text() {
         chunk(json!({}), Some("tool_calls")),
         "[DONE]".to_string(),
     ];
-    let (response, _) = assemble(&data);
+    let (response, _) = assemble(Assembler::new(), &data);
     assert_eq!(
         response.content,
         vec![Block::ToolUse {
@@ -228,7 +213,7 @@ fn servers_without_index_or_id_and_with_reasoning_are_understood() {
         chunk(json!({}), Some("tool_calls")),
     ];
     // No [DONE]: the body ended after the finish reason.
-    let (response, seen) = assemble(&data);
+    let (response, seen) = assemble(Assembler::new(), &data);
     assert_eq!(
         response.content[0],
         Block::Thinking {
@@ -254,12 +239,12 @@ fn servers_without_index_or_id_and_with_reasoning_are_understood() {
 
 #[test]
 fn cut_streams_errors_and_garbage_are_reported() {
-    let (result, _, assembler) = feed(&[chunk(json!({"content": "par"}), None)]);
+    let (result, _, assembler) = feed(Assembler::new(), &[chunk(json!({"content": "par"}), None)]);
     result.expect("accepted");
     assert_eq!(assembler.finish(), Err(StreamError::Incomplete));
 
     let error = json!({"error": {"message": "The server had an error", "type": "server_error"}});
-    let (result, _, _) = feed(&[error.to_string()]);
+    let (result, _, _) = feed(Assembler::new(), &[error.to_string()]);
     assert_eq!(
         result,
         Err(StreamError::Api {
@@ -267,14 +252,17 @@ fn cut_streams_errors_and_garbage_are_reported() {
             message: "The server had an error".into()
         })
     );
-    let (result, _, _) = feed(&["{not json".to_string()]);
+    let (result, _, _) = feed(Assembler::new(), &["{not json".to_string()]);
     assert!(matches!(result, Err(StreamError::Protocol(_))));
     // Nothing after [DONE] counts.
-    let (result, _, assembler) = feed(&[
-        chunk(json!({"content": "a"}), Some("stop")),
-        "[DONE]".to_string(),
-        "{not json".to_string(),
-    ]);
+    let (result, _, assembler) = feed(
+        Assembler::new(),
+        &[
+            chunk(json!({"content": "a"}), Some("stop")),
+            "[DONE]".to_string(),
+            "{not json".to_string(),
+        ],
+    );
     result.expect("ignored after done");
     assert!(assembler.is_complete());
 }
@@ -292,14 +280,7 @@ fn a_sanitized_stream_drops_leaked_tokens_and_makes_their_call_a_tool_call() {
     data.push(chunk(json!({}), Some("stop")));
     data.push("[DONE]".to_string());
 
-    let mut assembler = Assembler::sanitized();
-    let mut seen = Vec::new();
-    for d in &data {
-        assembler
-            .handle(d, &mut |e| seen.push(e))
-            .expect("accepted");
-    }
-    let response = assembler.finish().expect("complete");
+    let (response, seen) = assemble(Assembler::sanitized(), &data);
     let streamed: String = seen
         .iter()
         .filter_map(|e| match e {
@@ -328,7 +309,7 @@ fn a_sanitized_stream_drops_leaked_tokens_and_makes_their_call_a_tool_call() {
     assert_eq!(response.stop_reason.as_deref(), Some("tool_use"));
 
     // Without the sanitizer the same stream is kept as it came.
-    let (plain, _) = assemble(&data);
+    let (plain, _) = assemble(Assembler::new(), &data);
     assert_eq!(
         plain.content,
         vec![Block::Text {

@@ -2,29 +2,12 @@
 //! index whose stat data matches the work tree, so the first step rehashes
 //! nothing it need not.
 
+use crate::testing::git;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::Command;
 
 use super::*;
-
-/// Host git, blind to the user's and the system's configuration.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// A tree with what a baseline must get right: folders, executables, links
 /// (to a file, to a folder, dangling), empty and repeated files, a file too

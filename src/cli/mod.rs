@@ -102,84 +102,7 @@ pub fn main() -> i32 {
             return EXIT_ERROR;
         }
     };
-    let result = runtime.block_on(async move {
-        match cli.command {
-            None if cli.run.steer.is_some() || cli.run.followup.is_some() => {
-                run::queue::send(&cli.run.options(&matches))
-                    .await
-                    .map(exit_code)
-            }
-            None => {
-                let mut output = Output::new(cli.run.json);
-                let options = cli.run.options(&matches);
-                run::run(options, Engine::Agent, &mut output)
-                    .await
-                    .map(exit_code)
-            }
-            Some(Command::Apply {
-                run_id,
-                no_commit,
-                force,
-            }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
-            Some(Command::Work {
-                issue,
-                max_rounds,
-                run,
-            }) => {
-                // Clap matched `work`, so its own matches are there.
-                let sub = matches.subcommand_matches("work").unwrap_or(&matches);
-                let mut output = Output::new(run.json);
-                let engine = Engine::Work { issue, max_rounds };
-                run::run(run.options(sub), engine, &mut output)
-                    .await
-                    .map(exit_code)
-            }
-            Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
-            Some(Command::Runs {
-                action:
-                    Some(RunsAction::Prune {
-                        older_than,
-                        keep,
-                        dry_run,
-                    }),
-            }) => prune::runs_prune(cli.run.project.as_deref(), older_than, keep, dry_run),
-            Some(Command::Session(command)) => {
-                sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
-            }
-            Some(Command::Config) => {
-                commands::config(cli.run.project.as_deref(), &cli.run.overrides)
-            }
-            Some(Command::Compact { model }) => {
-                compact::compact(
-                    cli.run.project.as_deref(),
-                    &cli.run.session,
-                    model.as_deref(),
-                    &cli.run.overrides,
-                )
-                .await
-            }
-            Some(Command::Completions { shell }) => commands::completions(shell),
-            Some(Command::Doctor { image }) => {
-                let options = cli.run.options(&matches);
-                commands::doctor(image.as_deref(), run::runtime(&options.sandbox)).await
-            }
-            Some(Command::Image {
-                action:
-                    ImageAction::Build {
-                        image,
-                        offline,
-                        registry,
-                    },
-            }) => {
-                let source = match (offline, registry) {
-                    (true, _) => ImageSource::Offline,
-                    (_, true) => ImageSource::Registry,
-                    _ => ImageSource::Auto,
-                };
-                commands::image_build(image.as_deref(), source).await
-            }
-        }
-    });
+    let result = runtime.block_on(dispatch(cli, matches));
     match result {
         Ok(code) => code,
         Err(err) => {
@@ -192,6 +115,84 @@ pub fn main() -> i32 {
                 Some(_) => EXIT_USAGE,
                 None => EXIT_ERROR,
             }
+        }
+    }
+}
+
+/// Runs the command the arguments name; returns its exit code.
+async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
+    match cli.command {
+        None if cli.run.steer.is_some() || cli.run.followup.is_some() => {
+            run::queue::send(&cli.run.options(&matches))
+                .await
+                .map(exit_code)
+        }
+        None => {
+            let mut output = Output::new(cli.run.json);
+            let options = cli.run.options(&matches);
+            run::run(options, Engine::Agent, &mut output)
+                .await
+                .map(exit_code)
+        }
+        Some(Command::Apply {
+            run_id,
+            no_commit,
+            force,
+        }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
+        Some(Command::Work {
+            issue,
+            max_rounds,
+            run,
+        }) => {
+            // Clap matched `work`, so its own matches are there.
+            let sub = matches.subcommand_matches("work").unwrap_or(&matches);
+            let mut output = Output::new(run.json);
+            let engine = Engine::Work { issue, max_rounds };
+            run::run(run.options(sub), engine, &mut output)
+                .await
+                .map(exit_code)
+        }
+        Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
+        Some(Command::Runs {
+            action:
+                Some(RunsAction::Prune {
+                    older_than,
+                    keep,
+                    dry_run,
+                }),
+        }) => prune::runs_prune(cli.run.project.as_deref(), older_than, keep, dry_run),
+        Some(Command::Session(command)) => {
+            sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
+        }
+        Some(Command::Config) => commands::config(cli.run.project.as_deref(), &cli.run.overrides),
+        Some(Command::Compact { model }) => {
+            compact::compact(
+                cli.run.project.as_deref(),
+                &cli.run.session,
+                model.as_deref(),
+                &cli.run.overrides,
+            )
+            .await
+        }
+        Some(Command::Completions { shell }) => commands::completions(shell),
+        Some(Command::Doctor { image }) => {
+            let options = cli.run.options(&matches);
+            commands::doctor(image.as_deref(), run::runtime(&options.sandbox)).await
+        }
+        Some(Command::Image {
+            action:
+                ImageAction::Build {
+                    image,
+                    offline,
+                    registry,
+                },
+        }) => {
+            let source = match (offline, registry) {
+                (true, _) => ImageSource::Offline,
+                (_, true) => ImageSource::Registry,
+                _ => ImageSource::Auto,
+            };
+            commands::image_build(image.as_deref(), source).await
         }
     }
 }

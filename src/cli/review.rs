@@ -15,18 +15,11 @@ use ah_core::run::{ReviewMode, ReviewOutcome, ReviewRequest};
 use ah_record::rundir::ReviewRecord;
 use ah_record::safe_text::{copy_terminal_safe, terminal_safe};
 use ah_review::apply::{self, ApplyOptions};
-use ah_review::review::{self as rules, AutoDecision};
+use ah_review::review::{self as rules, AutoDecision, Hidden};
 
 /// Reviews a finished run's patch as `request.mode` says.
 pub fn review(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
-    let &ReviewRequest {
-        mode,
-        project,
-        result,
-        policy,
-        task,
-        no_commit,
-    } = request;
+    let &ReviewRequest { mode, result, .. } = request;
     let patch_path = &result.patch_path;
     if result.patch.files.is_empty() {
         eprintln!("no changes to review");
@@ -65,104 +58,129 @@ pub fn review(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
             eprintln!("patch saved: {}", patch_path.display());
             Ok(outcome(mode, "saved", "review mode never", false, false))
         }
-        ReviewMode::Auto => {
-            let clean = apply::check_patch(project, patch_path)?;
-            match rules::decide_patch(&result.patch, policy, clean, &hidden) {
-                AutoDecision::Apply => apply_now(
-                    mode,
-                    project,
-                    patch_path,
-                    task,
-                    no_commit,
-                    "auto: small, clean, unrestricted",
-                ),
-                AutoDecision::NothingToApply => {
-                    Ok(outcome(mode, "empty", "nothing to apply", false, false))
-                }
-                AutoDecision::Save { reasons } => {
-                    let reason = reasons.join("; ");
-                    eprintln!("not applied automatically: {}", terminal_safe(&reason));
-                    eprintln!(
-                        "patch saved: {} (apply it with: ah apply {})",
-                        patch_path.display(),
-                        run_id(patch_path)
-                    );
-                    Ok(outcome(mode, "saved", &reason, false, false))
-                }
-            }
+        ReviewMode::Auto => auto(request, &hidden),
+        ReviewMode::Ask => ask(request),
+    }
+}
+
+/// `--review auto`: applied when the rules allow, else saved with every
+/// reason.
+fn auto(request: &ReviewRequest<'_>, hidden: &[Hidden]) -> Result<ReviewOutcome> {
+    let &ReviewRequest {
+        mode,
+        project,
+        result,
+        policy,
+        task,
+        no_commit,
+    } = request;
+    let patch_path = &result.patch_path;
+    let clean = apply::check_patch(project, patch_path)?;
+    match rules::decide_patch(&result.patch, policy, clean, hidden) {
+        AutoDecision::Apply => apply_now(
+            mode,
+            project,
+            patch_path,
+            task,
+            no_commit,
+            "auto: small, clean, unrestricted",
+        ),
+        AutoDecision::NothingToApply => {
+            Ok(outcome(mode, "empty", "nothing to apply", false, false))
         }
-        ReviewMode::Ask => {
-            if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-                eprintln!(
-                    "patch saved: {} (no terminal to ask on)",
-                    patch_path.display()
-                );
-                return Ok(outcome(
-                    mode,
-                    "saved",
-                    "no terminal to ask on",
-                    false,
-                    false,
-                ));
-            }
-            show_in_pager(patch_path)?;
-            let choices = ["apply all", "choose files", "save only", "discard"];
-            let picked = dialoguer::Select::new()
-                .with_prompt("What should happen to this patch?")
-                .items(choices)
-                .default(0)
-                .interact();
-            // Ctrl+C or a closed terminal at the prompt keeps the patch.
-            let Ok(picked) = picked else {
-                eprintln!("review interrupted; patch saved: {}", patch_path.display());
-                return Ok(outcome(
-                    mode,
-                    "saved",
-                    "the review was interrupted",
-                    false,
-                    false,
-                ));
-            };
-            match picked {
-                0 => apply_now(
-                    mode,
-                    project,
-                    patch_path,
-                    task,
-                    no_commit,
-                    "chosen by the user",
-                ),
-                1 => {
-                    let run_dir = patch_path
-                        .parent()
-                        .context("the patch file has no run directory")?;
-                    review_pick::pick_and_apply(
-                        project,
-                        run_dir,
-                        patch_path,
-                        &result.patch,
-                        task,
-                        no_commit,
-                    )
-                }
-                2 => {
-                    eprintln!("patch saved: {}", patch_path.display());
-                    Ok(outcome(mode, "saved", "chosen by the user", false, false))
-                }
-                _ => {
-                    eprintln!(
-                        "discarded (the patch file stays at {})",
-                        patch_path.display()
-                    );
-                    Ok(outcome(
-                        mode,
-                        "discarded",
-                        "chosen by the user",
-                        false,
-                        false,
-                    ))
-                }
-            }
+        AutoDecision::Save { reasons } => {
+            let reason = reasons.join("; ");
+            eprintln!("not applied automatically: {}", terminal_safe(&reason));
+            eprintln!(
+                "patch saved: {} (apply it with: ah apply {})",
+                patch_path.display(),
+                run_id(patch_path)
+            );
+            Ok(outcome(mode, "saved", &reason, false, false))
+        }
+    }
+}
+
+/// `--review ask`: the patch in a pager, then the user's choice.
+fn ask(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
+    let &ReviewRequest {
+        mode,
+        project,
+        result,
+        task,
+        no_commit,
+        ..
+    } = request;
+    let patch_path = &result.patch_path;
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        eprintln!(
+            "patch saved: {} (no terminal to ask on)",
+            patch_path.display()
+        );
+        return Ok(outcome(
+            mode,
+            "saved",
+            "no terminal to ask on",
+            false,
+            false,
+        ));
+    }
+    show_in_pager(patch_path)?;
+    let choices = ["apply all", "choose files", "save only", "discard"];
+    let picked = dialoguer::Select::new()
+        .with_prompt("What should happen to this patch?")
+        .items(choices)
+        .default(0)
+        .interact();
+    // Ctrl+C or a closed terminal at the prompt keeps the patch.
+    let Ok(picked) = picked else {
+        eprintln!("review interrupted; patch saved: {}", patch_path.display());
+        return Ok(outcome(
+            mode,
+            "saved",
+            "the review was interrupted",
+            false,
+            false,
+        ));
+    };
+    match picked {
+        0 => apply_now(
+            mode,
+            project,
+            patch_path,
+            task,
+            no_commit,
+            "chosen by the user",
+        ),
+        1 => {
+            let run_dir = patch_path
+                .parent()
+                .context("the patch file has no run directory")?;
+            review_pick::pick_and_apply(
+                project,
+                run_dir,
+                patch_path,
+                &result.patch,
+                task,
+                no_commit,
+            )
+        }
+        2 => {
+            eprintln!("patch saved: {}", patch_path.display());
+            Ok(outcome(mode, "saved", "chosen by the user", false, false))
+        }
+        _ => {
+            eprintln!(
+                "discarded (the patch file stays at {})",
+                patch_path.display()
+            );
+            Ok(outcome(
+                mode,
+                "discarded",
+                "chosen by the user",
+                false,
+                false,
+            ))
         }
     }
 }

@@ -117,6 +117,15 @@ impl Display {
                 }
                 self.violation_shown = true;
             }
+            Event::TurnEnd { .. } | Event::AgentEnd { .. } => state.end_line(),
+            _ => Self::notice(state, event),
+        }
+    }
+
+    /// Events that are one notice on stderr: retries, loops, steering,
+    /// errors, compaction, egress decisions and the run's end line.
+    fn notice(state: &mut ScreenState, event: &Event) {
+        match event {
             Event::Retry {
                 attempt,
                 delay_ms,
@@ -239,7 +248,6 @@ impl Display {
                 };
                 eprintln!("{}", summary.line());
             }
-            Event::TurnEnd { .. } | Event::AgentEnd { .. } => state.end_line(),
             _ => {}
         }
     }

@@ -141,40 +141,7 @@ pub async fn run_agent(
                 return Err(err);
             }
         };
-        let blocks: Vec<BlockRecord> = response
-            .content
-            .iter()
-            .cloned()
-            .map(BlockRecord::from)
-            .collect();
-        let meta = MessageMeta {
-            usage: Some(response.usage),
-            stop_reason: response.stop_reason.clone(),
-            model: Some(response.model.clone()),
-            api_latency_ms: Some(latency_ms),
-        };
-        let stored = session.append(Some(&state.head), Role::Assistant, &blocks, &meta)?;
-        state.head = stored.id;
-        state.emit(
-            session,
-            Event::ApiCallEnd {
-                turn,
-                latency_ms,
-                usage: response.usage,
-                stop_reason: response.stop_reason.clone(),
-            },
-        );
-
-        let calls: Vec<(String, String, Value)> = response
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                Block::ToolUse { id, name, input } => {
-                    Some((id.clone(), name.clone(), input.clone()))
-                }
-                _ => None,
-            })
-            .collect();
+        let calls = store_answer(session, &mut state, &response, latency_ms)?;
         if calls.is_empty()
             && config.model.tool_protocol == ToolProtocol::Text
             && let Some(ran) =
@@ -227,6 +194,47 @@ pub async fn run_agent(
             return Ok(state.end(session, reason));
         }
     }
+}
+
+/// Stores the model's answer under the head (which moves to it), announces
+/// the call's end, and returns the tool calls it made (id, name, input).
+fn store_answer(
+    session: &mut Session,
+    state: &mut LoopState<'_>,
+    response: &Response,
+    latency_ms: u64,
+) -> Result<Vec<(String, String, Value)>, AgentError> {
+    let blocks: Vec<BlockRecord> = response
+        .content
+        .iter()
+        .cloned()
+        .map(BlockRecord::from)
+        .collect();
+    let meta = MessageMeta {
+        usage: Some(response.usage),
+        stop_reason: response.stop_reason.clone(),
+        model: Some(response.model.clone()),
+        api_latency_ms: Some(latency_ms),
+    };
+    let stored = session.append(Some(&state.head), Role::Assistant, &blocks, &meta)?;
+    state.head = stored.id;
+    state.emit(
+        session,
+        Event::ApiCallEnd {
+            turn: state.turns,
+            latency_ms,
+            usage: response.usage,
+            stop_reason: response.stop_reason.clone(),
+        },
+    );
+    Ok(response
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+            _ => None,
+        })
+        .collect())
 }
 
 /// Sends the conversation along `path` (root to head) to the model, as

@@ -144,7 +144,7 @@ pub(crate) struct Ending<'a> {
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
-/// when the run `Finished`; returns the exit code.
+/// when the run `Finished`; returns how the run ended.
 pub(crate) async fn finish_run(
     run: Run,
     end: RunEnd,
@@ -157,7 +157,7 @@ pub(crate) async fn finish_run(
         setup,
         started_at,
         seq_before,
-        restored,
+        ..
     } = ending;
     let review_mode = setup.review_mode;
     let run_dir = run.dir().clone();
@@ -165,24 +165,7 @@ pub(crate) async fn finish_run(
     for decision in &result.egress {
         announce(session, front, Event::egress(result.steps, decision));
     }
-    let mut manifest = Manifest::new(
-        &run_dir.id().to_string(),
-        &setup.task,
-        &setup.model_name,
-        args.backend.as_str(),
-    );
-    manifest.image = (args.backend == BackendKind::Podman).then(|| setup.image.clone());
-    manifest.network = (args.backend == BackendKind::Podman).then(|| {
-        args.sandbox
-            .network
-            .unwrap_or_default()
-            .as_str()
-            .to_string()
-    });
-    manifest.session_db = Some(session.path().display().to_string());
-    manifest.restored_from = restored.clone();
-    manifest.started_at = ah_session::format_rfc3339(*started_at);
-    fill_manifest(&mut manifest, &result);
+    let mut manifest = start_manifest(ending, session, &run_dir, &result);
     for warning in &result.warnings {
         eprintln!("warning: {}", terminal_safe(warning));
     }
@@ -331,6 +314,37 @@ fn left_out_line(result: &RunResult, artifacts: &Path) -> Option<String> {
         ),
     };
     Some(format!("{files} left out of the patch ({kept})"))
+}
+
+/// The manifest of a finished run, before its review.
+fn start_manifest(
+    ending: &Ending<'_>,
+    session: &Session,
+    run_dir: &RunDir,
+    result: &RunResult,
+) -> Manifest {
+    let Ending {
+        options,
+        setup,
+        started_at,
+        restored,
+        ..
+    } = ending;
+    let mut manifest = Manifest::new(
+        &run_dir.id().to_string(),
+        &setup.task,
+        &setup.model_name,
+        options.backend.as_str(),
+    );
+    let sandboxed = options.backend == BackendKind::Podman;
+    manifest.image = sandboxed.then(|| setup.image.clone());
+    let network = options.sandbox.network.unwrap_or_default();
+    manifest.network = sandboxed.then(|| network.as_str().to_string());
+    manifest.session_db = Some(session.path().display().to_string());
+    manifest.restored_from = restored.clone();
+    manifest.started_at = ah_session::format_rfc3339(*started_at);
+    fill_manifest(&mut manifest, result);
+    manifest
 }
 
 fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {

@@ -4,11 +4,9 @@
 //! carry the summary instead of the old turns; the session keeps them all.
 //! `ah compact` does the same on demand.
 
-mod support;
-
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const HAIKU: &str = "claude-haiku-4-5-20251001";
 const SUMMARY: &str = "## Goal\nFix the build. SUMMARY-MARKER";

@@ -5,13 +5,11 @@
 //! files that are FIFOs or huge, and steps whose changes git cannot record
 //! (which must be undone, never left unchecked).
 
-mod support;
-
+use crate::support::host::{Host, describe};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::podman::podman_ready_blocking;
+use crate::support::steps::{bash, script};
 use serde_json::Value;
-use support::host::{Host, describe};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::podman_ready_blocking;
-use support::steps::{bash, script};
 
 /// The backends to attack: `none` always, `podman` where it runs.
 fn backends() -> Vec<&'static str> {

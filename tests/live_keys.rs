@@ -8,14 +8,12 @@
 //! stalls mid-answer, so each key is pressed while the run is certainly
 //! live, without sleeping blindly.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::host::{Host, json_file, query};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::tmux::{AhScript, Tmux, ah_script};
 use serde_json::{Value, json};
-use support::host::{Host, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
-use support::tmux::{AhScript, Tmux, ah_script};
 
 /// A bash call that changes a.txt, marks that it started (outside the
 /// work copy), then waits for `go` beside the mark.
@@ -38,7 +36,7 @@ fn live(host: &Host, mock: &MockServer) -> Option<(Tmux, AhScript)> {
     let tmux = Tmux::start(&script.path)?;
     tmux.wait_for("keys: i = message the model");
     let started = host.root.path().join("started");
-    support::host::wait_until("the call to start", Duration::from_secs(30), || {
+    crate::support::host::wait_until("the call to start", Duration::from_secs(30), || {
         started.exists()
     });
     Some((tmux, script))

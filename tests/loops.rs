@@ -5,11 +5,9 @@
 //! applied; the same call whose result changes every time (polling) is not
 //! a loop.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 /// `count` turns that each make the same call, then a closing answer.
 fn same_call_turns(count: usize, tool: &str, input: Value) -> Vec<Turn> {

@@ -5,14 +5,12 @@
 //! streamed tool calls run, how `apply_patch` lands on the host all or
 //! nothing, and how rate limits are retried.
 
-mod support;
-
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer, model: &str, extra: &[&str], task: &str) -> Output {
     host.ah_openai(&mock.openai_url())

@@ -5,12 +5,10 @@
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset (see
 //! `support::podman`).
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::podman_ready_blocking;
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, Reply, Turn};
-use support::podman::podman_ready_blocking;
 
 #[test]
 fn apply_patch_in_the_sandbox_keeps_modes_and_reaches_the_host() {

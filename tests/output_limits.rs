@@ -4,11 +4,9 @@
 //! dropped in memory is reported; a command past its timeout is killed and
 //! the model told.
 
-mod support;
-
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn last_result(mock: &MockServer) -> Value {
     let requests = mock.requests();

@@ -4,15 +4,13 @@
 //! second ah steers it, queues follow-ups, waits for an answer, or finds it
 //! gone after a SIGKILL.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, query, wait_until};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query, wait_until};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const SKIPPED: &str = "skipped: a steering message arrived";
 

@@ -1,14 +1,12 @@
 //! `--review ask` in a real terminal (tmux): the diffstat and the patch are
 //! shown, then a choice; what the user picks is what happens to the host.
 
-mod support;
-
 use std::process::Command;
 
+use crate::support::host::{Host, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::tmux::{Tmux, ah_script};
 use serde_json::json;
-use support::host::{Host, json_file};
-use support::mock::{MockServer, Reply, Turn};
-use support::tmux::{Tmux, ah_script};
 
 fn scripted_change() -> MockServer {
     MockServer::start(vec![

@@ -3,11 +3,9 @@
 //! what ah sends, what it stores, what it leaves on disk, and what reaches
 //! the host.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn write_edit_bash_script() -> Vec<Turn> {
     vec![

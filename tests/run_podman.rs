@@ -10,17 +10,15 @@
 //! file the test drops into the run's work copy (and removes it, so the step
 //! changes nothing by it), so no step relies on a sleep for its timing.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::steps::{bash, script, write};
 use serde_json::{Value, json};
-use support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::podman::{containers_of, podman_ready_blocking};
-use support::steps::{bash, script, write};
 
 /// How long a test waits for a run to reach a point it synchronises on.
 const SYNC: Duration = Duration::from_secs(60);

@@ -3,16 +3,14 @@
 //! the files it writes belong to that user. Needs root to switch users and
 //! `AH_TEST_USER` naming the user (CI sets both).
 
-mod support;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::host::{describe, git};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::{TestUser, podman_ready_blocking};
 use serde_json::json;
-use support::host::{describe, git};
-use support::mock::{MockServer, Reply, Turn};
-use support::podman::{TestUser, podman_ready_blocking};
 
 fn chown(path: &Path, user: &TestUser) {
     let status = Command::new("chown")

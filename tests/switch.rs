@@ -5,13 +5,11 @@
 //! goes back to Claude. Both APIs are served by one mock; the tests assert
 //! the request bodies each provider got.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const CLAUDE: &str = "claude-sonnet-4-5-20250929";
 
@@ -252,7 +250,7 @@ fn a_model_alias_names_its_provider_and_edit_format_and_a_bad_table_stops_the_ru
     assert_eq!(request.body["model"], json!("coder-7b"));
     assert_eq!(request.body["max_tokens"], json!(1234));
     assert_eq!(tool_names(request), ["read", "write", "edit", "bash"]);
-    let manifest = support::host::json_file(&host.run().join("manifest.json"));
+    let manifest = crate::support::host::json_file(&host.run().join("manifest.json"));
     assert_eq!(manifest["model"], json!("gpu:coder-7b"));
 
     host.write(

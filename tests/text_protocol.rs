@@ -6,13 +6,11 @@
 //! even when the reply streams in tiny pieces, confined and policy-checked,
 //! with the results sent back as the next user message.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer, protocol: &str, extra: &[&str]) -> Output {
     host.ah_openai(&mock.openai_url())

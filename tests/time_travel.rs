@@ -7,17 +7,15 @@
 //! The fork itself is made in the session database (`support::fork`), as
 //! `ah @N` does.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::fork::{context, fork_at, message_at, result_message};
+use crate::support::host::{Host, describe, json_file, query, run_id};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::steps::{bash, script};
 use serde_json::{Value, json};
-use support::fork::{context, fork_at, message_at, result_message};
-use support::host::{Host, describe, json_file, query, run_id};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::steps::{bash, script};
 
 /// One tool call per turn (`toolu_1`, `toolu_2`, …), then a final answer.
 /// The first run: `a.txt` written at step 1, looked at in step 2, changed

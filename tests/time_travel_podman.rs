@@ -4,14 +4,12 @@
 //! the fork point for the next attempt. Skipped only when podman is absent and
 //! `AH_REQUIRE_PODMAN` is unset (see `support::podman`).
 
-mod support;
-
+use crate::support::fork::{context, fork_at, result_message};
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::MockServer;
+use crate::support::podman::podman_ready_blocking;
+use crate::support::steps::{bash, script};
 use serde_json::json;
-use support::fork::{context, fork_at, result_message};
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::MockServer;
-use support::podman::podman_ready_blocking;
-use support::steps::{bash, script};
 
 #[test]
 fn a_forked_run_sees_the_files_of_that_step_in_the_container() {

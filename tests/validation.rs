@@ -2,11 +2,9 @@
 //! that breaks its tool's schema is answered with one error result listing
 //! every violation, runs nothing, and the model can correct itself.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 /// The last message of a request, which answers the previous tool call.
 fn tool_result(request: &RecordedRequest) -> &Value {

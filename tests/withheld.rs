@@ -8,16 +8,14 @@
 //! and memory are out of reach of the commands it runs, and their
 //! environment holds no key.
 
-mod support;
-
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::podman::{TestUser, podman_ready_blocking};
+use crate::support::steps::{bash, script};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::{TestUser, podman_ready_blocking};
-use support::steps::{bash, script};
 
 /// The API key the test harness gives ah (`Host::ah`), and how a command
 /// that reverses it would print it.

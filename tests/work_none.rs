@@ -5,15 +5,13 @@
 //! flagged), and what the session database, the phase files and the final
 //! patch hold.
 
-mod support;
-
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, json_file, query, wait_until};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::work::{Script, all_text, phase_file, phase_of, tools_of, work_db};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query, wait_until};
-use support::mock::{MockServer, RecordedRequest};
-use support::work::{Script, all_text, phase_file, phase_of, tools_of, work_db};
 
 const ISSUE: &str = "Shorten the greeting\n\ngreet.txt must say `hi`.\n";
 

@@ -7,13 +7,11 @@
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset (see
 //! `support::podman`).
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::work::{Script, phase_file, phase_of};
 use serde_json::json;
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::{containers_of, podman_ready_blocking};
-use support::work::{Script, phase_file, phase_of};
 
 /// What the model was told for the step before `request`.
 fn last_result(request: &RecordedRequest) -> String {

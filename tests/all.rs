@@ -3,7 +3,8 @@
 //! Each `tests/NAME.rs` is a module here rather than a crate of its own, so
 //! the `ah` library is linked into one test executable instead of one per
 //! file, and the helpers in `tests/support/` are compiled once and shared as
-//! `crate::support`. A new test file must be declared below.
+//! `crate::support`. A new test file must be declared below; cargo would not
+//! build it otherwise, and `included` fails naming it.
 
 mod support;
 
@@ -18,6 +19,7 @@ mod egress_podman;
 mod host_boundary;
 mod host_git;
 mod image_build;
+mod included;
 mod instructions;
 mod json_events;
 mod layers;

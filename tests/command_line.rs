@@ -323,8 +323,7 @@ fn run_options_before_or_after_a_command_that_has_no_use_for_them_are_ignored() 
 
 /// The texts of a request's last message.
 fn last_texts(request: &crate::support::mock::RecordedRequest) -> Vec<String> {
-    let messages = request.body["messages"].as_array().unwrap();
-    match &messages[messages.len() - 1]["content"] {
+    match &request.last_message()["content"] {
         Value::String(text) => vec![text.clone()],
         blocks => blocks
             .as_array()

@@ -52,11 +52,7 @@ fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
 
     let requests = mock.requests();
     for (i, (tool, input)) in attempts.iter().enumerate() {
-        let result = &requests[i + 1].body["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()["content"][0];
+        let result = requests[i + 1].tool_result();
         assert_eq!(
             result["is_error"],
             json!(true),

@@ -42,8 +42,7 @@ fn sent(request: &RecordedRequest) -> String {
 fn a_as_read(mock: &MockServer) -> String {
     let requests = mock.requests();
     let last = requests.last().expect("a request");
-    let messages = last.body["messages"].as_array().unwrap();
-    let results = messages.last().unwrap()["content"].as_array().unwrap();
+    let results = last.last_message()["content"].as_array().unwrap();
     results
         .iter()
         .find(|b| b["type"] == "tool_result")

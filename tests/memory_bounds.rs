@@ -89,11 +89,10 @@ fn run_exit(
 /// The tool results the model was sent, in order.
 fn results(mock: &MockServer) -> Vec<Value> {
     let requests = mock.requests();
-    let messages = requests.last().unwrap().body["messages"]
-        .as_array()
+    requests
+        .last()
         .unwrap()
-        .clone();
-    messages
+        .messages()
         .iter()
         .filter_map(|m| m["content"].as_array())
         .flatten()

@@ -10,11 +10,7 @@ use serde_json::{Value, json};
 
 fn last_result(mock: &MockServer) -> Value {
     let requests = mock.requests();
-    let messages = requests.last().unwrap().body["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
-    messages.last().unwrap()["content"][0].clone()
+    requests.last().unwrap().tool_result().clone()
 }
 
 fn run_bash(host: &Host, input: Value, extra: &[&str]) -> MockServer {

@@ -70,10 +70,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let requests = mock.requests();
-    let told = requests[1].body["messages"][2]["content"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let told = requests[1].told();
     let mut lines = told.lines();
     assert_eq!(
         lines.next(),

@@ -21,12 +21,6 @@ fn run(host: &Host, mock: &MockServer, model: &str, task: &str) -> Output {
         .unwrap_or_else(|e| panic!("run ah: {e}"))
 }
 
-fn messages(request: &RecordedRequest) -> &Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages in {}", request.body))
-}
-
 fn tool_names(request: &RecordedRequest) -> Vec<String> {
     request.body["tools"]
         .as_array()
@@ -113,7 +107,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
     assert_eq!(tool_names(to_gpu), ["read", "write", "apply_patch", "bash"]);
     // Claude's turn in Chat Completions shape: its thinking as text, its
     // edit as the equivalent patch under the same id, the result paired.
-    let sent = messages(to_gpu);
+    let sent = to_gpu.messages();
     let claude_turn = sent
         .iter()
         .find(|m| m["role"] == json!("assistant"))
@@ -153,7 +147,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
     let to_claude = &requests[4];
     assert_eq!(to_claude.body["model"], json!(CLAUDE));
     assert_eq!(tool_names(to_claude), ["read", "write", "edit", "bash"]);
-    let sent = messages(to_claude);
+    let sent = to_claude.messages();
     assert_eq!(
         sent[1]["content"][0],
         json!({"type": "thinking", "thinking": "I will edit a.txt.", "signature": "sig-claude-1"})

@@ -2,15 +2,13 @@
 //! group dies, every tool call gets a result, the patch so far is saved (not
 //! applied), and ah exits with 130.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, json_file, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
-use support::host::{Host, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
 
 /// Polls until `path` exists under some run's work dir (the tool started).
 fn wait_for_marker(host: &Host, name: &str) {
@@ -152,7 +150,7 @@ fn sigterm_mid_tool_does_the_same() {
 
 #[test]
 fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
-    let Some(podman) = support::podman::podman_ready_blocking() else {
+    let Some(podman) = crate::support::podman::podman_ready_blocking() else {
         return;
     };
     let sleep = format!("sleep 8{:07}", std::process::id());
@@ -197,7 +195,7 @@ fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
         out.status.code(),
         Some(0),
         "{}",
-        support::host::describe(&out)
+        crate::support::host::describe(&out)
     );
     paired(db);
     let first_run = host.runs()[0]
@@ -206,5 +204,8 @@ fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
         .to_str()
         .unwrap()
         .to_string();
-    assert_eq!(support::podman::containers_of(&podman, &first_run), "");
+    assert_eq!(
+        crate::support::podman::containers_of(&podman, &first_run),
+        ""
+    );
 }

@@ -4,16 +4,14 @@
 //! anything, a task that is a command's name goes after `--`, and `-n
 //! --name X` starts a new session named X.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::host::{Host, describe, query, run_id};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::work::{all_text, phase_of};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query, run_id};
-use support::mock::{MockServer, Reply, Turn};
-use support::work::{all_text, phase_of};
 
 /// `ah ARGS` from outside the project (so only `-C` can find it).
 fn ah(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
@@ -324,9 +322,8 @@ fn run_options_before_or_after_a_command_that_has_no_use_for_them_are_ignored() 
 }
 
 /// The texts of a request's last message.
-fn last_texts(request: &support::mock::RecordedRequest) -> Vec<String> {
-    let messages = request.body["messages"].as_array().unwrap();
-    match &messages[messages.len() - 1]["content"] {
+fn last_texts(request: &crate::support::mock::RecordedRequest) -> Vec<String> {
+    match &request.last_message()["content"] {
         Value::String(text) => vec![text.clone()],
         blocks => blocks
             .as_array()

@@ -1,12 +1,10 @@
 //! The subcommands and flags around a run: `ah runs`, `ah doctor`, `--db`,
 //! and the sandbox flags' validation.
 
-mod support;
-
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::podman_ready_blocking;
 use serde_json::json;
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
-use support::podman::podman_ready_blocking;
 
 fn write_run(host: &Host, mock: &MockServer, task: &str) -> std::process::Output {
     let out = host

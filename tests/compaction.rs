@@ -4,11 +4,9 @@
 //! carry the summary instead of the old turns; the session keeps them all.
 //! `ah compact` does the same on demand.
 
-mod support;
-
+use crate::support::host::{Host, describe, events, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const HAIKU: &str = "claude-haiku-4-5-20251001";
 const SUMMARY: &str = "## Goal\nFix the build. SUMMARY-MARKER";
@@ -48,7 +46,7 @@ fn assert_is_summary_request(request: &RecordedRequest) {
     ] {
         assert!(system.contains(section), "{section} in {system}");
     }
-    let messages = request.body["messages"].as_array().unwrap();
+    let messages = request.messages();
     assert_eq!(messages.len(), 1);
     let transcript = messages[0]["content"][0]["text"].as_str().unwrap();
     assert!(transcript.starts_with("<conversation>"), "{transcript}");
@@ -76,16 +74,6 @@ fn assert_carries_summary_not(request: &RecordedRequest, gone: &[&str], kept: &[
     for recent in kept {
         assert!(text.contains(recent), "{recent} should be kept: {text}");
     }
-}
-
-fn events(db: &std::path::Path, kind: &str) -> Vec<Value> {
-    query(
-        db,
-        &format!("SELECT details FROM events WHERE event_type = '{kind}' ORDER BY id"),
-    )
-    .into_iter()
-    .map(|row| serde_json::from_str(row[0].as_str().unwrap()).unwrap())
-    .collect()
 }
 
 #[test]

@@ -2,11 +2,9 @@
 //! where it came from; a run takes its settings from the files, the
 //! environment and `-c`, with flags on top; bad files name file and line.
 
-mod support;
-
+use crate::support::host::{Host, describe};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
-use support::host::{Host, describe};
-use support::mock::{MockServer, Reply, Turn};
 
 fn write(path: &std::path::Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

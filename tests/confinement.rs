@@ -2,11 +2,9 @@
 //! symlinks leading out are refused with a clear error the model sees, and
 //! nothing outside is read or written.
 
-mod support;
-
+use crate::support::host::{Host, describe};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
-use support::host::{Host, describe};
-use support::mock::{MockServer, Reply, Turn};
 
 #[test]
 fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
@@ -54,11 +52,7 @@ fn paths_that_leave_the_work_dir_are_refused_and_the_model_is_told() {
 
     let requests = mock.requests();
     for (i, (tool, input)) in attempts.iter().enumerate() {
-        let result = &requests[i + 1].body["messages"]
-            .as_array()
-            .unwrap()
-            .last()
-            .unwrap()["content"][0];
+        let result = requests[i + 1].tool_result();
         assert_eq!(
             result["is_error"],
             json!(true),

@@ -4,16 +4,14 @@
 //! binary, `--backend none`, mock model; the discard is chosen in a real
 //! terminal (tmux).
 
-mod support;
-
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::steps::{bash, script, write};
+use crate::support::tmux::{Tmux, ah_script};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::{MockServer, RecordedRequest};
-use support::steps::{bash, script, write};
-use support::tmux::{Tmux, ah_script};
 
 /// Told when the next run goes on from the conversation's files.
 const NOT_APPLIED: &str = "The changes of the previous run were not applied to the project yet";
@@ -44,8 +42,7 @@ fn sent(request: &RecordedRequest) -> String {
 fn a_as_read(mock: &MockServer) -> String {
     let requests = mock.requests();
     let last = requests.last().expect("a request");
-    let messages = last.body["messages"].as_array().unwrap();
-    let results = messages.last().unwrap()["content"].as_array().unwrap();
+    let results = last.last_message()["content"].as_array().unwrap();
     results
         .iter()
         .find(|b| b["type"] == "tool_result")

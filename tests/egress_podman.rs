@@ -9,8 +9,6 @@
 //!
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -23,10 +21,10 @@ use std::time::Duration;
 use ah_sandbox::egress::{Allowlist, NetworkMode};
 use ah_sandbox::podman::{PodmanBackend, PodmanOptions, container_env};
 
+use crate::support::host::{Host, describe, files_containing, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::podman::{TestUser, podman_ready, podman_ready_blocking};
 use serde_json::{Value, json};
-use support::host::{Host, describe, files_containing, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::podman::{TestUser, podman_ready, podman_ready_blocking};
 
 /// A target server on the host's loopback: answers each connection with a
 /// small HTTP response naming itself, and counts connections.

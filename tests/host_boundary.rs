@@ -5,13 +5,10 @@
 //! files that are FIFOs or huge, and steps whose changes git cannot record
 //! (which must be undone, never left unchecked).
 
-mod support;
-
-use serde_json::Value;
-use support::host::{Host, describe};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::podman_ready_blocking;
-use support::steps::{bash, script};
+use crate::support::host::{Host, describe};
+use crate::support::mock::MockServer;
+use crate::support::podman::podman_ready_blocking;
+use crate::support::steps::{bash, script};
 
 /// The backends to attack: `none` always, `podman` where it runs.
 fn backends() -> Vec<&'static str> {
@@ -20,16 +17,6 @@ fn backends() -> Vec<&'static str> {
         all.push("podman");
     }
     all
-}
-
-/// The text of the tool result the request carries for the previous step.
-fn told(request: &RecordedRequest) -> String {
-    let messages = request.body["messages"].as_array().expect("messages");
-    let last = messages.last().expect("a message");
-    match &last["content"][0]["content"] {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
 }
 
 fn run(host: &Host, mock: &MockServer, backend: &str) -> std::process::Output {
@@ -61,9 +48,9 @@ fn an_undo_never_writes_through_a_link_in_an_ignored_folder() {
         assert!(out.status.code().is_some(), "{backend}: {}", describe(&out));
         let requests = mock.requests();
         assert!(
-            told(&requests[2]).contains("step undone"),
+            requests[2].told().contains("step undone"),
             "{backend}: {}",
-            told(&requests[2])
+            requests[2].told()
         );
         assert!(
             !host.project.join(".ah/config.toml").exists(),
@@ -76,7 +63,7 @@ fn an_undo_never_writes_through_a_link_in_an_ignored_folder() {
             "{backend}: step record rewritten"
         );
         // The model sees its accepted files again, in real folders.
-        let after = told(&requests[3]);
+        let after = requests[3].told();
         assert!(after.contains("backend = \"none\""), "{backend}: {after}");
     }
 }
@@ -92,10 +79,10 @@ fn a_step_git_cannot_record_is_undone_before_anything_else_runs() {
         let out = run(&host, &mock, backend);
         assert!(out.status.code().is_some(), "{backend}: {}", describe(&out));
         let requests = mock.requests();
-        let first = told(&requests[1]);
+        let first = requests[1].told();
         assert!(first.contains("cannot be recorded"), "{backend}: {first}");
         assert!(first.contains("step undone"), "{backend}: {first}");
-        let second = told(&requests[2]);
+        let second = requests[2].told();
         assert!(!second.contains("SECRET=1"), "{backend}: {second}");
         assert!(!second.contains(".git "), "{backend}: {second}");
     }
@@ -114,15 +101,15 @@ fn rules_files_that_are_fifos_or_huge_neither_hang_nor_count() {
         assert!(out.status.code().is_some(), "{backend}: {}", describe(&out));
         let requests = mock.requests();
         assert_eq!(requests.len(), 4, "{backend}: {}", describe(&out));
-        let first = told(&requests[1]);
+        let first = requests[1].told();
         assert!(!first.contains("step undone"), "{backend}: {first}");
-        let second = told(&requests[2]);
+        let second = requests[2].told();
         assert!(
             second.contains("\".gitignore\" cannot be recorded"),
             "{backend}: {second}"
         );
         assert!(second.contains("step undone"), "{backend}: {second}");
-        let listing = told(&requests[3]);
+        let listing = requests[3].told();
         assert!(!listing.contains("b.log"), "{backend}: {listing}");
     }
 }

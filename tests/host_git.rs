@@ -7,15 +7,13 @@
 //! no API key. `GIT_DIR` and `GIT_INDEX_FILE` in ah's environment must not
 //! redirect the apply.
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use support::host::{Host, describe, git};
-use support::mock::MockServer;
-use support::steps::{script, write};
+use crate::support::host::{Host, describe, git};
+use crate::support::mock::MockServer;
+use crate::support::steps::{script, write};
 
 /// The API key ah runs with: it must never show up in a git child.
 const CANARY_KEY: &str = "sk-ant-canary-4711";

@@ -3,11 +3,9 @@
 //! skills listed there and loaded on demand, `/` commands expanded; plus the
 //! shell completion scripts.
 
-mod support;
-
+use crate::support::host::{Host, describe};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe};
-use support::mock::{MockServer, Reply, Turn};
 
 fn answer() -> Vec<Turn> {
     vec![Turn::reply(Reply::new().text("ok"))]

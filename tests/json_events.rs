@@ -3,15 +3,13 @@
 //! such as ids, hashes and timings are masked); set `AH_UPDATE_GOLDEN=1` to
 //! rewrite the golden file after an intended change.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 const GOLDEN: &str = "tests/golden/json_run.jsonl";
 

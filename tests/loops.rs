@@ -5,11 +5,9 @@
 //! applied; the same call whose result changes every time (polling) is not
 //! a loop.
 
-mod support;
-
+use crate::support::host::{Host, describe, events, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 /// `count` turns that each make the same call, then a closing answer.
 fn same_call_turns(count: usize, tool: &str, input: Value) -> Vec<Turn> {
@@ -27,21 +25,7 @@ fn same_read_turns(count: usize) -> Vec<Turn> {
 
 /// What the model was told of each tool call, in the order of the requests.
 fn results_told(requests: &[RecordedRequest]) -> Vec<String> {
-    requests[1..]
-        .iter()
-        .map(|request| {
-            let result = &last_message(&request.body)["content"][0];
-            assert_eq!(result["type"], json!("tool_result"), "{result}");
-            result["content"].as_str().unwrap_or_default().to_string()
-        })
-        .collect()
-}
-
-fn last_message(body: &Value) -> &Value {
-    body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .unwrap_or_else(|| panic!("no messages in {body}"))
+    requests[1..].iter().map(RecordedRequest::told).collect()
 }
 
 #[test]
@@ -63,14 +47,14 @@ fn ten_identical_calls_get_a_steering_message_after_their_result() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 11);
     for request in &requests[1..10] {
-        let last = last_message(&request.body);
+        let last = request.last_message();
         assert_eq!(
             last["content"].as_array().map(Vec::len),
             Some(1),
             "no steering before the window is full: {last}"
         );
     }
-    let last = last_message(&requests[10].body);
+    let last = requests[10].last_message();
     assert_eq!(last["role"], json!("user"));
     assert_eq!(last["content"][0]["type"], json!("tool_result"));
     assert_eq!(last["content"][0]["tool_use_id"], json!("toolu_10"));
@@ -86,14 +70,10 @@ fn ten_identical_calls_get_a_steering_message_after_their_result() {
     assert!(steering.contains("Change approach"), "{steering}");
 
     let db = &host.sessions()[0];
-    let events = query(
-        db,
-        "SELECT details FROM events WHERE event_type = 'loop_detected'",
-    );
-    assert_eq!(events.len(), 1);
-    let details: Value = serde_json::from_str(events[0][0].as_str().unwrap()).unwrap();
+    let detected = events(db, "loop_detected");
+    assert_eq!(detected.len(), 1);
     assert_eq!(
-        details,
+        detected[0],
         json!({"type": "loop_detected", "pattern_len": 1, "repeats": 10, "tools": ["read"]})
     );
     let stored = query(
@@ -129,7 +109,7 @@ fn the_same_command_with_changing_output_is_not_a_loop() {
     let expected: Vec<String> = (1..=10).map(|n| format!("{n}\nexit code: 0")).collect();
     assert_eq!(told, expected, "each call gave the model a new result");
     for request in &requests[1..] {
-        let last = last_message(&request.body);
+        let last = request.last_message();
         assert_eq!(last["content"].as_array().map(Vec::len), Some(1), "{last}");
     }
     let events = query(
@@ -157,7 +137,7 @@ fn the_same_cut_output_repeated_is_a_loop_though_each_names_its_own_step_file() 
     assert!(told[0].contains("/steps/step-1.out); "), "{}", told[0]);
     assert!(told[9].contains("/steps/step-10.out); "), "{}", told[9]);
     assert_ne!(told[0], told[9], "what the model was told differs");
-    let last = last_message(&requests[10].body);
+    let last = requests[10].last_message();
     let steering = last["content"][1]["text"].as_str().unwrap_or_default();
     assert!(
         steering.contains("Your last 10 tool calls repeat the same call 10 times"),
@@ -190,7 +170,7 @@ fn loop_window_zero_turns_detection_off() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let requests = mock.requests();
     assert_eq!(requests.len(), 11);
-    let last = last_message(&requests[10].body);
+    let last = requests[10].last_message();
     assert_eq!(last["content"].as_array().map(Vec::len), Some(1), "{last}");
     let events = query(
         &host.sessions()[0],
@@ -243,7 +223,7 @@ fn a_model_that_keeps_repeating_is_stopped_after_three_detections() {
 
     // The first detection came mid-turn (turn 4, first call): the steering
     // text follows all three results of that turn.
-    let last = last_message(&requests[4].body);
+    let last = requests[4].last_message();
     let kinds: Vec<&str> = last["content"]
         .as_array()
         .unwrap()
@@ -259,17 +239,8 @@ fn a_model_that_keeps_repeating_is_stopped_after_three_detections() {
     assert!(steering.contains("warning 1 of 3"), "{steering}");
 
     let db = &host.sessions()[0];
-    let detected = query(
-        db,
-        "SELECT details FROM events WHERE event_type = 'loop_detected' ORDER BY id",
-    );
-    assert_eq!(detected.len(), 3);
-    let ends = query(
-        db,
-        "SELECT details FROM events WHERE event_type = 'agent_end'",
-    );
-    let end: Value = serde_json::from_str(ends[0][0].as_str().unwrap()).unwrap();
-    assert_eq!(end["reason"], json!("looping"));
+    assert_eq!(events(db, "loop_detected").len(), 3);
+    assert_eq!(events(db, "agent_end")[0]["reason"], json!("looping"));
 
     // The patch is saved, not applied, and the manifest says why.
     assert_eq!(host.read("a.txt"), "one\n", "nothing reaches the host");

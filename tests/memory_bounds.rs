@@ -5,17 +5,15 @@
 //! `/proc/<pid>/status`) until it exits, and asserts it stays under
 //! [`PEAK_LIMIT`].
 
-mod support;
-
 use std::io::Read as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, json_file, query};
+use crate::support::mock::MockServer;
+use crate::support::steps::{bash, script};
 use serde_json::{Value, json};
-use support::host::{Host, json_file, query};
-use support::mock::MockServer;
-use support::steps::{bash, script};
 
 /// The most the host `ah` may hold in memory at once.
 const PEAK_LIMIT: u64 = 256 * 1024 * 1024;
@@ -91,11 +89,10 @@ fn run_exit(
 /// The tool results the model was sent, in order.
 fn results(mock: &MockServer) -> Vec<Value> {
     let requests = mock.requests();
-    let messages = requests.last().unwrap().body["messages"]
-        .as_array()
+    requests
+        .last()
         .unwrap()
-        .clone();
-    messages
+        .messages()
         .iter()
         .filter_map(|m| m["content"].as_array())
         .flatten()

@@ -3,15 +3,11 @@
 //! the way each scripted turn says, since every other integration test trusts it.
 //! This file checks the event stream's shape; `delivery` checks how it travels.
 
-mod support;
-
-#[path = "mock_server/client.rs"]
 mod client;
-#[path = "mock_server/delivery.rs"]
 mod delivery;
 
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::{MockServer, Reply, Turn};
 
 use client::{deltas, post};
 

@@ -5,14 +5,12 @@
 //! streamed tool calls run, how `apply_patch` lands on the host all or
 //! nothing, and how rate limits are retried.
 
-mod support;
-
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer, model: &str, extra: &[&str], task: &str) -> Output {
     host.ah_openai(&mock.openai_url())
@@ -23,15 +21,10 @@ fn run(host: &Host, mock: &MockServer, model: &str, extra: &[&str], task: &str) 
         .unwrap_or_else(|e| panic!("run ah: {e}"))
 }
 
-fn messages(request: &RecordedRequest) -> &Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages in {}", request.body))
-}
-
 /// The `role: tool` message answering `call_id` in `request`.
 fn tool_message<'a>(request: &'a RecordedRequest, call_id: &str) -> &'a Value {
-    messages(request)
+    request
+        .messages()
         .iter()
         .find(|m| m["role"] == json!("tool") && m["tool_call_id"] == json!(call_id))
         .unwrap_or_else(|| panic!("no tool message for {call_id} in {}", request.body))
@@ -62,7 +55,7 @@ fn a_text_answer_from_an_openai_model() {
     assert_eq!(first.body["stream"], json!(true));
     assert_eq!(first.body["stream_options"], json!({"include_usage": true}));
     assert!(first.body["max_completion_tokens"].as_u64().is_some());
-    let sent = messages(first);
+    let sent = first.messages();
     assert_eq!(sent[0]["role"], json!("system"));
     assert!(
         sent[0]["content"]
@@ -121,7 +114,7 @@ fn a_tool_call_streamed_in_pieces_runs_and_its_result_goes_back_as_role_tool() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
-    let sent = messages(&requests[1]);
+    let sent = requests[1].messages();
     let assistant = &sent[sent.len() - 2];
     assert_eq!(assistant["role"], json!("assistant"));
     assert_eq!(assistant["content"], json!("Writing."));

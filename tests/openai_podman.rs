@@ -5,12 +5,10 @@
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset (see
 //! `support::podman`).
 
-mod support;
-
-use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, Reply, Turn};
-use support::podman::podman_ready_blocking;
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::podman_ready_blocking;
+use serde_json::json;
 
 #[test]
 fn apply_patch_in_the_sandbox_keeps_modes_and_reaches_the_host() {
@@ -52,11 +50,7 @@ fn apply_patch_in_the_sandbox_keeps_modes_and_reaches_the_host() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    let ran = requests[2].body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .unwrap_or(Value::Null);
+    let ran = requests[2].last_message();
     assert_eq!(ran["role"], json!("tool"), "{ran}");
     assert_eq!(ran["tool_call_id"], json!("call_2"), "{ran}");
     let told = ran["content"].as_str().unwrap_or_default();

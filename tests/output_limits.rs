@@ -4,19 +4,13 @@
 //! dropped in memory is reported; a command past its timeout is killed and
 //! the model told.
 
-mod support;
-
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn last_result(mock: &MockServer) -> Value {
     let requests = mock.requests();
-    let messages = requests.last().unwrap().body["messages"]
-        .as_array()
-        .unwrap()
-        .clone();
-    messages.last().unwrap()["content"][0].clone()
+    requests.last().unwrap().tool_result().clone()
 }
 
 fn run_bash(host: &Host, input: Value, extra: &[&str]) -> MockServer {

@@ -4,12 +4,10 @@
 //! `--review auto` still applies the source edit), copied to the run's
 //! artifacts and counted; what the project already tracks stays in it.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::MockServer;
+use crate::support::steps::{bash, script, write};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::MockServer;
-use support::steps::{bash, script, write};
 
 /// A test run's leftovers: a compiled module (binary) and pytest's cache.
 const RUN_TESTS: &str = "mkdir -p pkg/__pycache__ .pytest_cache/v && \

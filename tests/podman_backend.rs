@@ -13,17 +13,15 @@
 //! user with `useradd -m ahtest` (Debian's useradd adds the subordinate id
 //! ranges) and sets `AH_TEST_USER=ahtest`.
 
-mod support;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::podman::{TestUser, containers_of, podman_ready};
 use ah_sandbox::doctor::{DoctorOptions, Severity, run_checks};
 use ah_sandbox::podman::{OUTPUT_CAP, PodmanBackend, PodmanError, PodmanOptions, find_podman};
 use ah_sandbox::{Backend, BackendKind};
-use support::podman::{TestUser, containers_of, podman_ready};
 
 const IMAGE: &str = ah_sandbox::podman::DEFAULT_IMAGE;
 
@@ -696,9 +694,18 @@ async fn rootless_podman_runs_as_an_unprivileged_user() {
     user.build_image(&podman);
     let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
     let (_dir, exe) = user.reachable_copy(&exe);
+    // The test binary names its tests by module path without the crate
+    // (`podman_backend::rootless_inner`); `--exact` needs that full name.
+    let (_crate, module) = module_path!()
+        .split_once("::")
+        .unwrap_or_else(|| panic!("{} is not in a module", module_path!()));
     let inner = user
         .command(&exe, &[])
-        .args(["--exact", "rootless_inner", "--nocapture"])
+        .args([
+            "--exact",
+            &format!("{module}::rootless_inner"),
+            "--nocapture",
+        ])
         .output()
         .unwrap_or_else(|e| panic!("runuser: {e}"));
     let report = format!(

@@ -4,14 +4,12 @@
 //! `chattr +i` (immutable, binding even root), so this needs root and a file
 //! system with attributes; it skips otherwise.
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn chattr_works(dir: &Path) -> bool {
     let probe = dir.join("chattr-probe");

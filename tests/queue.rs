@@ -4,15 +4,13 @@
 //! second ah steers it, queues follow-ups, waits for an answer, or finds it
 //! gone after a SIGKILL.
 
-mod support;
-
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, events, query, wait_until};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query, wait_until};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const SKIPPED: &str = "skipped: a steering message arrived";
 
@@ -75,23 +73,6 @@ fn second(host: &Host, mock: &MockServer, args: &[&str]) -> Command {
     cmd
 }
 
-fn last_message(request: &RecordedRequest) -> &Value {
-    request.body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .unwrap_or_else(|| panic!("no messages in {}", request.body))
-}
-
-fn events(db: &Path, kind: &str) -> Vec<Value> {
-    query(
-        db,
-        &format!("SELECT details FROM events WHERE event_type = '{kind}' ORDER BY id"),
-    )
-    .into_iter()
-    .map(|row| serde_json::from_str(row[0].as_str().unwrap()).unwrap())
-    .collect()
-}
-
 #[test]
 fn steering_skips_the_rest_of_the_turn_and_reaches_the_next_request() {
     let host = Host::git(&[("a.txt", "one\n")]);
@@ -110,7 +91,7 @@ fn steering_skips_the_rest_of_the_turn_and_reaches_the_next_request() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
-    let sent = last_message(&requests[1]);
+    let sent = requests[1].last_message();
     assert_eq!(sent["role"], json!("user"));
     let content = sent["content"].as_array().unwrap();
     assert_eq!(content.len(), 4, "{sent}");
@@ -183,10 +164,10 @@ fn follow_ups_and_a_prompt_given_to_a_busy_session_start_the_next_turn() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "one more turn for the follow-ups");
     // The tool round ran whole: follow-ups do not skip anything.
-    let results = last_message(&requests[1]);
+    let results = requests[1].last_message();
     assert_eq!(results["content"].as_array().unwrap().len(), 3);
     assert!(!results.to_string().contains(SKIPPED));
-    let messages = requests[2].body["messages"].as_array().unwrap();
+    let messages = requests[2].messages();
     let answer = &messages[messages.len() - 2];
     assert_eq!(answer["role"], json!("assistant"));
     assert_eq!(answer["content"][0]["text"], json!("first answer"));

@@ -2,13 +2,11 @@
 //! rate limits with `retry-after`, cut streams), what fails at once (other
 //! 4xx, with the API's own message), and that each retry is recorded.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer) -> std::process::Output {
     host.ah(&mock.url())

@@ -1,14 +1,10 @@
 //! `--review ask` in a real terminal (tmux): the diffstat and the patch are
 //! shown, then a choice; what the user picks is what happens to the host.
 
-mod support;
-
-use std::process::Command;
-
+use crate::support::host::{Host, git, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::tmux::{Tmux, ah_script};
 use serde_json::json;
-use support::host::{Host, json_file};
-use support::mock::{MockServer, Reply, Turn};
-use support::tmux::{Tmux, ah_script};
 
 fn scripted_change() -> MockServer {
     MockServer::start(vec![
@@ -113,13 +109,11 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
     assert_eq!(manifest["review"]["decision"], json!("partly_applied"));
     assert_eq!(manifest["applied"], json!(true));
     // The rest still applies to the host later.
-    let out = Command::new("git")
-        .current_dir(&host.project)
-        .args(["apply", "--3way"])
-        .arg(run.join("rest.patch"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let rest_file = run.join("rest.patch");
+    git(
+        &host.project,
+        &["apply", "--3way", &rest_file.display().to_string()],
+    );
     assert_eq!(host.read("a.txt"), "two\n");
 }
 

@@ -4,12 +4,10 @@
 //! a project policy that restricts more paths, and patches of few lines but
 //! many bytes.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::MockServer;
+use crate::support::steps::{bash, script, write};
 use serde_json::json;
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::MockServer;
-use support::steps::{bash, script, write};
 
 /// Exit code of a run whose patch was saved but not applied.
 const NOT_APPLIED: i32 = 3;

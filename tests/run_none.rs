@@ -3,11 +3,9 @@
 //! what ah sends, what it stores, what it leaves on disk, and what reaches
 //! the host.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn write_edit_bash_script() -> Vec<Turn> {
     vec![
@@ -102,20 +100,12 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
         json!("shorten the greeting")
     );
     for (i, id) in ["toolu_1", "toolu_2", "toolu_3"].iter().enumerate() {
-        let messages = requests[i + 1].body["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        assert_eq!(last["role"], json!("user"));
-        assert_eq!(last["content"][0]["type"], json!("tool_result"));
-        assert_eq!(last["content"][0]["tool_use_id"], json!(id));
+        let messages = requests[i + 1].messages();
+        assert_eq!(requests[i + 1].tool_result()["tool_use_id"], json!(id));
         let previous = &messages[messages.len() - 2];
         assert_eq!(previous["role"], json!("assistant"));
     }
-    let bash_result = &requests[3].body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()["content"][0];
-    let told = bash_result["content"].as_str().unwrap();
+    let told = requests[3].told();
     assert!(
         told.contains("hi world") && told.contains("oops") && told.contains("exit code: 0"),
         "{told}"
@@ -492,7 +482,7 @@ fn a_tool_call_cut_off_by_the_output_limit_is_not_run_and_the_model_is_told() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert!(!host.project.join("big.txt").exists());
     let requests = mock.requests();
-    let messages = requests[1].body["messages"].as_array().unwrap();
+    let messages = requests[1].messages();
     assert_eq!(
         messages[1]["content"][1]["input"],
         json!({}),

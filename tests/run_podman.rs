@@ -10,17 +10,15 @@
 //! file the test drops into the run's work copy (and removes it, so the step
 //! changes nothing by it), so no step relies on a sleep for its timing.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::steps::{bash, script, write};
 use serde_json::{Value, json};
-use support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::podman::{containers_of, podman_ready_blocking};
-use support::steps::{bash, script, write};
 
 /// How long a test waits for a run to reach a point it synchronises on.
 const SYNC: Duration = Duration::from_secs(60);
@@ -44,26 +42,6 @@ fn spawn_ah(host: &Host, mock: &MockServer, review: &str, task: &str) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn ah: {e}"))
-}
-
-/// The tool result a request reports for the previous step (the first block
-/// of its last message).
-fn tool_result(request: &RecordedRequest) -> &Value {
-    let messages = request.body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages in {}", request.body));
-    let last = messages.last().unwrap_or_else(|| panic!("empty messages"));
-    assert_eq!(last["role"], json!("user"), "{last}");
-    assert_eq!(last["content"][0]["type"], json!("tool_result"), "{last}");
-    &last["content"][0]
-}
-
-/// The text of that tool result.
-fn told(request: &RecordedRequest) -> String {
-    tool_result(request)["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("tool result without text: {}", tool_result(request)))
-        .to_string()
 }
 
 /// The file the test drops into the run's work copy to let a waiting step
@@ -133,7 +111,7 @@ fn the_project_is_not_in_the_sandbox_and_work_writes_reach_the_host() {
     // was told.
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    let first = told(&requests[1]);
+    let first = requests[1].told();
     assert!(
         first.contains("cannot access '/project': No such file or directory")
             && first.contains("Read-only file system")
@@ -228,9 +206,9 @@ fn a_violating_bash_step_is_undone_entirely_and_the_run_goes_on() {
     // The model learnt which paths broke which rule and that all was undone.
     let requests = mock.requests();
     assert_eq!(requests.len(), 4);
-    let result = tool_result(&requests[1]);
+    let result = requests[1].tool_result();
     assert_eq!(result["is_error"], json!(true), "{result}");
-    let text = told(&requests[1]);
+    let text = requests[1].told();
     assert!(
         text.contains(r#"".env" is denied by rule "**/.env""#)
             && text.contains(r#"".github/workflows/x.yml" is denied by rule ".github/**""#)
@@ -239,7 +217,7 @@ fn a_violating_bash_step_is_undone_entirely_and_the_run_goes_on() {
         "{text}"
     );
     // Inside the container, the next step sees none of the undone files.
-    let listing = told(&requests[2]);
+    let listing = requests[2].told();
     for gone in [".env", ".github", "normal.txt"] {
         assert!(!listing.contains(gone), "{gone} survived: {listing}");
     }
@@ -275,9 +253,9 @@ fn a_denied_write_is_refused_before_it_happens() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    let result = tool_result(&requests[1]);
+    let result = requests[1].tool_result();
     assert_eq!(result["is_error"], json!(true), "{result}");
-    let text = told(&requests[1]);
+    let text = requests[1].told();
     assert!(
         text.contains("not allowed")
             && text.contains(r#"denied by rule "**/.env""#)
@@ -330,8 +308,8 @@ fn a_symlink_to_a_host_file_is_a_violation_and_undone() {
     assert_eq!(violations[0]["path"], json!("passwd-link"));
     assert_eq!(violations[0]["step"], json!(1));
     let requests = mock.requests();
-    assert_eq!(tool_result(&requests[1])["is_error"], json!(true));
-    assert!(told(&requests[1]).contains("passwd-link"));
+    assert_eq!(requests[1].tool_result()["is_error"], json!(true));
+    assert!(requests[1].told().contains("passwd-link"));
     for gone in ["passwd-link", "also.txt"] {
         assert!(
             std::fs::symlink_metadata(run.join("work").join(gone)).is_err(),
@@ -674,7 +652,7 @@ fn host_secrets_never_reach_the_sandbox_or_the_run_record() {
         Some(key),
         "the key was used"
     );
-    let env = told(&requests[1]);
+    let env = requests[1].told();
     assert!(
         env.contains("HOME=/tmp") && env.contains("--- pid 1"),
         "{env}"
@@ -720,7 +698,7 @@ fn a_step_has_no_network() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 2, "the sandbox reached the mock model");
-    let text = told(&requests[1]);
+    let text = requests[1].told();
     let status = |name: &str| -> String {
         text.lines()
             .find_map(|line| line.strip_prefix(&format!("{name}=")))
@@ -756,7 +734,7 @@ fn an_out_of_memory_kill_in_a_pipe_is_told_and_leaves_no_file_in_the_project() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    let killed = told(&requests[1]);
+    let killed = requests[1].told();
     if ah_sandbox::podman::rootless() {
         // Rootless podman on cgroup v1 ignores --memory: no limit to hit.
         return;
@@ -768,7 +746,7 @@ fn an_out_of_memory_kill_in_a_pipe_is_told_and_leaves_no_file_in_the_project() {
         ) && killed.ends_with("exit code: 0"),
         "the model is told of the kill the exit code hides:\n{killed}"
     );
-    let fine = told(&requests[2]);
+    let fine = requests[2].told();
     assert_eq!(fine, "fine\nexit code: 0", "a later command is not blamed");
 
     // conmon's OOM marker did not land in the directory ah ran from.

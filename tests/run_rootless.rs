@@ -3,16 +3,14 @@
 //! the files it writes belong to that user. Needs root to switch users and
 //! `AH_TEST_USER` naming the user (CI sets both).
 
-mod support;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::host::{describe, git};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::{TestUser, podman_ready_blocking};
 use serde_json::json;
-use support::host::{describe, git};
-use support::mock::{MockServer, Reply, Turn};
-use support::podman::{TestUser, podman_ready_blocking};
 
 fn chown(path: &Path, user: &TestUser) {
     let status = Command::new("chown")
@@ -72,10 +70,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let requests = mock.requests();
-    let told = requests[1].body["messages"][2]["content"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let told = requests[1].told();
     let mut lines = told.lines();
     assert_eq!(
         lines.next(),

@@ -1,16 +1,14 @@
 //! Which session a command uses (`--name`, `-S`, `-n`, `--db`, the most
 //! recent one) and `ah` without a prompt, which sends a cut-off turn again.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
     host.ah(&mock.url())

@@ -2,13 +2,11 @@
 //! mock build a tree, then every tree command is checked on it; branch
 //! removal and the removal of empty messages on open.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, Reply, Turn};
 
 /// Two runs and a fork from @4:
 ///

@@ -5,13 +5,11 @@
 //! goes back to Claude. Both APIs are served by one mock; the tests assert
 //! the request bodies each provider got.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::host::{Host, describe, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 const CLAUDE: &str = "claude-sonnet-4-5-20250929";
 
@@ -21,12 +19,6 @@ fn run(host: &Host, mock: &MockServer, model: &str, task: &str) -> Output {
         .args(["--backend", "none", "--review", "auto", "-m", model, task])
         .output()
         .unwrap_or_else(|e| panic!("run ah: {e}"))
-}
-
-fn messages(request: &RecordedRequest) -> &Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages in {}", request.body))
 }
 
 fn tool_names(request: &RecordedRequest) -> Vec<String> {
@@ -115,7 +107,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
     assert_eq!(tool_names(to_gpu), ["read", "write", "apply_patch", "bash"]);
     // Claude's turn in Chat Completions shape: its thinking as text, its
     // edit as the equivalent patch under the same id, the result paired.
-    let sent = messages(to_gpu);
+    let sent = to_gpu.messages();
     let claude_turn = sent
         .iter()
         .find(|m| m["role"] == json!("assistant"))
@@ -155,7 +147,7 @@ fn a_session_moves_from_claude_to_a_configured_openai_server_and_back() {
     let to_claude = &requests[4];
     assert_eq!(to_claude.body["model"], json!(CLAUDE));
     assert_eq!(tool_names(to_claude), ["read", "write", "edit", "bash"]);
-    let sent = messages(to_claude);
+    let sent = to_claude.messages();
     assert_eq!(
         sent[1]["content"][0],
         json!({"type": "thinking", "thinking": "I will edit a.txt.", "signature": "sig-claude-1"})
@@ -252,7 +244,7 @@ fn a_model_alias_names_its_provider_and_edit_format_and_a_bad_table_stops_the_ru
     assert_eq!(request.body["model"], json!("coder-7b"));
     assert_eq!(request.body["max_tokens"], json!(1234));
     assert_eq!(tool_names(request), ["read", "write", "edit", "bash"]);
-    let manifest = support::host::json_file(&host.run().join("manifest.json"));
+    let manifest = crate::support::host::json_file(&host.run().join("manifest.json"));
     assert_eq!(manifest["model"], json!("gpu:coder-7b"));
 
     host.write(

@@ -5,12 +5,10 @@
 //! output reach stdout and stderr with escapes and bidi controls shown, not
 //! obeyed.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::steps::{script, write};
 use serde_json::json;
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, Reply, Turn};
-use support::steps::{script, write};
 
 /// A name that, printed raw, would add a line to the diffstat.
 const FORGED: &str = "a\n nothing else changed | 1 +";

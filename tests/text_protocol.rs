@@ -6,13 +6,11 @@
 //! even when the reply streams in tiny pieces, confined and policy-checked,
 //! with the results sent back as the next user message.
 
-mod support;
-
 use std::process::Output;
 
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
 fn run(host: &Host, mock: &MockServer, protocol: &str, extra: &[&str]) -> Output {
     host.ah_openai(&mock.openai_url())
@@ -31,15 +29,9 @@ fn run(host: &Host, mock: &MockServer, protocol: &str, extra: &[&str]) -> Output
         .unwrap_or_else(|e| panic!("run ah: {e}"))
 }
 
-fn messages(request: &RecordedRequest) -> &Vec<Value> {
-    request.body["messages"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no messages in {}", request.body))
-}
-
 /// The text of the last message of `request`, which must be the user's.
 fn last_user_text(request: &RecordedRequest) -> String {
-    let last = messages(request).last().cloned().unwrap_or(Value::Null);
+    let last = request.messages().last().cloned().unwrap_or(Value::Null);
     assert_eq!(last["role"], json!("user"), "{last}");
     last["content"].as_str().unwrap_or_default().to_string()
 }
@@ -75,7 +67,7 @@ fn blocks_streamed_in_pieces_run_once_as_steps_and_results_come_back_as_text() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 2);
     assert!(requests[0].body.get("tools").is_none(), "no native tools");
-    let system = messages(&requests[0])[0]["content"]
+    let system = requests[0].messages()[0]["content"]
         .as_str()
         .unwrap_or_default();
     assert!(
@@ -95,7 +87,7 @@ fn blocks_streamed_in_pieces_run_once_as_steps_and_results_come_back_as_text() {
     );
     assert!(results.contains("hi\n"), "{results}");
     // The reply went back as the model wrote it, blocks included.
-    let sent = messages(&requests[1]);
+    let sent = requests[1].messages();
     assert_eq!(sent[sent.len() - 2]["content"], json!(reply));
 
     // Two steps, one per block, through Run: step files and commits.
@@ -215,7 +207,7 @@ fn leaked_template_tokens_are_dropped_and_a_framed_call_runs_as_a_tool_call() {
         requests[0].body["tools"].is_array(),
         "native tools are sent"
     );
-    let sent = messages(&requests[1]);
+    let sent = requests[1].messages();
     let assistant = &sent[sent.len() - 2];
     assert_eq!(assistant["content"], json!("Checking."));
     let call = &assistant["tool_calls"][0];

@@ -7,17 +7,15 @@
 //! The fork itself is made in the session database (`support::fork`), as
 //! `ah @N` does.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::fork::{context, fork_at, message_at, result_message};
+use crate::support::host::{Host, describe, json_file, query, run_id};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::steps::{bash, script};
 use serde_json::{Value, json};
-use support::fork::{context, fork_at, message_at, result_message};
-use support::host::{Host, describe, json_file, query, run_id};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-use support::steps::{bash, script};
 
 /// One tool call per turn (`toolu_1`, `toolu_2`, …), then a final answer.
 /// The first run: `a.txt` written at step 1, looked at in step 2, changed
@@ -66,18 +64,6 @@ fn prune(host: &Host, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The text of the tool result a request reports for the previous step.
-fn told(request: &RecordedRequest) -> String {
-    let last = request.body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .unwrap_or_else(|| panic!("no messages in {}", request.body));
-    last["content"][0]["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no tool result in {last}"))
-        .to_string()
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -119,12 +105,12 @@ fn a_fork_restores_the_files_of_that_point_and_its_patch_applies_to_the_host() {
 
     // The sandbox saw step 1's files, and the project's ignored ones.
     let requests = mock.requests();
-    let seen = told(&requests[1]);
+    let seen = requests[1].told();
     assert!(seen.contains("one\ncached\n"), "{seen}");
     assert!(!seen.contains("three") && !seen.contains("b.txt"), "{seen}");
     // The conversation goes on from step 1, and the model is told where
     // its files come from.
-    let messages = requests[0].body["messages"].as_array().unwrap();
+    let messages = requests[0].messages();
     assert_eq!(messages.len(), 3, "{messages:?}");
     let prompt = messages[2].to_string();
     assert!(
@@ -209,7 +195,7 @@ fn a_fork_before_any_step_starts_from_the_host_files() {
         "{}",
         describe(&out)
     );
-    let seen = told(&mock.requests()[1]);
+    let seen = mock.requests()[1].told();
     assert!(seen.contains("no-a\nk1\n"), "{seen}");
     let manifest = json_file(&host.runs().pop().unwrap().join("manifest.json"));
     assert_eq!(manifest["restored_from"], Value::Null);
@@ -260,7 +246,7 @@ fn a_pruned_source_run_is_a_clear_error_and_no_restore_goes_on() {
         "{}",
         describe(&out)
     );
-    let seen = told(&mock.requests()[1]);
+    let seen = mock.requests()[1].told();
     assert!(seen.contains("no-a") && !seen.contains("has-a"), "{seen}");
     assert_eq!(context(&db, "workspace_at"), None);
 }

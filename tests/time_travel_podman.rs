@@ -4,14 +4,12 @@
 //! the fork point for the next attempt. Skipped only when podman is absent and
 //! `AH_REQUIRE_PODMAN` is unset (see `support::podman`).
 
-mod support;
-
+use crate::support::fork::{context, fork_at, result_message};
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::MockServer;
+use crate::support::podman::podman_ready_blocking;
+use crate::support::steps::{bash, script};
 use serde_json::json;
-use support::fork::{context, fork_at, result_message};
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::MockServer;
-use support::podman::podman_ready_blocking;
-use support::steps::{bash, script};
 
 #[test]
 fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
@@ -74,12 +72,7 @@ fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
     );
 
     let requests = second.requests();
-    let last = requests[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap();
-    let seen = last["content"][0]["content"].as_str().unwrap_or_default();
+    let seen = requests[1].told();
     assert!(seen.contains("/work\none\ncached\n"), "{seen}");
     assert!(!seen.contains("three") && !seen.contains("b.txt"), "{seen}");
 
@@ -118,12 +111,7 @@ fn a_saved_run_is_continued_in_the_container_with_its_changes() {
     let out = ah(&second, "go on");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let requests = second.requests();
-    let last = requests[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap();
-    let seen = last["content"][0]["content"].as_str().unwrap_or_default();
+    let seen = requests[1].told();
     assert!(seen.starts_with("two\n"), "{seen}");
     let run = host.runs().pop().unwrap();
     let from = &json_file(&run.join("manifest.json"))["restored_from"];

@@ -2,19 +2,9 @@
 //! that breaks its tool's schema is answered with one error result listing
 //! every violation, runs nothing, and the model can correct itself.
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, RecordedRequest, Reply, Turn};
-
-/// The last message of a request, which answers the previous tool call.
-fn tool_result(request: &RecordedRequest) -> &Value {
-    let messages = request.body["messages"].as_array().expect("messages");
-    let last = messages.last().expect("a last message");
-    assert_eq!(last["role"], json!("user"));
-    &last["content"][0]
-}
 
 #[test]
 fn a_bad_edit_gets_every_violation_at_once_and_the_corrected_call_succeeds() {
@@ -41,7 +31,7 @@ fn a_bad_edit_gets_every_violation_at_once_and_the_corrected_call_succeeds() {
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3);
-    let refused = tool_result(&requests[1]);
+    let refused = requests[1].tool_result();
     assert_eq!(refused["type"], json!("tool_result"));
     assert_eq!(refused["tool_use_id"], json!("toolu_1"));
     assert_eq!(refused["is_error"], json!(true));
@@ -52,7 +42,7 @@ fn a_bad_edit_gets_every_violation_at_once_and_the_corrected_call_succeeds() {
              field \"replace_all\" must be a boolean, got a string"
         )
     );
-    let done = tool_result(&requests[2]);
+    let done = requests[2].tool_result();
     assert_eq!(done["tool_use_id"], json!("toolu_2"));
     assert_ne!(done["is_error"], json!(true), "{done}");
     assert!(
@@ -90,7 +80,7 @@ fn a_bash_call_over_the_timeout_limit_runs_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let result = tool_result(&mock.requests()[1]).clone();
+    let result = mock.requests()[1].tool_result().clone();
     assert_eq!(result["is_error"], json!(true));
     assert_eq!(
         result["content"],

@@ -4,12 +4,10 @@
 //! output piped, so no terminal); the same settings from the user (flags,
 //! their own config file) are not.
 
-mod support;
-
 use std::process::Output;
 
-use support::host::{Host, describe};
-use support::mock::{MockServer, Reply, Turn};
+use crate::support::host::{Host, describe};
+use crate::support::mock::{MockServer, Reply, Turn};
 
 const WARNING: &str = "ah: project settings weaken the sandbox: ";
 

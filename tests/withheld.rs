@@ -8,16 +8,14 @@
 //! and memory are out of reach of the commands it runs, and their
 //! environment holds no key.
 
-mod support;
-
 use std::path::Path;
 use std::process::Output;
 
-use serde_json::{Value, json};
-use support::host::{Host, describe, json_file};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::{TestUser, podman_ready_blocking};
-use support::steps::{bash, script};
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mock::MockServer;
+use crate::support::podman::{TestUser, podman_ready_blocking};
+use crate::support::steps::{bash, script};
+use serde_json::json;
 
 /// The API key the test harness gives ah (`Host::ah`), and how a command
 /// that reverses it would print it.
@@ -47,21 +45,6 @@ fn project_with_secrets() -> Host {
 const LOOK: &str = "cat .env; rev .env; rev id_rsa; cat .env.example; \
                     find . \\( -name '.env*' -o -name 'id_rsa*' \\) | sort; true";
 
-/// The text of the tool result in `request` (the first block of its last
-/// message).
-fn told(request: &RecordedRequest) -> String {
-    let messages = request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let result = messages
-        .last()
-        .map(|m| m["content"][0].clone())
-        .unwrap_or(Value::Null);
-    assert_eq!(result["type"], json!("tool_result"), "{result}");
-    result["content"].as_str().unwrap_or_default().to_string()
-}
-
 /// Runs ah on `host` with `backend` and the steps `look` (bash) then a
 /// `read` of `.env`; checks what every backend must show and returns the
 /// bash step's result.
@@ -77,7 +60,7 @@ fn run_and_check(host: &Host, backend: &str, look: &str) -> String {
         .unwrap_or_else(|e| panic!("run ah: {e}"));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     check_told_and_recorded(host, &mock, &out);
-    told(&mock.requests()[1])
+    mock.requests()[1].told()
 }
 
 /// What the model, the terminal and the run record say of the withheld
@@ -93,14 +76,14 @@ fn check_told_and_recorded(host: &Host, mock: &MockServer, out: &Output) {
         "{stderr}"
     );
 
-    let look = told(&requests[1]);
+    let look = requests[1].told();
     assert!(!look.contains(KEY_REVERSED), "the key got out:\n{look}");
     assert!(!look.contains("REDACTED"), "the key was there:\n{look}");
     assert!(look.contains(".env: No such file or directory"), "{look}");
     assert!(look.contains("put-yours-here"), "allowed template:\n{look}");
     let found: Vec<&str> = look.lines().filter(|l| l.starts_with("./")).collect();
     assert_eq!(found, ["./.env.example", "./id_rsa.pub"], "{look}");
-    let read = told(&requests[2]);
+    let read = requests[2].told();
     assert!(!read.contains(KEY) && !read.contains("REDACTED"), "{read}");
 
     let run = host.run();
@@ -198,7 +181,7 @@ fn with_backend_none_ah_is_out_of_reach_of_its_commands() {
     };
     let out = out.unwrap_or_else(|e| panic!("run ah: {e}"));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let told = told(&mock.requests()[1]);
+    let told = mock.requests()[1].told();
     let first = told.lines().next().unwrap_or_default();
     let pids: Vec<&str> = first
         .strip_prefix("ah is ")

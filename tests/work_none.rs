@@ -5,15 +5,13 @@
 //! flagged), and what the session database, the phase files and the final
 //! patch hold.
 
-mod support;
-
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
+use crate::support::host::{Host, describe, json_file, query, wait_until};
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::work::{Script, all_text, phase_file, phase_of, tools_of, work_db};
 use serde_json::{Value, json};
-use support::host::{Host, describe, json_file, query, wait_until};
-use support::mock::{MockServer, RecordedRequest};
-use support::work::{Script, all_text, phase_file, phase_of, tools_of, work_db};
 
 const ISSUE: &str = "Shorten the greeting\n\ngreet.txt must say `hi`.\n";
 
@@ -65,16 +63,6 @@ fn phases(requests: &[RecordedRequest]) -> Vec<String> {
     requests.iter().map(phase_of).collect()
 }
 
-/// The text of the last tool result a request carries.
-fn last_result(request: &RecordedRequest) -> String {
-    let messages = request.body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    last["content"][0]["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no tool result in {last}"))
-        .to_string()
-}
-
 #[test]
 fn done_on_the_first_round_applies_the_patch_and_plan_cannot_write() {
     let host = project();
@@ -113,12 +101,12 @@ fn done_on_the_first_round_applies_the_patch_and_plan_cannot_write() {
     );
     assert_eq!(tools_of(&requests[8]), ["read", "bash", "report"]);
     assert_eq!(tools_of(&requests[11]), ["read", "verdict"]);
-    let refused = last_result(&requests[1]);
+    let refused = requests[1].told();
     assert!(
         refused.contains("/work is read-only in this phase"),
         "{refused}"
     );
-    let undone = last_result(&requests[2]);
+    let undone = requests[2].told();
     assert!(
         undone.contains("step undone") && undone.contains("read-only"),
         "{undone}"
@@ -248,17 +236,17 @@ fn a_failed_check_gets_a_fix_round_and_a_forgotten_verdict_a_reminder() {
     assert!(all_text(last).contains("the act phase ended without a verdict"));
     let checks: Vec<&RecordedRequest> =
         requests.iter().filter(|r| phase_of(r) == "check").collect();
-    let refused = last_result(checks[4]);
+    let refused = checks[4].told();
     assert!(
         refused.contains("/work is read-only in this phase"),
         "{refused}"
     );
-    let undone = last_result(checks[5]);
+    let undone = checks[5].told();
     assert!(
         undone.contains("\"greet.txt\" was changed while /work is read-only"),
         "{undone}"
     );
-    let ran = last_result(checks[6]);
+    let ran = checks[6].told();
     assert!(
         ran.contains("exit=0"),
         "greet.txt is back for the check: {ran}"
@@ -310,7 +298,7 @@ fn friction_records_what_blocked_and_stops_without_applying() {
 
     let requests = mock.requests();
     let acts: Vec<&RecordedRequest> = requests.iter().filter(|r| phase_of(r) == "act").collect();
-    let invalid = last_result(acts[1]);
+    let invalid = acts[1].told();
     assert!(
         invalid.contains("invalid input for verdict") && invalid.contains("maybe"),
         "{invalid}"

@@ -7,23 +7,11 @@
 //! Skipped only when podman is absent and `AH_REQUIRE_PODMAN` is unset (see
 //! `support::podman`).
 
-mod support;
-
+use crate::support::host::{Host, describe, json_file, run_id};
+use crate::support::mock::MockServer;
+use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::work::{Script, phase_file, phase_of};
 use serde_json::json;
-use support::host::{Host, describe, json_file, run_id};
-use support::mock::{MockServer, RecordedRequest};
-use support::podman::{containers_of, podman_ready_blocking};
-use support::work::{Script, phase_file, phase_of};
-
-/// What the model was told for the step before `request`.
-fn last_result(request: &RecordedRequest) -> String {
-    let messages = request.body["messages"].as_array().unwrap();
-    let last = messages.last().unwrap();
-    last["content"][0]["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no tool result in {last}"))
-        .to_string()
-}
 
 #[test]
 fn plan_and_check_see_work_read_only_in_their_own_container() {
@@ -56,7 +44,7 @@ fn plan_and_check_see_work_read_only_in_their_own_container() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let requests = mock.requests();
-    let plan_told = last_result(&requests[1]);
+    let plan_told = requests[1].told();
     assert_eq!(phase_of(&requests[1]), "plan");
     assert!(plan_told.contains("Read-only file system"), "{plan_told}");
     assert!(
@@ -67,7 +55,7 @@ fn plan_and_check_see_work_read_only_in_their_own_container() {
         !plan_told.lines().any(|l| l == "new.txt"),
         "ls: {plan_told}"
     );
-    let check_told = last_result(&requests[7]);
+    let check_told = requests[7].told();
     assert_eq!(phase_of(&requests[7]), "check");
     assert!(check_told.contains("Read-only file system"), "{check_told}");
     assert!(check_told.contains("STILL-THERE"), "{check_told}");

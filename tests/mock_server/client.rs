@@ -12,7 +12,7 @@ use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::support::MockServer;
+use crate::support::mock::MockServer;
 
 /// What a client saw of one response.
 pub struct Seen {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::client::{block_on, deltas, messages_body, post, read_raw_response, send};
-use crate::support::{MockServer, Reply, Turn};
+use super::client::{block_on, deltas, messages_body, post, read_raw_response, send};
+use crate::support::mock::{MockServer, Reply, Turn};
 
 #[test]
 fn http_errors_carry_the_api_error_body_and_retry_after() {

@@ -230,3 +230,17 @@ pub fn query(db: &Path, sql: &str) -> Vec<Vec<Value>> {
     .collect::<Result<_, _>>()
     .expect("rows")
 }
+
+/// The details (JSON) of the session's events of type `kind`, oldest first.
+pub fn events(db: &Path, kind: &str) -> Vec<Value> {
+    query(
+        db,
+        &format!("SELECT details FROM events WHERE event_type = '{kind}' ORDER BY id"),
+    )
+    .into_iter()
+    .map(|row| {
+        let details = row[0].as_str().unwrap_or_else(|| panic!("{kind}: {row:?}"));
+        serde_json::from_str(details).unwrap_or_else(|e| panic!("{kind}: {e}: {details}"))
+    })
+    .collect()
+}

@@ -1,10 +1,9 @@
 //! Helpers shared by the integration tests in `tests/`.
 //!
-//! Every test crate declares `mod support;` and so compiles this module on its
-//! own; each one uses a different part of it, so items unused by one crate are
-//! not dead code overall. That is why dead-code (and unused re-export)
-//! warnings are off here.
-#![allow(dead_code)]
+//! `tests/all.rs` declares this module once, next to every test module, so
+//! it is compiled once for the one test binary and each test file reaches it
+//! as `crate::support`. Being one crate, a helper no test uses shows up as
+//! dead code.
 
 pub mod fork;
 pub mod host;
@@ -13,6 +12,3 @@ pub mod podman;
 pub mod steps;
 pub mod tmux;
 pub mod work;
-
-#[allow(unused_imports)]
-pub use mock::{MockServer, RecordedRequest, Reply, Turn};

@@ -1,0 +1,54 @@
+//! The integration tests, as one test binary.
+//!
+//! Each `tests/NAME.rs` is a module here rather than a crate of its own, so
+//! the layer crates are linked into one test executable instead of one per
+//! file, and the helpers in `tests/support/` are compiled once and shared as
+//! `crate::support`. A new test file must be declared below; cargo would not
+//! build it otherwise, and `included` fails naming it.
+
+mod support;
+
+mod abort;
+mod command_line;
+mod commands;
+mod compaction;
+mod config;
+mod confinement;
+mod continuity;
+mod egress_podman;
+mod host_boundary;
+mod host_git;
+mod image_build;
+mod included;
+mod instructions;
+mod json_events;
+mod layers;
+mod live_keys;
+mod loops;
+mod memory_bounds;
+mod mock_server;
+mod openai;
+mod openai_podman;
+mod output_limits;
+mod patch_outputs;
+mod podman_backend;
+mod poison;
+mod queue;
+mod retries;
+mod review_ask;
+mod review_auto;
+mod run_none;
+mod run_podman;
+mod run_rootless;
+mod session_resolve;
+mod sessions;
+mod switch;
+mod terminal_safe;
+mod text_protocol;
+mod time_travel;
+mod time_travel_podman;
+mod validation;
+mod weakening;
+mod withheld;
+mod work_none;
+mod work_podman;

@@ -142,7 +142,7 @@ pub fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<i32> {
     let _lock = claim_exclusive(session, false)?;
     let target = message(session, seq)?;
     match session.remove_branch(&target.id, force)? {
-        BranchRemoval::HeadInside { head_seq } => Err(UsageError(format!(
+        BranchRemoval::HeadInside { head_seq } => Err(UsageError::Said(format!(
             "the head (@{head_seq}) is in the branch from @{seq}: check out another message first \
              (ah checkout @N), or pass --force to move the head to @{seq}'s parent"
         ))

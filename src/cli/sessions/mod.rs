@@ -134,7 +134,7 @@ fn no_message(session: &Session, seq: i64) -> Result<anyhow::Error> {
     } else {
         format!("its messages are @1 to @{last}")
     };
-    Ok(UsageError(format!(
+    Ok(UsageError::Said(format!(
         "session {} has no message @{seq} ({known}): `ah tree` shows them",
         session.id()
     ))

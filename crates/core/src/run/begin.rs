@@ -147,7 +147,7 @@ fn no_prompt() -> anyhow::Error {
 }
 
 fn usage(message: String) -> anyhow::Error {
-    UsageError(message).into()
+    UsageError::Said(message).into()
 }
 
 #[cfg(test)]

@@ -51,8 +51,15 @@ use signals::SignalWatch;
 
 /// A mistake in what was asked (exit code 2 at the command line).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
+pub enum UsageError {
+    /// What was wrong, in words.
+    #[error("{0}")]
+    Said(String),
+    /// An error of a lower layer that is the user's mistake (a bad
+    /// configuration file, an unknown model), kept with its sources.
+    #[error(transparent)]
+    Mistake(Box<dyn std::error::Error + Send + Sync>),
+}
 
 /// What drives a run's tools.
 #[derive(Debug, Clone)]

@@ -66,7 +66,7 @@ pub(crate) fn prepare(
 fn usage(err: SlashError) -> anyhow::Error {
     match err {
         SlashError::UnknownCommand { .. } | SlashError::UnknownSkill { .. } => {
-            UsageError(err.to_string()).into()
+            UsageError::Said(err.to_string()).into()
         }
         other => other.into(),
     }

@@ -29,7 +29,7 @@ pub(crate) async fn settle(
 ) -> Result<(RunSetup, Box<dyn Provider>)> {
     let project = resolve_project(args.project.as_deref())?;
     let loaded =
-        config::load(&project, &args.overrides).map_err(|err| UsageError(format!("{err:#}")))?;
+        config::load(&project, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
     let given = weakening::Given {
         backend: args.given.backend,
         review: args.review.is_some(),
@@ -63,7 +63,7 @@ pub(crate) async fn settle(
         (None, false) => default_review(),
     };
     if args.json && review_mode == ReviewMode::Ask {
-        return Err(UsageError(
+        return Err(UsageError::Said(
             "--json cannot ask for a review (stdout carries the events): use --review auto or never"
                 .into(),
         )

@@ -49,7 +49,7 @@ pub(crate) async fn open(
 fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
     let text = match (issue, args.prompt.as_slice()) {
         (Some(_), [_, ..]) => {
-            return Err(UsageError(
+            return Err(UsageError::Said(
                 "give the issue either as a file or with --issue, not both".into(),
             )
             .into());
@@ -58,7 +58,7 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
         (None, [file]) => std::fs::read_to_string(Path::new(file))
             .with_context(|| format!("cannot read the issue file {file}"))?,
         (None, _) => {
-            return Err(UsageError(
+            return Err(UsageError::Said(
                 "no issue given: ah work ISSUE.md, or ah work --issue \"what to do\" (see ah work --help)"
                     .into(),
             )
@@ -66,7 +66,7 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
         }
     };
     if text.trim().is_empty() {
-        return Err(UsageError("the issue is empty: say what to do".into()).into());
+        return Err(UsageError::Said("the issue is empty: say what to do".into()).into());
     }
     Ok(text)
 }

@@ -66,6 +66,12 @@ impl Front for Output {
         Output::show_work(self, event);
     }
 
+    fn notice(&mut self, line: &str) {
+        // On stderr in both modes: stdout is the model's text or the JSON
+        // events.
+        self.display.line(line);
+    }
+
     fn console(&self) -> Arc<dyn Console> {
         self.screen()
     }

@@ -27,6 +27,12 @@ pub trait Front: Send {
     /// An event of the work phases (`ah work`).
     fn show_work(&mut self, event: &WorkEvent);
 
+    /// A line for the person running ah that is not part of the event
+    /// stream: where the files came from, what the network allows, a
+    /// warning, where the patch was saved. Already escaped for a terminal
+    /// where it quotes the model or the project.
+    fn notice(&mut self, line: &str);
+
     /// Where the signal watch says what it does, from any thread.
     fn console(&self) -> Arc<dyn Console>;
 

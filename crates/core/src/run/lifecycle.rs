@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use anyhow::Result;
 
 use super::network;
-use super::queue::report_dropped;
+use super::queue::dropped_lines;
 use super::sandbox::{configure_sandbox, output_limits};
 use super::settle::RunSetup;
 use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions};
@@ -47,15 +47,16 @@ pub(crate) async fn start_run(
     setup: &RunSetup,
     session: &Session,
     read_only_sandbox: bool,
+    front: &mut dyn Front,
 ) -> Result<Started> {
     let dir = RunDir::create(&setup.ah_dir)?;
     let live = dir.hold_live()?;
-    eprintln!(
+    front.notice(&format!(
         "run {} ({} backend, model {})",
         dir.id(),
         args.backend.as_str(),
         setup.model_name
-    );
+    ));
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -63,20 +64,21 @@ pub(crate) async fn start_run(
         &setup.ah_dir,
         &dir,
         &setup.policy,
+        front,
     )?;
     if !start.withheld.is_empty() {
         let list = crate::agent::prompt::withheld_list(&start.withheld);
-        eprintln!(
+        front.notice(&format!(
             "withheld from the work copy by the read policy: {}",
             terminal_safe(&list)
-        );
+        ));
     }
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
-        BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false).await?),
+        BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false, front).await?),
     };
     let read_only = match (args.backend, read_only_sandbox) {
-        (BackendKind::Podman, true) => Some(start_podman(args, setup, &dir, true).await?),
+        (BackendKind::Podman, true) => Some(start_podman(args, setup, &dir, true, front).await?),
         _ => None,
     };
     let mut run = Run::attach(
@@ -106,6 +108,7 @@ async fn start_podman(
     setup: &RunSetup,
     dir: &RunDir,
     read_only: bool,
+    front: &mut dyn Front,
 ) -> Result<podman::PodmanBackend> {
     let name = match read_only {
         true => format!("{}-ro", dir.id()),
@@ -119,7 +122,7 @@ async fn start_podman(
         // Plan and check read and test; they get no network.
         network::configure_offline(&mut options, &setup.policy);
     } else {
-        network::configure_network(&mut options, &args.sandbox, &setup.policy, dir)?;
+        network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     }
     Ok(podman::PodmanBackend::start(&options).await?)
 }
@@ -167,10 +170,10 @@ pub(crate) async fn finish_run(
     }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
     for warning in &result.warnings {
-        eprintln!("warning: {}", terminal_safe(warning));
+        front.notice(&format!("warning: {}", terminal_safe(warning)));
     }
     if let Some(line) = left_out_line(&result, &run_dir.artifacts_dir()) {
-        eprintln!("{line}");
+        front.notice(&line);
     }
     manifest.save(&run_dir.manifest_path())?;
 
@@ -184,7 +187,9 @@ pub(crate) async fn finish_run(
         let usage = match session.usage_after(*seq_before) {
             Ok(rows) => total_usage(&rows),
             Err(err) => {
-                eprintln!("warning: cannot read the run's token usage: {err}");
+                front.notice(&format!(
+                    "warning: cannot read the run's token usage: {err}"
+                ));
                 Tokens::default()
             }
         };
@@ -202,15 +207,18 @@ pub(crate) async fn finish_run(
     };
     match end {
         RunEnd::Failed(err) => {
-            eprintln!("patch so far saved: {}", result.patch_path.display());
+            front.notice(&format!(
+                "patch so far saved: {}",
+                result.patch_path.display()
+            ));
             run_end(front, "none (the run failed)");
             Err(err)
         }
         RunEnd::Aborted => {
-            eprintln!(
+            front.notice(&format!(
                 "aborted; patch so far saved: {}",
                 result.patch_path.display()
-            );
+            ));
             let record = not_applied("aborted", "the run was interrupted".to_string());
             announce(session, front, review_event(&result, &record, false));
             manifest.review = Some(record);
@@ -221,12 +229,12 @@ pub(crate) async fn finish_run(
         RunEnd::Stopped { why, next, stop } => {
             // Not offered for applying: the patch is kept for `ah apply`
             // after a look.
-            eprintln!(
+            front.notice(&format!(
                 "stopped: {why}; the patch so far is saved, not applied: {}\n\
                  look at it and apply it with `ah apply {}`, or {next}",
                 result.patch_path.display(),
                 run_dir.id()
-            );
+            ));
             let record = not_applied("stopped", why);
             announce(session, front, review_event(&result, &record, false));
             run_end(front, "stopped");
@@ -375,8 +383,10 @@ pub(crate) fn close_intake(
 ) -> Result<()> {
     let head = session.head().ok().flatten();
     match lock.close(head.as_deref(), outcome.as_str()) {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not close the session queue: {err}"),
+        Ok(dropped) => dropped_lines(&dropped).for_each(|line| front.notice(&line)),
+        Err(err) => front.notice(&format!(
+            "warning: could not close the session queue: {err}"
+        )),
     }
     front.show(&set_state(session, SessionState::Idle)?);
     Ok(())
@@ -389,7 +399,9 @@ pub(crate) fn leave_session(session: &Session, lock: &SessionLock, front: &mut d
         front.show(&event);
     }
     match lock.release() {
-        Ok(dropped) => report_dropped(&dropped),
-        Err(err) => eprintln!("warning: could not release the session lock: {err}"),
+        Ok(dropped) => dropped_lines(&dropped).for_each(|line| front.notice(&line)),
+        Err(err) => front.notice(&format!(
+            "warning: could not release the session lock: {err}"
+        )),
     }
 }

@@ -201,12 +201,12 @@ async fn run_in_session(
         mut run,
         origin,
         live: _live,
-    } = start_run(options, setup, session, read_only_sandbox).await?;
+    } = start_run(options, setup, session, read_only_sandbox, front).await?;
     let ready = match driver {
         Driver::Agent => Ready::Agent(agent::enter(options, setup, session, &run, &origin)?),
-        Driver::Work { max_rounds } => {
-            Ready::Work(work::enter(options, setup, session, &run, max_rounds))
-        }
+        Driver::Work { max_rounds } => Ready::Work(work::enter(
+            options, setup, session, &run, max_rounds, front,
+        )),
     };
     front.show(&set_state(session, SessionState::Processing)?);
     let (signals, mut abort) = SignalWatch::start(lock, front.console());

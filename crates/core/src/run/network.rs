@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::{SandboxOptions, UsageError};
+use super::{Front, SandboxOptions, UsageError};
 use ah_record::policy::Policy;
 use ah_record::rundir::RunDir;
 use ah_sandbox::BackendKind;
@@ -29,12 +29,13 @@ pub(crate) fn check_backend(backend: BackendKind, args: &SandboxOptions) -> Resu
 }
 
 /// Sets the container's network, allowlist, log and environment, and says
-/// what the run may reach (stderr).
+/// what the run may reach.
 pub(crate) fn configure_network(
     options: &mut PodmanOptions,
     args: &SandboxOptions,
     policy: &Policy,
     dir: &RunDir,
+    front: &mut dyn Front,
 ) -> Result<()> {
     let mode = args.network.unwrap_or_default();
     let rules = &policy.sandbox().network_allow;
@@ -46,27 +47,27 @@ pub(crate) fn configure_network(
     });
     options.env = env;
     for held in withheld {
-        eprintln!(
+        front.notice(&format!(
             "warning: {} is not passed into the sandbox: {}",
             held.name, held.why
-        );
+        ));
     }
     match mode {
-        NetworkMode::Full => eprintln!(
+        NetworkMode::Full => front.notice(
             "warning: --network full: the sandbox can connect anywhere this host can, so \
-             whatever it reads can leave it; use --network proxy with --allow-host to limit it"
+             whatever it reads can leave it; use --network proxy with --allow-host to limit it",
         ),
-        NetworkMode::Proxy if rules.is_empty() => eprintln!(
+        NetworkMode::Proxy if rules.is_empty() => front.notice(
             "note: --network proxy with no allow rule refuses every connection; add \
-             --allow-host HOST:PORT or [network] allow"
+             --allow-host HOST:PORT or [network] allow",
         ),
-        NetworkMode::Proxy => eprintln!(
+        NetworkMode::Proxy => front.notice(&format!(
             "network: proxy to {} (decisions in {})",
             rules.join(", "),
             dir.network_log_path().display()
-        ),
-        NetworkMode::None if !rules.is_empty() => eprintln!(
-            "note: [network] allow has rules, but the network is off; --network proxy uses them"
+        )),
+        NetworkMode::None if !rules.is_empty() => front.notice(
+            "note: [network] allow has rules, but the network is off; --network proxy uses them",
         ),
         NetworkMode::None => {}
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use super::UsageError;
+use super::{Front, UsageError};
 use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
 use crate::agent::prompt::{self, Workspace};
 use ah_record::safe_text::terminal_safe;
@@ -26,13 +26,14 @@ pub(crate) fn prepare(
     workspace: Workspace,
     task: &str,
     skill_names: &[String],
+    front: &mut dyn Front,
 ) -> Result<PromptSetup> {
     let global = instructions::global_dir();
     let skills = Skills::discover(ah_dir, global.as_deref());
     let docs = load_project_docs(project)?;
     for warning in skills.warnings.iter().chain(&docs.warnings) {
         // They quote the project's files, which earlier runs may have written.
-        eprintln!("warning: {}", terminal_safe(warning));
+        front.notice(&format!("warning: {}", terminal_safe(warning)));
     }
     let mut blocks = Vec::new();
     for name in skill_names {
@@ -41,7 +42,7 @@ pub(crate) fn prepare(
     let expansion =
         instructions::expand(task, ah_dir, global.as_deref(), &skills).map_err(usage)?;
     if let Some(used) = &expansion.used {
-        eprintln!("prompt from {used}");
+        front.notice(&format!("prompt from {used}"));
     }
     blocks.extend(expansion.blocks);
     let mut system =

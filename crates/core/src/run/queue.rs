@@ -60,16 +60,17 @@ pub fn claim_exclusive(session: &Session, accepting: bool) -> Result<SessionLock
     }
 }
 
-/// Says what was not delivered when a lock is closed or released.
-pub(crate) fn report_dropped(dropped: &[Queued]) {
-    for message in dropped {
-        eprintln!(
+/// What was not delivered when a lock was closed, released or taken over:
+/// one line per message.
+pub(crate) fn dropped_lines(dropped: &[Queued]) -> impl Iterator<Item = String> + '_ {
+    dropped.iter().map(|message| {
+        format!(
             "queued {} #{} was not delivered: {}",
             kind_name(message.kind),
             message.id,
             terminal_safe(&message.text)
-        );
-    }
+        )
+    })
 }
 
 /// `ah --steer MSG` and `ah --followup MSG [--wait]`: queues MSG for the
@@ -207,7 +208,9 @@ fn hold(lock: &SessionLock, session: &str, took_over: Option<&Takeover>) {
             Gone::Stale { secs } => format!("has not refreshed its lock for {secs} s"),
         };
         eprintln!("taking over session {session} from ah process {pid}, which {why}");
-        report_dropped(&takeover.dropped);
+        for line in dropped_lines(&takeover.dropped) {
+            eprintln!("{line}");
+        }
     }
     let session = session.to_string();
     lock.start_heartbeat(move |owner| {

@@ -53,14 +53,16 @@ pub(crate) async fn podman_preflight(image_name: &str, front: &mut dyn Front) ->
     // Leftovers of crashed runs are removed; failing to do so is worth a
     // warning, not a refusal to run.
     let removed = podman::cleanup_stale().await.unwrap_or_else(|err| {
-        eprintln!("warning: could not remove containers left by crashed runs: {err}");
+        front.notice(&format!(
+            "warning: could not remove containers left by crashed runs: {err}"
+        ));
         Vec::new()
     });
     if !removed.is_empty() {
-        eprintln!(
+        front.notice(&format!(
             "removed {} container(s) left by an earlier run that did not finish",
             removed.len()
-        );
+        ));
     }
     if !image::image_exists(image_name).await? {
         if image_name != podman::DEFAULT_IMAGE {
@@ -69,9 +71,9 @@ pub(crate) async fn podman_preflight(image_name: &str, front: &mut dyn Front) ->
                 podman::DEFAULT_IMAGE
             );
         }
-        eprintln!(
+        front.notice(&format!(
             "the sandbox image {image_name} is missing; building it now (once; `ah image build` does the same)"
-        );
+        ));
         let options = image::BuildOptions::default();
         front
             .build_image(&options)

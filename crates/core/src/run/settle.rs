@@ -53,7 +53,7 @@ pub(crate) async fn settle(
         given,
     };
     if let Some(line) = weakening::warning(&settings) {
-        eprintln!("{}", terminal_safe(&line));
+        front.notice(&format!("{}", terminal_safe(&line)));
     }
     network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
@@ -82,6 +82,7 @@ pub(crate) async fn settle(
         super::lifecycle::workspace_of(args.backend),
         &task,
         &args.skills,
+        front,
     )?;
     let setup = RunSetup {
         project,

@@ -78,8 +78,9 @@ pub(crate) fn enter(
     session: &Session,
     run: &Run,
     max_rounds: u32,
+    front: &mut dyn Front,
 ) -> WorkConfig {
-    eprintln!("work session {}", session.path().display());
+    front.notice(&format!("work session {}", session.path().display()));
     WorkConfig {
         // The issue as the prompt setup left it (`/` commands and
         // `--skill`s expanded).

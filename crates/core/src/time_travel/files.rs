@@ -26,6 +26,8 @@ use ah_record::run::{Run, Start};
 use ah_record::rundir::{RestoredFrom, RunDir, RunDirError};
 use ah_session::{Session, WORKSPACE_AT_KEY};
 
+use crate::run::Front;
+
 /// Where a run's files came from, as the manifest and the model are told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Origin {
@@ -121,16 +123,20 @@ pub(crate) fn prepare_files(
     ah_dir: &Path,
     dir: &RunDir,
     policy: &Policy,
+    front: &mut dyn Front,
 ) -> Result<(Start, Origin)> {
-    let place = Place {
+    let mut place = Place {
         project,
         ah_dir,
         dir,
         policy,
+        front,
     };
     if let Some(message_id) = session.context(WORKSPACE_AT_KEY)? {
         if no_restore {
-            eprintln!("files: the project's current files (--no-restore)");
+            place
+                .front
+                .notice("files: the project's current files (--no-restore)");
             return place.fresh();
         }
         let at = files_at(session, &message_id).map_err(|e| discard(dir, e.into()))?;
@@ -143,22 +149,22 @@ pub(crate) fn prepare_files(
         Previous::InProject => return place.fresh(),
         Previous::Rejected { run_id, decision } => {
             let start = Run::prepare(project, dir, policy)?;
-            eprintln!(
+            place.front.notice(&format!(
                 "files: the project's current files (the changes of run {run_id} were {decision})"
-            );
+            ));
             return Ok((start, Origin::Rejected { run_id, decision }));
         }
         Previous::Pruned(run_id) => {
-            eprintln!(
+            place.front.notice(&format!(
                 "files: the project's current files (run {run_id}, the session's previous run, \
                  was pruned)"
-            );
+            ));
             return place.fresh();
         }
         Previous::NotApplied if no_restore => {
-            eprintln!(
+            place.front.notice(
                 "files: the project's current files (--no-restore; the previous run's changes \
-                 were not applied)"
+                 were not applied)",
             );
             return place.fresh();
         }
@@ -168,10 +174,10 @@ pub(crate) fn prepare_files(
         Ok(at) => at,
         // Recorded by an older ah, which started every run from the project.
         Err(TimeTravelError::NotRecorded { run_id, .. }) => {
-            eprintln!(
+            place.front.notice(&format!(
                 "files: the project's current files (run {run_id} did not record its files \
                  after each step)"
-            );
+            ));
             return place.fresh();
         }
         Err(err) => return Err(discard(dir, err.into())),
@@ -211,6 +217,8 @@ struct Place<'a> {
     ah_dir: &'a Path,
     dir: &'a RunDir,
     policy: &'a Policy,
+    /// Where the user is told where the files came from.
+    front: &'a mut dyn Front,
 }
 
 impl Place<'_> {
@@ -225,7 +233,7 @@ impl Place<'_> {
     /// Restores the files of `at` (the message `message_id`, for the reason
     /// `because`), or starts from the project when no tool ran before it.
     fn restore_at(
-        &self,
+        &mut self,
         at: FilesAt,
         message_id: String,
         because: &str,
@@ -233,10 +241,10 @@ impl Place<'_> {
         let (project, ah_dir, dir, policy) = (self.project, self.ah_dir, self.dir, self.policy);
         let Some(step) = at.step else {
             if because == FORK {
-                eprintln!(
+                self.front.notice(&format!(
                     "files: the project's current files (no tool ran before message @{})",
                     at.message_seq
-                );
+                ));
             }
             return self.fresh();
         };
@@ -266,10 +274,10 @@ impl Place<'_> {
             FORK => String::new(),
             _ => ": its changes were not applied".to_string(),
         };
-        eprintln!(
+        self.front.notice(&format!(
             "files restored from run {} step {} (message @{}){why}",
             step.run_id, step.step, at.message_seq
-        );
+        ));
         let restored = RestoredFrom {
             run_id: step.run_id,
             step: step.step,

@@ -9,14 +9,13 @@ use super::begin::{self, Begin, plan, position, split_prompt};
 use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, settle};
-use super::{Driver, Front, Open, Opened, RunEnd, RunOptions, Stop};
+use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop};
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
-use crate::agent::{AbortSignal, AgentConfig, EndReason, Event, run_agent};
+use crate::agent::{AgentConfig, EndReason, Event, run_agent};
 use crate::time_travel::files::Origin;
-use ah_llm::{Block, Provider, Role};
+use ah_llm::{Block, Role};
 use ah_record::run::Run;
-use ah_session::queue::SessionLock;
 use ah_session::{BlockRecord, MessageMeta, Session};
 
 /// Resolves and opens the session, settles the run and takes the session's
@@ -126,17 +125,16 @@ pub(crate) fn enter(
 
 /// Runs the agent loop; returns how the session's intake closes and what
 /// the end of the run does.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn drive(
-    ready: AgentReady,
-    options: &RunOptions,
-    provider: &dyn Provider,
-    session: &mut Session,
-    run: &mut Run,
-    abort: &mut AbortSignal,
-    lock: &SessionLock,
-    front: &mut dyn Front,
-) -> (EndReason, RunEnd) {
+pub(crate) async fn drive(ready: AgentReady, with: Drive<'_>) -> (EndReason, RunEnd) {
+    let Drive {
+        options,
+        provider,
+        session,
+        run,
+        abort,
+        lock,
+        front,
+    } = with;
     let finished = {
         let mut on_event = |event: &Event| front.show(event);
         run_agent(

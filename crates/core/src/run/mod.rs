@@ -31,8 +31,9 @@ mod work;
 use anyhow::Result;
 
 use crate::agent::event::SessionState;
-use crate::agent::set_state;
+use crate::agent::{AbortSignal, set_state};
 use ah_llm::Provider;
+use ah_record::run::Run;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
 
@@ -211,19 +212,18 @@ async fn run_in_session(
     front.show(&set_state(session, SessionState::Processing)?);
     let (signals, mut abort) = SignalWatch::start(lock, front.console());
     let controls = front.live(signals.controls(&abort, session.path()));
+    let with = Drive {
+        options,
+        provider,
+        session,
+        run: &mut run,
+        abort: &mut abort,
+        lock,
+        front,
+    };
     let (reason, end) = match ready {
-        Ready::Agent(ready) => {
-            agent::drive(
-                ready, options, provider, session, &mut run, &mut abort, lock, front,
-            )
-            .await
-        }
-        Ready::Work(ready) => {
-            work::drive(
-                ready, options, provider, session, &mut run, &mut abort, lock, front,
-            )
-            .await
-        }
+        Ready::Agent(ready) => agent::drive(ready, with).await,
+        Ready::Work(config) => work::drive(config, with).await,
     };
     // The review's prompts need the keys and the terminal's own mode.
     drop(controls);
@@ -237,6 +237,18 @@ async fn run_in_session(
         restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, front).await
+}
+
+/// What an engine drives a started run with.
+pub(crate) struct Drive<'a> {
+    pub(crate) options: &'a RunOptions,
+    pub(crate) provider: &'a dyn Provider,
+    pub(crate) session: &'a mut Session,
+    pub(crate) run: &'a mut Run,
+    pub(crate) abort: &'a mut AbortSignal,
+    /// The session's lock, which is also the engine's inbox.
+    pub(crate) lock: &'a SessionLock,
+    pub(crate) front: &'a mut dyn Front,
 }
 
 /// An engine entered into its started run.

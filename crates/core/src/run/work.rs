@@ -10,14 +10,12 @@ use ulid::Ulid;
 
 use super::queue::claim_exclusive;
 use super::settle::{RunSetup, settle};
-use super::{Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use crate::agent::EndReason;
 use crate::agent::prompt;
-use crate::agent::{AbortSignal, EndReason};
 use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
-use ah_llm::Provider;
 use ah_record::run::Run;
 use ah_session::Session;
-use ah_session::queue::SessionLock;
 
 /// Reads the issue, settles the run, and opens and locks a new work
 /// session (or `--db`).
@@ -97,17 +95,16 @@ pub(crate) fn enter(
 
 /// Runs the phases; returns how the session's intake closes and what the
 /// end of the run does.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn drive(
-    config: WorkConfig,
-    options: &RunOptions,
-    provider: &dyn Provider,
-    session: &mut Session,
-    run: &mut Run,
-    abort: &mut AbortSignal,
-    lock: &SessionLock,
-    front: &mut dyn Front,
-) -> (EndReason, RunEnd) {
+pub(crate) async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
+    let Drive {
+        options,
+        provider,
+        session,
+        run,
+        abort,
+        lock,
+        front,
+    } = with;
     let worked = {
         let mut on_update = |update: Update<'_>| match update {
             Update::Agent(event) => front.show(event),

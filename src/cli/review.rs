@@ -12,7 +12,7 @@ use console::style;
 
 use super::review_pick;
 use ah_core::run::{ReviewMode, ReviewOutcome, ReviewRequest};
-use ah_record::rundir::ReviewRecord;
+use ah_record::rundir::{ReviewDecision, ReviewRecord};
 use ah_record::safe_text::{copy_terminal_safe, terminal_safe};
 use ah_review::apply::{self, ApplyOptions};
 use ah_review::review::{self as rules, AutoDecision, Hidden};
@@ -25,7 +25,7 @@ pub fn review(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
         eprintln!("no changes to review");
         return Ok(outcome(
             mode,
-            "empty",
+            ReviewDecision::Empty,
             "the run changed no files",
             false,
             false,
@@ -51,12 +51,18 @@ pub fn review(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
             terminal_safe(why)
         );
         eprintln!("the patch is kept for inspection: {}", patch_path.display());
-        return Ok(outcome(mode, "refused", why, false, true));
+        return Ok(outcome(mode, ReviewDecision::Refused, why, false, true));
     }
     match mode {
         ReviewMode::Never => {
             eprintln!("patch saved: {}", patch_path.display());
-            Ok(outcome(mode, "saved", "review mode never", false, false))
+            Ok(outcome(
+                mode,
+                ReviewDecision::Saved,
+                "review mode never",
+                false,
+                false,
+            ))
         }
         ReviewMode::Auto => auto(request, &hidden),
         ReviewMode::Ask => ask(request),
@@ -85,9 +91,13 @@ fn auto(request: &ReviewRequest<'_>, hidden: &[Hidden]) -> Result<ReviewOutcome>
             no_commit,
             "auto: small, clean, unrestricted",
         ),
-        AutoDecision::NothingToApply => {
-            Ok(outcome(mode, "empty", "nothing to apply", false, false))
-        }
+        AutoDecision::NothingToApply => Ok(outcome(
+            mode,
+            ReviewDecision::Empty,
+            "nothing to apply",
+            false,
+            false,
+        )),
         AutoDecision::Save { reasons } => {
             let reason = reasons.join("; ");
             eprintln!("not applied automatically: {}", terminal_safe(&reason));
@@ -96,7 +106,7 @@ fn auto(request: &ReviewRequest<'_>, hidden: &[Hidden]) -> Result<ReviewOutcome>
                 patch_path.display(),
                 run_id(patch_path)
             );
-            Ok(outcome(mode, "saved", &reason, false, false))
+            Ok(outcome(mode, ReviewDecision::Saved, &reason, false, false))
         }
     }
 }
@@ -119,7 +129,7 @@ fn ask(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
         );
         return Ok(outcome(
             mode,
-            "saved",
+            ReviewDecision::Saved,
             "no terminal to ask on",
             false,
             false,
@@ -137,7 +147,7 @@ fn ask(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
         eprintln!("review interrupted; patch saved: {}", patch_path.display());
         return Ok(outcome(
             mode,
-            "saved",
+            ReviewDecision::Saved,
             "the review was interrupted",
             false,
             false,
@@ -167,7 +177,13 @@ fn ask(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
         }
         2 => {
             eprintln!("patch saved: {}", patch_path.display());
-            Ok(outcome(mode, "saved", "chosen by the user", false, false))
+            Ok(outcome(
+                mode,
+                ReviewDecision::Saved,
+                "chosen by the user",
+                false,
+                false,
+            ))
         }
         _ => {
             eprintln!(
@@ -176,7 +192,7 @@ fn ask(request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
             );
             Ok(outcome(
                 mode,
-                "discarded",
+                ReviewDecision::Discarded,
                 "chosen by the user",
                 false,
                 false,
@@ -204,7 +220,7 @@ pub(super) fn apply_now(
                 style("applied:").green().bold(),
                 terminal_safe(&applied.to_string())
             );
-            Ok(outcome(mode, "applied", why, true, false))
+            Ok(outcome(mode, ReviewDecision::Applied, why, true, false))
         }
         Err(err) => {
             eprintln!(
@@ -212,7 +228,13 @@ pub(super) fn apply_now(
                 style("not applied:").red().bold(),
                 terminal_safe(&err.to_string())
             );
-            Ok(outcome(mode, "apply_failed", &err.to_string(), false, true))
+            Ok(outcome(
+                mode,
+                ReviewDecision::ApplyFailed,
+                &err.to_string(),
+                false,
+                true,
+            ))
         }
     }
 }
@@ -229,15 +251,15 @@ pub fn commit_message(task: &str) -> String {
 
 pub(super) fn outcome(
     mode: ReviewMode,
-    decision: &str,
+    decision: ReviewDecision,
     reason: &str,
     applied: bool,
     failed: bool,
 ) -> ReviewOutcome {
     ReviewOutcome {
         record: ReviewRecord {
-            mode: mode.as_str().to_string(),
-            decision: decision.to_string(),
+            mode,
+            decision,
             reason: Some(reason.to_string()),
         },
         applied,

@@ -10,6 +10,7 @@ use super::review::{apply_now, outcome};
 use ah_core::run::ReviewMode;
 use ah_core::run::ReviewOutcome;
 use ah_record::patch::PatchInfo;
+use ah_record::rundir::ReviewDecision;
 use ah_record::safe_text::name_safe;
 use ah_review::subpatch;
 
@@ -49,7 +50,7 @@ pub(super) fn pick_and_apply(
             eprintln!("no files chosen; patch saved");
             return Ok(outcome(
                 mode,
-                "saved",
+                ReviewDecision::Saved,
                 "the file choice was left",
                 false,
                 false,
@@ -58,7 +59,13 @@ pub(super) fn pick_and_apply(
     };
     if chosen.is_empty() {
         eprintln!("no files chosen; patch saved");
-        return Ok(outcome(mode, "saved", "no file was chosen", false, false));
+        return Ok(outcome(
+            mode,
+            ReviewDecision::Saved,
+            "no file was chosen",
+            false,
+            false,
+        ));
     }
     let chosen_path = run_dir.join("chosen.patch");
     let rest_path = run_dir.join("rest.patch");
@@ -76,7 +83,7 @@ pub(super) fn pick_and_apply(
     };
     let mut applied = apply_now(mode, project, &chosen_path, task, no_commit, &why)?;
     if applied.applied && !split.rest.is_empty() {
-        applied.record.decision = "partly_applied".to_string();
+        applied.record.decision = ReviewDecision::PartlyApplied;
         eprintln!(
             "not applied: {} more file(s), saved in {} (apply later with git apply --3way)",
             split.rest.files.len(),

@@ -11,7 +11,9 @@ mod manifest;
 pub mod prune;
 
 pub use live::{LiveLock, Liveness};
-pub use manifest::{Manifest, PatchStats, RestoredFrom, ReviewRecord, ViolationRecord};
+pub use manifest::{
+    Manifest, PatchStats, RestoredFrom, ReviewDecision, ReviewMode, ReviewRecord, ViolationRecord,
+};
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

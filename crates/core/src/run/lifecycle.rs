@@ -18,7 +18,7 @@ use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
 use crate::time_travel::files::{self as time_travel, Origin};
 use ah_record::run::{Run, RunResult};
-use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewRecord, RunDir};
+use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
 use ah_record::safe_text::terminal_safe;
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::none::NoneBackend;
@@ -177,9 +177,9 @@ pub(crate) async fn finish_run(
     }
     manifest.save(&run_dir.manifest_path())?;
 
-    let not_applied = |decision: &str, why: String| ReviewRecord {
-        mode: review_mode.as_str().to_string(),
-        decision: decision.to_string(),
+    let not_applied = |decision: ReviewDecision, why: String| ReviewRecord {
+        mode: review_mode,
+        decision,
         reason: Some(why),
     };
     // The end line, and its event for `--json`.
@@ -219,11 +219,14 @@ pub(crate) async fn finish_run(
                 "aborted; patch so far saved: {}",
                 result.patch_path.display()
             ));
-            let record = not_applied("aborted", "the run was interrupted".to_string());
+            let record = not_applied(
+                ReviewDecision::Aborted,
+                "the run was interrupted".to_string(),
+            );
             announce(session, front, review_event(&result, &record, false));
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
-            run_end(front, "aborted");
+            run_end(front, ReviewDecision::Aborted.as_str());
             Ok(Outcome::Aborted)
         }
         RunEnd::Stopped { why, next, stop } => {
@@ -235,9 +238,9 @@ pub(crate) async fn finish_run(
                 result.patch_path.display(),
                 run_dir.id()
             ));
-            let record = not_applied("stopped", why);
+            let record = not_applied(ReviewDecision::Stopped, why);
             announce(session, front, review_event(&result, &record, false));
-            run_end(front, "stopped");
+            run_end(front, ReviewDecision::Stopped.as_str());
             manifest.review = Some(record);
             manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
@@ -261,7 +264,7 @@ pub(crate) async fn finish_run(
             manifest.applied = reviewed.applied;
             manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            run_end(front, &reviewed.record.decision);
+            run_end(front, reviewed.record.decision.as_str());
             Ok(outcome(review_mode, &result, &reviewed))
         }
     }
@@ -282,8 +285,8 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         added: result.patch.added_lines,
         removed: result.patch.removed_lines,
         left_out: result.patch.left_out.len(),
-        mode: record.mode.clone(),
-        decision: record.decision.clone(),
+        mode: record.mode.as_str().to_string(),
+        decision: record.decision.as_str().to_string(),
         reason: record.reason.clone(),
         applied,
     }

@@ -10,6 +10,7 @@ use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;
 
 use crate::config::Config;
+pub use ah_record::rundir::ReviewMode;
 
 /// One run's options. `prompt` holds the words of the task (a leading
 /// `@N` forks at message N; see `run::begin`).
@@ -101,26 +102,4 @@ pub enum OutputLimit {
 pub enum UlimitKind {
     Nofile,
     Nproc,
-}
-
-/// What becomes of a finished run's patch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ReviewMode {
-    /// Shown to the user, who decides.
-    Ask,
-    /// Applied when the auto-review rules allow, else saved.
-    Auto,
-    /// Saved only.
-    Never,
-}
-
-impl ReviewMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReviewMode::Ask => "ask",
-            ReviewMode::Auto => "auto",
-            ReviewMode::Never => "never",
-        }
-    }
 }

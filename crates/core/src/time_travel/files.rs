@@ -23,7 +23,7 @@ use super::{FilesAt, TimeTravelError, files_at, latest_run};
 use ah_record::policy::Policy;
 use ah_record::restore::{self, RestoreError, Source};
 use ah_record::run::{Run, Start};
-use ah_record::rundir::{RestoredFrom, RunDir, RunDirError};
+use ah_record::rundir::{RestoredFrom, ReviewDecision, RunDir, RunDirError};
 use ah_session::{Session, WORKSPACE_AT_KEY};
 
 use crate::run::Front;
@@ -200,13 +200,15 @@ fn previous(session: &Session, ah_dir: &Path) -> Result<Previous> {
         return Ok(Previous::NotApplied);
     };
     let decision = manifest.review.map(|review| review.decision);
-    Ok(match decision.as_deref() {
+    Ok(match decision {
         _ if manifest.applied => Previous::InProject,
-        Some("empty") => Previous::InProject,
-        Some(decision @ ("discarded" | "refused")) => Previous::Rejected {
-            run_id,
-            decision: decision.to_string(),
-        },
+        Some(ReviewDecision::Empty) => Previous::InProject,
+        Some(decision @ (ReviewDecision::Discarded | ReviewDecision::Refused)) => {
+            Previous::Rejected {
+                run_id,
+                decision: decision.as_str().to_string(),
+            }
+        }
         _ => Previous::NotApplied,
     })
 }

@@ -100,9 +100,69 @@ pub struct PatchStats {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ReviewRecord {
-    pub mode: String,
-    pub decision: String,
+    pub mode: ReviewMode,
+    pub decision: ReviewDecision,
     pub reason: Option<String>,
+}
+
+/// What becomes of a finished run's patch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewMode {
+    /// Shown to the user, who decides.
+    Ask,
+    /// Applied when the auto-review rules allow, else saved.
+    Auto,
+    /// Saved only.
+    #[default]
+    Never,
+}
+
+impl ReviewMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewMode::Ask => "ask",
+            ReviewMode::Auto => "auto",
+            ReviewMode::Never => "never",
+        }
+    }
+}
+
+/// What became of a run's patch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewDecision {
+    Applied,
+    /// Some of its files, chosen by the user, were applied.
+    PartlyApplied,
+    ApplyFailed,
+    #[default]
+    Saved,
+    /// The run changed nothing.
+    Empty,
+    /// The run was poisoned: its patch must not be applied.
+    Refused,
+    Discarded,
+    /// The run was interrupted.
+    Aborted,
+    /// The engine stopped before it was done.
+    Stopped,
+}
+
+impl ReviewDecision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewDecision::Applied => "applied",
+            ReviewDecision::PartlyApplied => "partly_applied",
+            ReviewDecision::ApplyFailed => "apply_failed",
+            ReviewDecision::Saved => "saved",
+            ReviewDecision::Empty => "empty",
+            ReviewDecision::Refused => "refused",
+            ReviewDecision::Discarded => "discarded",
+            ReviewDecision::Aborted => "aborted",
+            ReviewDecision::Stopped => "stopped",
+        }
+    }
 }
 
 impl Manifest {

@@ -173,8 +173,8 @@ fn full_manifest(run: &RunDir) -> Manifest {
         removed: 3,
     });
     manifest.review = Some(ReviewRecord {
-        mode: "pager".into(),
-        decision: "apply".into(),
+        mode: ReviewMode::Ask,
+        decision: ReviewDecision::Applied,
         reason: None,
     });
     manifest.applied = true;

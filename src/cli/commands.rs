@@ -1,32 +1,24 @@
 //! The subcommands besides running a task: `ah apply`, `ah runs`,
 //! `ah doctor`, `ah image build`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use console::style;
 
 use super::review::commit_message;
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::run::resolve_project;
 use ah_record::rundir::{self, Manifest, RunDir};
 use ah_record::safe_text::terminal_safe;
 use ah_review::apply::{self, ApplyOptions};
 use ah_sandbox::{doctor, image, podman};
 
-pub(super) fn project_dir(project: Option<&Path>) -> Result<PathBuf> {
-    let dir = match project {
-        Some(dir) => dir.to_path_buf(),
-        None => std::env::current_dir().context("cannot read the current directory")?,
-    };
-    dir.canonicalize()
-        .with_context(|| format!("project directory {} not found", dir.display()))
-}
-
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
 /// A run already applied is refused without `--force` (applying twice
 /// would fail half-way or duplicate changes).
 pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
-    let project = project_dir(project)?;
+    let project = resolve_project(project)?;
     let ah_dir = project.join(".ah");
     let run = find_run(&ah_dir, run_id)?;
     let manifest_path = run.manifest_path();
@@ -88,7 +80,7 @@ fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
 
 /// `ah runs`: one line per run, newest first.
 pub fn runs(project: Option<&Path>) -> Result<i32> {
-    let project = project_dir(project)?;
+    let project = resolve_project(project)?;
     let runs = rundir::list_runs(&project.join(".ah"))?;
     if runs.is_empty() {
         eprintln!("no runs yet in {}", project.display());
@@ -191,7 +183,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 
 /// `ah config`: the merged configuration with where each value came from.
 pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
-    let project = project_dir(project)?;
+    let project = resolve_project(project)?;
     let loaded = ah_core::config::load(&project, overrides)?;
     let files: Vec<String> = loaded
         .files

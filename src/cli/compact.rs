@@ -8,12 +8,12 @@ use anyhow::Result;
 
 use super::EXIT_OK;
 use super::args::SessionArgs;
-use super::commands::project_dir;
 use super::display::Display;
 use ah_core::agent::compact::{DEFAULT_RESERVE, compact_session};
 use ah_core::agent::prompt::{self, Workspace};
 use ah_core::agent::{AgentConfig, Event};
 use ah_core::run::resolve::open_existing;
+use ah_core::run::resolve_project;
 use ah_core::run::retry_policy;
 use ah_llm::Role;
 use ah_session::Session;
@@ -27,7 +27,7 @@ pub async fn compact(
     model: Option<&str>,
     overrides: &[String],
 ) -> Result<i32> {
-    let project = project_dir(project)?;
+    let project = resolve_project(project)?;
     let loaded = ah_core::config::load(&project, overrides)?;
     let ah_dir = project.join(".ah");
     let mut session = open_existing(&ah_dir, &which.choice())?;

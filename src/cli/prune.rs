@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
 
-use super::commands::project_dir;
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::run::resolve_project;
 use ah_record::rundir::prune::{PruneOptions, prune};
 use ah_tools::bounds::size;
 
@@ -21,7 +21,7 @@ pub fn runs_prune(
     keep: usize,
     dry_run: bool,
 ) -> Result<i32> {
-    let project = project_dir(project)?;
+    let project = resolve_project(project)?;
     let options = PruneOptions {
         older_than,
         keep,

@@ -14,9 +14,9 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::args::SessionArgs;
-use super::commands::project_dir;
 use ah_core::run::UsageError;
 use ah_core::run::resolve::open_existing;
+use ah_core::run::resolve_project;
 use ah_session::{Session, StoredMessage};
 
 /// The session subcommands (flattened into `ah`'s own).
@@ -89,7 +89,7 @@ pub enum BranchAction {
 
 /// Runs one session command.
 pub fn run(project: Option<&Path>, which: &SessionArgs, command: SessionCommand) -> Result<i32> {
-    let ah_dir = project_dir(project)?.join(".ah");
+    let ah_dir = resolve_project(project)?.join(".ah");
     let open = || open_existing(&ah_dir, &which.choice());
     match command {
         SessionCommand::Sessions { json } => manage::sessions(&ah_dir, json),

@@ -16,6 +16,9 @@ use ah_llm::Role;
 use ah_record::run::Run;
 use ah_session::{BlockRecord, MessageMeta, Session};
 
+/// The result of a call refused by the tool limit.
+const LIMIT_REACHED: &str = "not run: the tool call limit (--max-tools) was reached";
+
 /// What a round works with.
 pub(super) struct Round<'a> {
     pub config: &'a AgentConfig,
@@ -53,52 +56,35 @@ pub(super) async fn run_round(
     let mut steered = TurnSteering::default();
     let mut aborted = false;
     for (id, name, input) in calls {
+        let not_run = |text: &str| BlockRecord::tool_result(&id, &name, text.into(), true);
         let halted = match aborted {
             true => Some(Halt::Interrupted),
             false => LoopState::halt(abort),
         };
-        match halted {
-            Some(Halt::Interrupted) => {
-                aborted = true;
-                results.push(BlockRecord::tool_result(
-                    &id,
-                    &name,
-                    INTERRUPTED.into(),
-                    true,
-                ));
-                continue;
-            }
-            Some(Halt::Finalized) => {
-                results.push(BlockRecord::tool_result(&id, &name, FINALIZED.into(), true));
-                continue;
-            }
-            None => {}
+        aborted = halted == Some(Halt::Interrupted);
+        let halt_text = halted.map(|halt| match halt {
+            Halt::Interrupted => INTERRUPTED,
+            Halt::Finalized => FINALIZED,
+        });
+        if let Some(text) = halt_text {
+            results.push(not_run(text));
+            continue;
         }
         if let Some(skipped) = steered.skip(inbox, &id, &name)? {
             results.push(skipped);
             continue;
         }
         if truncated.contains(&id) {
-            results.push(BlockRecord::tool_result(&id, &name, CUT_OFF.into(), true));
+            results.push(not_run(CUT_OFF));
             continue;
         }
         if !state.admit(config) {
-            results.push(BlockRecord::tool_result(
-                &id,
-                &name,
-                "not run: the tool call limit (--max-tools) was reached".into(),
-                true,
-            ));
+            results.push(not_run(LIMIT_REACHED));
             continue;
         }
         let Some(outcome) = state.step(run, session, abort, (&id, &name, &input)).await else {
             aborted = true;
-            results.push(BlockRecord::tool_result(
-                &id,
-                &name,
-                INTERRUPTED.into(),
-                true,
-            ));
+            results.push(not_run(INTERRUPTED));
             continue;
         };
         results.push(result_record(&id, &name, &run.id(), &outcome));

@@ -1,18 +1,30 @@
-//! `ah __egress-listen`, run by ah itself inside the sandbox: hands the
-//! egress proxy's listening port to the host (see
-//! `ah_sandbox::egress::handoff`).
+//! The hidden subcommands ah runs inside its own sandbox: `ah
+//! __egress-listen` hands the egress proxy's listening port to the host
+//! (see `ah_sandbox::egress::handoff`), and `ah __sandbox-agent` is the
+//! command channel's agent (see `ah_sandbox::channel::agent`).
 
 use std::ffi::OsString;
 use std::path::Path;
 
+use ah_sandbox::channel::agent;
 use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
 
-/// `ah __egress-listen SOCKET PORT`, which the podman backend runs inside
-/// the sandbox to hand the proxy its port: not a command of ah's interface
-/// (no help, no completion), so it is recognised before the arguments are
-/// parsed. `None` when the arguments are anything else.
+/// `ah __egress-listen SOCKET PORT` and `ah __sandbox-agent`, which the
+/// podman backend runs inside the sandbox: not commands of ah's interface
+/// (no help, no completion), so they are recognised before the arguments
+/// are parsed. `None` when the arguments are anything else.
 pub(super) fn sandbox_helper(args: impl Iterator<Item = OsString>) -> Option<i32> {
     let args: Vec<OsString> = args.skip(1).collect();
+    if args.first()? == agent::COMMAND {
+        if args.len() != 1 {
+            eprintln!(
+                "ah: usage: ah {} (run by ah inside its sandbox)",
+                agent::COMMAND
+            );
+            return Some(super::EXIT_USAGE);
+        }
+        return Some(agent::main());
+    }
     if args.first()? != LISTEN_COMMAND {
         return None;
     }

@@ -1,10 +1,12 @@
 //! Where the model's commands run: the backends (rootless podman, or none:
-//! the host, in the work copy), the sandbox image and its build, the
-//! checks of `ah doctor`, the egress proxy, and the bounded capture of a
-//! command's output and of the run's disk use. What the commands change is
+//! the host, in the work copy), the command channel into the container,
+//! the sandbox image and its build, the checks of `ah doctor`, the egress
+//! proxy, and the bounded capture of a command's output and of the run's
+//! disk use. What the commands change is
 //! recorded one layer up (`ah-record`).
 
 pub mod capture;
+pub mod channel;
 pub mod disk;
 pub mod doctor;
 pub mod egress;

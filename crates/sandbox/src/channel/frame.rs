@@ -1,0 +1,222 @@
+//! The command channel's wire format: frames on a byte stream, so the same
+//! channel can run over a `podman exec -i` pipe, `podman --remote` or any
+//! other exec stream.
+//!
+//! A frame is a type byte, a payload length (`u32`, big-endian) and the
+//! payload. Whoever reads gives the largest payload it accepts: the host
+//! reads the sandbox's frames with [`MAX_FRAME`], the agent reads the
+//! host's with [`MAX_REQUEST`]. A frame that is too large, of an unknown
+//! type, cut short or malformed is an error, never a panic; the length is
+//! checked before a byte of the payload is read, so a reader never holds
+//! more than one bounded frame.
+
+use std::io::{self, Read};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// The protocol version the agent announces in [`Frame::Ready`].
+pub const VERSION: u32 = 1;
+/// The largest payload the host accepts from the sandbox.
+pub const MAX_FRAME: usize = 64 * 1024;
+/// The largest payload the agent accepts from the host: a command line
+/// (Linux caps one argument, and so `bash -c`'s, at 128 KiB).
+pub const MAX_REQUEST: usize = 256 * 1024;
+/// Bytes of a type and a length before each payload.
+pub const HEADER: usize = 5;
+
+const RUN: u8 = 0x01;
+const KILL: u8 = 0x02;
+const READY: u8 = 0x10;
+const STDOUT: u8 = 0x11;
+const STDERR: u8 = 0x12;
+const EXIT: u8 = 0x13;
+
+/// One message on the channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// Host → agent: run this command line with `bash -c` in `/work`.
+    Run(Vec<u8>),
+    /// Host → agent: end the running command: TERM everything, and KILL
+    /// what is left after `grace_ms`.
+    Kill { grace_ms: u32 },
+    /// Agent → host, once at the start: the agent is up and speaks
+    /// `version`.
+    Ready { version: u32 },
+    /// Agent → host: bytes the command wrote to its stdout.
+    Stdout(Vec<u8>),
+    /// Agent → host: bytes the command wrote to its stderr.
+    Stderr(Vec<u8>),
+    /// Agent → host: the command ended and so did everything it started.
+    Exit(Exit),
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub status: Status,
+    /// Whether the cleanup after it found every other process dead (false:
+    /// something survived `SIGKILL`, and the host must clean up from
+    /// outside).
+    pub clean: bool,
+}
+
+/// The end of the command's `bash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Why no frame could be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("the channel closed")]
+    Closed,
+    #[error("the channel closed in the middle of a frame")]
+    Truncated,
+    #[error("a frame of {len} bytes is over the limit of {max}")]
+    TooLarge { len: usize, max: usize },
+    #[error("a frame of unknown type {0:#04x}")]
+    UnknownType(u8),
+    #[error("a malformed {0} frame")]
+    Malformed(&'static str),
+    #[error("reading the channel failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl Frame {
+    /// The frame as bytes to write in one go.
+    pub fn encode(&self) -> Vec<u8> {
+        let (kind, payload): (u8, std::borrow::Cow<[u8]>) = match self {
+            Frame::Run(command) => (RUN, command.into()),
+            Frame::Kill { grace_ms } => (KILL, grace_ms.to_be_bytes().to_vec().into()),
+            Frame::Ready { version } => (READY, version.to_be_bytes().to_vec().into()),
+            Frame::Stdout(bytes) => (STDOUT, bytes.into()),
+            Frame::Stderr(bytes) => (STDERR, bytes.into()),
+            Frame::Exit(exit) => (EXIT, exit.encode().to_vec().into()),
+        };
+        let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(HEADER + payload.len());
+        out.push(kind);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+}
+
+impl Exit {
+    fn encode(&self) -> [u8; 6] {
+        let (kind, value) = match self.status {
+            Status::Code(code) => (0, code),
+            Status::Signal(signal) => (1, signal),
+        };
+        let v = value.to_be_bytes();
+        [kind, v[0], v[1], v[2], v[3], u8::from(self.clean)]
+    }
+
+    fn decode(payload: &[u8]) -> Result<Exit, FrameError> {
+        let malformed = FrameError::Malformed("exit");
+        let [kind, a, b, c, d, clean] = payload else {
+            return Err(malformed);
+        };
+        let value = i32::from_be_bytes([*a, *b, *c, *d]);
+        let status = match kind {
+            0 => Status::Code(value),
+            1 => Status::Signal(value),
+            _ => return Err(malformed),
+        };
+        let clean = match clean {
+            0 => false,
+            1 => true,
+            _ => return Err(malformed),
+        };
+        Ok(Exit { status, clean })
+    }
+}
+
+/// The type and payload length of a header, checked against `max`.
+fn check_header(header: [u8; HEADER], max: usize) -> Result<(u8, usize), FrameError> {
+    let kind = header[0];
+    if !matches!(kind, RUN | KILL | READY | STDOUT | STDERR | EXIT) {
+        return Err(FrameError::UnknownType(kind));
+    }
+    let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+    if len > max {
+        return Err(FrameError::TooLarge { len, max });
+    }
+    Ok((kind, len))
+}
+
+fn decode(kind: u8, payload: Vec<u8>) -> Result<Frame, FrameError> {
+    let word = |what| -> Result<u32, FrameError> {
+        let bytes: [u8; 4] = payload
+            .as_slice()
+            .try_into()
+            .map_err(|_| FrameError::Malformed(what))?;
+        Ok(u32::from_be_bytes(bytes))
+    };
+    Ok(match kind {
+        RUN => Frame::Run(payload),
+        KILL => Frame::Kill {
+            grace_ms: word("kill")?,
+        },
+        READY => Frame::Ready {
+            version: word("ready")?,
+        },
+        STDOUT => Frame::Stdout(payload),
+        STDERR => Frame::Stderr(payload),
+        EXIT => Frame::Exit(Exit::decode(&payload)?),
+        other => return Err(FrameError::UnknownType(other)),
+    })
+}
+
+/// Reads one frame of at most `max` payload bytes from a blocking stream.
+pub fn read_frame(input: &mut impl Read, max: usize) -> Result<Frame, FrameError> {
+    let mut header = [0u8; HEADER];
+    let mut got = 0;
+    while got < HEADER {
+        match input.read(&mut header[got..]) {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => return Err(FrameError::Truncated),
+            Ok(n) => got += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    let (kind, len) = check_header(header, max)?;
+    let mut payload = vec![0u8; len];
+    input.read_exact(&mut payload).map_err(truncated)?;
+    decode(kind, payload)
+}
+
+/// [`read_frame`] on an async stream. Not cancel-safe: read from one task
+/// that owns the stream.
+pub async fn read_frame_async(
+    input: &mut (impl AsyncRead + Unpin),
+    max: usize,
+) -> Result<Frame, FrameError> {
+    let mut header = [0u8; HEADER];
+    let mut got = 0;
+    while got < HEADER {
+        match input.read(&mut header[got..]).await? {
+            0 if got == 0 => return Err(FrameError::Closed),
+            0 => return Err(FrameError::Truncated),
+            n => got += n,
+        }
+    }
+    let (kind, len) = check_header(header, max)?;
+    let mut payload = vec![0u8; len];
+    input.read_exact(&mut payload).await.map_err(truncated)?;
+    decode(kind, payload)
+}
+
+fn truncated(err: io::Error) -> FrameError {
+    if err.kind() == io::ErrorKind::UnexpectedEof {
+        FrameError::Truncated
+    } else {
+        FrameError::Io(err)
+    }
+}
+
+#[cfg(test)]
+mod tests;

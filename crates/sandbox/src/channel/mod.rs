@@ -1,0 +1,11 @@
+//! The command channel between the host and its sandbox: instead of one
+//! `podman exec` per command (~120 ms each), one long-lived agent inside
+//! the container runs the commands it is sent. `frame` is the wire format,
+//! `agent` the side inside the container (`ah __sandbox-agent`), `sweep`
+//! how the agent ends every process a command started. The host side,
+//! which treats everything the agent sends as hostile, is
+//! `podman::channel`.
+
+pub mod agent;
+pub mod frame;
+mod sweep;

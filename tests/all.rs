@@ -32,6 +32,7 @@ mod openai_podman;
 mod output_limits;
 mod patch_outputs;
 mod podman_backend;
+mod podman_channel;
 mod poison;
 mod queue;
 mod retries;

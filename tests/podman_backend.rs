@@ -14,7 +14,7 @@
 //! ranges) and sets `AH_TEST_USER=ahtest`.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -26,11 +26,11 @@ use ah_sandbox::{Backend, BackendKind};
 const IMAGE: &str = ah_sandbox::podman::DEFAULT_IMAGE;
 
 /// A run's directories and its started backend.
-struct Run {
+pub(crate) struct Run {
     _dir: tempfile::TempDir,
-    id: String,
-    work: PathBuf,
-    backend: PodmanBackend,
+    pub(crate) id: String,
+    pub(crate) work: PathBuf,
+    pub(crate) backend: PodmanBackend,
 }
 
 fn run_id() -> String {
@@ -38,12 +38,12 @@ fn run_id() -> String {
 }
 
 /// A work copy and a started backend.
-async fn start_run(read_only_work: bool) -> Option<Run> {
+pub(crate) async fn start_run(read_only_work: bool) -> Option<Run> {
     start_run_with(|opts| opts.read_only_work = read_only_work).await
 }
 
 /// [`start_run`] with `configure` changing the options.
-async fn start_run_with(configure: impl FnOnce(&mut PodmanOptions)) -> Option<Run> {
+pub(crate) async fn start_run_with(configure: impl FnOnce(&mut PodmanOptions)) -> Option<Run> {
     podman_ready().await?;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
     let work = dir.path().join("work");
@@ -51,10 +51,20 @@ async fn start_run_with(configure: impl FnOnce(&mut PodmanOptions)) -> Option<Ru
     std::fs::write(work.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
     let id = run_id();
     let mut opts = PodmanOptions::new(&id, &work);
+    // The test binary is not ah: the command channel's agent is.
+    opts.ah_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_ah")));
     configure(&mut opts);
     let backend = PodmanBackend::start(&opts)
         .await
         .unwrap_or_else(|e| panic!("start: {e}"));
+    // Tests that give another agent expect the channel to fail.
+    if opts.ah_executable.as_deref() == Some(Path::new(env!("CARGO_BIN_EXE_ah"))) {
+        assert_eq!(
+            backend.notes(),
+            Vec::<String>::new(),
+            "the channel is in use"
+        );
+    }
     Some(Run {
         _dir: dir,
         id,
@@ -63,7 +73,7 @@ async fn start_run_with(configure: impl FnOnce(&mut PodmanOptions)) -> Option<Ru
     })
 }
 
-async fn sh(run: &Run, command: &str) -> (i32, String, String) {
+pub(crate) async fn sh(run: &Run, command: &str) -> (i32, String, String) {
     let out = run
         .backend
         .exec(command, Duration::from_secs(30))
@@ -95,13 +105,13 @@ fn raw_exec(run: &Run, command: &str) -> String {
 }
 
 /// Command lines of processes in the container that match `pattern`.
-fn processes_matching(run: &Run, pattern: &str) -> String {
+pub(crate) fn processes_matching(run: &Run, pattern: &str) -> String {
     let found = raw_exec(run, &format!("ps -eo args= | grep -x '{pattern}' || true"));
     found.trim().to_string()
 }
 
 /// Every process in the container: pid, session and command line.
-fn all_processes(run: &Run) -> String {
+pub(crate) fn all_processes(run: &Run) -> String {
     raw_exec(run, "ps -eo pid=,sid=,args=")
 }
 
@@ -141,8 +151,8 @@ async fn mount_points(run: &Run) -> Vec<String> {
 }
 
 /// Mount points that are the container's own (its root, scratch folders,
-/// the kernel's file systems, the files podman makes) or ah's: the work copy
-/// and the init.
+/// the kernel's file systems, the files podman makes) or ah's: the work copy,
+/// the init and the command channel's agent.
 fn expected_mount(point: &str) -> bool {
     let own = [
         "/",
@@ -155,6 +165,7 @@ fn expected_mount(point: &str) -> bool {
         "/run/.containerenv",
         "/work",
         "/run/ah-init",
+        "/run/ah-agent",
     ];
     own.contains(&point)
         || ["/proc", "/sys", "/dev"]
@@ -185,7 +196,7 @@ async fn the_host_is_mounted_nowhere_but_work_and_the_init() {
 /// Tries, from a command, to ptrace-attach a process (python3 with ctypes:
 /// the image has no gdb or strace) and prints `attach PID: ok` or the
 /// error.
-const ATTACH: &str = "import ctypes, os, sys\n\
+pub(crate) const ATTACH: &str = "import ctypes, os, sys\n\
 libc = ctypes.CDLL(None, use_errno=True)\n\
 libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n\
 pid = int(sys.argv[1])\n\

@@ -124,7 +124,11 @@ async fn start_podman(
     } else {
         network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     }
-    Ok(podman::PodmanBackend::start(&options).await?)
+    let backend = podman::PodmanBackend::start(&options).await?;
+    for note in backend.notes() {
+        front.notice(&format!("note: {note}"));
+    }
+    Ok(backend)
 }
 
 /// Where the model's commands run, as its prompt tells it.

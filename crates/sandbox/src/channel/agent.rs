@@ -142,6 +142,7 @@ impl Agent {
                 }
                 // Nothing runs: the exit it asks for is on its way.
                 Frame::Kill { .. } => {}
+                Frame::Ping => self.send(&Frame::Ready { version: VERSION })?,
                 _ => return Err(FrameError::Malformed("request")),
             }
         }

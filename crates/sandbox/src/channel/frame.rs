@@ -26,6 +26,7 @@ pub const HEADER: usize = 5;
 
 const RUN: u8 = 0x01;
 const KILL: u8 = 0x02;
+const PING: u8 = 0x03;
 const READY: u8 = 0x10;
 const STDOUT: u8 = 0x11;
 const STDERR: u8 = 0x12;
@@ -39,8 +40,11 @@ pub enum Frame {
     /// Host → agent: end the running command: TERM everything, and KILL
     /// what is left after `grace_ms`.
     Kill { grace_ms: u32 },
-    /// Agent → host, once at the start: the agent is up and speaks
-    /// `version`.
+    /// Host → agent, between commands: are you there? The agent answers
+    /// [`Frame::Ready`].
+    Ping,
+    /// Agent → host, at the start and for each ping: the agent is up,
+    /// idle, and speaks `version`.
     Ready { version: u32 },
     /// Agent → host: bytes the command wrote to its stdout.
     Stdout(Vec<u8>),
@@ -90,6 +94,7 @@ impl Frame {
         let (kind, payload): (u8, std::borrow::Cow<[u8]>) = match self {
             Frame::Run(command) => (RUN, command.into()),
             Frame::Kill { grace_ms } => (KILL, grace_ms.to_be_bytes().to_vec().into()),
+            Frame::Ping => (PING, Vec::new().into()),
             Frame::Ready { version } => (READY, version.to_be_bytes().to_vec().into()),
             Frame::Stdout(bytes) => (STDOUT, bytes.into()),
             Frame::Stderr(bytes) => (STDERR, bytes.into()),
@@ -137,7 +142,7 @@ impl Exit {
 /// The type and payload length of a header, checked against `max`.
 fn check_header(header: [u8; HEADER], max: usize) -> Result<(u8, usize), FrameError> {
     let kind = header[0];
-    if !matches!(kind, RUN | KILL | READY | STDOUT | STDERR | EXIT) {
+    if !matches!(kind, RUN | KILL | PING | READY | STDOUT | STDERR | EXIT) {
         return Err(FrameError::UnknownType(kind));
     }
     let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
@@ -160,6 +165,8 @@ fn decode(kind: u8, payload: Vec<u8>) -> Result<Frame, FrameError> {
         KILL => Frame::Kill {
             grace_ms: word("kill")?,
         },
+        PING if payload.is_empty() => Frame::Ping,
+        PING => return Err(FrameError::Malformed("ping")),
         READY => Frame::Ready {
             version: word("ready")?,
         },

@@ -4,7 +4,8 @@
 //! sandbox are checked by unit tests without podman.
 //!
 //! The container sees nothing of the host but the work copy at `/work`
-//! (and the init, and in proxy mode the handoff socket and `ah`): the
+//! (and the init, the agent's `ah`, and in proxy mode the handoff socket
+//! and `ah`): the
 //! project itself is not mounted, so what the read policy withholds from
 //! the copy, and the project's `.git` and `.ah`, are not there to read.
 
@@ -26,6 +27,10 @@ pub const EGRESS_DIR: &str = "/run/ah-egress";
 /// Where the running `ah` executable is mounted (read-only) in proxy mode,
 /// to hand the proxy its listening socket (see `egress::handoff`).
 pub const AH_BIN: &str = "/run/ah-bin";
+
+/// Where the execute-only copy of `ah` that runs the command channel's
+/// agent (`ah __sandbox-agent`) is mounted, read-only.
+pub const AGENT_PATH: &str = "/run/ah-agent";
 
 /// Where podman's own `--init` looks for catatonit (containers.conf
 /// `init_path`), tried before `PATH`.
@@ -181,6 +186,9 @@ pub struct RunSpec<'a> {
     /// The execute-only copy of the host's catatonit ([`find_init`]; see
     /// `init`).
     pub init: &'a Path,
+    /// The execute-only copy of `ah` for the command channel's agent, where
+    /// there is one.
+    pub agent: Option<&'a Path>,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,
     /// Rootful podman: run as this uid:gid (the work dir's owner).
@@ -236,6 +244,9 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
     args.push(volume(spec.work_dir, ah_tools::path::WORK, work_mode));
     args.push(volume(spec.init, INIT_PATH, ":ro"));
+    if let Some(agent) = spec.agent {
+        args.push(volume(agent, AGENT_PATH, ":ro"));
+    }
     if let Network::Proxy { socket_dir, ah } = spec.network {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));
         args.push(volume(ah, AH_BIN, ":ro"));

@@ -1,5 +1,7 @@
-//! Running one command in the run's container with `podman exec`, and making
-//! sure nothing it started outlives it. A background job, a `setsid` or
+//! Running one command in the run's container with its own `podman exec`
+//! (where the command channel, `channel`, cannot run), and making sure
+//! nothing it started outlives it; the cleanup from outside the channel
+//! falls back on is here too. A background job, a `setsid` or
 //! `nohup` process, a double fork: any of them could keep changing `/work`
 //! while the host commits the step and checks it against the policy. So when
 //! a command ends, every process in the container but its init (PID 1,
@@ -36,13 +38,13 @@ use ah_tools::ExecOutput;
 pub const OUTPUT_CAP: usize = HEAD_BYTES + TAIL_BYTES;
 
 /// How long the kill from outside may take before it is given up on.
-const END_TIMEOUT: Duration = Duration::from_secs(15);
+pub(super) const END_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Added to a command's errors when the container had to be restarted
 /// while it ran (an earlier or this command stopped the container's init,
 /// or filled its process table): the command may not have run, or not to
 /// its end.
-const RESTART_NOTE: &str = "\n[ah: the sandbox container was restarted while this command ran \
+pub(super) const RESTART_NOTE: &str = "\n[ah: the sandbox container was restarted while this command ran \
 (its init had stopped, or no process could start): every process in it was killed and /tmp was \
 emptied; files in /work are kept. Run the command again if it did not finish.]\n";
 
@@ -107,7 +109,14 @@ ah_end KILL 300 0.01
 
 /// Grace (tenths of a second) a timed-out or dropped command gets between
 /// TERM and KILL, to flush what it has.
-const TERM_GRACE_TENTHS: &str = "20";
+pub(super) const TERM_GRACE_TENTHS: &str = "20";
+
+/// Added to a command's errors when the container had stopped before it
+/// (killed from outside, or its init ended after the previous command) and
+/// was restarted for it.
+pub(super) const RESTARTED_BEFORE_NOTE: &str = "\n[ah: the sandbox container had stopped and \
+was restarted before this command ran: every process in it had ended and /tmp was emptied; files \
+in /work are kept.]\n";
 
 /// The `podman exec` arguments that run `script` with `arg` as `$1`.
 fn exec_args<'a>(container: &'a str, script: &'a str, arg: &'a str) -> [&'a str; 8] {
@@ -125,45 +134,56 @@ fn exec_args<'a>(container: &'a str, script: &'a str, arg: &'a str) -> [&'a str;
 
 /// While armed, dropping it (a cancelled exec) ends every process in the
 /// container from outside, and lets the next exec in only after that.
-struct EndOnDrop {
+struct EndOnDrop<T: Send + 'static> {
     podman: Podman,
     container: String,
-    turn: Option<OwnedMutexGuard<()>>,
+    turn: Option<OwnedMutexGuard<T>>,
     restarted: Arc<AtomicBool>,
     armed: bool,
 }
 
-impl Drop for EndOnDrop {
+impl<T: Send + 'static> Drop for EndOnDrop<T> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
-        let turn = self.turn.take();
-        let podman = self.podman.clone();
-        let container = self.container.clone();
-        let restarted = Arc::clone(&self.restarted);
-        // Wait on a thread: a drop must not block its task. The turn is
-        // released when the kill is done (or the thread cannot start).
-        let _ = std::thread::Builder::new()
-            .name("ah-exec-end".to_string())
-            .spawn(move || {
-                let quiet = |args: &[&str]| {
-                    podman
-                        .std_command()
-                        .args(args)
-                        .stdin(Stdio::null())
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .spawn()
-                        .is_ok_and(|child| wait_bounded(child, END_TIMEOUT))
-                };
-                if !quiet(&exec_args(&container, END_SCRIPT, TERM_GRACE_TENTHS)) {
-                    quiet(&["restart", "--time=0", &container]);
-                    restarted.store(true, Ordering::SeqCst);
-                }
-                drop(turn);
-            });
+        if let Some(turn) = self.turn.take() {
+            end_in_background(&self.podman, &self.container, turn, &self.restarted);
+        }
     }
+}
+
+/// Ends every process in the container from outside, on a thread (a drop
+/// must not block its task), and releases `turn` when that is done (or the
+/// thread cannot start).
+pub(super) fn end_in_background<T: Send + 'static>(
+    podman: &Podman,
+    container: &str,
+    turn: OwnedMutexGuard<T>,
+    restarted: &Arc<AtomicBool>,
+) {
+    let podman = podman.clone();
+    let container = container.to_string();
+    let restarted = Arc::clone(restarted);
+    let _ = std::thread::Builder::new()
+        .name("ah-exec-end".to_string())
+        .spawn(move || {
+            let quiet = |args: &[&str]| {
+                podman
+                    .std_command()
+                    .args(args)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .is_ok_and(|child| wait_bounded(child, END_TIMEOUT))
+            };
+            if !quiet(&exec_args(&container, END_SCRIPT, TERM_GRACE_TENTHS)) {
+                quiet(&["restart", "--time=0", &container]);
+                restarted.store(true, Ordering::SeqCst);
+            }
+            drop(turn);
+        });
 }
 
 /// Waits for `child` up to `limit` (then kills it); true when it exited
@@ -185,10 +205,10 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> bool {
 /// Runs `command` with `bash -c` in `/work` of `container`, holding the
 /// container's `turn` until every process it started has ended. A restart
 /// of the container (the last resort of that cleanup) sets `restarted`.
-pub async fn run(
+pub async fn run<T: Send + 'static>(
     podman: &Podman,
     container: &str,
-    turn: OwnedMutexGuard<()>,
+    turn: OwnedMutexGuard<T>,
     restarted: &Arc<AtomicBool>,
     command: &str,
     timeout: Duration,
@@ -300,7 +320,7 @@ pub async fn run(
 /// but no process survives the step and the next step has a sandbox
 /// (`restarted` tells the backend to renew what lived in the old one).
 /// Returns whether the container was restarted.
-async fn end_all(
+pub(super) async fn end_all(
     podman: &Podman,
     container: &str,
     grace_tenths: &str,
@@ -325,7 +345,7 @@ async fn end_all(
 
 /// Restarts the container at once (its processes are killed), and tells the
 /// backend through `restarted`.
-async fn restart(podman: &Podman, container: &str, restarted: &AtomicBool) {
+pub(super) async fn restart(podman: &Podman, container: &str, restarted: &AtomicBool) {
     let killed = podman
         .command()
         .args(["restart", "--time=0", container])
@@ -340,7 +360,7 @@ async fn restart(podman: &Podman, container: &str, restarted: &AtomicBool) {
 
 /// Whether podman refused to start the command: its own error (exit 125, or
 /// 255 for "container state improper" in podman 4) instead of the command's.
-fn refused(code: Option<i32>, stderr: &[u8]) -> bool {
+pub(super) fn refused(code: Option<i32>, stderr: &[u8]) -> bool {
     let says = |text: &str| {
         stderr
             .windows(text.len())
@@ -357,6 +377,10 @@ fn refused(code: Option<i32>, stderr: &[u8]) -> bool {
 pub struct NotStarted(String);
 
 impl NotStarted {
+    pub(super) fn new(message: String) -> NotStarted {
+        NotStarted(message)
+    }
+
     /// Whether `err` says the command never started.
     pub fn is(err: &std::io::Error) -> bool {
         err.get_ref()

@@ -1,4 +1,5 @@
-//! The container's init (catatonit, PID 1) runs from an execute-only copy.
+//! The container's init (catatonit, PID 1) and the command channel's agent
+//! (`ah __sandbox-agent`) run from execute-only copies.
 //!
 //! Every process in the container runs as the same user as PID 1, and the
 //! kernel lets a same-user process without `CAP_SYS_PTRACE` ptrace another
@@ -10,43 +11,41 @@
 //! is copied to a private folder with mode `--x--x--x` and mounted from
 //! there. Unlike a seccomp rule against `ptrace`, this also closes
 //! `/proc/1/mem` (an `open`, not a `ptrace`), and it leaves `gdb` and
-//! `strace` working on the commands' own processes.
+//! `strace` working on the commands' own processes. The copy belongs to the
+//! caller: rootless podman cannot `exec` a file of another owner that the
+//! caller cannot read.
 
 use std::fs::{self, Permissions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::PodmanError;
-
 /// Execute for everyone, read and write for no one.
 const MODE: u32 = 0o111;
 
-/// The execute-only copy of the init; removed when dropped, so it must live
-/// as long as the container (a restart runs it again).
+/// An execute-only copy of a program; removed when dropped, so it must live
+/// as long as the container (a restart runs the init again, a broken
+/// channel the agent).
 #[derive(Debug)]
-pub(super) struct Init {
+pub(super) struct ExecOnly {
     _dir: tempfile::TempDir,
     path: PathBuf,
 }
 
-impl Init {
-    /// Copies the host's init `host_init` to a new private folder.
-    pub(super) fn copy(host_init: &Path) -> Result<Init, PodmanError> {
-        let io = |source| PodmanError::Io {
-            what: "make the execute-only copy of the init",
-            source,
-        };
+impl ExecOnly {
+    /// Copies `program` to a new private folder named `<name>-…`, as
+    /// `name`.
+    pub(super) fn copy(program: &Path, name: &str) -> std::io::Result<ExecOnly> {
         let dir = tempfile::Builder::new()
-            .prefix("ah-init-")
-            .tempdir()
-            .map_err(io)?;
-        let path = dir.path().join("init");
-        fs::copy(host_init, &path).map_err(io)?;
-        fs::set_permissions(&path, Permissions::from_mode(MODE)).map_err(io)?;
-        Ok(Init { _dir: dir, path })
+            .prefix(&format!("{name}-"))
+            .tempdir()?;
+        let path = dir.path().join(name);
+        fs::copy(program, &path)?;
+        fs::set_permissions(&path, Permissions::from_mode(MODE))?;
+        Ok(ExecOnly { _dir: dir, path })
     }
 
-    /// The copy, to mount at [`INIT_PATH`](super::INIT_PATH).
+    /// The copy, to mount at [`INIT_PATH`](super::INIT_PATH) or
+    /// [`AGENT_PATH`](super::AGENT_PATH).
     pub(super) fn path(&self) -> &Path {
         &self.path
     }
@@ -61,7 +60,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let host = dir.path().join("catatonit");
         fs::write(&host, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
-        let init = Init::copy(&host).unwrap_or_else(|e| panic!("{e}"));
+        let init = ExecOnly::copy(&host, "ah-init").unwrap_or_else(|e| panic!("{e}"));
         let meta = fs::metadata(init.path()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.permissions().mode() & 0o7777, MODE);
         let copy = init.path().to_path_buf();

@@ -1,14 +1,17 @@
 //! The podman backend: one container per run, started once and closed like a
 //! box (no network unless asked, no capabilities, read-only root, nothing of
 //! the host but the work copy, an init no command can trace, an environment
-//! built from nothing); commands enter it with `podman exec`, and nothing a
-//! command starts outlives it. See `args` for the flags, `env` for the
-//! environment, `init` for the init, `exec` for running a command and ending
-//! everything it started, `oom` for telling a command that the memory limit
-//! was hit, `network` for the egress proxy's side, `stale` for cleaning up
-//! after crashed runs, `program` for where podman itself runs.
+//! built from nothing); commands enter it through one long-lived agent
+//! (`channel`), else one `podman exec` each (`exec`), and nothing a command
+//! starts outlives it. See `args` for the flags, `env` for the environment,
+//! `init` for the execute-only copies of the init and the agent, `channel`
+//! and `exec` for running a command and ending everything it started, `oom`
+//! for telling a command that the memory limit was hit, `network` for the
+//! egress proxy's side, `stale` for cleaning up after crashed runs,
+//! `program` for where podman itself runs.
 
 mod args;
+mod channel;
 mod env;
 mod exec;
 mod init;
@@ -30,8 +33,8 @@ use super::{Backend, BackendKind};
 use ah_tools::ExecOutput;
 
 pub use args::{
-    AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits, find_init,
-    find_tool, rootless,
+    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits,
+    find_init, find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name};
 pub use exec::OUTPUT_CAP;
@@ -101,8 +104,9 @@ pub struct PodmanOptions {
     pub network_log: PathBuf,
     /// The whole environment of the container ([`container_env`]).
     pub env: Vec<(String, String)>,
-    /// The `ah` executable that hands the proxy its port inside the
-    /// container (default: the running executable, when it is `ah`).
+    /// The `ah` executable that runs the command channel's agent and hands
+    /// the proxy its port inside the container (default: the running
+    /// executable; the agent runs only when that is `ah`).
     pub ah_executable: Option<PathBuf>,
 }
 
@@ -136,7 +140,12 @@ pub struct PodmanBackend {
     container: String,
     work_dir: PathBuf,
     /// Execs take turns: the end of one kills every process in the container.
-    turns: Arc<Mutex<()>>,
+    /// The command channel lives in the turn.
+    turns: Arc<Mutex<channel::Lane>>,
+    /// Commands go through the channel (else one `podman exec` each).
+    use_channel: AtomicBool,
+    /// Why the channel is not used, for the run to show.
+    notes: std::sync::Mutex<Vec<String>>,
     /// The container was restarted: the proxy port must be handed over again.
     restarted: Arc<AtomicBool>,
     egress: Option<network::Egress>,
@@ -146,7 +155,9 @@ pub struct PodmanBackend {
     /// The memory limit, as given (`4g`), to name in a command's result.
     memory: String,
     /// The init the container runs (and runs again on a restart).
-    _init: init::Init,
+    _init: init::ExecOnly,
+    /// The agent's `ah` (started again when the channel breaks).
+    _agent: Option<init::ExecOnly>,
     stopped: AtomicBool,
 }
 
@@ -188,7 +199,17 @@ impl PodmanBackend {
             return Err(PodmanError::BadRunId(opts.run_id.clone()));
         }
         let work_meta = mountable(&opts.work_dir)?;
-        let init = init::Init::copy(&find_init().ok_or(PodmanError::InitMissing)?)?;
+        let init = init::ExecOnly::copy(&find_init().ok_or(PodmanError::InitMissing)?, "ah-init")
+            .map_err(|source| PodmanError::Io {
+            what: "make the execute-only copy of the init",
+            source,
+        })?;
+        let mut notes = Vec::new();
+        let agent = channel::agent_executable(opts.ah_executable.as_deref()).and_then(|exe| {
+            init::ExecOnly::copy(&exe, "ah-agent")
+                .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
+        });
+        let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
         stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
             return Err(PodmanError::ImageMissing {
@@ -228,6 +249,7 @@ impl PodmanBackend {
             work_dir: &opts.work_dir,
             read_only_work: opts.read_only_work,
             init: init.path(),
+            agent: agent.as_ref().map(init::ExecOnly::path),
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
@@ -257,16 +279,26 @@ impl PodmanBackend {
             return Err(err);
         }
         let oom = oom::OomCounter::find(&podman, &container).await;
+        let mut lane = channel::Lane::default();
+        if agent.is_some() {
+            match channel::Channel::open(&podman, &container).await {
+                Ok(opened) => lane.channel = Some(opened),
+                Err(err) => notes.push(without_channel(&err.reason())),
+            }
+        }
         Ok(PodmanBackend {
             podman,
             container,
             work_dir: opts.work_dir.clone(),
-            turns: Arc::new(Mutex::new(())),
+            use_channel: AtomicBool::new(lane.channel.is_some()),
+            turns: Arc::new(Mutex::new(lane)),
+            notes: std::sync::Mutex::new(notes),
             restarted: Arc::new(AtomicBool::new(false)),
             egress,
             oom,
             memory: opts.memory.clone(),
             _init: init,
+            _agent: agent,
             stopped: AtomicBool::new(false),
         })
     }
@@ -290,39 +322,123 @@ impl PodmanBackend {
     /// the previous command) is restarted and the command tried once more:
     /// podman refused it, so it never ran.
     pub async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        match self.exec_once(command, timeout).await {
-            Err(err) if exec::NotStarted::is(&err) => self.exec_once(command, timeout).await,
+        match self.exec_once(command, timeout, true).await {
+            Err(err) if exec::NotStarted::is(&err) => {
+                let mut output = self.exec_once(command, timeout, true).await?;
+                output
+                    .stderr
+                    .extend_from_slice(exec::RESTARTED_BEFORE_NOTE.as_bytes());
+                Ok(output)
+            }
             done => done,
         }
     }
 
-    async fn exec_once(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        let turn = Arc::clone(&self.turns).lock_owned().await;
-        // A restart made a new network namespace: its proxy port is new.
-        if let Some(egress) = &self.egress
-            && self.restarted.swap(false, Ordering::SeqCst)
-            && let Err(err) = egress.connect(&self.podman, &self.container).await
-        {
-            self.restarted.store(true, Ordering::SeqCst);
-            return Err(std::io::Error::other(format!(
-                "the sandbox was restarted and its network proxy could not be set up again: {err}"
-            )));
+    /// [`PodmanBackend::exec`] with a `podman exec` of its own, as where the
+    /// command channel cannot run: to compare the two (`cargo bench --bench
+    /// sandbox`) and to test that path. The channel, if any, is closed (the
+    /// command's cleanup would kill its agent) and opened again by the next
+    /// [`PodmanBackend::exec`].
+    pub async fn exec_without_channel(
+        &self,
+        command: &str,
+        timeout: Duration,
+    ) -> std::io::Result<ExecOutput> {
+        self.exec_once(command, timeout, false).await
+    }
+
+    /// Why commands run with one `podman exec` each instead of the command
+    /// channel (empty when they use the channel), to show the user.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes
+            .lock()
+            .map(|notes| notes.clone())
+            .unwrap_or_default()
+    }
+
+    async fn exec_once(
+        &self,
+        command: &str,
+        timeout: Duration,
+        use_channel: bool,
+    ) -> std::io::Result<ExecOutput> {
+        let mut turn = Arc::clone(&self.turns).lock_owned().await;
+        if self.restarted.swap(false, Ordering::SeqCst) {
+            // The restart ended the agent with everything else.
+            turn.channel = None;
+            // A restart made a new network namespace: its proxy port is new.
+            if let Some(egress) = &self.egress
+                && let Err(err) = egress.connect(&self.podman, &self.container).await
+            {
+                self.restarted.store(true, Ordering::SeqCst);
+                return Err(std::io::Error::other(format!(
+                    "the sandbox was restarted and its network proxy could not be set up again: {err}"
+                )));
+            }
+        }
+        if !use_channel {
+            turn.channel = None;
+        } else if self.use_channel.load(Ordering::SeqCst) {
+            self.ready_channel(&mut turn).await?;
         }
         let kills_before = self.oom.as_ref().and_then(oom::OomCounter::kills);
-        let mut output = exec::run(
-            &self.podman,
-            &self.container,
-            turn,
-            &self.restarted,
-            command,
-            timeout,
-        )
-        .await?;
+        let run = match turn.channel.is_some() {
+            true => {
+                channel::run(
+                    &self.podman,
+                    &self.container,
+                    turn,
+                    &self.restarted,
+                    command,
+                    timeout,
+                )
+                .await
+            }
+            false => {
+                exec::run(
+                    &self.podman,
+                    &self.container,
+                    turn,
+                    &self.restarted,
+                    command,
+                    timeout,
+                )
+                .await
+            }
+        };
+        let mut output = run?;
         let kills_after = self.oom.as_ref().and_then(oom::OomCounter::kills);
         if oom::fired(kills_before, kills_after) {
             output.memory_limit_hit = Some(self.memory.clone());
         }
         Ok(output)
+    }
+
+    /// Makes sure `lane` holds a channel that answers, opening a new one
+    /// when needed. Where the agent cannot run, commands go without the
+    /// channel from now on; where podman refuses (the container stopped),
+    /// the container is restarted and the command is [`exec::NotStarted`].
+    async fn ready_channel(&self, lane: &mut channel::Lane) -> std::io::Result<()> {
+        if let Some(channel) = lane.channel.as_mut()
+            && channel.ready().await
+        {
+            return Ok(());
+        }
+        lane.channel = None;
+        match channel::Channel::open(&self.podman, &self.container).await {
+            Ok(opened) => lane.channel = Some(opened),
+            Err(channel::OpenError::Refused(why)) => {
+                exec::restart(&self.podman, &self.container, &self.restarted).await;
+                return Err(std::io::Error::other(exec::NotStarted::new(why)));
+            }
+            Err(err @ channel::OpenError::Unavailable(_)) => {
+                self.use_channel.store(false, Ordering::SeqCst);
+                if let Ok(mut notes) = self.notes.lock() {
+                    notes.push(without_channel(&err.reason()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The proxy's decisions since the last call (none without a proxy).
@@ -403,6 +519,14 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
     }
+}
+
+/// What the run is told when commands cannot use the command channel.
+fn without_channel(why: &str) -> String {
+    format!(
+        "commands run with one podman exec each (about 120 ms more per command): the \
+         sandbox's command channel is unavailable: {why}"
+    )
 }
 
 /// The user-mode network stack `--network full` uses: slirp4netns (podman

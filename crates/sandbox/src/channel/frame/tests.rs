@@ -5,6 +5,7 @@ fn every_frame() -> Vec<Frame> {
         Frame::Run(b"echo 'hi'; exit 3".to_vec()),
         Frame::Run(Vec::new()),
         Frame::Kill { grace_ms: 2000 },
+        Frame::Ping,
         Frame::Ready { version: VERSION },
         Frame::Stdout(vec![0, 255, b'\n']),
         Frame::Stderr(b"oops\n".to_vec()),
@@ -101,6 +102,10 @@ fn unknown_types_and_bad_payloads_are_errors() {
     assert!(matches!(
         read_all(&kill_short, MAX_FRAME)[..],
         [Err(FrameError::Malformed("kill"))]
+    ));
+    assert!(matches!(
+        read_all(&[PING, 0, 0, 0, 1, 0], MAX_FRAME)[..],
+        [Err(FrameError::Malformed("ping"))]
     ));
     let exit_bad_kind = [EXIT, 0, 0, 0, 6, 7, 0, 0, 0, 0, 1];
     assert!(matches!(

@@ -17,6 +17,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
         work_dir: work,
         read_only_work: false,
         init: Path::new("/usr/bin/catatonit"),
+        agent: Some(Path::new("/tmp/ah-agent-x/ah")),
         rootless: false,
         user: Some((0, 0)),
         network: Network::None,
@@ -48,15 +49,16 @@ fn run_args_make_a_closed_sandbox() {
         "--runtime=runc",
         "--user=0:0",
         "--volume=/usr/bin/catatonit:/run/ah-init:ro",
+        "--volume=/tmp/ah-agent-x/ah:/run/ah-agent:ro",
     ] {
         assert!(
             args.contains(&flag.to_string()),
             "missing {flag} in {args:?}"
         );
     }
-    // The host is mounted nowhere but /work and the init.
+    // The host is mounted nowhere but /work, the init and the agent.
     let volumes: Vec<&String> = args.iter().filter(|a| a.starts_with("--volume=")).collect();
-    assert_eq!(volumes.len(), 2, "{volumes:?}");
+    assert_eq!(volumes.len(), 3, "{volumes:?}");
     assert!(!args.iter().any(|a| a.contains("/project")), "{args:?}");
     assert!(!args.iter().any(|a| a.contains("keep-id")));
     // catatonit is PID 1 and starts nothing: no keeper process to spare.
@@ -99,7 +101,7 @@ fn the_network_mode_picks_the_network_and_the_mounts() {
     assert!(
         !args
             .iter()
-            .any(|a| a.contains("/run/ah-") && !a.contains("ah-init"))
+            .any(|a| a.contains("/run/ah-") && !a.contains("ah-init") && !a.contains("ah-agent"))
     );
     spec.network = Network::Full("pasta");
     assert!(strings(&run_args(&spec)).contains(&"--network=pasta".to_string()));

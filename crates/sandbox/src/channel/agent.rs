@@ -43,11 +43,12 @@ pub fn main() -> i32 {
         );
         return 2;
     }
-    // SAFETY: prctl with these options only changes flags of this process.
-    let marked = unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
-            && libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    };
+    // The execute-only copy already makes it non-dumpable; this holds also
+    // where it was started from a readable file. Orphans are left to the
+    // init, which reaps them at once: as their subreaper the agent would
+    // collect zombies while a long command runs.
+    // SAFETY: PR_SET_DUMPABLE only changes a flag of this process.
+    let marked = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 };
     if !marked {
         eprintln!(
             "ah: {COMMAND} could not protect itself (prctl: {})",
@@ -180,7 +181,7 @@ impl Agent {
             child.stdout.take().map(|p| (OwnedFd::from(p), true)),
             child.stderr.take().map(|p| (OwnedFd::from(p), false)),
         ];
-        // Waited for through `reap`, which also collects orphans.
+        // Waited for through `reap`.
         drop(child);
         let pidfd = pidfd_open(pid);
         let mut status: Option<libc::c_int> = None;

@@ -1,7 +1,7 @@
 //! The agent's view of the container's processes: which are alive besides
 //! PID 1 and the agent, signalling all of them at once (`kill(-1, SIG)`,
 //! which spares the caller and the namespace's init), and reaping the
-//! children the agent collects as a subreaper.
+//! agent's own children.
 
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,96 @@
+//! The round trip of one tool command in the sandbox, measured on the host:
+//! `true` through the command channel (one long-lived agent in the
+//! container) versus through one `podman exec` per command (the path
+//! without the channel), on one real container, in the same run so the
+//! ratio means something on any machine.
+//!
+//! Run with `cargo bench --bench sandbox`; skipped when podman or the
+//! sandbox image is missing.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ah_sandbox::podman::{DEFAULT_IMAGE, PodmanBackend, PodmanOptions, find_podman};
+
+const ROUNDS: usize = 50;
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    if find_podman().is_err() {
+        println!("sandbox bench skipped: podman is not installed");
+        return;
+    }
+    if !ah_sandbox::image::image_exists(DEFAULT_IMAGE)
+        .await
+        .unwrap_or(false)
+    {
+        println!("sandbox bench skipped: the image {DEFAULT_IMAGE} is missing (ah image build)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("work dir");
+    let id = format!("bench{}", ulid::Ulid::generate()).to_lowercase();
+    let mut options = PodmanOptions::new(&id, &work);
+    options.ah_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_ah")));
+    let backend = PodmanBackend::start(&options)
+        .await
+        .unwrap_or_else(|err| panic!("could not start the sandbox: {err}"));
+    for note in backend.notes() {
+        println!("note: {note}");
+    }
+
+    let per_call = rounds(|| backend.exec_without_channel("true", TIMEOUT)).await;
+    let channel = rounds(|| backend.exec("true", TIMEOUT)).await;
+    backend.shutdown().await.expect("shutdown");
+
+    println!("round trip of `true`, {ROUNDS} rounds each, one container:");
+    println!("{:>12} | {:>9} {:>9} {:>9}", "path", "min", "median", "max");
+    for (name, times) in [("podman exec", &per_call), ("channel", &channel)] {
+        println!(
+            "{name:>12} | {:>9} {:>9} {:>9}",
+            ms(times[0]),
+            ms(times[ROUNDS / 2]),
+            ms(times[ROUNDS - 1])
+        );
+    }
+    println!(
+        "the channel is {:.1}x faster (median podman exec / median channel)",
+        per_call[ROUNDS / 2].as_secs_f64() / channel[ROUNDS / 2].as_secs_f64()
+    );
+}
+
+/// Times `ROUNDS` runs of `exec` after one unmeasured run (which may open
+/// the channel); sorted.
+async fn rounds<F, Fut>(exec: F) -> Vec<Duration>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::io::Result<ah_tools::ExecOutput>>,
+{
+    let check = |out: std::io::Result<ah_tools::ExecOutput>| {
+        let out = out.unwrap_or_else(|err| panic!("exec: {err}"));
+        assert_eq!(out.exit_code, Some(0), "{out:?}");
+    };
+    check(exec().await);
+    let mut times = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        let out = exec().await;
+        times.push(started.elapsed());
+        check(out);
+    }
+    times.sort();
+    times
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}

@@ -101,7 +101,7 @@ fn the_project_is_not_in_the_sandbox_and_work_writes_reach_the_host() {
     }
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(script(vec![
-        bash("ls /project; touch /x"),
+        bash("ls /project; tr '\\0' ' ' < /proc/$PPID/cmdline; echo; touch /x"),
         bash("echo made > /work/made.txt && echo two >> a.txt"),
     ]));
     let out = run_ah(&host, &mock, "auto", "make a file");
@@ -118,6 +118,11 @@ fn the_project_is_not_in_the_sandbox_and_work_writes_reach_the_host() {
             && first.contains("exit code: 1"),
         "{first}"
     );
+    // The command ran under the channel's agent, not a podman exec of its
+    // own.
+    assert!(first.contains("/run/ah-agent __sandbox-agent"), "{first}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("podman exec each"), "{stderr}");
     let run = host.run();
     let step1 = json_file(&run.join("steps/step-1.meta.json"));
     assert_eq!(step1["exit_code"], json!(1), "{step1}");

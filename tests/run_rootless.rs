@@ -46,7 +46,8 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         Turn::reply(Reply::new().tool_use(
             "toolu_1",
             "bash",
-            json!({"command": "id -u; cat /proc/self/uid_map; echo made > made.txt; touch /x || echo ro"}),
+            json!({"command": "id -u; cat /proc/self/uid_map; echo made > made.txt; touch /x || echo ro; \
+                tr '\\0' ' ' < /proc/$PPID/cmdline"}),
         )),
         Turn::reply(Reply::new().text("done")),
     ]);
@@ -82,6 +83,10 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         "the tools run in a user namespace, not with the host's full uid range:\n{told}"
     );
     assert!(told.contains("ro"), "the root is read-only:\n{told}");
+    assert!(
+        told.contains("/run/ah-agent __sandbox-agent"),
+        "the command ran under the channel's agent:\n{told}"
+    );
 
     let made = project.join("made.txt");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n");

@@ -257,3 +257,28 @@ enum Next {
     Timeout,
     Broken(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn podmans_stderr_is_kept_only_up_to_its_cap() {
+        let said = vec![b'e'; 3 * STDERR_CAP + 17];
+        let kept = keep_head(said.as_slice()).await;
+        assert_eq!(kept.len(), STDERR_CAP);
+        assert_eq!(
+            keep_head(&b"Error: no such container\n"[..]).await.len(),
+            25
+        );
+    }
+
+    #[test]
+    fn only_ah_runs_the_agent_unless_told() {
+        let given = Path::new("/opt/ah/bin/ah-1.0");
+        assert_eq!(agent_executable(Some(given)), Ok(given.to_path_buf()));
+        // The unit tests run from a test binary, which is not ah.
+        let refused = agent_executable(None).err().unwrap_or_default();
+        assert!(refused.contains("is not ah"), "{refused}");
+    }
+}

@@ -6,9 +6,9 @@
 use std::time::{Duration, Instant};
 
 /// How long a KILL sweep keeps trying before it reports survivors.
-pub(super) const KILL_LIMIT: Duration = Duration::from_secs(3);
+const KILL_LIMIT: Duration = Duration::from_secs(3);
 /// The pause between two rounds of a sweep.
-pub(super) const ROUND: Duration = Duration::from_millis(10);
+const ROUND: Duration = Duration::from_millis(10);
 
 /// Whether any process other than PID 1 and `me` is alive (zombies are
 /// not). A process gone between listing and reading is not alive.

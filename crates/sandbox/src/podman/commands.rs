@@ -16,7 +16,8 @@ impl PodmanBackend {
     /// where it runs. When it exits, times out, or the future is dropped,
     /// every process in the container but its init is killed, whatever
     /// session or group it moved to. Execs of one backend run one at a
-    /// time. Output is kept up to [`OUTPUT_CAP`] bytes per stream.
+    /// time. Output is kept up to [`OUTPUT_CAP`](super::OUTPUT_CAP) bytes
+    /// per stream.
     /// A container that stopped between steps (killed from outside, or its
     /// init ended just after the previous command) is restarted and the
     /// command tried once more, its errors saying so: podman refused it, so

@@ -38,7 +38,7 @@ use ah_tools::ExecOutput;
 pub const OUTPUT_CAP: usize = HEAD_BYTES + TAIL_BYTES;
 
 /// How long the kill from outside may take before it is given up on.
-pub(super) const END_TIMEOUT: Duration = Duration::from_secs(15);
+const END_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Added to a command's errors when the container had to be restarted
 /// while it ran (an earlier or this command stopped the container's init,

@@ -33,15 +33,20 @@
 
 mod baseline;
 mod checkout;
+mod layered;
 mod links;
 mod pack;
+mod project;
 mod restore;
 mod revert;
+mod seed;
 mod stage;
 #[cfg(test)]
 mod tests;
 
+pub use layered::{Layers, StatCache};
 pub use links::CommittedLinks;
+pub use project::ProjectBaseline;
 pub use revert::Reverted;
 
 use std::path::{Path, PathBuf};
@@ -309,6 +314,12 @@ impl ShadowRepo {
         let from = self.commit_tree(from)?;
         let to = self.commit_tree(to)?;
         self.tree_changes(&from, &to)
+    }
+
+    /// Points the repo at the work tree `work_dir` from now on (an overlay
+    /// run's merged view, which moves when its container restarts).
+    pub fn rebind(&mut self, work_dir: &Path) {
+        self.work_dir = work_dir.to_path_buf();
     }
 
     /// The shadow repo's git directory.

@@ -77,7 +77,10 @@ impl Run {
                 warnings.push(format!("the run's new files were not copied out: {err}"));
                 ArtifactReport::default()
             });
-        let work = self.dir.work_dir();
+        let work = match &self.overlay {
+            Some(dirs) => dirs.upper.clone(),
+            None => self.dir.work_dir(),
+        };
         if let Err(err) = std::fs::remove_dir_all(&work) {
             warnings.push(format!(
                 "the work copy {} could not be removed: {err}",

@@ -17,9 +17,11 @@ use std::time::SystemTime;
 use git2::Tree;
 
 use super::pack::BlobPacker;
+use super::seed::Seed;
 use super::stage::{file_size, index_entry};
 use super::{ShadowError, ShadowRepo};
-use crate::tree::scan::{self, Limits, Refused, Untracked, Visit};
+use crate::tree::scan::{self, Limits, Refused, Tracked, Untracked, Visit};
+use ah_tools::fs_beneath::dir::DirHandle;
 
 /// Regular files up to this size are read whole and packed; larger ones are
 /// streamed into loose objects, so memory stays small.
@@ -33,6 +35,18 @@ impl ShadowRepo {
     /// Stages every file of the work tree into an empty index, saves it,
     /// and returns its tree with the entries that cannot be recorded.
     pub(super) fn stage_baseline(&self) -> Result<(Tree<'_>, Vec<Refused>), ShadowError> {
+        self.stage_baseline_in(&self.open_work()?, &Untracked, None)
+    }
+
+    /// Stages every file under `root` that `tracked` does not hide into an
+    /// empty index, taking the object ids `seed` vouches for instead of
+    /// reading those files.
+    pub(super) fn stage_baseline_in(
+        &self,
+        root: &DirHandle,
+        tracked: &dyn Tracked,
+        seed: Option<&Seed>,
+    ) -> Result<(Tree<'_>, Vec<Refused>), ShadowError> {
         let started = SystemTime::now();
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
         // Whatever an earlier attempt left is dropped: every path found is
@@ -46,12 +60,21 @@ impl ShadowRepo {
             BlobPacker::new(&self.repo).map_err(self.err("opening the object database"))?;
         let mut entries = Vec::new();
         let mut data = Vec::new();
-        let root = self.open_work()?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(self.err("opening the object database"))?;
         let walk = scan::walk(
-            &root,
-            &Untracked,
+            root,
+            tracked,
             Limits::within(BASELINE_SECONDS),
             &mut |visit: Visit<'_>| -> Result<(), ShadowError> {
+                if !visit.link
+                    && let Some(id) = seed.and_then(|s| s.lookup(&odb, visit.path, &visit.stat))
+                {
+                    entries.push(index_entry(&visit.stat, id, visit.path, false, started));
+                    return Ok(());
+                }
                 if !visit.link && file_size(&visit.stat) <= PACKED_FILE_MAX {
                     let stage_err = |source| ShadowError::Stage {
                         path: self.work_dir.join(OsStr::from_bytes(visit.path)),

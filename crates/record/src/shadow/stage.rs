@@ -243,7 +243,7 @@ fn mode_of(stat: &Stat, link: bool) -> u32 {
 }
 
 /// Whether `entry` still describes the file whose stat data is `stat`.
-fn stat_matches(entry: &IndexEntry, stat: &Stat, link: bool) -> bool {
+pub(super) fn stat_matches(entry: &IndexEntry, stat: &Stat, link: bool) -> bool {
     // The index format keeps 32-bit fields; compared truncated alike.
     entry.ctime.seconds() == stat.st_ctime as i32
         && entry.ctime.nanoseconds() == stat.st_ctime_nsec as u32

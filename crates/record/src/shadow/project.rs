@@ -1,0 +1,127 @@
+//! The baseline of an overlay run, read from the project itself: the work
+//! copy is not copied first, so the baseline walks the project (the
+//! overlay's lower layer) with the same rules as any baseline, passes over
+//! what the container will not see (the project's `.git`, the files the read
+//! policy withholds), and takes the object ids the project's own index
+//! vouches for ([`super::seed`]). Nothing in the project is written: what
+//! cannot be recorded is returned to be hidden from the container instead of
+//! being removed.
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use git2::Oid;
+
+use super::seed::ProjectRepo;
+use super::{ShadowError, ShadowRepo};
+use crate::tree::scan::Tracked;
+use ah_tools::fs_beneath::dir::{DirHandle, Kind};
+
+/// What the baseline of an overlay run found in the project.
+#[derive(Debug)]
+pub struct ProjectBaseline {
+    pub commit: Oid,
+    /// Paths to hide from the container, relative to the project: its
+    /// `.git` and `.ah`, the withheld files, and entries git cannot record.
+    pub hidden: Vec<Vec<u8>>,
+    /// The withheld files and links, relative to the project.
+    pub withheld: Vec<String>,
+}
+
+/// The project as the baseline sees it: nothing tracked yet, and what the
+/// container will not see passed over (and remembered).
+struct ProjectView<'a> {
+    withhold: &'a dyn Fn(&Path) -> bool,
+    hidden: RefCell<Vec<Vec<u8>>>,
+    withheld: RefCell<Vec<String>>,
+}
+
+impl Tracked for ProjectView<'_> {
+    fn file(&self, _: &[u8]) -> bool {
+        false
+    }
+
+    fn dir(&self, _: &[u8]) -> bool {
+        false
+    }
+
+    fn hidden(&self, path: &[u8], kind: Kind) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let hide = if path == b".git" {
+            true
+        } else if matches!(kind, Kind::File | Kind::Link)
+            && (self.withhold)(Path::new(std::ffi::OsStr::from_bytes(path)))
+        {
+            self.withheld
+                .borrow_mut()
+                .push(String::from_utf8_lossy(path).into_owned());
+            true
+        } else {
+            false
+        };
+        if hide {
+            self.hidden.borrow_mut().push(path.to_vec());
+        }
+        hide
+    }
+}
+
+impl ShadowRepo {
+    /// Takes the baseline commit from `project`, leaving out what
+    /// `withhold` names (asked with paths relative to the project).
+    pub fn project_baseline(
+        &self,
+        project: &Path,
+        withhold: &dyn Fn(&Path) -> bool,
+    ) -> Result<ProjectBaseline, ShadowError> {
+        // Without the project's objects, every file is hashed.
+        let repo = ProjectRepo::open(project).filter(|r| self.add_alternate(&r.objects).is_ok());
+        let root = DirHandle::open_root(project).map_err(|source| ShadowError::WorkDir {
+            path: project.to_path_buf(),
+            source,
+        })?;
+        let view = ProjectView {
+            withhold,
+            hidden: RefCell::new(vec![b".ah".to_vec()]),
+            withheld: RefCell::new(Vec::new()),
+        };
+        let (tree, refused) =
+            self.stage_baseline_in(&root, &view, repo.as_ref().map(|r| &r.seed))?;
+        let commit = self.commit(&tree, "baseline", &[])?;
+        let mut hidden = view.hidden.into_inner();
+        hidden.extend(refused.into_iter().map(|r| r.path));
+        hidden.sort();
+        hidden.dedup();
+        let mut withheld = view.withheld.into_inner();
+        withheld.sort();
+        Ok(ProjectBaseline {
+            commit,
+            hidden,
+            withheld,
+        })
+    }
+
+    /// Lets the shadow repo read the objects in `objects` (a project's
+    /// object store), now and whenever it is opened again.
+    pub(super) fn add_alternate(&self, objects: &Path) -> Result<(), ShadowError> {
+        let file = self.git_dir.join("objects").join("info").join("alternates");
+        let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
+        line.push(b'\n');
+        std::fs::create_dir_all(file.parent().unwrap_or(&self.git_dir))
+            .and_then(|()| std::fs::write(&file, line))
+            .map_err(|source| ShadowError::Io {
+                path: file.clone(),
+                source,
+            })?;
+        let objects = objects.to_str().ok_or_else(|| ShadowError::Io {
+            path: objects.to_path_buf(),
+            source: std::io::Error::other(
+                "the project's object store has a path that is not UTF-8",
+            ),
+        })?;
+        self.repo
+            .odb()
+            .and_then(|odb| odb.add_disk_alternate(objects))
+            .map_err(self.err("adding the project's objects"))
+    }
+}

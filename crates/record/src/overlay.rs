@@ -19,6 +19,14 @@ use ah_sandbox::podman::OverlayDirs;
 
 use rustix::fs::{FileType, Gid, Mode, OFlags, Uid};
 
+/// An overlay work copy: the project it lies over, and its folders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overlay {
+    /// The lower layer: the project itself.
+    pub project: std::path::PathBuf,
+    pub dirs: OverlayDirs,
+}
+
 /// Makes the empty upper and work folders for `project` and hides `hidden`
 /// (paths relative to the project) from the merged view.
 pub fn prepare(project: &Path, dirs: &OverlayDirs, hidden: &[Vec<u8>]) -> io::Result<()> {

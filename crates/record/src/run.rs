@@ -100,7 +100,7 @@ pub struct Start {
     pub withheld: Vec<String>,
     /// Where the container's `/work` is an overlay of the project: its
     /// folders. `None` for a work copy.
-    pub overlay: Option<OverlayDirs>,
+    pub overlay: Option<overlay::Overlay>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -131,7 +131,7 @@ pub struct Run {
     limits: OutputLimits,
     bash_timeout: u64,
     disk_budget: DiskBudget,
-    overlay: Option<OverlayDirs>,
+    overlay: Option<overlay::Overlay>,
     /// What earlier steps of an overlay run hashed.
     stat_cache: StatCache,
 }
@@ -187,7 +187,10 @@ impl Run {
             baseline: baseline.commit,
             head: baseline.commit,
             withheld: baseline.withheld,
-            overlay: Some(dirs),
+            overlay: Some(overlay::Overlay {
+                project: project.to_path_buf(),
+                dirs,
+            }),
         })
     }
 
@@ -476,7 +479,7 @@ impl Run {
     /// overlay's upper folder and merged view `root`, or by a walk of the
     /// work copy.
     fn record(&mut self, root: &Path, message: &str, limit: u64) -> Result<StepCommit, String> {
-        let Some(dirs) = &self.overlay else {
+        let Some(overlay) = &self.overlay else {
             return self
                 .shadow
                 .commit_step(self.head, message, limit)
@@ -486,7 +489,7 @@ impl Run {
         self.shadow.rebind(root);
         let merged = DirHandle::open_root(root)
             .map_err(|e| format!("cannot open the sandbox's merged work tree: {e}"))?;
-        let upper = DirHandle::open_root(&dirs.upper)
+        let upper = DirHandle::open_root(&overlay.dirs.upper)
             .map_err(|e| format!("cannot open the overlay's upper folder: {e}"))?;
         let layers = Layers {
             merged: &merged,

@@ -123,9 +123,9 @@ async fn start_podman(
         false => dir.id().to_string(),
     };
     let mut options = match &start.overlay {
-        Some(dirs) => {
-            let mut options = podman::PodmanOptions::new(&name, &setup.project);
-            options.overlay = Some(dirs.clone());
+        Some(overlay) => {
+            let mut options = podman::PodmanOptions::new(&name, &overlay.project);
+            options.overlay = Some(overlay.dirs.clone());
             options.network_log = dir.path().join("network.log");
             options
         }

@@ -125,3 +125,60 @@ impl ShadowRepo {
             .map_err(self.err("adding the project's objects"))
     }
 }
+
+impl ShadowRepo {
+    /// Which of `paths` (relative, `/`-separated) hold something else in the
+    /// folder `root` than in commit `at`: another content, a file where the
+    /// commit has none, or none where it has one. Links are compared by
+    /// target; nothing is followed, and a file over the size cap counts as
+    /// changed unread.
+    pub fn differs_from(
+        &self,
+        at: Oid,
+        root: &Path,
+        paths: &[String],
+    ) -> Result<Vec<String>, ShadowError> {
+        let tree = self.commit_tree(at)?;
+        let root = DirHandle::open_root(root).map_err(|source| ShadowError::WorkDir {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let mut differ = Vec::new();
+        for path in paths {
+            let then = tree.get_path(Path::new(path)).ok().map(|e| e.id());
+            if blob_at(&root, path.as_bytes()) != then {
+                differ.push(path.clone());
+            }
+        }
+        Ok(differ)
+    }
+}
+
+/// The blob id of the file or link at `path` under `root`, if there is one
+/// that can be read (over the size cap: an id no commit holds).
+fn blob_at(root: &DirHandle, path: &[u8]) -> Option<Oid> {
+    let mut parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    let name = parts.pop()?;
+    let mut dir = root.open_dir(b".").ok()?;
+    for part in parts {
+        dir = dir.open_dir(part).ok()?;
+    }
+    let bytes = match dir.kind(name).ok()?? {
+        Kind::Link => dir.read_link(name).ok()?,
+        Kind::File => {
+            let (file, _) = dir.open_regular(name).ok()?;
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(file, super::MAX_FILE_BYTES + 1),
+                &mut bytes,
+            )
+            .ok()?;
+            if bytes.len() as u64 > super::MAX_FILE_BYTES {
+                return Some(Oid::ZERO_SHA1);
+            }
+            bytes
+        }
+        Kind::Dir | Kind::Special => return None,
+    };
+    Oid::hash_object(git2::ObjectType::Blob, &bytes).ok()
+}

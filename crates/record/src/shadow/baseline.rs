@@ -14,7 +14,7 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::time::SystemTime;
 
-use git2::Tree;
+use git2::{IndexEntry, Tree};
 
 use super::pack::BlobPacker;
 use super::seed::Seed;
@@ -47,11 +47,42 @@ impl ShadowRepo {
         tracked: &dyn Tracked,
         seed: Option<&Seed>,
     ) -> Result<(Tree<'_>, Vec<Refused>), ShadowError> {
-        let started = SystemTime::now();
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
         // Whatever an earlier attempt left is dropped: every path found is
         // an addition.
         index.clear().map_err(self.err("emptying the index"))?;
+        let (entries, mut refused) = self.read_baseline(root, tracked, seed)?;
+        // Added once the packs are in place: the index checks that each
+        // entry's blob exists.
+        for entry in entries {
+            if let Err(e) = index.add(&entry) {
+                refused.push(Refused {
+                    path: entry.path,
+                    why: format!("git cannot record it: {}", e.message()),
+                });
+            }
+        }
+        index.write().map_err(self.err("saving the index"))?;
+        let tree = index
+            .write_tree()
+            .map_err(self.err("writing the index's tree"))?;
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err("reading the index's tree"))?;
+        Ok((tree, refused))
+    }
+
+    /// Reads every file under `root` that `tracked` does not hide: their
+    /// blobs are written (packed), their index entries returned, with the
+    /// entries that cannot be recorded.
+    pub(super) fn read_baseline(
+        &self,
+        root: &DirHandle,
+        tracked: &dyn Tracked,
+        seed: Option<&Seed>,
+    ) -> Result<(Vec<IndexEntry>, Vec<Refused>), ShadowError> {
+        let started = SystemTime::now();
         let pack_err = |source| ShadowError::Pack {
             git_dir: self.git_dir.clone(),
             source,
@@ -100,25 +131,6 @@ impl ShadowRepo {
             },
         )?;
         packer.finish().map_err(pack_err)?;
-        let mut refused = walk.refused;
-        // Added once the packs are in place: the index checks that each
-        // entry's blob exists.
-        for entry in entries {
-            if let Err(e) = index.add(&entry) {
-                refused.push(Refused {
-                    path: entry.path,
-                    why: format!("git cannot record it: {}", e.message()),
-                });
-            }
-        }
-        index.write().map_err(self.err("saving the index"))?;
-        let tree = index
-            .write_tree()
-            .map_err(self.err("writing the index's tree"))?;
-        let tree = self
-            .repo
-            .find_tree(tree)
-            .map_err(self.err("reading the index's tree"))?;
-        Ok((tree, refused))
+        Ok((entries, walk.refused))
     }
 }

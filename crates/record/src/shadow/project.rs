@@ -10,11 +10,13 @@
 use std::cell::RefCell;
 use std::path::Path;
 
-use git2::Oid;
+use std::collections::{HashMap, HashSet};
+
+use git2::{IndexEntry, Oid, Tree};
 
 use super::seed::ProjectRepo;
 use super::{ShadowError, ShadowRepo};
-use crate::tree::scan::Tracked;
+use crate::tree::scan::{Refused, Tracked};
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
 
 /// What the baseline of an overlay run found in the project.
@@ -85,9 +87,17 @@ impl ShadowRepo {
             hidden: RefCell::new(vec![b".ah".to_vec()]),
             withheld: RefCell::new(Vec::new()),
         };
-        let (tree, refused) =
-            self.stage_baseline_in(&root, &view, repo.as_ref().map(|r| &r.seed))?;
+        let (entries, mut refused) =
+            self.read_baseline(&root, &view, repo.as_ref().map(|r| &r.seed))?;
+        let tree = self.tree_of(&entries, &mut refused)?;
         let commit = self.commit(&tree, "baseline", &[])?;
+        let refused_paths: HashSet<&[u8]> = refused.iter().map(|r| r.path.as_slice()).collect();
+        let kept = entries
+            .into_iter()
+            .filter(|e| !refused_paths.contains(e.path.as_slice()))
+            .collect();
+        drop(refused_paths);
+        self.write_index_later(kept);
         let mut hidden = view.hidden.into_inner();
         hidden.extend(refused.into_iter().map(|r| r.path));
         hidden.sort();
@@ -127,6 +137,66 @@ impl ShadowRepo {
 }
 
 impl ShadowRepo {
+    /// The tree of `entries`, written folder by folder, deepest first; an
+    /// entry git refuses is added to `refused`. (An index would give the
+    /// same tree, at several times the cost for a large project.)
+    fn tree_of(
+        &self,
+        entries: &[IndexEntry],
+        refused: &mut Vec<Refused>,
+    ) -> Result<Tree<'_>, ShadowError> {
+        // Folder → its files, and folder → its folders.
+        let mut files: HashMap<&[u8], Vec<&IndexEntry>> = HashMap::new();
+        let mut folders: HashMap<&[u8], Vec<&[u8]>> = HashMap::new();
+        folders.insert(b"", Vec::new());
+        let mut linked: HashSet<&[u8]> = HashSet::new();
+        for entry in entries {
+            let mut dir = split(&entry.path).0;
+            files.entry(dir).or_default().push(entry);
+            while !dir.is_empty() && linked.insert(dir) {
+                folders.entry(dir).or_default();
+                let parent = split(dir).0;
+                folders.entry(parent).or_default().push(dir);
+                dir = parent;
+            }
+        }
+        let mut order: Vec<&[u8]> = folders.keys().copied().collect();
+        let depth =
+            |dir: &[u8]| dir.iter().filter(|&&b| b == b'/').count() + usize::from(!dir.is_empty());
+        order.sort_by_key(|dir| std::cmp::Reverse(depth(dir)));
+        let mut written: HashMap<&[u8], Oid> = HashMap::new();
+        for dir in order {
+            let mut builder = self
+                .repo
+                .treebuilder(None)
+                .map_err(self.err("starting a tree"))?;
+            for entry in files.get(dir).into_iter().flatten() {
+                if let Err(e) = builder.insert(split(&entry.path).1, entry.id, entry.mode as i32) {
+                    refused.push(Refused {
+                        path: entry.path.clone(),
+                        why: format!("git cannot record it: {}", e.message()),
+                    });
+                }
+            }
+            for child in &folders[dir] {
+                if let Some(id) = written.get(child) {
+                    builder
+                        .insert(split(child).1, *id, 0o040000)
+                        .map_err(self.err("adding a folder to a tree"))?;
+                }
+            }
+            // Git stores no empty folder (all of its files were refused).
+            if builder.is_empty() && !dir.is_empty() {
+                continue;
+            }
+            written.insert(dir, builder.write().map_err(self.err("writing a tree"))?);
+        }
+        let root = written[&b""[..]];
+        self.repo
+            .find_tree(root)
+            .map_err(self.err("reading the baseline's tree"))
+    }
+
     /// Which of `paths` (relative, `/`-separated) hold something else in the
     /// folder `root` than in commit `at`: another content, a file where the
     /// commit has none, or none where it has one. Links are compared by
@@ -181,4 +251,12 @@ fn blob_at(root: &DirHandle, path: &[u8]) -> Option<Oid> {
         Kind::Dir | Kind::Special => return None,
     };
     Oid::hash_object(git2::ObjectType::Blob, &bytes).ok()
+}
+
+/// `dir/name` split at its last `/` (`dir` empty at the root).
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(at) => (&path[..at], &path[at + 1..]),
+        None => (&path[..0], path),
+    }
 }

@@ -87,6 +87,7 @@ impl ShadowRepo {
     /// `max_file_bytes` and refused entries left out), saves it, and writes
     /// its tree.
     pub(super) fn stage_all(&self, max_file_bytes: u64) -> Result<Staged<'_>, ShadowError> {
+        self.settle_index()?;
         let started = SystemTime::now();
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
         index.read(false).map_err(self.err("reading the index"))?;

@@ -1,24 +1,35 @@
-//! Run preparation and per-step overhead, ah versus the seed's recipe, on
-//! generated trees of 10k and 70k files, measured in the same run so the
-//! ratios mean something on any machine.
+//! Run preparation and per-step overhead on generated git projects of 10k
+//! and 70k files, three recipes measured in the same run so the ratios mean
+//! something on any machine:
 //!
-//! - prepare: ah = `workspace::copy_project` + shadow init + baseline commit;
-//!   seed = `rsync -a` + `git init` + `git add -A && git commit`.
-//! - step: one file changed, then ah = `commit_step` + policy check of the
-//!   changed paths; seed = `git add -A && git commit` + `git diff --name-only
-//!   HEAD~1..HEAD`.
+//! - plain: `rsync -a` + `git init` + `git add -A && git commit`; a step is
+//!   `git add -A && git commit` + `git diff --name-only HEAD~1..HEAD`;
+//! - copy (a work copy, as `ah work`, restores and `--backend none` run):
+//!   `workspace::copy_project` + shadow init + baseline commit; a step is
+//!   `commit_step` (a walk of the whole tree) + the policy check;
+//! - overlay (podman runs): the baseline read from the project, seeded by
+//!   its git index, + the upper folder's whiteouts, + an overlay mount; a
+//!   step is `commit_layered_step` (the folders the upper folder holds) +
+//!   the policy check. Mounting needs root; without it the row is skipped.
 //!
-//! Run with `cargo bench --bench steps` (needs `rsync` and `git`).
+//! Each step changes one file. Run with `cargo bench --bench steps` (needs
+//! `rsync` and `git`).
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use ah_record::overlay;
 use ah_record::policy::Policy;
-use ah_record::shadow::{MAX_FILE_BYTES, ShadowRepo};
+use ah_record::shadow::{Layers, MAX_FILE_BYTES, ShadowRepo, StatCache};
 use ah_record::workspace;
+use ah_sandbox::podman::OverlayDirs;
+use ah_tools::fs_beneath::dir::DirHandle;
 
 const STEPS: usize = 15;
+
+/// The file each step changes.
+const CHANGED: &str = "d000/e00/f0.rs";
 
 fn main() {
     for tool in ["rsync", "git"] {
@@ -28,35 +39,51 @@ fn main() {
         }
     }
     println!(
-        "{:>7} | {:>12} {:>12} {:>7} | {:>10} {:>10} {:>7}",
-        "files", "prepare ah", "prepare seed", "ratio", "step ah", "step seed", "ratio"
+        "{:>7} | {:>8} | {:>11} | {:>20}",
+        "files",
+        "recipe",
+        "prepare",
+        format!("step (median of {STEPS})")
     );
     for files in [10_000, 70_000] {
         let tmp = tempfile::tempdir().expect("temp dir");
         let project = tmp.path().join("project");
         generate(&project, files);
-        let (ah_prepare, ah_step) = ah_recipe(&project, &tmp.path().join("ah"));
-        let (seed_prepare, seed_step) = seed_recipe(&project, &tmp.path().join("seed"));
-        println!(
-            "{files:>7} | {:>12} {:>12} {:>6.2}x | {:>10} {:>10} {:>6.2}x",
-            ms(ah_prepare),
-            ms(seed_prepare),
-            seed_prepare.as_secs_f64() / ah_prepare.as_secs_f64(),
-            ms(ah_step),
-            ms(seed_step),
-            seed_step.as_secs_f64() / ah_step.as_secs_f64(),
-        );
+        let plain = plain_recipe(&project, &tmp.path().join("plain"));
+        let copy = copy_recipe(&project, &tmp.path().join("copy"));
+        let overlay = overlay_recipe(&project, &tmp.path().join("overlay"));
+        for (name, times) in [
+            ("plain", Some(plain)),
+            ("copy", Some(copy)),
+            ("overlay", overlay),
+        ] {
+            match times {
+                Some((prepare, step)) => println!(
+                    "{files:>7} | {name:>8} | {:>11} | {:>20}",
+                    ms(prepare),
+                    ms(step)
+                ),
+                None => {
+                    println!("{files:>7} | {name:>8} | skipped: mounting an overlay needs root")
+                }
+            }
+        }
+        if let Some((prepare, step)) = overlay {
+            println!(
+                "{files:>7} | copy / overlay: prepare {:.1}x, step {:.1}x",
+                copy.0.as_secs_f64() / prepare.as_secs_f64(),
+                copy.1.as_secs_f64() / step.as_secs_f64()
+            );
+        }
     }
-    println!(
-        "ratio = seed time / ah time (above 1: ah is faster); step times are medians of {STEPS}"
-    );
 }
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// A source-like tree: 100 files per folder, two levels deep, small files.
+/// A source-like git project: 100 files per folder, two levels deep,
+/// small files, all committed.
 fn generate(root: &Path, files: usize) {
     for i in 0..files {
         let dir = root.join(format!("d{:03}/e{:02}", i / 1000, (i / 100) % 10));
@@ -66,9 +93,16 @@ fn generate(root: &Path, files: usize) {
         let body = format!("// file {i}\nfn f{i}() -> u32 {{ {i} }}\n").repeat(8);
         std::fs::write(dir.join(format!("f{i}.rs")), body).expect("write");
     }
+    sh(
+        root,
+        "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm base",
+    );
+    // Past the index's second, so no entry is racily clean.
+    std::thread::sleep(Duration::from_millis(1100));
+    sh(root, "git update-index --really-refresh >/dev/null");
 }
 
-fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
+fn copy_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     let work = run.join("work");
     let policy = Policy::load(project, None, &[], &[]).expect("default policy");
     let started = Instant::now();
@@ -80,7 +114,7 @@ fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
 
     let mut times = Vec::new();
     for step in 0..STEPS {
-        std::fs::write(work.join("d000/e00/f0.rs"), format!("// step {step}\n")).expect("change");
+        std::fs::write(work.join(CHANGED), format!("// step {step}\n")).expect("change");
         let started = Instant::now();
         let message = format!("step {step}");
         let commit = shadow
@@ -97,7 +131,67 @@ fn ah_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     (prepare, median(times))
 }
 
-fn seed_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
+fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    std::fs::create_dir_all(run).expect("mkdir");
+    let policy = Policy::load(project, None, &[], &[]).expect("default policy");
+    let dirs = OverlayDirs {
+        upper: run.join("upper"),
+        work: run.join("scratch"),
+    };
+    let merged = run.join("merged");
+    let started = Instant::now();
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    let shadow = ShadowRepo::init(&run.join("shadow.git"), project).expect("init");
+    let baseline = shadow
+        .project_baseline(project, &withhold)
+        .expect("baseline");
+    overlay::prepare(project, &dirs, &baseline.hidden).expect("upper folder");
+    let prepare = started.elapsed();
+
+    std::fs::create_dir(&merged).expect("mkdir");
+    sh(
+        run,
+        &format!(
+            "mount -t overlay overlay -o lowerdir={},upperdir={},workdir={} {}",
+            project.display(),
+            dirs.upper.display(),
+            dirs.work.display(),
+            merged.display()
+        ),
+    );
+    let mut head = baseline.commit;
+    let mut cache = StatCache::default();
+    let mut times = Vec::new();
+    for step in 0..STEPS {
+        std::fs::write(merged.join(CHANGED), format!("// step {step}\n")).expect("change");
+        let started = Instant::now();
+        let message = format!("step {step}");
+        let root = DirHandle::open_root(&merged).expect("merged");
+        let upper = DirHandle::open_root(&dirs.upper).expect("upper");
+        let layers = Layers {
+            merged: &root,
+            upper: &upper,
+        };
+        let commit = shadow
+            .commit_layered_step(head, &message, &layers, &mut cache, MAX_FILE_BYTES)
+            .expect("commit");
+        let id = commit.commit.expect("a commit");
+        let links = shadow.committed_links(id).expect("links");
+        let violations = policy.check_changes(&merged, &commit.changes, &|p| links.target(p));
+        head = id;
+        times.push(started.elapsed());
+        assert_eq!(commit.changes.len(), 1);
+        assert!(violations.is_empty());
+    }
+    sh(run, &format!("umount {}", merged.display()));
+    Some((prepare, median(times)))
+}
+
+fn plain_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
     let work = run.join("work");
     std::fs::create_dir_all(&work).expect("mkdir");
     let started = Instant::now();
@@ -117,7 +211,7 @@ fn seed_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
 
     let mut times = Vec::new();
     for step in 0..STEPS {
-        std::fs::write(work.join("d000/e00/f0.rs"), format!("// step {step}\n")).expect("change");
+        std::fs::write(work.join(CHANGED), format!("// step {step}\n")).expect("change");
         let started = Instant::now();
         sh(
             &work,

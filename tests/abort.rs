@@ -10,15 +10,16 @@ use crate::support::host::{Host, json_file, query};
 use crate::support::mock::{MockServer, Reply, Turn};
 use serde_json::json;
 
-/// Polls until `path` exists under some run's work dir (the tool started).
+/// Polls until `path` exists in some run's work copy or overlay upper folder
+/// (the tool started).
 fn wait_for_marker(host: &Host, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if host
-            .runs()
-            .iter()
-            .any(|run| run.join("work").join(name).exists())
-        {
+        if host.runs().iter().any(|run| {
+            ["work", "upper"]
+                .iter()
+                .any(|w| run.join(w).join(name).exists())
+        }) {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));

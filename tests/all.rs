@@ -30,6 +30,7 @@ mod mock_server;
 mod openai;
 mod openai_podman;
 mod output_limits;
+mod overlay;
 mod patch_outputs;
 mod podman_backend;
 mod podman_channel;

@@ -196,11 +196,11 @@ fn after_a_discard_the_model_is_told_and_the_files_are_the_projects() {
 /// Polls until a run's work copy holds `name` (the tool started).
 fn wait_for_work_file(host: &Host, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !host
-        .runs()
-        .iter()
-        .any(|run| run.join("work").join(name).exists())
-    {
+    while !host.runs().iter().any(|run| {
+        ["work", "upper"]
+            .iter()
+            .any(|w| run.join(w).join(name).exists())
+    }) {
         assert!(Instant::now() < deadline, "the tool never started");
         std::thread::sleep(Duration::from_millis(20));
     }

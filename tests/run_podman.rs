@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{containers_of, podman_ready_blocking, work_view};
 use crate::support::steps::{bash, script, write};
 use serde_json::{Value, json};
 
@@ -59,7 +59,7 @@ fn wait_for_test() -> String {
 
 /// Lets the step waiting in [`wait_for_test`] go on.
 fn go(host: &Host) {
-    let file = host.run().join("work").join(GO);
+    let file = work_view(&host.run()).join(GO);
     std::fs::write(&file, "").unwrap_or_else(|e| panic!("{}: {e}", file.display()));
 }
 
@@ -450,8 +450,12 @@ fn auto_review_saves_a_patch_that_conflicts_with_the_host() {
     ))]));
     let child = spawn_ah(&host, &mock, "auto", "change line 5");
 
-    // The run has copied the project; now the host changes the same line.
+    // The step has changed the line; now the host changes the same line.
     mock.wait_for_requests(1, SYNC);
+    wait_until("the step's change", SYNC, || {
+        std::fs::read_to_string(work_view(&host.run()).join("conf.txt"))
+            .is_ok_and(|text| text.contains("by the run"))
+    });
     let host_version = numbered_lines(10).replace("line 5\n", "line 5 by the host\n");
     host.write("conf.txt", &host_version);
     host.commit_all("host change");

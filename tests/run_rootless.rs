@@ -88,6 +88,27 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         "the command ran under the channel's agent:\n{told}"
     );
 
+    // The run's /work was an overlay of the project (nothing copied), and
+    // nothing of it is left: the scratch folder holds a folder only the
+    // user namespace may remove.
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("copying the project"),
+        "{}",
+        describe(&out)
+    );
+    let runs: Vec<_> = std::fs::read_dir(project.join(".ah/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    for left in ["work", "upper", "overlay"] {
+        assert!(
+            !runs[0].join(left).exists(),
+            "{left} is left in {}",
+            runs[0].display()
+        );
+    }
+
     let made = project.join("made.txt");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n");
     assert_eq!(

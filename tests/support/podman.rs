@@ -206,3 +206,31 @@ impl TestUser {
         drop(lock);
     }
 }
+
+/// Where a test sees the files of the run `run`'s `/work`: its work copy, or
+/// for an overlay `/work` the merged view, through the root of the run's
+/// container (the tests run as root).
+///
+/// # Panics
+/// If the run has neither a work copy nor a running container.
+pub fn work_view(run: &Path) -> PathBuf {
+    let copy = run.join("work");
+    if copy.exists() {
+        return copy;
+    }
+    let id = run
+        .file_name()
+        .unwrap_or_else(|| panic!("{} names no run", run.display()))
+        .to_string_lossy();
+    let out = Command::new("podman")
+        .args(["inspect", "--format", "{{.State.Pid}}", &format!("ah-{id}")])
+        .output()
+        .unwrap_or_else(|e| panic!("podman inspect: {e}"));
+    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && pid != "0",
+        "run {id} has no work copy and no running container: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(format!("/proc/{pid}/root/work"))
+}

@@ -6,6 +6,7 @@
 
 pub mod artifacts;
 pub mod outputs;
+pub mod overlay;
 pub mod patch;
 pub mod policy;
 pub mod restore;

@@ -113,6 +113,7 @@ pub fn restore(
         baseline,
         head,
         withheld: copied.withheld,
+        overlay: None,
     })
 }
 

@@ -17,21 +17,24 @@ mod view;
 pub use finish::RunResult;
 pub use rules::{HostTool, StepRules};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use git2::Oid;
 use serde_json::Value;
 
+use super::overlay;
 use super::policy::{self, Policy, Reason, Violation};
 use super::rundir::{RunDir, StepRecord, ViolationRecord};
-use super::shadow::{self, ShadowRepo};
+use super::shadow::{self, Layers, ShadowRepo, StatCache, StepCommit};
 use super::{Change, workspace};
 use ah_llm::ToolDef;
 use ah_llm::models::EditFormat;
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::egress::EgressDecision;
+use ah_sandbox::podman::OverlayDirs;
 use ah_sandbox::{Backend, BackendKind, capture};
+use ah_tools::fs_beneath::dir::DirHandle;
 use ah_tools::{self as tools, OutputLimits, ToolOutput};
 use rules::Route;
 use view::ExecView;
@@ -95,6 +98,9 @@ pub struct Start {
     pub head: Oid,
     /// Relative to the project root, sorted.
     pub withheld: Vec<String>,
+    /// Where the container's `/work` is an overlay of the project: its
+    /// folders. `None` for a work copy.
+    pub overlay: Option<overlay::Overlay>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -125,6 +131,9 @@ pub struct Run {
     limits: OutputLimits,
     bash_timeout: u64,
     disk_budget: DiskBudget,
+    overlay: Option<overlay::Overlay>,
+    /// What earlier steps of an overlay run hashed.
+    stat_cache: StatCache,
 }
 
 impl Run {
@@ -147,6 +156,41 @@ impl Run {
             baseline,
             head: baseline,
             withheld: copied.withheld,
+            overlay: None,
+        })
+    }
+
+    /// Prepares a run whose container mounts `/work` as an overlay of
+    /// `project`: nothing is copied, the baseline is read from the project
+    /// itself, and what the container must not see is hidden (see
+    /// [`crate::overlay`]). The backend is started with the returned
+    /// folders.
+    pub fn prepare_overlay(
+        project: &Path,
+        dir: &RunDir,
+        policy: &Policy,
+    ) -> Result<Start, RunError> {
+        let shadow = ShadowRepo::init(&dir.shadow_dir(), project)
+            .map_err(|e| RunError::Shadow(e.to_string()))?;
+        let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+        let baseline = shadow
+            .project_baseline(project, &withhold)
+            .map_err(|e| RunError::Shadow(e.to_string()))?;
+        let dirs = OverlayDirs {
+            upper: dir.upper_dir(),
+            work: dir.overlay_scratch_dir(),
+        };
+        overlay::prepare(project, &dirs, &baseline.hidden)
+            .map_err(|e| RunError::Copy(format!("could not prepare the overlay work copy: {e}")))?;
+        Ok(Start {
+            shadow,
+            baseline: baseline.commit,
+            head: baseline.commit,
+            withheld: baseline.withheld,
+            overlay: Some(overlay::Overlay {
+                project: project.to_path_buf(),
+                dirs,
+            }),
         })
     }
 
@@ -176,6 +220,8 @@ impl Run {
             limits: OutputLimits::default(),
             bash_timeout: ah_tools::bash::DEFAULT_TIMEOUT,
             disk_budget: DiskBudget::default(),
+            overlay: start.overlay,
+            stat_cache: StatCache::default(),
         }
     }
 
@@ -255,19 +301,25 @@ impl Run {
             (Some(read_only), true) => read_only.as_ref(),
             _ => self.backend.as_ref(),
         };
+        let root = self.work_root().await;
         let view = ExecView {
-            root: self.dir.work_dir(),
+            root: root
+                .as_ref()
+                .map_or_else(|_| self.dir.work_dir(), Clone::clone),
             backend,
             policy: &self.policy,
             limits: self.limits,
             bash_timeout: self.bash_timeout,
             full_output: self.dir.step_file(step, "out"),
         };
-        let mut output = match self.poisoned.as_ref().or(self.limit.as_ref()) {
-            Some(reason) => ToolOutput::error(format!(
+        let mut output = match (self.poisoned.as_ref().or(self.limit.as_ref()), &root) {
+            (Some(reason), _) => ToolOutput::error(format!(
                 "[ah: not run: the run is stopped because {reason}; make no more tool calls]"
             )),
-            None => match self.rules.route(name) {
+            (None, Err(err)) => ToolOutput::error(format!(
+                "[ah: not run: the sandbox's files cannot be reached: {err}]"
+            )),
+            (None, Ok(_)) => match self.rules.route(name) {
                 Route::Builtin => tools::call(name, input, &view).await,
                 Route::Host(tool) => rules::call_host(tool.as_ref(), input),
                 Route::Refused(why) => ToolOutput::error(why),
@@ -289,7 +341,8 @@ impl Run {
             egress: self.backend.take_egress(),
         };
         if output.may_change_files {
-            self.commit_step(step, name, &mut output, &mut outcome);
+            let root = self.work_root().await;
+            self.commit_step(step, name, root, &mut output, &mut outcome);
         }
         outcome.output = output;
         outcome.head = self.head.to_string();
@@ -338,12 +391,28 @@ impl Run {
         &mut self,
         step: u32,
         name: &str,
+        root: std::io::Result<PathBuf>,
         output: &mut ToolOutput,
         outcome: &mut StepOutcome,
     ) {
         let message = format!("step {step}: {name}");
         let limit = shadow::MAX_FILE_BYTES;
-        let committed = match self.shadow.commit_step(self.head, &message, limit) {
+        let root = match root {
+            Ok(root) => root,
+            // Nothing can be checked or undone without the files.
+            Err(err) => {
+                let why = format!(
+                    "step {step} could not be checked: the sandbox's files cannot be reached: {err}"
+                );
+                output.is_error = true;
+                output
+                    .content
+                    .push_str(&format!("\n[ah: the run is stopped: {why}]"));
+                self.poisoned = Some(why);
+                return;
+            }
+        };
+        let committed = match self.record(&root, &message, limit) {
             Ok(committed) => committed,
             // Fails closed: what cannot be recorded cannot be checked, so
             // the step is undone (or the run poisoned when it cannot be).
@@ -385,7 +454,7 @@ impl Run {
                     reason: Reason::ReadOnly,
                 }));
             }
-            violations.extend(self.check_commit(commit, &outcome.changes));
+            violations.extend(self.check_commit(&root, commit, &outcome.changes));
             if violations.is_empty() {
                 self.head = commit;
                 outcome.commit = Some(commit.to_string());
@@ -397,18 +466,51 @@ impl Run {
         }
     }
 
+    /// Where the host reaches the files of `/work` now: the work copy, or
+    /// the merged view of an overlay (valid until the next command).
+    async fn work_root(&self) -> std::io::Result<PathBuf> {
+        match &self.overlay {
+            Some(_) => self.backend.work_root().await,
+            None => Ok(self.dir.work_dir()),
+        }
+    }
+
+    /// Records the step's files on the last accepted commit: from the
+    /// overlay's upper folder and merged view `root`, or by a walk of the
+    /// work copy.
+    fn record(&mut self, root: &Path, message: &str, limit: u64) -> Result<StepCommit, String> {
+        let Some(overlay) = &self.overlay else {
+            return self
+                .shadow
+                .commit_step(self.head, message, limit)
+                .map_err(|e| e.to_string());
+        };
+        // An undo goes through the merged view too.
+        self.shadow.rebind(root);
+        let merged = DirHandle::open_root(root)
+            .map_err(|e| format!("cannot open the sandbox's merged work tree: {e}"))?;
+        let upper = DirHandle::open_root(&overlay.dirs.upper)
+            .map_err(|e| format!("cannot open the overlay's upper folder: {e}"))?;
+        let layers = Layers {
+            merged: &merged,
+            upper: &upper,
+        };
+        self.shadow
+            .commit_layered_step(self.head, message, &layers, &mut self.stat_cache, limit)
+            .map_err(|e| e.to_string())
+    }
+
     /// The policy check of a step's commit; symlinks are read from the commit.
-    fn check_commit(&self, commit: Oid, changes: &[Change]) -> Vec<Violation> {
-        let work_dir = self.dir.work_dir();
+    fn check_commit(&self, work_dir: &Path, commit: Oid, changes: &[Change]) -> Vec<Violation> {
         match self.shadow.committed_links(commit) {
             Ok(links) => self
                 .policy
-                .check_changes(&work_dir, changes, &|path| links.target(path)),
+                .check_changes(work_dir, changes, &|path| links.target(path)),
             // Fails closed: every change counts as a link that cannot be read.
             Err(err) => {
                 let err = err.to_string();
                 self.policy
-                    .check_changes(&work_dir, changes, &|_| Err(err.clone()))
+                    .check_changes(work_dir, changes, &|_| Err(err.clone()))
             }
         }
     }

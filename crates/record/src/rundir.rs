@@ -125,6 +125,17 @@ impl RunDir {
         self.path.join("work")
     }
 
+    /// An overlay run's upper folder: every change its container made.
+    pub fn upper_dir(&self) -> PathBuf {
+        self.path.join("upper")
+    }
+
+    /// An overlay run's scratch folder, which the overlay needs beside
+    /// `upper/`.
+    pub fn overlay_scratch_dir(&self) -> PathBuf {
+        self.path.join("overlay")
+    }
+
     pub fn shadow_dir(&self) -> PathBuf {
         self.path.join("shadow.git")
     }

@@ -33,26 +33,30 @@
 
 mod baseline;
 mod checkout;
+mod layered;
 mod links;
 mod pack;
+mod project;
 mod restore;
 mod revert;
+mod seed;
 mod stage;
 #[cfg(test)]
 mod tests;
+mod treediff;
 
+pub use layered::{Layers, StatCache};
 pub use links::CommittedLinks;
+pub use project::ProjectBaseline;
 pub use revert::Reverted;
 
 use std::path::{Path, PathBuf};
 
-use git2::{
-    Commit, Delta, DiffOptions, FileMode, Oid, Repository, RepositoryInitOptions, Signature, Tree,
-};
+use git2::{Commit, Oid, Repository, RepositoryInitOptions, Signature, Tree};
 
+use super::Change;
 use super::safe_text::path_safe;
 use super::tree::scan::Refused;
-use super::{Change, ChangeKind};
 
 const COMMITTER_NAME: &str = "ah";
 const COMMITTER_EMAIL: &str = "ah@localhost";
@@ -157,6 +161,9 @@ pub struct ShadowRepo {
     repo: Repository,
     git_dir: PathBuf,
     work_dir: PathBuf,
+    /// The index of an overlay run's baseline, being written on a thread
+    /// (see [`ShadowRepo::write_index_later`]).
+    index_writer: std::sync::Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
 }
 
 impl std::fmt::Debug for ShadowRepo {
@@ -239,7 +246,47 @@ impl ShadowRepo {
             repo,
             git_dir: git_dir.to_path_buf(),
             work_dir: work_dir.to_path_buf(),
+            index_writer: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Writes an index of `entries` on a thread: only a staging of the whole
+    /// tree (an undo) needs it, as its stat cache, and it costs a large
+    /// project a few hundred milliseconds that the run's start need not wait
+    /// for. Staging waits for it ([`ShadowRepo::settle_index`]).
+    pub(super) fn write_index_later(&self, entries: Vec<git2::IndexEntry>) {
+        let git_dir = self.git_dir.clone();
+        let writer = std::thread::spawn(move || -> Result<(), String> {
+            let repo = Repository::open_bare(&git_dir).map_err(|e| e.to_string())?;
+            let mut index = repo.index().map_err(|e| e.to_string())?;
+            index.clear().map_err(|e| e.to_string())?;
+            for entry in entries {
+                index.add(&entry).map_err(|e| e.to_string())?;
+            }
+            index.write().map_err(|e| e.to_string())
+        });
+        if let Ok(mut slot) = self.index_writer.lock() {
+            *slot = Some(writer);
+        }
+    }
+
+    /// Waits for an index being written on a thread; one that failed is
+    /// left empty, so the next staging reads every file (slower, as right).
+    pub(super) fn settle_index(&self) -> Result<(), ShadowError> {
+        let writer = self
+            .index_writer
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take());
+        let Some(writer) = writer else {
+            return Ok(());
+        };
+        if !matches!(writer.join(), Ok(Ok(()))) {
+            let mut index = self.repo.index().map_err(self.err("opening the index"))?;
+            index.clear().map_err(self.err("emptying the index"))?;
+            index.write().map_err(self.err("saving the index"))?;
+        }
+        Ok(())
     }
 
     /// Commits the whole work tree as the run's first commit. The project's
@@ -311,6 +358,12 @@ impl ShadowRepo {
         self.tree_changes(&from, &to)
     }
 
+    /// Points the repo at the work tree `work_dir` from now on (an overlay
+    /// run's merged view, which moves when its container restarts).
+    pub fn rebind(&mut self, work_dir: &Path) {
+        self.work_dir = work_dir.to_path_buf();
+    }
+
     /// The shadow repo's git directory.
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
@@ -331,13 +384,7 @@ impl ShadowRepo {
     }
 
     fn tree_changes(&self, from: &Tree<'_>, to: &Tree<'_>) -> Result<Vec<Change>, ShadowError> {
-        let mut opts = DiffOptions::new();
-        opts.include_typechange(true);
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(from), Some(to), Some(&mut opts))
-            .map_err(self.err("comparing trees"))?;
-        Ok(diff.deltas().filter_map(to_change).collect())
+        treediff::changes(&self.repo, from, to).map_err(self.err("comparing trees"))
     }
 
     /// Writes a commit without moving any reference; the branch is moved by
@@ -391,20 +438,4 @@ fn git_error(git_dir: &Path, what: &'static str, source: git2::Error) -> ShadowE
         what,
         source,
     }
-}
-
-/// One tree-diff entry as a [`Change`]. Type changes (file to link and back)
-/// and mode-only changes are modifications.
-fn to_change(delta: git2::DiffDelta<'_>) -> Option<Change> {
-    let (kind, file) = match delta.status() {
-        Delta::Added => (ChangeKind::Added, delta.new_file()),
-        Delta::Deleted => (ChangeKind::Deleted, delta.old_file()),
-        _ => (ChangeKind::Modified, delta.new_file()),
-    };
-    let path = file.path_bytes()?;
-    Some(Change {
-        path: String::from_utf8_lossy(path).into_owned(),
-        kind,
-        symlink: kind != ChangeKind::Deleted && delta.new_file().mode() == FileMode::Link,
-    })
 }

@@ -47,6 +47,11 @@ pub trait Backend: Send + Sync {
     /// whole process group is killed and `timed_out` is set.
     async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput>;
 
+    /// Where the host reaches the files commands see at `/work`: the work
+    /// copy, or for an overlay `/work` its merged view (see
+    /// `podman::merged`). Valid until the next command runs.
+    async fn work_root(&self) -> std::io::Result<std::path::PathBuf>;
+
     /// What the network proxy decided since the last call, oldest first
     /// (nothing for a backend without one).
     fn take_egress(&self) -> Vec<egress::EgressDecision> {

@@ -75,6 +75,10 @@ impl Backend for NoneBackend {
         })
     }
 
+    async fn work_root(&self) -> io::Result<PathBuf> {
+        Ok(self.work_dir.clone())
+    }
+
     async fn shutdown(&self) -> io::Result<()> {
         Ok(())
     }

@@ -17,7 +17,7 @@ use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
 use crate::time_travel::files::{self as time_travel, Origin};
-use ah_record::run::{Run, RunResult};
+use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
 use ah_record::safe_text::terminal_safe;
 use ah_sandbox::disk::DiskBudget;
@@ -57,6 +57,7 @@ pub(crate) async fn start_run(
         args.backend.as_str(),
         setup.model_name
     ));
+    let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -64,6 +65,7 @@ pub(crate) async fn start_run(
         &setup.ah_dir,
         &dir,
         &setup.policy,
+        overlay,
         front,
     )?;
     if !start.withheld.is_empty() {
@@ -75,10 +77,15 @@ pub(crate) async fn start_run(
     }
     let backend: Box<dyn Backend> = match args.backend {
         BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
-        BackendKind::Podman => Box::new(start_podman(args, setup, &dir, false, front).await?),
+        BackendKind::Podman => {
+            let backend = start_podman(args, setup, &dir, &start, false, front).await?;
+            Box::new(backend)
+        }
     };
     let read_only = match (args.backend, read_only_sandbox) {
-        (BackendKind::Podman, true) => Some(start_podman(args, setup, &dir, true, front).await?),
+        (BackendKind::Podman, true) => {
+            Some(start_podman(args, setup, &dir, &start, true, front).await?)
+        }
         _ => None,
     };
     let mut run = Run::attach(
@@ -107,6 +114,7 @@ async fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
+    start: &Start,
     read_only: bool,
     front: &mut dyn Front,
 ) -> Result<podman::PodmanBackend> {
@@ -114,7 +122,15 @@ async fn start_podman(
         true => format!("{}-ro", dir.id()),
         false => dir.id().to_string(),
     };
-    let mut options = podman::PodmanOptions::new(&name, &dir.work_dir());
+    let mut options = match &start.overlay {
+        Some(overlay) => {
+            let mut options = podman::PodmanOptions::new(&name, &overlay.project);
+            options.overlay = Some(overlay.dirs.clone());
+            options.network_log = dir.path().join("network.log");
+            options
+        }
+        None => podman::PodmanOptions::new(&name, &dir.work_dir()),
+    };
     options.image = setup.image.clone();
     options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);
@@ -129,6 +145,31 @@ async fn start_podman(
         front.notice(&format!("note: {note}"));
     }
     Ok(backend)
+}
+
+/// Whether the run's `/work` is an overlay of the project (podman, an
+/// agent run: `ah work` keeps a copy, which its read-only phases mount
+/// read-only) rather than a copy. Where podman cannot mount the project or
+/// the run directory, the run copies, and says so.
+fn use_overlay(
+    args: &RunOptions,
+    read_only_sandbox: bool,
+    project: &Path,
+    dir: &RunDir,
+    front: &mut dyn Front,
+) -> bool {
+    if args.backend != BackendKind::Podman || read_only_sandbox {
+        return false;
+    }
+    let paths = [project.to_path_buf(), dir.path().to_path_buf()];
+    if let Some(bad) = paths.iter().find(|p| !podman::can_mount(p)) {
+        front.notice(&format!(
+            "copying the project into the sandbox: podman cannot mount {} as an overlay              (a path with ':' or ','), which would spare the copy",
+            terminal_safe(&bad.display().to_string())
+        ));
+        return false;
+    }
+    true
 }
 
 /// Where the model's commands run, as its prompt tells it.

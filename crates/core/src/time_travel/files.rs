@@ -116,6 +116,7 @@ enum Previous {
 /// Prepares the run `dir`'s work copy (without what `policy` withholds)
 /// and shadow repo, and says where the files came from. With `no_restore`,
 /// the run starts from the project whatever the session says.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn prepare_files(
     session: &Session,
     no_restore: bool,
@@ -123,6 +124,7 @@ pub(crate) fn prepare_files(
     ah_dir: &Path,
     dir: &RunDir,
     policy: &Policy,
+    overlay: bool,
     front: &mut dyn Front,
 ) -> Result<(Start, Origin)> {
     let mut place = Place {
@@ -130,6 +132,7 @@ pub(crate) fn prepare_files(
         ah_dir,
         dir,
         policy,
+        overlay,
         front,
     };
     if let Some(message_id) = session.context(WORKSPACE_AT_KEY)? {
@@ -148,7 +151,7 @@ pub(crate) fn prepare_files(
     match previous(session, ah_dir)? {
         Previous::InProject => return place.fresh(),
         Previous::Rejected { run_id, decision } => {
-            let start = Run::prepare(project, dir, policy)?;
+            let start = place.project_files()?;
             place.front.notice(&format!(
                 "files: the project's current files (the changes of run {run_id} were {decision})"
             ));
@@ -219,6 +222,9 @@ struct Place<'a> {
     ah_dir: &'a Path,
     dir: &'a RunDir,
     policy: &'a Policy,
+    /// The project's current files are the lower layer of an overlay
+    /// `/work`, not copied.
+    overlay: bool,
     /// Where the user is told where the files came from.
     front: &'a mut dyn Front,
 }
@@ -226,10 +232,16 @@ struct Place<'a> {
 impl Place<'_> {
     /// The project's current files.
     fn fresh(&self) -> Result<(Start, Origin)> {
-        Ok((
-            Run::prepare(self.project, self.dir, self.policy)?,
-            Origin::Project,
-        ))
+        Ok((self.project_files()?, Origin::Project))
+    }
+
+    /// A start from the project's current files: an overlay of the project,
+    /// or a copy of it.
+    fn project_files(&self) -> Result<Start> {
+        Ok(match self.overlay {
+            true => Run::prepare_overlay(self.project, self.dir, self.policy)?,
+            false => Run::prepare(self.project, self.dir, self.policy)?,
+        })
     }
 
     /// Restores the files of `at` (the message `message_id`, for the reason

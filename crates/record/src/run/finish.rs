@@ -35,6 +35,37 @@ pub struct RunResult {
 }
 
 impl Run {
+    /// The lower layer of an overlay is the live project: a file the user
+    /// changed during the run showed through to the commands until the run
+    /// changed it. Where that happened to a file the run also changed, the
+    /// user is told: the agent may have worked on the newer version, and
+    /// the patch may carry the user's change too.
+    fn project_moved(&self, project: &std::path::Path) -> Option<String> {
+        let changed: Vec<String> = self
+            .shadow
+            .changes_between(self.baseline, self.head)
+            .ok()?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        let moved = match self.shadow.differs_from(self.baseline, project, &changed) {
+            Ok(moved) => moved,
+            Err(err) => {
+                return Some(format!(
+                    "the project could not be compared with the run's start: {err}"
+                ));
+            }
+        };
+        (!moved.is_empty()).then(|| {
+            format!(
+                "the project changed during the run where the run changed it too ({}): the agent \
+                 may have worked on the newer version, and the patch may show that change as well; \
+                 review it before applying",
+                moved.join(", ")
+            )
+        })
+    }
+
     /// Stops the backend, writes `session.patch`, copies the added files out
     /// as artifacts and removes the work copy (the shadow repo keeps every
     /// step). Only a patch that cannot be built is an error: the rest are
@@ -77,7 +108,13 @@ impl Run {
                 warnings.push(format!("the run's new files were not copied out: {err}"));
                 ArtifactReport::default()
             });
-        let work = self.dir.work_dir();
+        if let Some(overlay) = &self.overlay {
+            warnings.extend(self.project_moved(&overlay.project));
+        }
+        let work = match &self.overlay {
+            Some(overlay) => overlay.dirs.upper.clone(),
+            None => self.dir.work_dir(),
+        };
         if let Err(err) = std::fs::remove_dir_all(&work) {
             warnings.push(format!(
                 "the work copy {} could not be removed: {err}",

@@ -14,12 +14,14 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::time::SystemTime;
 
-use git2::Tree;
+use git2::{IndexEntry, Tree};
 
 use super::pack::BlobPacker;
+use super::seed::Seed;
 use super::stage::{file_size, index_entry};
 use super::{ShadowError, ShadowRepo};
-use crate::tree::scan::{self, Limits, Refused, Untracked, Visit};
+use crate::tree::scan::{self, Limits, Refused, Tracked, Untracked, Visit};
+use ah_tools::fs_beneath::dir::DirHandle;
 
 /// Regular files up to this size are read whole and packed; larger ones are
 /// streamed into loose objects, so memory stays small.
@@ -33,11 +35,54 @@ impl ShadowRepo {
     /// Stages every file of the work tree into an empty index, saves it,
     /// and returns its tree with the entries that cannot be recorded.
     pub(super) fn stage_baseline(&self) -> Result<(Tree<'_>, Vec<Refused>), ShadowError> {
-        let started = SystemTime::now();
+        self.stage_baseline_in(&self.open_work()?, &Untracked, None)
+    }
+
+    /// Stages every file under `root` that `tracked` does not hide into an
+    /// empty index, taking the object ids `seed` vouches for instead of
+    /// reading those files.
+    pub(super) fn stage_baseline_in(
+        &self,
+        root: &DirHandle,
+        tracked: &dyn Tracked,
+        seed: Option<&Seed>,
+    ) -> Result<(Tree<'_>, Vec<Refused>), ShadowError> {
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
         // Whatever an earlier attempt left is dropped: every path found is
         // an addition.
         index.clear().map_err(self.err("emptying the index"))?;
+        let (entries, mut refused) = self.read_baseline(root, tracked, seed)?;
+        // Added once the packs are in place: the index checks that each
+        // entry's blob exists.
+        for entry in entries {
+            if let Err(e) = index.add(&entry) {
+                refused.push(Refused {
+                    path: entry.path,
+                    why: format!("git cannot record it: {}", e.message()),
+                });
+            }
+        }
+        index.write().map_err(self.err("saving the index"))?;
+        let tree = index
+            .write_tree()
+            .map_err(self.err("writing the index's tree"))?;
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(self.err("reading the index's tree"))?;
+        Ok((tree, refused))
+    }
+
+    /// Reads every file under `root` that `tracked` does not hide: their
+    /// blobs are written (packed), their index entries returned, with the
+    /// entries that cannot be recorded.
+    pub(super) fn read_baseline(
+        &self,
+        root: &DirHandle,
+        tracked: &dyn Tracked,
+        seed: Option<&Seed>,
+    ) -> Result<(Vec<IndexEntry>, Vec<Refused>), ShadowError> {
+        let started = SystemTime::now();
         let pack_err = |source| ShadowError::Pack {
             git_dir: self.git_dir.clone(),
             source,
@@ -46,12 +91,21 @@ impl ShadowRepo {
             BlobPacker::new(&self.repo).map_err(self.err("opening the object database"))?;
         let mut entries = Vec::new();
         let mut data = Vec::new();
-        let root = self.open_work()?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(self.err("opening the object database"))?;
         let walk = scan::walk(
-            &root,
-            &Untracked,
+            root,
+            tracked,
             Limits::within(BASELINE_SECONDS),
             &mut |visit: Visit<'_>| -> Result<(), ShadowError> {
+                if !visit.link
+                    && let Some(id) = seed.and_then(|s| s.lookup(&odb, visit.path, &visit.stat))
+                {
+                    entries.push(index_entry(&visit.stat, id, visit.path, false, started));
+                    return Ok(());
+                }
                 if !visit.link && file_size(&visit.stat) <= PACKED_FILE_MAX {
                     let stage_err = |source| ShadowError::Stage {
                         path: self.work_dir.join(OsStr::from_bytes(visit.path)),
@@ -77,25 +131,6 @@ impl ShadowRepo {
             },
         )?;
         packer.finish().map_err(pack_err)?;
-        let mut refused = walk.refused;
-        // Added once the packs are in place: the index checks that each
-        // entry's blob exists.
-        for entry in entries {
-            if let Err(e) = index.add(&entry) {
-                refused.push(Refused {
-                    path: entry.path,
-                    why: format!("git cannot record it: {}", e.message()),
-                });
-            }
-        }
-        index.write().map_err(self.err("saving the index"))?;
-        let tree = index
-            .write_tree()
-            .map_err(self.err("writing the index's tree"))?;
-        let tree = self
-            .repo
-            .find_tree(tree)
-            .map_err(self.err("reading the index's tree"))?;
-        Ok((tree, refused))
+        Ok((entries, walk.refused))
     }
 }

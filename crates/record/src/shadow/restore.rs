@@ -28,6 +28,16 @@ impl ShadowRepo {
         let from = source.join("objects");
         let to = self.git_dir.join("objects");
         let mut taken = 0;
+        // An overlay run's baseline lives in the project's object store.
+        let alternates = from.join("info").join("alternates");
+        if let Ok(text) = fs::read_to_string(&alternates) {
+            for line in text
+                .lines()
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            {
+                self.add_alternate(Path::new(line))?;
+            }
+        }
         for entry in read_dir(&from)? {
             let entry = entry.map_err(io_error(&from))?;
             let name = entry.file_name();

@@ -87,6 +87,7 @@ impl ShadowRepo {
     /// `max_file_bytes` and refused entries left out), saves it, and writes
     /// its tree.
     pub(super) fn stage_all(&self, max_file_bytes: u64) -> Result<Staged<'_>, ShadowError> {
+        self.settle_index()?;
         let started = SystemTime::now();
         let mut index = self.repo.index().map_err(self.err("opening the index"))?;
         index.read(false).map_err(self.err("reading the index"))?;
@@ -243,7 +244,7 @@ fn mode_of(stat: &Stat, link: bool) -> u32 {
 }
 
 /// Whether `entry` still describes the file whose stat data is `stat`.
-fn stat_matches(entry: &IndexEntry, stat: &Stat, link: bool) -> bool {
+pub(super) fn stat_matches(entry: &IndexEntry, stat: &Stat, link: bool) -> bool {
     // The index format keeps 32-bit fields; compared truncated alike.
     entry.ctime.seconds() == stat.st_ctime as i32
         && entry.ctime.nanoseconds() == stat.st_ctime_nsec as u32

@@ -3,6 +3,7 @@
 mod attacks;
 mod baseline;
 mod hostile;
+mod layered;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

@@ -57,6 +57,12 @@ pub trait Tracked {
     fn file(&self, path: &[u8]) -> bool;
     /// Whether anything below the folder `path` is tracked.
     fn dir(&self, path: &[u8]) -> bool;
+    /// Whether the entry at `path` is not part of the tree at all, whatever
+    /// it is (a project's own `.git`, a file the read policy withholds):
+    /// passed over as if absent.
+    fn hidden(&self, _path: &[u8], _kind: Kind) -> bool {
+        false
+    }
 }
 
 /// Nothing tracked (the baseline).
@@ -169,7 +175,7 @@ pub fn walk<E: From<WalkError>>(
         };
         for (name, kind) in entries {
             let path = join(&folder.path, &name);
-            if folder.path.is_empty() && name == b".ah" {
+            if folder.path.is_empty() && name == b".ah" || tracked.hidden(&path, kind) {
                 continue;
             }
             let ignored = folder.ignored || chain.ignores(&path, kind == Kind::Dir);
@@ -246,7 +252,7 @@ pub fn oversized_rules(name: &[u8], stat: &Stat, link: bool) -> Option<String> {
 }
 
 /// Why an entry cannot be recorded, if it cannot.
-fn refusal(name: &[u8], path: &[u8], depth: usize, limits: &Limits) -> Option<String> {
+pub(crate) fn refusal(name: &[u8], path: &[u8], depth: usize, limits: &Limits) -> Option<String> {
     if is_git_name(name) {
         return Some("git refuses a file or folder of this name".to_string());
     }

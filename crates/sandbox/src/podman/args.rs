@@ -183,6 +183,8 @@ pub struct RunSpec<'a> {
     pub ulimits: Ulimits,
     pub work_dir: &'a Path,
     pub read_only_work: bool,
+    /// Mount `/work` as an overlay of `work_dir` with these folders.
+    pub overlay: Option<&'a super::OverlayDirs>,
     /// The execute-only copy of the host's catatonit ([`find_init`]; see
     /// `init`).
     pub init: &'a Path,
@@ -241,8 +243,18 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     for (name, value) in spec.env {
         push(&format!("--env={name}={value}"));
     }
-    let work_mode = if spec.read_only_work { ":ro" } else { ":rw" };
-    args.push(volume(spec.work_dir, ah_tools::path::WORK, work_mode));
+    let work_mode = match spec.overlay {
+        Some(dirs) => {
+            let mut mode = OsString::from(":O,upperdir=");
+            mode.push(dirs.upper.as_os_str());
+            mode.push(",workdir=");
+            mode.push(dirs.work.as_os_str());
+            mode
+        }
+        None if spec.read_only_work => ":ro".into(),
+        None => ":rw".into(),
+    };
+    args.push(volume(spec.work_dir, ah_tools::path::WORK, &work_mode));
     args.push(volume(spec.init, INIT_PATH, ":ro"));
     if let Some(agent) = spec.agent {
         args.push(volume(agent, AGENT_PATH, ":ro"));
@@ -257,12 +269,12 @@ pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
     args
 }
 
-fn volume(host: &Path, target: &str, mode: &str) -> OsString {
+fn volume(host: &Path, target: &str, mode: impl AsRef<std::ffi::OsStr>) -> OsString {
     let mut arg = OsString::from("--volume=");
     arg.push(host.as_os_str());
     arg.push(":");
     arg.push(target);
-    arg.push(mode);
+    arg.push(mode.as_ref());
     arg
 }
 

@@ -64,6 +64,11 @@ impl PodmanBackend {
         use_channel: bool,
     ) -> std::io::Result<ExecOutput> {
         let mut turn = Arc::clone(&self.turns).lock_owned().await;
+        // No merged view of an overlay /work is held while a command runs
+        // (a restart would find its mount still in use): see `merged`.
+        if let Some(merged) = self.merged.lock().await.as_mut() {
+            merged.release();
+        }
         if self.restarted.swap(false, Ordering::SeqCst) {
             // The restart ended the agent with everything else.
             turn.channel = None;

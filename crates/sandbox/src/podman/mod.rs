@@ -16,6 +16,7 @@ mod commands;
 mod env;
 mod exec;
 mod init;
+mod merged;
 mod network;
 mod oom;
 mod program;
@@ -41,6 +42,12 @@ pub use args::{
 pub use env::{Withheld, container_env, is_secret_name};
 pub use exec::OUTPUT_CAP;
 pub use program::Podman;
+
+/// Whether `path` can be a podman volume's source (an overlay's folders
+/// included).
+pub fn can_mount(path: &Path) -> bool {
+    mountable(path).is_ok()
+}
 pub use stale::RUN_LABEL;
 
 /// The image runs use unless told otherwise.
@@ -99,6 +106,9 @@ pub struct PodmanOptions {
     pub ulimits: Ulimits,
     /// Mount `/work` read-only (for phases that must not write).
     pub read_only_work: bool,
+    /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
+    /// project, never written) and whose changes go to these folders.
+    pub overlay: Option<OverlayDirs>,
     pub network: NetworkMode,
     /// What the proxy may reach ([`NetworkMode::Proxy`]).
     pub allow: Allowlist,
@@ -126,6 +136,7 @@ impl PodmanOptions {
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
             read_only_work: false,
+            overlay: None,
             network: NetworkMode::None,
             allow: Allowlist::default(),
             network_log: work_dir.with_file_name("network.log"),
@@ -133,6 +144,15 @@ impl PodmanOptions {
             ah_executable: None,
         }
     }
+}
+
+/// The folders of an overlay `/work` besides its lower layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayDirs {
+    /// Receives every change the container makes.
+    pub upper: PathBuf,
+    /// The overlay's own scratch folder (same file system as `upper`).
+    pub work: PathBuf,
 }
 
 /// A running container for one run.
@@ -156,6 +176,9 @@ pub struct PodmanBackend {
     oom: Option<oom::OomCounter>,
     /// The memory limit, as given (`4g`), to name in a command's result.
     memory: String,
+    /// An overlay `/work`: its folders, and its merged view once opened.
+    overlay: Option<OverlayDirs>,
+    merged: Mutex<Option<merged::Merged>>,
     /// The init the container runs (and runs again on a restart).
     _init: init::ExecOnly,
     /// The agent's `ah` (started again when the channel breaks).
@@ -201,6 +224,11 @@ impl PodmanBackend {
             return Err(PodmanError::BadRunId(opts.run_id.clone()));
         }
         let work_meta = mountable(&opts.work_dir)?;
+        if let Some(dirs) = &opts.overlay {
+            for dir in [&dirs.upper, &dirs.work] {
+                mountable(dir)?;
+            }
+        }
         let init = init::ExecOnly::copy(&find_init().ok_or(PodmanError::InitMissing)?, "ah-init")
             .map_err(|source| PodmanError::Io {
             what: "make the execute-only copy of the init",
@@ -250,6 +278,7 @@ impl PodmanBackend {
             ulimits: opts.ulimits.clamped(&HostLimits::read()),
             work_dir: &opts.work_dir,
             read_only_work: opts.read_only_work,
+            overlay: opts.overlay.as_ref(),
             init: init.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),
             rootless: is_rootless,
@@ -299,6 +328,8 @@ impl PodmanBackend {
             egress,
             oom,
             memory: opts.memory.clone(),
+            overlay: opts.overlay.clone(),
+            merged: Mutex::new(None),
             _init: init,
             _agent: agent,
             stopped: AtomicBool::new(false),
@@ -323,10 +354,35 @@ impl PodmanBackend {
             .unwrap_or_default()
     }
 
-    /// Removes the container; safe to call twice.
+    /// Where the host reaches `/work`: the work copy, or the merged view
+    /// of an overlay (opened again after a restart).
+    pub async fn work_root(&self) -> std::io::Result<PathBuf> {
+        if self.overlay.is_none() {
+            return Ok(self.work_dir.clone());
+        }
+        // Not while a command, or the end of a cancelled one, may restart
+        // the container.
+        let _turn = self.turns.lock().await;
+        let mut merged = self.merged.lock().await;
+        if let Some(open) = merged.as_mut()
+            && open.alive()
+        {
+            return open.path();
+        }
+        *merged = None;
+        let open = merged.insert(merged::Merged::open(&self.podman, &self.container).await?);
+        open.path()
+    }
+
+    /// Removes the container (and an overlay's scratch folder); safe to
+    /// call twice.
     pub async fn shutdown(&self) -> Result<(), PodmanError> {
+        *self.merged.lock().await = None;
         remove_container(&self.podman, &self.container).await?;
         self.stopped.store(true, Ordering::Relaxed);
+        if let Some(dirs) = &self.overlay {
+            remove_scratch(&self.podman, &dirs.work).await?;
+        }
         Ok(())
     }
 }
@@ -362,6 +418,10 @@ impl Backend for PodmanBackend {
         PodmanBackend::exec(self, command, timeout).await
     }
 
+    async fn work_root(&self) -> std::io::Result<PathBuf> {
+        PodmanBackend::work_root(self).await
+    }
+
     fn take_egress(&self) -> Vec<EgressDecision> {
         PodmanBackend::take_egress(self)
     }
@@ -395,6 +455,40 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
     }
 }
 
+/// Removes an overlay's scratch folder. Rootless, the kernel leaves a
+/// folder in it that belongs to the container's root, which only the user
+/// namespace may remove (`podman unshare`).
+async fn remove_scratch(podman: &Podman, dir: &Path) -> Result<(), PodmanError> {
+    if !rootless() {
+        return match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PodmanError::Io {
+                what: "remove the overlay's scratch folder",
+                source: e,
+            }),
+            _ => Ok(()),
+        };
+    }
+    let output = podman
+        .command()
+        .args(["unshare", "rm", "-rf", "--"])
+        .arg(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman unshare",
+            source,
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(PodmanError::Command {
+            what: "unshare rm",
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
 /// The user-mode network stack `--network full` uses: slirp4netns (podman
 /// 4.3's rootless default), else pasta.
 fn user_network() -> Result<&'static str, PodmanError> {
@@ -409,10 +503,11 @@ fn user_network() -> Result<&'static str, PodmanError> {
 
 /// Checks that `path` is a directory whose name `-v` can carry.
 fn mountable(path: &Path) -> Result<std::fs::Metadata, PodmanError> {
-    if path.as_os_str().as_encoded_bytes().contains(&b':') {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes.contains(&b':') || bytes.contains(&b',') {
         return Err(PodmanError::BadPath {
             path: path.to_path_buf(),
-            reason: "podman volume paths cannot contain ':'",
+            reason: "podman volume paths cannot contain ':' or ','",
         });
     }
     match std::fs::metadata(path) {

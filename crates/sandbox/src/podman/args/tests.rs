@@ -16,6 +16,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
         },
         work_dir: work,
         read_only_work: false,
+        overlay: None,
         init: Path::new("/usr/bin/catatonit"),
         agent: Some(Path::new("/tmp/ah-agent-x/ah")),
         rootless: false,
@@ -78,6 +79,23 @@ fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
     assert!(args.contains(&"--userns=keep-id".to_string()));
     assert!(!args.iter().any(|a| a.starts_with("--user=")));
     assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
+}
+
+#[test]
+fn an_overlay_work_names_its_lower_upper_and_scratch_folders() {
+    let dirs = crate::podman::OverlayDirs {
+        upper: "/r/upper".into(),
+        work: "/r/overlay".into(),
+    };
+    let mut spec = spec(Path::new("/project"));
+    spec.overlay = Some(&dirs);
+    let args = strings(&run_args(&spec));
+    assert!(
+        args.contains(
+            &"--volume=/project:/work:O,upperdir=/r/upper,workdir=/r/overlay".to_string()
+        ),
+        "{args:?}"
+    );
 }
 
 #[test]

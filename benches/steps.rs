@@ -146,10 +146,7 @@ fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration)> {
     let started = Instant::now();
     let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
     let shadow = ShadowRepo::init(&run.join("shadow.git"), project).expect("init");
-    let baseline = shadow
-        .project_baseline(project, &withhold)
-        .expect("baseline");
-    overlay::prepare(project, &dirs, &baseline.hidden).expect("upper folder");
+    let laid = overlay::lay(&shadow, project, &dirs, &withhold).expect("overlay");
     let prepare = started.elapsed();
 
     std::fs::create_dir(&merged).expect("mkdir");
@@ -163,7 +160,7 @@ fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration)> {
             merged.display()
         ),
     );
-    let mut head = baseline.commit;
+    let mut head = laid.baseline;
     let mut cache = StatCache::default();
     let mut times = Vec::new();
     for step in 0..STEPS {

@@ -173,20 +173,16 @@ impl Run {
         let shadow = ShadowRepo::init(&dir.shadow_dir(), project)
             .map_err(|e| RunError::Shadow(e.to_string()))?;
         let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
-        let baseline = shadow
-            .project_baseline(project, &withhold)
-            .map_err(|e| RunError::Shadow(e.to_string()))?;
         let dirs = OverlayDirs {
             upper: dir.upper_dir(),
             work: dir.overlay_scratch_dir(),
         };
-        overlay::prepare(project, &dirs, &baseline.hidden)
-            .map_err(|e| RunError::Copy(format!("could not prepare the overlay work copy: {e}")))?;
+        let laid = overlay::lay(&shadow, project, &dirs, &withhold).map_err(RunError::Copy)?;
         Ok(Start {
             shadow,
-            baseline: baseline.commit,
-            head: baseline.commit,
-            withheld: baseline.withheld,
+            baseline: laid.baseline,
+            head: laid.baseline,
+            withheld: laid.withheld,
             overlay: Some(overlay::Overlay {
                 project: project.to_path_buf(),
                 dirs,

@@ -166,6 +166,16 @@ pub struct ShadowRepo {
     index_writer: std::sync::Mutex<Option<std::thread::JoinHandle<Result<(), String>>>>,
 }
 
+impl Drop for ShadowRepo {
+    /// An index still being written is finished, so no `index.lock` is
+    /// left behind in the run's record.
+    fn drop(&mut self) {
+        if let Some(writer) = self.index_writer.get_mut().ok().and_then(Option::take) {
+            let _ = writer.join();
+        }
+    }
+}
+
 impl std::fmt::Debug for ShadowRepo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShadowRepo")

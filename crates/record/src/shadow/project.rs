@@ -1,16 +1,13 @@
 //! The baseline of an overlay run, read from the project itself: the work
 //! copy is not copied first, so the baseline walks the project (the
 //! overlay's lower layer) with the same rules as any baseline, passes over
-//! what the container will not see (the project's `.git`, the files the read
-//! policy withholds), and takes the object ids the project's own index
+//! what the container will not see ([`crate::overlay::survey`]), and takes the object ids the project's own index
 //! vouches for ([`super::seed`]). Nothing in the project is written: what
 //! cannot be recorded is returned to be hidden from the container instead of
 //! being removed.
 
-use std::cell::RefCell;
-use std::path::Path;
-
 use std::collections::{HashMap, HashSet};
+use std::path::Path;
 
 use git2::{IndexEntry, Oid, Tree};
 
@@ -23,22 +20,16 @@ use ah_tools::fs_beneath::dir::{DirHandle, Kind};
 #[derive(Debug)]
 pub struct ProjectBaseline {
     pub commit: Oid,
-    /// Paths to hide from the container, relative to the project: its
-    /// `.git` and `.ah`, the withheld files, and entries git cannot record.
-    pub hidden: Vec<Vec<u8>>,
-    /// The withheld files and links, relative to the project.
-    pub withheld: Vec<String>,
+    /// Entries git cannot record, relative to the project: to be hidden
+    /// from the container as well.
+    pub refused: Vec<Vec<u8>>,
 }
 
-/// The project as the baseline sees it: nothing tracked yet, and what the
-/// container will not see passed over (and remembered).
-struct ProjectView<'a> {
-    withhold: &'a dyn Fn(&Path) -> bool,
-    hidden: RefCell<Vec<Vec<u8>>>,
-    withheld: RefCell<Vec<String>>,
-}
+/// The project as the baseline sees it: nothing tracked yet, and its own
+/// `.git` passed over.
+struct ProjectView;
 
-impl Tracked for ProjectView<'_> {
+impl Tracked for ProjectView {
     fn file(&self, _: &[u8]) -> bool {
         false
     }
@@ -47,34 +38,19 @@ impl Tracked for ProjectView<'_> {
         false
     }
 
-    fn hidden(&self, path: &[u8], kind: Kind) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let hide = if path == b".git" {
-            true
-        } else if matches!(kind, Kind::File | Kind::Link)
-            && (self.withhold)(Path::new(std::ffi::OsStr::from_bytes(path)))
-        {
-            self.withheld
-                .borrow_mut()
-                .push(String::from_utf8_lossy(path).into_owned());
-            true
-        } else {
-            false
-        };
-        if hide {
-            self.hidden.borrow_mut().push(path.to_vec());
-        }
-        hide
+    fn hidden(&self, path: &[u8], _kind: Kind) -> bool {
+        path == b".git"
     }
 }
 
 impl ShadowRepo {
-    /// Takes the baseline commit from `project`, leaving out what
-    /// `withhold` names (asked with paths relative to the project).
+    /// Takes the baseline commit from `project`, leaving out the entries
+    /// `hidden` names once it is done reading (relative to the project: see
+    /// [`crate::overlay::survey`], which may run meanwhile).
     pub fn project_baseline(
         &self,
         project: &Path,
-        withhold: &dyn Fn(&Path) -> bool,
+        hidden: impl FnOnce() -> Result<HashSet<Vec<u8>>, String>,
     ) -> Result<ProjectBaseline, ShadowError> {
         // Without the project's objects, every file is hashed.
         let repo = ProjectRepo::open(project).filter(|r| self.add_alternate(&r.objects).is_ok());
@@ -82,13 +58,14 @@ impl ShadowRepo {
             path: project.to_path_buf(),
             source,
         })?;
-        let view = ProjectView {
-            withhold,
-            hidden: RefCell::new(vec![b".ah".to_vec()]),
-            withheld: RefCell::new(Vec::new()),
-        };
-        let (entries, mut refused) =
-            self.read_baseline(&root, &view, repo.as_ref().map(|r| &r.seed))?;
+        let (mut entries, mut refused) =
+            self.read_baseline(&root, &ProjectView, repo.as_ref().map(|r| &r.seed))?;
+        let hidden = hidden().map_err(|why| ShadowError::WorkDir {
+            path: project.to_path_buf(),
+            source: std::io::Error::other(why),
+        })?;
+        entries.retain(|e| !hidden.contains(&e.path));
+        refused.retain(|r| !hidden.contains(&r.path));
         let tree = self.tree_of(&entries, &mut refused)?;
         let commit = self.commit(&tree, "baseline", &[])?;
         let refused_paths: HashSet<&[u8]> = refused.iter().map(|r| r.path.as_slice()).collect();
@@ -98,16 +75,9 @@ impl ShadowRepo {
             .collect();
         drop(refused_paths);
         self.write_index_later(kept);
-        let mut hidden = view.hidden.into_inner();
-        hidden.extend(refused.into_iter().map(|r| r.path));
-        hidden.sort();
-        hidden.dedup();
-        let mut withheld = view.withheld.into_inner();
-        withheld.sort();
         Ok(ProjectBaseline {
             commit,
-            hidden,
-            withheld,
+            refused: refused.into_iter().map(|r| r.path).collect(),
         })
     }
 
@@ -134,9 +104,7 @@ impl ShadowRepo {
             .and_then(|odb| odb.add_disk_alternate(objects))
             .map_err(self.err("adding the project's objects"))
     }
-}
 
-impl ShadowRepo {
     /// The tree of `entries`, written folder by folder, deepest first; an
     /// entry git refuses is added to `refused`. (An index would give the
     /// same tree, at several times the cost for a large project.)

@@ -1,7 +1,9 @@
 //! Recording an overlay work copy from its upper folder gives the same
 //! trees as a full walk of the merged view, step after step, on a real
-//! overlay mount (needs root to mount; skipped, with a note, without it).
+//! overlay mount (needs root to mount; skipped, with a note, without it),
+//! and what the container must not see of the project stays hidden.
 
+use std::collections::HashSet;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -74,6 +76,14 @@ fn mounted() -> Option<Mounted> {
     })
 }
 
+/// Takes `repo`'s baseline from the project and makes the upper folder, as
+/// a run does; returns the withheld files.
+fn hide(repo: &ShadowRepo, m: &Mounted, withhold: &(dyn Fn(&Path) -> bool + Sync)) -> Vec<String> {
+    overlay::lay(repo, &m.project, &m.dirs, withhold)
+        .unwrap()
+        .withheld
+}
+
 fn mount(m: &Mounted) {
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
@@ -104,8 +114,7 @@ fn steps_recorded_from_the_upper_folder_match_a_full_walk_of_the_merged_view() {
         return;
     };
     let layered = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
-    let baseline = layered.project_baseline(&m.project, &|_| false).unwrap();
-    overlay::prepare(&m.project, &m.dirs, &baseline.hidden).unwrap();
+    hide(&layered, &m, &|_| false);
     mount(&m);
     let full = ShadowRepo::init(&m.root.join("full.git"), &m.merged).unwrap();
     full.baseline().unwrap();
@@ -187,13 +196,31 @@ fn the_container_does_not_see_what_the_baseline_hides() {
     write(&m.project.join(".env"), "KEY=secret\n");
     write(&m.project.join(".git/config"), "[core]\n");
     write(&m.project.join(".ah/runs/x"), "state\n");
+    write(
+        &m.project.join("target/.env"),
+        "KEY=also withheld, in an ignored folder\n",
+    );
+    let socket = std::os::unix::net::UnixListener::bind(m.project.join("tmp.sock")).unwrap();
+    let fifo = m.project.join("target/pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
     let repo = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
-    let withhold = |p: &Path| p == Path::new(".env");
-    let baseline = repo.project_baseline(&m.project, &withhold).unwrap();
-    assert_eq!(baseline.withheld, [".env"]);
-    overlay::prepare(&m.project, &m.dirs, &baseline.hidden).unwrap();
+    let withhold = |p: &Path| p.file_name().is_some_and(|n| n == ".env");
+    assert_eq!(hide(&repo, &m, &withhold), [".env", "target/.env"]);
     mount(&m);
-    for hidden in [".env", ".git", ".ah"] {
+    for hidden in [
+        ".env",
+        ".git",
+        ".ah",
+        "target/.env",
+        "tmp.sock",
+        "target/pipe",
+    ] {
         assert!(
             fs::symlink_metadata(m.merged.join(hidden)).is_err(),
             "{hidden} is visible"
@@ -201,6 +228,7 @@ fn the_container_does_not_see_what_the_baseline_hides() {
         assert!(m.project.join(hidden).exists(), "{hidden} left the project");
     }
     assert!(m.merged.join("README.md").exists());
+    drop(socket);
 }
 
 #[test]
@@ -209,8 +237,7 @@ fn a_project_ignored_file_a_step_unignores_stays_out_of_the_record() {
         return;
     };
     let repo = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
-    let baseline = repo.project_baseline(&m.project, &|_| false).unwrap();
-    overlay::prepare(&m.project, &m.dirs, &baseline.hidden).unwrap();
+    hide(&repo, &m, &|_| false);
     mount(&m);
     write(&m.merged.join(".gitignore"), "target/\n");
     let merged = DirHandle::open_root(&m.merged).unwrap();
@@ -268,7 +295,10 @@ fn git_project(files: &[(&str, &[u8])]) -> (tempfile::TempDir, PathBuf) {
 /// same project hashed whole (no repository to vouch for anything).
 fn seeded_and_hashed(project: &Path, root: &Path) -> (git2::Oid, git2::Oid) {
     let seeded = ShadowRepo::init(&root.join("seeded.git"), project).unwrap();
-    let commit = seeded.project_baseline(project, &|_| false).unwrap().commit;
+    let commit = seeded
+        .project_baseline(project, || Ok(HashSet::new()))
+        .unwrap()
+        .commit;
     let seeded_tree = seeded.commit_tree(commit).unwrap().id();
     let copy = root.join("copy");
     crate::workspace::copy_project(project, &copy, &|_| false).unwrap();

@@ -133,7 +133,12 @@ impl RunDir {
     /// An overlay run's scratch folder, which the overlay needs beside
     /// `upper/`.
     pub fn overlay_scratch_dir(&self) -> PathBuf {
-        self.path.join("overlay")
+        Self::overlay_scratch_of(&self.path)
+    }
+
+    /// The overlay scratch folder of the run directory `run`.
+    pub fn overlay_scratch_of(run: &Path) -> PathBuf {
+        run.join("overlay")
     }
 
     pub fn shadow_dir(&self) -> PathBuf {

@@ -133,6 +133,12 @@ fn freed_bytes(dir: &Path) -> Result<u64> {
 /// (in the work copy of a run that crashed); they are made writable and the
 /// removal is tried once more.
 fn remove(dir: &Path) -> Result<()> {
+    // A crashed podman run's overlay scratch folder holds a folder only
+    // the user namespace may remove; what fails shows in the removal below.
+    let scratch = RunDir::overlay_scratch_of(dir);
+    if scratch.exists() {
+        let _ = ah_sandbox::podman::remove_scratch(&scratch);
+    }
     match fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

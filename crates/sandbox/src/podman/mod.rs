@@ -381,7 +381,13 @@ impl PodmanBackend {
         remove_container(&self.podman, &self.container).await?;
         self.stopped.store(true, Ordering::Relaxed);
         if let Some(dirs) = &self.overlay {
-            remove_scratch(&self.podman, &dirs.work).await?;
+            let dir = dirs.work.clone();
+            tokio::task::spawn_blocking(move || remove_scratch(&dir))
+                .await
+                .map_err(|e| PodmanError::Io {
+                    what: "remove the overlay's scratch folder",
+                    source: std::io::Error::other(e),
+                })??;
         }
         Ok(())
     }
@@ -455,10 +461,11 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
     }
 }
 
-/// Removes an overlay's scratch folder. Rootless, the kernel leaves a
-/// folder in it that belongs to the container's root, which only the user
-/// namespace may remove (`podman unshare`).
-async fn remove_scratch(podman: &Podman, dir: &Path) -> Result<(), PodmanError> {
+/// Removes an overlay's scratch folder (blocking: also for `ah runs prune`,
+/// where a crashed run left one). Rootless, the kernel leaves a folder in it
+/// that belongs to the container's root, which only the user namespace may
+/// remove (`podman unshare`).
+pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
     if !rootless() {
         return match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PodmanError::Io {
@@ -468,13 +475,12 @@ async fn remove_scratch(podman: &Podman, dir: &Path) -> Result<(), PodmanError> 
             _ => Ok(()),
         };
     }
-    let output = podman
-        .command()
+    let output = Podman::find()?
+        .std_command()
         .args(["unshare", "rm", "-rf", "--"])
         .arg(dir)
         .stdin(std::process::Stdio::null())
         .output()
-        .await
         .map_err(|source| PodmanError::Io {
             what: "run podman unshare",
             source,

@@ -168,10 +168,10 @@ async fn answer_turn(
     }
     let mut first_chunk = true;
     for (pause, frames) in segments {
-        tokio::time::sleep(pause).await;
+        pace(pause).await;
         for chunk in chunks(&frames, turn.chunk_size) {
             if !first_chunk {
-                tokio::time::sleep(turn.delay).await;
+                pace(turn.delay).await;
             }
             first_chunk = false;
             if http::write_chunk(out, &chunk).await.is_err() {
@@ -180,6 +180,15 @@ async fn answer_turn(
         }
     }
     finish && http::write_last_chunk(out).await.is_ok()
+}
+
+/// Waits `pause`; no pause at all when it is zero (tokio's timer would still
+/// wait for its next tick, a millisecond, and a reply of twenty events would
+/// take twenty of them).
+async fn pace(pause: Duration) {
+    if !pause.is_zero() {
+        tokio::time::sleep(pause).await;
+    }
 }
 
 /// The body chunks for `frames`: one per frame, or fixed-size byte slices of

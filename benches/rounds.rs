@@ -1,0 +1,243 @@
+//! What ah itself costs around the model, measured on the real binary
+//! against the tests' mock model server:
+//!
+//! - per tool round: a run of K `bash true` rounds against a run of one,
+//!   `--backend none`; (wall time of K − wall time of 1) / (K − 1) is one
+//!   round (a model request and its answer, the step, its records), and
+//!   the same less the step's own `duration_ms` is ah's overhead;
+//! - start → first model request: from spawning `ah` to the mock receiving
+//!   the first request, `--backend none` against podman (skipped, with a
+//!   message, where podman or its image is missing).
+//!
+//! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
+//! measures another build (an older commit, say) with the same harness.
+
+// The tests' mock model server, as a module of its own folder so that its
+// submodules are found beside it.
+#[path = "../tests/support"]
+mod support {
+    #[allow(dead_code)]
+    pub mod mock;
+}
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::mock::{MockServer, Reply, Turn};
+
+/// Tool rounds of the long run.
+const ROUNDS: usize = 20;
+/// Runs of each kind; the spread shows the noise.
+const REPEATS: usize = 7;
+
+fn main() {
+    if which::which("git").is_err() {
+        eprintln!("rounds bench: `git` is needed (apt-get install git)");
+        std::process::exit(1);
+    }
+    let ah = std::env::var_os("AH_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ah")));
+    println!("ah: {}", ah.display());
+    per_round(&ah);
+    start_to_first_request(&ah);
+}
+
+/// A project with a few files, committed, and a home of its own.
+struct Project {
+    root: tempfile::TempDir,
+}
+
+impl Project {
+    fn new() -> Project {
+        let root = tempfile::tempdir().expect("temp dir");
+        let project = root.path().join("project");
+        std::fs::create_dir_all(project.join("src")).expect("project dir");
+        std::fs::create_dir_all(root.path().join("home")).expect("home dir");
+        for i in 0..20 {
+            let body = format!("fn f{i}() -> u32 {{ {i} }}\n").repeat(20);
+            std::fs::write(project.join(format!("src/f{i}.rs")), body).expect("write");
+        }
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &["commit", "-q", "-m", "initial"],
+        ] {
+            let status = Command::new("git")
+                .args(args)
+                .current_dir(&project)
+                .env("GIT_AUTHOR_NAME", "Bench")
+                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+                .env("GIT_COMMITTER_NAME", "Bench")
+                .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+                .status()
+                .expect("run git");
+            assert!(status.success(), "git {args:?} failed");
+        }
+        Project { root }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    /// `ah` with `backend` and the model at `mock`, output captured.
+    fn command(&self, ah: &Path, mock: &MockServer, backend: &str) -> Command {
+        let mut command = Command::new(ah);
+        command
+            .current_dir(self.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.root.path().join("home"))
+            .env("ANTHROPIC_BASE_URL", mock.url())
+            .env("ANTHROPIC_API_KEY", "bench-key")
+            .env("NO_COLOR", "1")
+            .args(["--backend", backend, "--review", "never", "--new", "bench"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// One run of `ah` with `backend`, the model at `mock`, to the end.
+    fn run(&self, ah: &Path, mock: &MockServer, backend: &str) {
+        let out = self.command(ah, mock, backend).output().expect("run ah");
+        check(&out, backend);
+    }
+
+    /// The sum of the steps' own `duration_ms` in the newest run.
+    fn step_time(&self) -> Duration {
+        let runs = self.path().join(".ah/runs");
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&runs)
+            .expect("runs dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        dirs.sort();
+        let steps = dirs.last().expect("a run").join("steps");
+        let mut total = 0;
+        for entry in std::fs::read_dir(steps).expect("steps dir").flatten() {
+            let path = entry.path();
+            if path.to_string_lossy().ends_with(".meta.json") {
+                let meta: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).expect("read meta"))
+                        .expect("meta is JSON");
+                total += meta["duration_ms"].as_u64().unwrap_or_default();
+            }
+        }
+        Duration::from_millis(total)
+    }
+}
+
+/// Stops the bench when a run failed: its times would mean nothing.
+fn check(out: &Output, backend: &str) {
+    if !out.status.success() {
+        panic!(
+            "ah --backend {backend} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `rounds` calls of `bash true N` (each its own, so that loop detection
+/// stays out of it), then "done".
+fn script(rounds: usize) -> Vec<Turn> {
+    let mut turns: Vec<Turn> = (1..=rounds)
+        .map(|i| {
+            Turn::reply(Reply::new().tool_use(
+                format!("toolu_{i}"),
+                "bash",
+                json!({"command": format!("true {i}")}),
+            ))
+        })
+        .collect();
+    turns.push(Turn::reply(Reply::new().text("done")));
+    turns
+}
+
+/// Wall time of one run of `rounds` rounds, and its steps' own time.
+fn timed_run(ah: &Path, rounds: usize) -> (Duration, Duration) {
+    let project = Project::new();
+    let mock = MockServer::start(script(rounds));
+    let started = Instant::now();
+    project.run(ah, &mock, "none");
+    (started.elapsed(), project.step_time())
+}
+
+fn per_round(ah: &Path) {
+    let mut round = Vec::new();
+    let mut overhead = Vec::new();
+    // One run of each to warm the page cache.
+    timed_run(ah, 1);
+    for _ in 0..REPEATS {
+        let (long, long_steps) = timed_run(ah, ROUNDS);
+        let (short, short_steps) = timed_run(ah, 1);
+        let extra = (ROUNDS - 1) as u32;
+        let per = long.saturating_sub(short) / extra;
+        let steps = long_steps.saturating_sub(short_steps) / extra;
+        round.push(per);
+        overhead.push(per.saturating_sub(steps));
+    }
+    println!("per tool round, --backend none ({ROUNDS} rounds vs 1, {REPEATS} times):");
+    println!("  round (request, step, records)  {}", spread(&mut round));
+    println!(
+        "  ah's overhead (round − step)    {}",
+        spread(&mut overhead)
+    );
+}
+
+/// From spawning `ah` to the mock's first request, for a run whose model
+/// answers at once without a tool call.
+fn first_request(ah: &Path, backend: &str) -> Duration {
+    let project = Project::new();
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let started = Instant::now();
+    let child = project
+        .command(ah, &mock, backend)
+        .spawn()
+        .expect("spawn ah");
+    mock.wait_for_requests(1, Duration::from_secs(120));
+    let first = started.elapsed();
+    check(&child.wait_with_output().expect("wait for ah"), backend);
+    first
+}
+
+fn start_to_first_request(ah: &Path) {
+    println!("start → first model request ({REPEATS} runs each):");
+    let mut none: Vec<Duration> = (0..REPEATS).map(|_| first_request(ah, "none")).collect();
+    println!("  --backend none    {}", spread(&mut none));
+    if let Some(why) = podman_missing() {
+        println!("  --backend podman  skipped: {why}");
+        return;
+    }
+    // The first podman run of a while pays for a cold podman.
+    first_request(ah, "podman");
+    let mut podman: Vec<Duration> = (0..REPEATS).map(|_| first_request(ah, "podman")).collect();
+    println!("  --backend podman  {}", spread(&mut podman));
+}
+
+/// Why the podman runs cannot be measured here, if they cannot.
+fn podman_missing() -> Option<String> {
+    let Ok(podman) = which::which("podman") else {
+        return Some("podman is not installed".to_string());
+    };
+    let image = "localhost/ah-sandbox:latest";
+    let exists = Command::new(podman)
+        .args(["image", "exists", image])
+        .status()
+        .is_ok_and(|s| s.success());
+    (!exists).then(|| format!("the image {image} is missing (`ah image build` makes it)"))
+}
+
+/// `min / median / max`, in milliseconds.
+fn spread(times: &mut [Duration]) -> String {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!(
+        "min {:6.1} ms  median {:6.1} ms  max {:6.1} ms",
+        ms(times[0]),
+        ms(times[times.len() / 2]),
+        ms(times[times.len() - 1])
+    )
+}

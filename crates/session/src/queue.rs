@@ -285,15 +285,11 @@ impl Queue {
     }
 }
 
-/// Opens the queue file at `path`. Commits are not synced one by one (WAL
-/// with `synchronous = NORMAL`): the queue is short-lived traffic between
-/// processes, and a power cut loses at most the last messages, never the
-/// file.
+/// Opens the queue file at `path`. Commits are not synced one by one (see
+/// `schema`): the queue is short-lived traffic between processes, and a
+/// power cut loses at most the last messages, never the file.
 fn open_db(path: &Path) -> Result<Connection> {
-    let conn = schema::open_with(path, MIGRATIONS)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|e| classify(path, e))?;
-    Ok(conn)
+    schema::open_with(path, MIGRATIONS)
 }
 
 /// The lock row, if any.

@@ -1,6 +1,6 @@
 //! Opening a session database (and its queue, `super::queue`): connection
-//! settings (WAL, foreign keys, busy timeout) and schema migrations keyed by
-//! `PRAGMA user_version`.
+//! settings (WAL without a sync per commit, foreign keys, busy timeout) and
+//! schema migrations keyed by `PRAGMA user_version`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -90,6 +90,16 @@ fn configure(conn: &Connection, path: &Path) -> Result<()> {
             mode,
         });
     }
+    // Commits are not synced one by one, only at checkpoints (WAL with
+    // `synchronous = NORMAL`). A crash of ah, SIGKILL mid-step included,
+    // loses nothing committed: the WAL is in the kernel's cache. A power
+    // cut may lose the last transactions, never the file's consistency.
+    // SQLite's default (FULL) syncs every commit: about eight fsyncs per
+    // tool round (a message, its tool results and the events are each a
+    // transaction), for a durability against power loss that the rest of
+    // the run's record (step files, shadow repo) does not have either.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sql)?;
     conn.pragma_update(None, "foreign_keys", true).map_err(sql)
 }
 

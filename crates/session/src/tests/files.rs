@@ -163,3 +163,13 @@ fn hot_queries_use_indexes_not_table_scans() {
         assert!(scans.is_empty(), "table scan in {sql}: {plan:?}");
     }
 }
+
+#[test]
+fn commits_are_synced_at_checkpoints_not_one_by_one() {
+    let (_dir, session) = new_session();
+    let synchronous: i64 = session
+        .conn
+        .query_row("PRAGMA synchronous", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(synchronous, 1, "synchronous = NORMAL");
+}

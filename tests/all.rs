@@ -44,6 +44,7 @@ mod run_podman;
 mod run_rootless;
 mod session_resolve;
 mod sessions;
+mod start_podman;
 mod switch;
 mod terminal_safe;
 mod text_protocol;

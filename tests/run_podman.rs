@@ -558,9 +558,12 @@ fn no_container_is_left_after_a_run() {
     let mock = MockServer::start(script(vec![bash(&wait_for_test())]));
     let child = spawn_ah(&host, &mock, "never", "wait");
 
+    // The container starts while the model is asked; the step runs in it.
     mock.wait_for_requests(1, SYNC);
     let id = run_id(&host.run());
-    assert_ne!(containers_of(&podman, &id), "", "the run has a container");
+    wait_until("the run's container", SYNC, || {
+        !containers_of(&podman, &id).is_empty()
+    });
     go(&host);
     let out = child
         .wait_with_output()

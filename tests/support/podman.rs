@@ -209,10 +209,12 @@ impl TestUser {
 
 /// Where a test sees the files of the run `run`'s `/work`: its work copy, or
 /// for an overlay `/work` the merged view, through the root of the run's
-/// container (the tests run as root).
+/// container (the tests run as root). The container starts while the model
+/// is asked, so this waits (up to a minute) for it to be running.
 ///
 /// # Panics
-/// If the run has neither a work copy nor a running container.
+/// If the run has neither a work copy nor, within a minute, a running
+/// container.
 pub fn work_view(run: &Path) -> PathBuf {
     let copy = run.join("work");
     if copy.exists() {
@@ -222,15 +224,22 @@ pub fn work_view(run: &Path) -> PathBuf {
         .file_name()
         .unwrap_or_else(|| panic!("{} names no run", run.display()))
         .to_string_lossy();
-    let out = Command::new("podman")
-        .args(["inspect", "--format", "{{.State.Pid}}", &format!("ah-{id}")])
-        .output()
-        .unwrap_or_else(|e| panic!("podman inspect: {e}"));
-    let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && pid != "0",
-        "run {id} has no work copy and no running container: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pid = loop {
+        let out = Command::new("podman")
+            .args(["inspect", "--format", "{{.State.Pid}}", &format!("ah-{id}")])
+            .output()
+            .unwrap_or_else(|e| panic!("podman inspect: {e}"));
+        let pid = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && pid != "0" {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} has no work copy and no running container after a minute: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     PathBuf::from(format!("/proc/{pid}/root/work"))
 }

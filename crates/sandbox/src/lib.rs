@@ -1,8 +1,8 @@
 //! Where the model's commands run: the backends (rootless podman, or none:
-//! the host, in the work copy), the command channel into the container,
-//! the sandbox image and its build, the checks of `ah doctor`, the egress
-//! proxy, and the bounded capture of a command's output and of the run's
-//! disk use. What the commands change is
+//! the host, in the work copy) and the start of one in the background, the
+//! command channel into the container, the sandbox image and its build, the
+//! checks of `ah doctor`, the egress proxy, and the bounded capture of a
+//! command's output and of the run's disk use. What the commands change is
 //! recorded one layer up (`ah-record`).
 
 pub mod capture;
@@ -13,6 +13,7 @@ pub mod egress;
 pub mod image;
 pub mod none;
 pub mod podman;
+pub mod starting;
 
 use std::time::Duration;
 

@@ -1,9 +1,12 @@
 //! The two ends of every run: starting it (run directory, work copy,
-//! baseline, sandbox) and ending it (patch, manifest, egress report,
-//! review, the run's end event). Once the engine has run, the patch is
-//! always saved and the manifest written, whatever happens after.
+//! baseline, the sandbox's start in the background) and ending it (patch,
+//! manifest, egress report, review, the run's end event). Once the engine
+//! has run, the patch is always saved and the manifest written, whatever
+//! happens after; a run whose sandbox cannot start is taken back out of its
+//! session instead (see [`Before`]).
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use anyhow::Result;
@@ -22,9 +25,10 @@ use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, Review
 use ah_record::safe_text::terminal_safe;
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::none::NoneBackend;
+use ah_sandbox::starting::{StartError, Starting};
 use ah_sandbox::{Backend, BackendKind, podman};
 use ah_session::queue::SessionLock;
-use ah_session::{Session, Tokens, total_usage};
+use ah_session::{Session, Tokens, WORKSPACE_AT_KEY, total_usage};
 
 /// A run that has started, and what the end of the run needs of its start.
 pub(crate) struct Started {
@@ -33,16 +37,19 @@ pub(crate) struct Started {
     pub(crate) origin: Origin,
     /// Held while the run is live, so `ah runs prune` leaves it alone.
     pub(crate) live: LiveLock,
+    /// The run's containers, starting in the background.
+    pub(crate) sandbox: SandboxStart,
 }
 
 /// Makes the run directory, prepares the work copy and the baseline (the
 /// project's files, or those of the session's fork point: see
-/// `time_travel`) and starts the sandbox. With `read_only_sandbox`, the
-/// podman backend also gets a second container that mounts `/work`
-/// read-only, for steps whose rules make `/work` read-only (the none
-/// backend has no such mount: its read-only steps are undone when they
-/// change anything).
-pub(crate) async fn start_run(
+/// `time_travel`) and starts the sandbox in the background: the model is
+/// asked while the container starts, and the run's first command waits for
+/// it (see [`SandboxStart`]). With `read_only_sandbox`, the podman backend
+/// also gets a second container that mounts `/work` read-only, for steps
+/// whose rules make `/work` read-only (the none backend has no such mount:
+/// its read-only steps are undone when they change anything).
+pub(crate) fn start_run(
     args: &RunOptions,
     setup: &RunSetup,
     session: &Session,
@@ -75,18 +82,24 @@ pub(crate) async fn start_run(
             terminal_safe(&list)
         ));
     }
-    let backend: Box<dyn Backend> = match args.backend {
-        BackendKind::None => Box::new(NoneBackend::new(dir.work_dir())),
+    let notices = Notices::default();
+    let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
+        BackendKind::None => (
+            Box::new(NoneBackend::new(dir.work_dir())),
+            SandboxStart::default(),
+        ),
         BackendKind::Podman => {
-            let backend = start_podman(args, setup, &dir, &start, false, front).await?;
-            Box::new(backend)
+            let main = start_podman(args, setup, &dir, &start, false, &notices, front)?;
+            let read_only = read_only_sandbox
+                .then(|| start_podman(args, setup, &dir, &start, true, &notices, front))
+                .transpose()?;
+            let sandbox = SandboxStart {
+                main: Some(main.clone()),
+                read_only: read_only.clone(),
+                notices,
+            };
+            (Box::new(main), sandbox)
         }
-    };
-    let read_only = match (args.backend, read_only_sandbox) {
-        (BackendKind::Podman, true) => {
-            Some(start_podman(args, setup, &dir, &start, true, front).await?)
-        }
-        _ => None,
     };
     let mut run = Run::attach(
         dir,
@@ -95,8 +108,8 @@ pub(crate) async fn start_run(
         setup.policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
     );
-    if let Some(read_only) = read_only {
-        run.attach_read_only_backend(Box::new(read_only));
+    if let Some(read_only) = &sandbox.read_only {
+        run.attach_read_only_backend(Box::new(read_only.clone()));
     }
     run.set_output_limits(output_limits(&args.output_limits));
     if let Some(max_bytes) = args.sandbox.disk_budget {
@@ -106,18 +119,27 @@ pub(crate) async fn start_run(
         });
     }
     run.set_bash_timeout(args.bash_timeout.unwrap_or(ah_tools::bash::DEFAULT_TIMEOUT));
-    Ok(Started { run, origin, live })
+    Ok(Started {
+        run,
+        origin,
+        live,
+        sandbox,
+    })
 }
 
-/// The run's container; the read-only one is `ah-<run>-ro`.
-async fn start_podman(
+/// Configures the run's container (its network notes go to `front` now)
+/// and starts it in the background; the read-only one is `ah-<run>-ro`.
+/// The main container's start counts into `removed_stale` the containers of
+/// crashed runs it removed.
+fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     start: &Start,
     read_only: bool,
+    notices: &Notices,
     front: &mut dyn Front,
-) -> Result<podman::PodmanBackend> {
+) -> Result<Starting> {
     let name = match read_only {
         true => format!("{}-ro", dir.id()),
         false => dir.id().to_string(),
@@ -140,11 +162,137 @@ async fn start_podman(
     } else {
         network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     }
-    let backend = podman::PodmanBackend::start(&options).await?;
-    for note in backend.notes() {
-        front.notice(&format!("note: {note}"));
+    let notices = notices.clone();
+    Ok(Starting::spawn(BackendKind::Podman, async move {
+        let backend = podman::PodmanBackend::start(&options).await?;
+        let removed = backend.removed_stale().len();
+        notices.add(
+            backend
+                .notes()
+                .into_iter()
+                .map(|note| format!("note: {note}")),
+        );
+        if removed > 0 {
+            notices.add([format!(
+                "removed {removed} container(s) left by an earlier run that did not finish"
+            )]);
+        }
+        Ok::<_, podman::PodmanError>(backend)
+    }))
+}
+
+/// What the starts in the background have to say (a fallback, containers
+/// of crashed runs they removed), said once the run has waited for them.
+#[derive(Clone, Default)]
+pub(crate) struct Notices(Arc<Mutex<Vec<String>>>);
+
+impl Notices {
+    fn add(&self, notices: impl IntoIterator<Item = String>) {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.extend(notices);
     }
-    Ok(backend)
+
+    fn take(&self) -> Vec<String> {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::mem::take(&mut *held)
+    }
+}
+
+/// The run's containers while they start: the run stops on the first that
+/// fails ([`SandboxStart::failed`]), and learns how the starts ended before
+/// it finishes ([`SandboxStart::settled`]). Empty for the none backend.
+#[derive(Default)]
+pub(crate) struct SandboxStart {
+    main: Option<Starting>,
+    read_only: Option<Starting>,
+    notices: Notices,
+}
+
+impl SandboxStart {
+    /// Completes only if a container fails to start, with its error.
+    pub(crate) async fn failed(&self) -> StartError {
+        let failed = |start: &Option<Starting>| {
+            let start = start.clone();
+            async move {
+                match start {
+                    Some(start) => start.failed().await,
+                    None => std::future::pending().await,
+                }
+            }
+        };
+        tokio::select! {
+            err = failed(&self.main) => err,
+            err = failed(&self.read_only) => err,
+        }
+    }
+
+    /// Waits for every start; the first error, if one failed. What the
+    /// starts had to say goes to `front`.
+    pub(crate) async fn settled(&self, front: &mut dyn Front) -> Result<(), StartError> {
+        for start in [&self.main, &self.read_only].into_iter().flatten() {
+            start.ready().await?;
+        }
+        for notice in self.notices.take() {
+            front.notice(&notice);
+        }
+        Ok(())
+    }
+
+    /// Removes whatever the starts made, once they are over (for a run that
+    /// ends without finishing: its sandbox failed, or it could not begin).
+    pub(crate) async fn shutdown(&self, front: &mut dyn Front) {
+        for start in [&self.main, &self.read_only].into_iter().flatten() {
+            if let Err(err) = start.shutdown().await {
+                front.notice(&format!("warning: the sandbox could not be removed: {err}"));
+            }
+        }
+    }
+}
+
+/// The session as it was before the run wrote to it. A run whose sandbox
+/// cannot start is taken back out, as if it had never begun (as it never
+/// did when the sandbox started before the model was asked): its messages
+/// go, the model's answers among them, the head goes back and a fork point
+/// (`workspace_at`) stays for the next attempt.
+pub(crate) struct Before {
+    /// The session's last `@N` before the run.
+    pub(crate) seq: i64,
+    head: Option<String>,
+    workspace_at: Option<String>,
+}
+
+impl Before {
+    pub(crate) fn of(session: &Session) -> Result<Before> {
+        Ok(Before {
+            seq: session.last_seq()?,
+            head: session.head()?,
+            workspace_at: session.context(WORKSPACE_AT_KEY)?,
+        })
+    }
+
+    /// Removes what the run added and puts the head and the fork point back.
+    pub(crate) fn restore(&self, session: &mut Session) -> Result<()> {
+        let last = session.last_seq()?;
+        for seq in self.seq + 1..=last {
+            // A message of the run still there is the first of a branch.
+            if let Some(message) = session.message_at(seq)? {
+                session.remove_branch(&message.id, true)?;
+            }
+        }
+        if let Some(head) = &self.head {
+            session.set_head(head)?;
+        }
+        if let Some(at) = &self.workspace_at {
+            session.set_context(WORKSPACE_AT_KEY, at)?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether the run's `/work` is an overlay of the project (podman, an
@@ -164,7 +312,8 @@ fn use_overlay(
     let paths = [project.to_path_buf(), dir.path().to_path_buf()];
     if let Some(bad) = paths.iter().find(|p| !podman::can_mount(p)) {
         front.notice(&format!(
-            "copying the project into the sandbox: podman cannot mount {} as an overlay              (a path with ':' or ','), which would spare the copy",
+            "copying the project into the sandbox: podman cannot mount {} as an overlay \
+             (a path with ':' or ','), which would spare the copy",
             terminal_safe(&bad.display().to_string())
         ));
         return false;

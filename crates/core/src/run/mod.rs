@@ -1,12 +1,13 @@
 //! One run, from options to a handled patch, for every front-end: [`run`]
 //! settles configuration, policy and provider ([`settle`]), opens and locks
-//! the session, starts the run (time travel, network, sandbox: see
-//! `lifecycle`), runs an [`Engine`] (the single agent, or the work
-//! phases), closes the session's intake and finishes (patch, manifest,
-//! artifacts, egress report, review). Order matters for safety and for not
-//! losing work: everything that can be checked cheaply is checked before the
-//! project is copied; once the engine has run, the patch is always saved and
-//! the manifest written, whatever happens after.
+//! the session, starts the run (time travel, network, and the sandbox's
+//! start in the background: see `lifecycle`), runs an [`Engine`] (the
+//! single agent, or the work phases) while the sandbox starts, closes the
+//! session's intake and finishes (patch, manifest, artifacts, egress
+//! report, review). Order matters for safety and for not losing work:
+//! everything that can be checked cheaply is checked before the project is
+//! copied; once the engine has run, the patch is always saved and the
+//! manifest written, whatever happens after.
 //!
 //! What the user sees goes to the [`Front`]: events, the review, the image
 //! build's progress, the live keys. The front-end maps the [`Outcome`] to
@@ -47,7 +48,8 @@ pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
-use lifecycle::{Ending, Started, close_intake, finish_run, leave_session, start_run};
+use crate::time_travel;
+use lifecycle::{Before, Ending, Started, close_intake, finish_run, leave_session, start_run};
 use signals::SignalWatch;
 
 /// A mistake in what was asked (exit code 2 at the command line).
@@ -182,8 +184,11 @@ pub(crate) enum Driver {
     Work { max_rounds: u32 },
 }
 
-/// The run proper: prepare the work copy and the sandbox, run the engine,
-/// save the patch and the manifest, review.
+/// The run proper: prepare the work copy and start the sandbox, run the
+/// engine, save the patch and the manifest, review. The engine does not
+/// wait for the sandbox (its first command does); a sandbox that cannot
+/// start stops the engine wherever it is and ends the run with the start's
+/// error, the session as it was before (see `lifecycle::Before`).
 async fn run_in_session(
     options: &RunOptions,
     setup: &RunSetup,
@@ -194,7 +199,7 @@ async fn run_in_session(
     front: &mut dyn Front,
 ) -> Result<Outcome> {
     let started_at = std::time::SystemTime::now();
-    let seq_before = session.last_seq()?;
+    let before = Before::of(session)?;
     // Plan and check run read-only: the podman backend gets a second
     // container that mounts `/work` read-only for them.
     let read_only_sandbox = matches!(driver, Driver::Work { .. });
@@ -202,14 +207,16 @@ async fn run_in_session(
         mut run,
         origin,
         live: _live,
-    } = start_run(options, setup, session, read_only_sandbox, front).await?;
-    let ready = match driver {
-        Driver::Agent => Ready::Agent(agent::enter(options, setup, session, &run, &origin)?),
-        Driver::Work { max_rounds } => Ready::Work(work::enter(
-            options, setup, session, &run, max_rounds, front,
-        )),
+        sandbox,
+    } = start_run(options, setup, session, read_only_sandbox, front)?;
+    let entered = enter(options, setup, session, &run, &origin, driver, front);
+    let ready = match entered {
+        Ok(ready) => ready,
+        Err(err) => {
+            sandbox.shutdown(front).await;
+            return Err(err);
+        }
     };
-    front.show(&set_state(session, SessionState::Processing)?);
     let (signals, mut abort) = SignalWatch::start(lock, front.console());
     let controls = front.live(signals.controls(&abort, session.path()));
     let with = Drive {
@@ -221,22 +228,67 @@ async fn run_in_session(
         lock,
         front,
     };
-    let (reason, end) = match ready {
-        Ready::Agent(ready) => agent::drive(ready, with).await,
-        Ready::Work(config) => work::drive(config, with).await,
+    let engine = async move {
+        match ready {
+            Ready::Agent(ready) => agent::drive(ready, with).await,
+            Ready::Work(config) => work::drive(config, with).await,
+        }
+    };
+    // The failed start first: an engine that saw it would tell the model.
+    let driven = tokio::select! {
+        biased;
+        err = sandbox.failed() => Err(err),
+        driven = engine => Ok(driven),
     };
     // The review's prompts need the keys and the terminal's own mode.
     drop(controls);
     signals.loop_over();
+    let settled = match driven {
+        Ok(driven) => sandbox.settled(front).await.map(|()| driven),
+        Err(err) => Err(err),
+    };
+    let (reason, end) = match settled {
+        Ok(driven) => driven,
+        Err(err) => {
+            drop(run);
+            sandbox.shutdown(front).await;
+            if let Err(undo) = before.restore(session) {
+                front.notice(&format!(
+                    "warning: the run's messages could not be taken out of the session: {undo}"
+                ));
+            }
+            return Err(err.into());
+        }
+    };
     close_intake(session, lock, reason, front)?;
     let ending = Ending {
         options,
         setup,
         started_at,
-        seq_before,
+        seq_before: before.seq,
         restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, front).await
+}
+
+/// Enters the engine into its started run and marks the session busy.
+fn enter(
+    options: &RunOptions,
+    setup: &RunSetup,
+    session: &mut Session,
+    run: &Run,
+    origin: &time_travel::files::Origin,
+    driver: Driver,
+    front: &mut dyn Front,
+) -> Result<Ready> {
+    let ready = match driver {
+        Driver::Agent => Ready::Agent(agent::enter(options, setup, session, run, origin)?),
+        Driver::Work { max_rounds } => {
+            Ready::Work(work::enter(options, setup, session, run, max_rounds, front))
+        }
+    };
+    front.show(&set_state(session, SessionState::Processing)?);
+    Ok(ready)
 }
 
 /// What an engine drives a started run with.

@@ -1,10 +1,14 @@
 //! Settings of the sandbox and the tools taken from the command line, and
-//! the podman checks made before a run copies anything.
+//! the podman checks made before a run copies anything (while the rest of
+//! the run is settled).
 
 use anyhow::{Context, Result, bail};
 
+use tokio::task::JoinHandle;
+
 use super::{Front, OutputLimit, SandboxOptions, UlimitKind};
-use ah_sandbox::{image, podman};
+use ah_sandbox::image::{self, ImageError};
+use ah_sandbox::podman;
 use ah_tools::OutputLimits;
 
 /// The output caps, defaults overridden by `--output-limit`.
@@ -43,28 +47,47 @@ pub fn runtime(args: &SandboxOptions) -> podman::Runtime {
         .map_or(podman::Runtime::Auto, podman::Runtime::Named)
 }
 
-/// Before anything is copied: podman must be there (never a silent fallback
-/// to no sandbox), containers left by a crashed run are removed, and a missing
-/// image is built, with progress, as `ah image build` would.
-pub(crate) async fn podman_preflight(image_name: &str, front: &mut dyn Front) -> Result<()> {
-    podman::find_podman().map_err(|err| {
-        anyhow::anyhow!("{err}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy")
-    })?;
-    // Leftovers of crashed runs are removed; failing to do so is worth a
-    // warning, not a refusal to run.
-    let removed = podman::cleanup_stale().await.unwrap_or_else(|err| {
-        front.notice(&format!(
-            "warning: could not remove containers left by crashed runs: {err}"
-        ));
-        Vec::new()
-    });
-    if !removed.is_empty() {
-        front.notice(&format!(
-            "removed {} container(s) left by an earlier run that did not finish",
-            removed.len()
-        ));
+/// The checks made before a run with podman copies anything: podman must
+/// be there (never a silent fallback to no sandbox) and so must the image,
+/// which is built, with progress, as `ah image build` would, when it is the
+/// default one. `podman image exists` costs tens of milliseconds, so it runs
+/// while the rest of the run is settled: [`ImageCheck::start`] early,
+/// [`ImageCheck::finish`] once everything else is ready. (Containers left by
+/// crashed runs are removed by the container's start, in the background.)
+pub(crate) struct ImageCheck {
+    image: String,
+    /// `None` when podman is missing: [`ImageCheck::finish`] says so.
+    exists: Option<JoinHandle<Result<bool, ImageError>>>,
+}
+
+impl ImageCheck {
+    /// Starts looking for `image` in podman's storage.
+    pub(crate) fn start(image: &str) -> ImageCheck {
+        let exists = podman::find_podman().ok().map(|_| {
+            let image = image.to_string();
+            tokio::spawn(async move { image::image_exists(&image).await })
+        });
+        ImageCheck {
+            image: image.to_string(),
+            exists,
+        }
     }
-    if !image::image_exists(image_name).await? {
+
+    /// Waits for the check; a missing default image is built now.
+    pub(crate) async fn finish(self, front: &mut dyn Front) -> Result<()> {
+        let Some(exists) = self.exists else {
+            bail!(
+                "{}\nrun `ah doctor` for details, or pass --backend none to run tools unsandboxed on a copy",
+                podman::PodmanError::NotFound
+            );
+        };
+        let image_name = &self.image;
+        let found = exists
+            .await
+            .context("the check for the sandbox image stopped before it answered")??;
+        if found {
+            return Ok(());
+        }
         if image_name != podman::DEFAULT_IMAGE {
             bail!(
                 "image {image_name} not found: build or pull it with podman, or drop --image to use {}",
@@ -79,6 +102,6 @@ pub(crate) async fn podman_preflight(image_name: &str, front: &mut dyn Front) ->
             .build_image(&options)
             .await
             .context("could not build the sandbox image; run `ah doctor` to see what is missing")?;
+        Ok(())
     }
-    Ok(())
 }

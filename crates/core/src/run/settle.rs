@@ -36,6 +36,13 @@ pub(crate) async fn settle(
         network: args.sandbox.network.is_some(),
     };
     config::fill(args, &loaded.config);
+    let image = args
+        .image
+        .clone()
+        .unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
+    // Looked for while the provider and the policy are set up.
+    let image_check =
+        (args.backend == BackendKind::Podman).then(|| super::sandbox::ImageCheck::start(&image));
     let ah_dir = project.join(".ah");
     std::fs::create_dir_all(&ah_dir)
         .with_context(|| format!("cannot create {}", ah_dir.display()))?;
@@ -69,13 +76,6 @@ pub(crate) async fn settle(
         )
         .into());
     }
-    let image = args
-        .image
-        .clone()
-        .unwrap_or_else(|| podman::DEFAULT_IMAGE.to_string());
-    if args.backend == BackendKind::Podman {
-        super::sandbox::podman_preflight(&image, front).await?;
-    }
     let prompts = prompt::prepare(
         &project,
         &ah_dir,
@@ -84,6 +84,9 @@ pub(crate) async fn settle(
         &args.skills,
         front,
     )?;
+    if let Some(check) = image_check {
+        check.finish(front).await?;
+    }
     let setup = RunSetup {
         project,
         ah_dir,

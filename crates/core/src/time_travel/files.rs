@@ -12,8 +12,9 @@
 //! See the parent module for which step a message stands on, and
 //! `ah_record::restore` for how the work copy is made. The `workspace_at` key
 //! is removed once the run has started (its prompt is stored), so a run that
-//! fails before that, e.g. because the sandbox cannot start, leaves the fork
-//! point for the next attempt.
+//! fails before that leaves the fork point for the next attempt; so does a
+//! run whose sandbox cannot start, which is taken back out of the session
+//! with its prompt (see `run::lifecycle::Before`).
 
 use std::path::Path;
 

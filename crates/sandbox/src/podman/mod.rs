@@ -184,6 +184,8 @@ pub struct PodmanBackend {
     /// The agent's `ah` (started again when the channel breaks).
     _agent: Option<init::ExecOnly>,
     stopped: AtomicBool,
+    /// Containers of crashed runs removed before this one started.
+    removed_stale: Vec<String>,
 }
 
 /// Finds the podman executable.
@@ -240,7 +242,7 @@ impl PodmanBackend {
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
-        stale::cleanup_stale(&podman).await?;
+        let removed_stale = stale::cleanup_stale(&podman).await?;
         if !image_exists(&podman, &opts.image).await? {
             return Err(PodmanError::ImageMissing {
                 image: opts.image.clone(),
@@ -333,7 +335,13 @@ impl PodmanBackend {
             _init: init,
             _agent: agent,
             stopped: AtomicBool::new(false),
+            removed_stale,
         })
+    }
+
+    /// The containers left by crashed runs that the start removed.
+    pub fn removed_stale(&self) -> &[String] {
+        &self.removed_stale
     }
 
     /// The container's name (`ah-<run_id>`).

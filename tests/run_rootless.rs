@@ -128,3 +128,66 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         "ah: make a file"
     );
 }
+
+#[test]
+fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
+    let Some(user) = TestUser::from_env() else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    user.build_image(&podman);
+    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+    let project = root.path().join("project");
+    std::fs::create_dir_all(project.join("docs")).unwrap();
+    std::fs::write(project.join("a.txt"), "one\n").unwrap();
+    std::fs::write(project.join("docs/b.txt"), "b\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "initial"]);
+    chown(&project, &user);
+    let run = |steps: &str| {
+        let mock = MockServer::start(vec![
+            Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({ "command": steps }))),
+            Turn::reply(Reply::new().text("done")),
+        ]);
+        let url = mock.url();
+        let env = [
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", "test-key"),
+            ("NO_COLOR", "1"),
+        ];
+        let out = user
+            .command(&ah, &env)
+            .arg("-C")
+            .arg(&project)
+            .args(["--review", "never", "go on"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        mock.requests()[1].told()
+    };
+    run("echo two > a.txt && rm -r docs && mkdir -p n && echo n > n/x && ln -s n/x l");
+    // The saved run's files are restored over the project in the user
+    // namespace: whiteouts, new folders, links.
+    let told = run(
+        "cat a.txt n/x l; ls; ls -ln a.txt | cut -d' ' -f3; grep ' /work ' /proc/self/mountinfo",
+    );
+    let mut lines = told.lines();
+    assert_eq!(lines.next(), Some("two"), "{told}");
+    assert_eq!(lines.next(), Some("n"), "{told}");
+    assert_eq!(lines.next(), Some("n"), "{told}");
+    assert_eq!(
+        lines.by_ref().take(3).collect::<Vec<_>>(),
+        ["a.txt", "l", "n"],
+        "{told}"
+    );
+    assert_eq!(lines.next(), Some(user.uid.to_string().as_str()), "{told}");
+    assert!(told.contains(" - overlay "), "{told}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    assert!(project.join("docs/b.txt").exists() && !project.join("n").exists());
+}

@@ -94,27 +94,35 @@ fn a_saved_run_is_continued_in_the_container_with_its_changes() {
     if podman_ready_blocking().is_none() {
         return;
     }
-    let host = Host::git(&[("a.txt", "one\n")]);
+    let host = Host::git(&[("a.txt", "one\n"), ("b.txt", "b\n")]);
     let ah = |mock: &MockServer, task: &str| {
         host.ah(&mock.url())
             .args(["--review", "never", task])
             .output()
             .unwrap_or_else(|e| panic!("run ah: {e}"))
     };
-    let first = MockServer::start(script(vec![bash("echo two > /work/a.txt")]));
+    let first = MockServer::start(script(vec![bash(
+        "echo two > /work/a.txt && rm /work/b.txt && mkdir -p /work/n && echo n > /work/n/x",
+    )]));
     let out = ah(&first, "change a");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let saved = host.run();
     assert_eq!(host.read("a.txt"), "one\n", "saved, not applied");
 
-    let second = MockServer::start(script(vec![bash("cat /work/a.txt")]));
+    let second = MockServer::start(script(vec![bash(
+        "cd /work && cat a.txt n/x && ls && grep ' /work ' /proc/self/mountinfo",
+    )]));
     let out = ah(&second, "go on");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let requests = second.requests();
     let seen = requests[1].told();
-    assert!(seen.starts_with("two\n"), "{seen}");
+    assert!(seen.starts_with("two\nn\na.txt\nn\n"), "{seen}");
+    // Restored without a copy: the run's files lie over the project.
+    assert!(seen.contains(" - overlay "), "{seen}");
     let run = host.runs().pop().unwrap();
     let from = &json_file(&run.join("manifest.json"))["restored_from"];
     assert_eq!(from["because"], json!("not_applied"));
     assert_eq!(from["run_id"], json!(run_id(&saved)));
+    assert_eq!(host.read("b.txt"), "b\n", "the project is not written");
+    assert!(!host.project.join("n").exists());
 }

@@ -14,16 +14,17 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::shadow::ShadowRepo;
 use crate::workspace::Withhold;
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
 
-use rustix::fs::{FileType, Gid, Mode, OFlags, Uid};
+use rustix::fs::{FileType, Gid, Mode, Uid};
 
 /// An overlay work copy: the project it lies over, and its folders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub struct Overlay {
     /// The lower layer: the project itself.
     pub project: std::path::PathBuf,
     pub dirs: OverlayDirs,
+    /// The project's files when the run started (its baseline, or for a
+    /// restored run the commit its upper folder was written over).
+    pub lower: git2::Oid,
 }
 
 /// What [`lay`] made of a project.
@@ -86,48 +90,191 @@ pub fn prepare(project: &Path, dirs: &OverlayDirs, hidden: &[Vec<u8>]) -> io::Re
     for dir in [&dirs.upper, &dirs.work] {
         std::fs::create_dir(dir)?;
     }
-    let open = |path: &Path| {
-        rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-    };
-    let lower = open(project)?;
-    let upper = open(&dirs.upper)?;
-    same_owner_and_mode(&lower, &upper)?;
+    let (lower, upper) = (
+        DirHandle::open_root(project)?,
+        DirHandle::open_root(&dirs.upper)?,
+    );
+    same_owner_and_mode(&lower, &upper, None)?;
+    let deadline = Instant::now() + Duration::from_secs(LAYER_SECONDS);
     for path in hidden {
-        whiteout(&lower, &upper, path)?;
+        hide(&lower, &upper, path, deadline)?;
     }
     Ok(())
 }
 
-/// Hides `path` of the lower layer with a whiteout in the upper folder.
-fn whiteout(lower: &OwnedFd, upper: &OwnedFd, path: &[u8]) -> io::Result<()> {
-    let mut parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
-    let Some(name) = parts.pop() else {
+/// How long writing the upper folder of a start may take.
+const LAYER_SECONDS: u64 = 600;
+
+/// Makes the merged view over `project` hold commit `to` of `shadow`
+/// where the project holds `from` (the project's baseline, just taken):
+/// what differs is written into the upper folder `dirs.upper`, files and
+/// links from the shadow's objects, deletions as whiteouts. Used before
+/// the container starts, on an upper folder that holds only what ah wrote.
+pub fn restore_layer(
+    shadow: &ShadowRepo,
+    project: &Path,
+    dirs: &OverlayDirs,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> Result<usize, String> {
+    let layer = shadow
+        .layer_between(from, to)
+        .map_err(|e| format!("could not compare the project with the files to restore: {e}"))?;
+    let (lower, upper) = DirHandle::open_root(project)
+        .and_then(|lower| Ok((lower, DirHandle::open_root(&dirs.upper)?)))
+        .map_err(|e| format!("could not open the overlay's layers: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(LAYER_SECONDS);
+    let failed = |path: &[u8]| {
+        let path = String::from_utf8_lossy(path).into_owned();
+        move |e: io::Error| format!("could not restore {path} over the project: {e}")
+    };
+    // Deletions first: a path that becomes a folder replaces its whiteout.
+    let (gone, written): (Vec<_>, Vec<_>) = layer.iter().partition(|e| e.entry.is_none());
+    for entry in &gone {
+        hide(&lower, &upper, &entry.path, deadline).map_err(failed(&entry.path))?;
+    }
+    for entry in &written {
+        let Some((mode, id)) = entry.entry else {
+            continue;
+        };
+        let (dir, name) =
+            upper_folder(&lower, &upper, &entry.path, deadline).map_err(failed(&entry.path))?;
+        shadow
+            .write_entry(&dir, name, mode, id, deadline)
+            .map_err(failed(&entry.path))?;
+    }
+    for folder in emptied(&gone) {
+        hide_folder(&lower, &upper, &folder, deadline).map_err(failed(&folder))?;
+    }
+    Ok(layer.len())
+}
+
+/// The folders of deleted paths, shallowest first: a folder whose every
+/// entry is gone is hidden as a whole ([`hide_folder`]), as the steps'
+/// `rm -r` would have, not left empty.
+fn emptied(gone: &[&crate::shadow::LayerEntry]) -> Vec<Vec<u8>> {
+    let mut folders = std::collections::BTreeSet::new();
+    for entry in gone {
+        let path = &entry.path;
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            folders.insert(path[..at].to_vec());
+        }
+    }
+    let mut folders: Vec<Vec<u8>> = folders.into_iter().collect();
+    folders.sort_by_key(|f| f.iter().filter(|b| **b == b'/').count());
+    folders
+}
+
+/// Hides the lower folder `path` with one whiteout when nothing of it is
+/// left in the merged view: every entry of the lower folder is hidden, and
+/// the upper folder holds nothing else (checked depth first, bounded by
+/// `deadline`).
+fn hide_folder(
+    lower: &DirHandle,
+    upper: &DirHandle,
+    path: &[u8],
+    deadline: Instant,
+) -> io::Result<()> {
+    let open = |root: &DirHandle| {
+        path.split(|&b| b == b'/')
+            .try_fold(root.open_dir(b".")?, |dir, part| dir.open_dir(part))
+    };
+    let (Ok(lower_dir), Ok(upper_dir)) = (open(lower), open(upper)) else {
+        // Already hidden with its parent, or not a folder of both layers.
         return Ok(());
     };
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let (mut lower, mut upper) = (lower.try_clone()?, upper.try_clone()?);
-    for part in parts {
-        let lower_dir = rustix::fs::openat(&lower, part, flags, Mode::empty())?;
-        match rustix::fs::mkdirat(&upper, part, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let upper_dir = rustix::fs::openat(&upper, part, flags, Mode::empty())?;
-        same_owner_and_mode(&lower_dir, &upper_dir)?;
-        (lower, upper) = (lower_dir, upper_dir);
+    if !nothing_left(&lower_dir, &upper_dir, deadline)? {
+        return Ok(());
     }
-    match rustix::fs::mknodat(&upper, name, FileType::CharacterDevice, Mode::empty(), 0) {
+    let (dir, name) = upper_folder(lower, upper, path, deadline)?;
+    dir.remove(name, deadline)?;
+    rustix::fs::mknodat(&dir, name, FileType::CharacterDevice, Mode::empty(), 0)?;
+    Ok(())
+}
+
+/// Whether the merged view of a lower and an upper folder is empty: each
+/// entry of either is a whiteout in the upper folder, or a folder of both
+/// that is empty the same way.
+fn nothing_left(lower: &DirHandle, upper: &DirHandle, deadline: Instant) -> io::Result<bool> {
+    let mut pending = vec![(lower.open_dir(b".")?, upper.open_dir(b".")?)];
+    while let Some((lower, upper)) = pending.pop() {
+        if Instant::now() > deadline {
+            return Err(io::Error::other("hiding a deleted folder took too long"));
+        }
+        let lower_kinds: std::collections::HashMap<Vec<u8>, Kind> =
+            lower.entries()?.into_iter().collect();
+        let upper_kinds: std::collections::HashMap<Vec<u8>, Kind> =
+            upper.entries()?.into_iter().collect();
+        for (name, kind) in &upper_kinds {
+            match (kind, lower_kinds.get(name)) {
+                (Kind::Special, _) if is_whiteout(&upper, name)? => {}
+                (Kind::Dir, Some(Kind::Dir)) => {
+                    pending.push((lower.open_dir(name)?, upper.open_dir(name)?));
+                }
+                _ => return Ok(false),
+            }
+        }
+        if lower_kinds
+            .keys()
+            .any(|name| !upper_kinds.contains_key(name))
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Whether `name` in `dir` is a whiteout (a character device 0/0).
+fn is_whiteout(dir: &DirHandle, name: &[u8]) -> io::Result<bool> {
+    let stat = dir.stat(name)?;
+    Ok(FileType::from_raw_mode(stat.st_mode) == FileType::CharacterDevice && stat.st_rdev == 0)
+}
+
+/// Hides `path` of the lower layer with a whiteout in the upper folder.
+fn hide(lower: &DirHandle, upper: &DirHandle, path: &[u8], deadline: Instant) -> io::Result<()> {
+    let (dir, name) = upper_folder(lower, upper, path, deadline)?;
+    match rustix::fs::mknodat(&dir, name, FileType::CharacterDevice, Mode::empty(), 0) {
         Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Gives the upper folder `upper` the owner and mode of the lower `lower`.
-fn same_owner_and_mode(lower: &OwnedFd, upper: &OwnedFd) -> io::Result<()> {
+/// The folder of the upper layer that holds `path`, and the name in it.
+/// The folders leading there are made where missing, with the owner and
+/// mode of the lower layer's folder, or of the project's root (mode 0755)
+/// where the lower layer has none; anything else standing where a folder
+/// must be (a whiteout, a file) is replaced.
+fn upper_folder<'p>(
+    lower: &DirHandle,
+    upper: &DirHandle,
+    path: &'p [u8],
+    deadline: Instant,
+) -> io::Result<(DirHandle, &'p [u8])> {
+    let mut parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
+    let name = parts.pop().unwrap_or_default();
+    let (mut lower_dir, mut dir) = (Some(lower.open_dir(b".")?), upper.open_dir(b".")?);
+    for part in parts {
+        lower_dir = lower_dir.and_then(|l| l.open_dir(part).ok());
+        let next = match dir.open_dir(part) {
+            Ok(next) => next,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                dir.remove(part, deadline)?;
+                dir.make_dir(part)?
+            }
+            Err(e) => return Err(e),
+        };
+        match &lower_dir {
+            Some(like) => same_owner_and_mode(like, &next, None)?,
+            None => same_owner_and_mode(lower, &next, Some(0o755))?,
+        }
+        dir = next;
+    }
+    Ok((dir, name))
+}
+
+/// Gives the upper folder `upper` the owner of the lower `lower`, and its
+/// mode (or `mode`).
+fn same_owner_and_mode(lower: &impl AsFd, upper: &impl AsFd, mode: Option<u32>) -> io::Result<()> {
     let stat = rustix::fs::fstat(lower)?;
     let uid = Uid::from_raw(stat.st_uid);
     let gid = Gid::from_raw(stat.st_gid);
@@ -138,7 +285,8 @@ fn same_owner_and_mode(lower: &OwnedFd, upper: &OwnedFd) -> io::Result<()> {
         Err(rustix::io::Errno::PERM) => return Ok(()),
         Err(e) => return Err(e.into()),
     }
-    rustix::fs::fchmod(upper, Mode::from_raw_mode(stat.st_mode & 0o7777))?;
+    let mode = mode.unwrap_or(stat.st_mode & 0o7777);
+    rustix::fs::fchmod(upper, Mode::from_raw_mode(mode))?;
     Ok(())
 }
 

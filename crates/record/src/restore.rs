@@ -32,8 +32,10 @@ use std::path::{Path, PathBuf};
 
 use std::os::unix::ffi::OsStrExt;
 
+use ah_sandbox::podman::OverlayDirs;
 use git2::Oid;
 
+use super::overlay;
 use super::policy::Policy;
 use super::run::Start;
 use super::rundir::{RunDir, RunDirError};
@@ -58,6 +60,8 @@ pub enum RestoreError {
     Shadow(#[from] ShadowError),
     #[error("cannot copy the project's unrecorded files into the work copy: {0}")]
     Copy(#[from] WorkspaceError),
+    #[error("cannot lay the restored files over the project: {0}")]
+    Layer(String),
 }
 
 /// The step whose files a run starts from.
@@ -78,6 +82,69 @@ pub fn restore(
     source: Source<'_>,
     policy: &Policy,
 ) -> Result<Start, RestoreError> {
+    let (old_shadow, head) = find(ah_dir, source)?;
+    let work = dir.work_dir();
+    fs::create_dir_all(&work).map_err(|source| WorkspaceError::Write {
+        path: work.clone(),
+        source,
+    })?;
+    let shadow = ShadowRepo::init(&dir.shadow_dir(), &work)?;
+    shadow.take_objects(&old_shadow)?;
+    let baseline = shadow.start_at(head)?;
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    let copied = copy_unrecorded(project, &work, &shadow, &withhold)?;
+    Ok(Start {
+        shadow,
+        baseline,
+        head,
+        withheld: copied.withheld,
+        overlay: None,
+    })
+}
+
+/// Starts the new run `dir` from `source` as an overlay of `project`: the
+/// overlay is laid as for a run from the project's files (its baseline is
+/// the project's now), then what the step's files differ in is written
+/// into the upper folder ([`overlay::restore_layer`]), so the merged view
+/// holds the step's recorded files and the project's unrecorded ones,
+/// without a copy. The run's baseline stays the earlier run's, as in
+/// [`restore`]. One difference from a copy: a project file that the step
+/// does not record because the step's `.gitignore` ignores it while the
+/// project records it is hidden, not shown.
+pub fn restore_overlay(
+    project: &Path,
+    ah_dir: &Path,
+    dir: &RunDir,
+    source: Source<'_>,
+    policy: &Policy,
+) -> Result<Start, RestoreError> {
+    let (old_shadow, head) = find(ah_dir, source)?;
+    let shadow = ShadowRepo::init(&dir.shadow_dir(), project)?;
+    shadow.take_objects(&old_shadow)?;
+    let dirs = OverlayDirs {
+        upper: dir.upper_dir(),
+        work: dir.overlay_scratch_dir(),
+    };
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    let laid = overlay::lay(&shadow, project, &dirs, &withhold).map_err(RestoreError::Layer)?;
+    overlay::restore_layer(&shadow, project, &dirs, laid.baseline, head)
+        .map_err(RestoreError::Layer)?;
+    let baseline = shadow.adopt(head)?;
+    Ok(Start {
+        shadow,
+        baseline,
+        head,
+        withheld: laid.withheld,
+        overlay: Some(overlay::Overlay {
+            project: project.to_path_buf(),
+            dirs,
+            lower: laid.baseline,
+        }),
+    })
+}
+
+/// The earlier run's shadow repo and the step's commit.
+fn find(ah_dir: &Path, source: Source<'_>) -> Result<(PathBuf, Oid), RestoreError> {
     let old = match RunDir::open(ah_dir, source.run_id) {
         Ok(old) => old,
         Err(RunDirError::BadId(id)) => return Err(RestoreError::BadRunId(id)),
@@ -98,23 +165,7 @@ pub fn restore(
     }
     let head =
         Oid::from_str(source.commit).map_err(|_| RestoreError::BadCommit(source.commit.into()))?;
-    let work = dir.work_dir();
-    fs::create_dir_all(&work).map_err(|source| WorkspaceError::Write {
-        path: work.clone(),
-        source,
-    })?;
-    let shadow = ShadowRepo::init(&dir.shadow_dir(), &work)?;
-    shadow.take_objects(&old_shadow)?;
-    let baseline = shadow.start_at(head)?;
-    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
-    let copied = copy_unrecorded(project, &work, &shadow, &withhold)?;
-    Ok(Start {
-        shadow,
-        baseline,
-        head,
-        withheld: copied.withheld,
-        overlay: None,
-    })
+    Ok((old_shadow, head))
 }
 
 /// Copies what `shadow` does not record from `project` into `work`: ignored

@@ -186,6 +186,7 @@ impl Run {
             overlay: Some(overlay::Overlay {
                 project: project.to_path_buf(),
                 dirs,
+                lower: laid.baseline,
             }),
         })
     }

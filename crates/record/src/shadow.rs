@@ -48,6 +48,7 @@ mod treediff;
 pub use layered::{Layers, StatCache};
 pub use links::CommittedLinks;
 pub use project::ProjectBaseline;
+pub use restore::LayerEntry;
 pub use revert::Reverted;
 
 use std::path::{Path, PathBuf};

@@ -267,7 +267,11 @@ impl Place<'_> {
             run_id: &step.run_id,
             commit: &step.head,
         };
-        let start = match restore::restore(project, ah_dir, dir, source, policy) {
+        let restored = match self.overlay {
+            true => restore::restore_overlay(project, ah_dir, dir, source, policy),
+            false => restore::restore(project, ah_dir, dir, source, policy),
+        };
+        let start = match restored {
             Ok(start) => start,
             Err(err @ RestoreError::Pruned { .. }) => {
                 return Err(discard(

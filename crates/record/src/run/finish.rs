@@ -40,7 +40,7 @@ impl Run {
     /// changed it. Where that happened to a file the run also changed, the
     /// user is told: the agent may have worked on the newer version, and
     /// the patch may carry the user's change too.
-    fn project_moved(&self, project: &std::path::Path) -> Option<String> {
+    fn project_moved(&self, overlay: &crate::overlay::Overlay) -> Option<String> {
         let changed: Vec<String> = self
             .shadow
             .changes_between(self.baseline, self.head)
@@ -48,7 +48,10 @@ impl Run {
             .into_iter()
             .map(|c| c.path)
             .collect();
-        let moved = match self.shadow.differs_from(self.baseline, project, &changed) {
+        let moved = match self
+            .shadow
+            .differs_from(overlay.lower, &overlay.project, &changed)
+        {
             Ok(moved) => moved,
             Err(err) => {
                 return Some(format!(
@@ -109,7 +112,7 @@ impl Run {
                 ArtifactReport::default()
             });
         if let Some(overlay) = &self.overlay {
-            warnings.extend(self.project_moved(&overlay.project));
+            warnings.extend(self.project_moved(overlay));
         }
         let work = match &self.overlay {
             Some(overlay) => overlay.dirs.upper.clone(),

@@ -95,8 +95,9 @@ impl ShadowRepo {
         Ok(())
     }
 
-    /// Replaces whatever is at `name` with the blob `id` as a file or link.
-    fn write_entry(
+    /// Replaces whatever is at `name` with the blob `id` as a file or link
+    /// (`mode` as in a tree).
+    pub fn write_entry(
         &self,
         dir: &DirHandle,
         name: &[u8],

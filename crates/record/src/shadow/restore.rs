@@ -1,7 +1,8 @@
 //! Starting a new shadow repo from an earlier run's step (time travel): the
 //! earlier repo's objects are taken over, so the new run needs nothing of
 //! the old run directory afterwards, and the step's commit is checked out
-//! into the new, empty work tree.
+//! into the new, empty work tree, or, for an overlay run, adopted as the
+//! head and written as a layer over the project by [`crate::overlay`].
 //!
 //! Objects are never changed once written, so they are hard-linked where
 //! the file system allows (both repos live under `.ah/runs/`), and copied
@@ -11,6 +12,7 @@
 
 use std::fs;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use std::time::{Duration, Instant};
@@ -102,11 +104,62 @@ impl ShadowRepo {
         Ok(baseline.id())
     }
 
+    /// Takes `commit` (of the objects taken over) as the branch's head
+    /// without writing it anywhere: an overlay run's restored files are
+    /// written into its upper folder instead ([`ShadowRepo::layer_between`]).
+    /// Returns the baseline the commit grew from, as [`ShadowRepo::start_at`]
+    /// does.
+    pub fn adopt(&self, commit: Oid) -> Result<Oid, ShadowError> {
+        let mut baseline = self
+            .repo
+            .find_commit(commit)
+            .map_err(self.err("finding the commit to start from"))?;
+        while baseline.parent_count() > 0 {
+            baseline = baseline
+                .parent(0)
+                .map_err(self.err("walking back to the baseline"))?;
+        }
+        self.set_branch(commit, "ah: start from an earlier run")?;
+        Ok(baseline.id())
+    }
+
+    /// What a tree holding `from` needs for it to hold `to`: each path where
+    /// they differ (bytes, sorted), with `to`'s entry (tree mode, blob id),
+    /// or `None` where `to` has nothing. A folder replaced by a file is its
+    /// files gone and the file there, and the other way round.
+    pub fn layer_between(&self, from: Oid, to: Oid) -> Result<Vec<LayerEntry>, ShadowError> {
+        let (from, to) = (self.commit_tree(from)?, self.commit_tree(to)?);
+        let changed = super::treediff::changed(&self.repo, &from, &to)
+            .map_err(self.err("comparing trees"))?;
+        let mut layer = Vec::with_capacity(changed.len());
+        for (path, change) in changed {
+            let entry = match change.kind {
+                crate::ChangeKind::Deleted => None,
+                _ => {
+                    let entry = to
+                        .get_path(Path::new(std::ffi::OsStr::from_bytes(&path)))
+                        .map_err(self.err("reading a restored entry"))?;
+                    Some((entry.filemode(), entry.id()))
+                }
+            };
+            layer.push(LayerEntry { path, entry });
+        }
+        Ok(layer)
+    }
+
     /// The work tree's root folder, to read its ignore rules with
     /// [`crate::tree::ignore::IgnoreCheck`].
     pub fn open_work_tree(&self) -> Result<DirHandle, ShadowError> {
         self.open_work()
     }
+}
+
+/// One path of [`ShadowRepo::layer_between`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerEntry {
+    pub path: Vec<u8>,
+    /// The tree mode and blob id to write there; `None`: nothing there.
+    pub entry: Option<(i32, Oid)>,
 }
 
 fn read_dir(dir: &Path) -> Result<fs::ReadDir, ShadowError> {

@@ -4,6 +4,7 @@ mod attacks;
 mod baseline;
 mod hostile;
 mod layered;
+mod restored;
 
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};

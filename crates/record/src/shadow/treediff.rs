@@ -17,10 +17,22 @@ pub(super) fn changes(
     from: &Tree<'_>,
     to: &Tree<'_>,
 ) -> Result<Vec<Change>, git2::Error> {
+    Ok(changed(repo, from, to)?
+        .into_iter()
+        .map(|(_, change)| change)
+        .collect())
+}
+
+/// [`changes`] with each path as its bytes (a [`Change`]'s path is text).
+pub(super) fn changed(
+    repo: &Repository,
+    from: &Tree<'_>,
+    to: &Tree<'_>,
+) -> Result<Vec<(Vec<u8>, Change)>, git2::Error> {
     let mut out = Vec::new();
     folder(repo, Some(from), Some(to), b"", &mut out)?;
     out.sort_by(|a: &(Vec<u8>, Change), b| a.0.cmp(&b.0));
-    Ok(out.into_iter().map(|(_, change)| change).collect())
+    Ok(out)
 }
 
 type Found = Vec<(Vec<u8>, Change)>;

@@ -19,12 +19,12 @@ use ah_tools::fs_beneath::dir::DirHandle;
 type Step<'a> = (&'a str, &'a dyn Fn(&Path));
 
 /// A mounted overlay of a small project, unmounted when dropped.
-struct Mounted {
+pub(super) struct Mounted {
     _dir: tempfile::TempDir,
-    root: PathBuf,
-    project: PathBuf,
-    merged: PathBuf,
-    dirs: OverlayDirs,
+    pub(super) root: PathBuf,
+    pub(super) project: PathBuf,
+    pub(super) merged: PathBuf,
+    pub(super) dirs: OverlayDirs,
 }
 
 impl Drop for Mounted {
@@ -33,7 +33,7 @@ impl Drop for Mounted {
     }
 }
 
-fn write(path: &Path, text: &str) {
+pub(super) fn write(path: &Path, text: &str) {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).unwrap();
     }
@@ -42,7 +42,7 @@ fn write(path: &Path, text: &str) {
 
 /// The project, its overlay mounted at `merged`; `None` where this process
 /// may not mount (not root).
-fn mounted() -> Option<Mounted> {
+pub(super) fn mounted() -> Option<Mounted> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: mounting an overlay needs root");
@@ -78,13 +78,17 @@ fn mounted() -> Option<Mounted> {
 
 /// Takes `repo`'s baseline from the project and makes the upper folder, as
 /// a run does; returns the withheld files.
-fn hide(repo: &ShadowRepo, m: &Mounted, withhold: &(dyn Fn(&Path) -> bool + Sync)) -> Vec<String> {
+pub(super) fn hide(
+    repo: &ShadowRepo,
+    m: &Mounted,
+    withhold: &(dyn Fn(&Path) -> bool + Sync),
+) -> Vec<String> {
     overlay::lay(repo, &m.project, &m.dirs, withhold)
         .unwrap()
         .withheld
 }
 
-fn mount(m: &Mounted) {
+pub(super) fn mount(m: &Mounted) {
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
         m.project.display(),
@@ -99,7 +103,7 @@ fn mount(m: &Mounted) {
     assert!(status.success(), "mount -t overlay failed");
 }
 
-fn sh(dir: &Path, script: &str) {
+pub(super) fn sh(dir: &Path, script: &str) {
     let status = Command::new("sh")
         .args(["-c", script])
         .current_dir(dir)

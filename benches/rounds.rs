@@ -7,7 +7,10 @@
 //!   the same less the step's own `duration_ms` is ah's overhead;
 //! - start → first model request: from spawning `ah` to the mock receiving
 //!   the first request, `--backend none` against podman (skipped, with a
-//!   message, where podman or its image is missing).
+//!   message, where podman or its image is missing);
+//! - a whole run with one write step on podman, on a project of 70 000
+//!   files against one of 20: what ah adds that grows with the project
+//!   (prepare, steps, patch, cleanup). Skipped like the podman start.
 //!
 //! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
 //! measures another build (an older commit, say) with the same harness.
@@ -43,6 +46,7 @@ fn main() {
     println!("ah: {}", ah.display());
     per_round(&ah);
     start_to_first_request(&ah);
+    large_against_tiny(&ah);
 }
 
 /// A project with a few files, committed, and a home of its own.
@@ -52,13 +56,21 @@ struct Project {
 
 impl Project {
     fn new() -> Project {
+        Project::with_files(20)
+    }
+
+    /// A project of `files` small source files, 100 to a folder.
+    fn with_files(files: usize) -> Project {
         let root = tempfile::tempdir().expect("temp dir");
         let project = root.path().join("project");
-        std::fs::create_dir_all(project.join("src")).expect("project dir");
         std::fs::create_dir_all(root.path().join("home")).expect("home dir");
-        for i in 0..20 {
+        for i in 0..files {
+            let dir = project.join(format!("src/m{}", i / 100));
+            if i % 100 == 0 {
+                std::fs::create_dir_all(&dir).expect("project dir");
+            }
             let body = format!("fn f{i}() -> u32 {{ {i} }}\n").repeat(20);
-            std::fs::write(project.join(format!("src/f{i}.rs")), body).expect("write");
+            std::fs::write(dir.join(format!("f{i}.rs")), body).expect("write");
         }
         for args in [
             &["init", "-q", "-b", "main"][..],
@@ -215,6 +227,46 @@ fn start_to_first_request(ah: &Path) {
     first_request(ah, "podman");
     let mut podman: Vec<Duration> = (0..REPEATS).map(|_| first_request(ah, "podman")).collect();
     println!("  --backend podman  {}", spread(&mut podman));
+}
+
+/// Files of the large project.
+const LARGE: usize = 70_000;
+
+/// Wall time of a podman run of `project` with one step that writes a file.
+fn one_write_step(ah: &Path, project: &Project) -> Duration {
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo new > src/new.rs && echo x >> src/m0/f0.rs"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let started = Instant::now();
+    project.run(ah, &mock, "podman");
+    started.elapsed()
+}
+
+fn large_against_tiny(ah: &Path) {
+    if let Some(why) = podman_missing() {
+        println!("whole run, one write step, --backend podman: skipped: {why}");
+        return;
+    }
+    let (tiny, large) = (Project::new(), Project::with_files(LARGE));
+    // One run of each warms podman and the page cache.
+    one_write_step(ah, &tiny);
+    one_write_step(ah, &large);
+    let (mut small, mut big, mut extra) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPEATS {
+        let (t, l) = (one_write_step(ah, &tiny), one_write_step(ah, &large));
+        small.push(t);
+        big.push(l);
+        extra.push(l.saturating_sub(t));
+    }
+    println!("whole run, one write step, --backend podman ({REPEATS} runs each):");
+    println!("  20 files          {}", spread(&mut small));
+    println!("  {LARGE} files       {}", spread(&mut big));
+    println!("  {LARGE} − 20        {}", spread(&mut extra));
 }
 
 /// Why the podman runs cannot be measured here, if they cannot.

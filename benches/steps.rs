@@ -12,6 +12,12 @@
 //!   step is `commit_layered_step` (the folders the upper folder holds) +
 //!   the policy check. Mounting needs root; without it the row is skipped.
 //!
+//! Then a run that goes on from the overlay run's last step (a session
+//! whose previous run was not applied), both ways: a copy (the step's
+//! files checked out, the project's unrecorded files copied) against an
+//! overlay (the project's baseline, the differences written into the
+//! upper folder).
+//!
 //! Each step changes one file. Run with `cargo bench --bench steps` (needs
 //! `rsync` and `git`).
 
@@ -22,7 +28,7 @@ use std::time::{Duration, Instant};
 use ah_record::overlay;
 use ah_record::policy::Policy;
 use ah_record::shadow::{Layers, MAX_FILE_BYTES, ShadowRepo, StatCache};
-use ah_record::workspace;
+use ah_record::{restore, workspace};
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::DirHandle;
 
@@ -73,6 +79,13 @@ fn main() {
                 "{files:>7} | copy / overlay: prepare {:.1}x, step {:.1}x",
                 copy.0.as_secs_f64() / prepare.as_secs_f64(),
                 copy.1.as_secs_f64() / step.as_secs_f64()
+            );
+            let (copied, laid) = restores(&project, tmp.path());
+            println!(
+                "{files:>7} | go on from the last step: copy {}, overlay {} ({:.1}x)",
+                ms(copied),
+                ms(laid),
+                copied.as_secs_f64() / laid.as_secs_f64()
             );
         }
     }
@@ -186,6 +199,41 @@ fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration)> {
     }
     sh(run, &format!("umount {}", merged.display()));
     Some((prepare, median(times)))
+}
+
+/// A run that goes on from the head of the overlay run in `tmp`: as a
+/// copy, and as an overlay.
+fn restores(project: &Path, tmp: &Path) -> (Duration, Duration) {
+    let old = tmp.join("overlay/shadow.git");
+    let head = git2::Repository::open_bare(&old)
+        .and_then(|repo| repo.refname_to_id("refs/heads/main"))
+        .expect("the overlay run's head");
+    let policy = Policy::load(project, None, &[], &[]).expect("default policy");
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+
+    let run = tmp.join("restored-copy");
+    let work = run.join("work");
+    std::fs::create_dir_all(&work).expect("mkdir");
+    let started = Instant::now();
+    let shadow = ShadowRepo::init(&run.join("shadow.git"), &work).expect("init");
+    shadow.take_objects(&old).expect("objects");
+    shadow.start_at(head).expect("check out");
+    restore::copy_unrecorded(project, &work, &shadow, &withhold).expect("unrecorded");
+    let copied = started.elapsed();
+
+    let run = tmp.join("restored-overlay");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    let dirs = OverlayDirs {
+        upper: run.join("upper"),
+        work: run.join("scratch"),
+    };
+    let started = Instant::now();
+    let shadow = ShadowRepo::init(&run.join("shadow.git"), project).expect("init");
+    shadow.take_objects(&old).expect("objects");
+    let laid = overlay::lay(&shadow, project, &dirs, &withhold).expect("overlay");
+    overlay::restore_layer(&shadow, project, &dirs, laid.baseline, head).expect("layer");
+    shadow.adopt(head).expect("adopt");
+    (copied, started.elapsed())
 }
 
 fn plain_recipe(project: &Path, run: &Path) -> (Duration, Duration) {

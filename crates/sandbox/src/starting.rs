@@ -3,7 +3,7 @@
 //! the first command waits for it ([`Starting::ready`]), and the run
 //! watches it ([`Starting::failed`]) so that a sandbox that cannot start
 //! ends the run with the start's own error instead of becoming a tool error
-//! the model would retry. Nothing ever falls back to running on the host:
+//! the model would retry (a command after a failed start never returns). Nothing ever falls back to running on the host:
 //! a command goes to the started backend or fails.
 //!
 //! [`Backend::shutdown`] waits for a start still under way and then removes
@@ -99,6 +99,14 @@ impl Starting {
         }
     }
 
+    /// The started backend; after a failed start, never.
+    async fn started_or_never(&self) -> Arc<dyn Backend> {
+        match self.ready().await {
+            Ok(backend) => backend,
+            Err(_) => std::future::pending().await,
+        }
+    }
+
     /// The backend, if it has started by now.
     fn started(&self) -> Option<Arc<dyn Backend>> {
         match &*self.outcome.borrow() {
@@ -115,25 +123,18 @@ impl Backend for Starting {
     }
 
     /// Waits for the start, then runs `command` in the started backend.
-    /// A failed start is an error here too, but the run stops on
-    /// [`Starting::failed`] before the model could see it.
+    /// After a failed start it never returns: the run stops on
+    /// [`Starting::failed`] instead, and an error here could reach the
+    /// model first (the engine may see the failure within one poll, before
+    /// the run does).
     async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
-        match self.ready().await {
-            Ok(backend) => backend.exec(command, timeout).await,
-            Err(err) => Err(std::io::Error::other(format!(
-                "the sandbox did not start: {err}"
-            ))),
-        }
+        self.started_or_never().await.exec(command, timeout).await
     }
 
-    /// Waits for the start, then asks the started backend.
+    /// Waits for the start, then asks the started backend (never returns
+    /// after a failed start, as [`Backend::exec`]).
     async fn work_root(&self) -> std::io::Result<std::path::PathBuf> {
-        match self.ready().await {
-            Ok(backend) => backend.work_root().await,
-            Err(err) => Err(std::io::Error::other(format!(
-                "the sandbox did not start: {err}"
-            ))),
-        }
+        self.started_or_never().await.work_root().await
     }
 
     fn take_egress(&self) -> Vec<EgressDecision> {
@@ -217,8 +218,10 @@ mod tests {
         assert_eq!(err.to_string(), "no runtime");
         let source = std::error::Error::source(&err).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("runc is missing"));
-        let exec = starting.exec("true", Duration::from_secs(1)).await;
-        assert!(exec.is_err_and(|e| e.to_string().contains("no runtime")));
+        // A command waits for good: the run stops on the failure instead.
+        let exec = starting.exec("true", Duration::from_secs(1));
+        let waited = tokio::time::timeout(Duration::from_millis(100), exec).await;
+        assert!(waited.is_err(), "a command after a failed start returned");
         assert!(starting.shutdown().await.is_ok(), "nothing to stop");
     }
 

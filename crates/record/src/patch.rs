@@ -117,6 +117,7 @@ pub fn session_patch(
     };
     let old = repo.commit_tree(baseline)?;
     let new = repo.commit_tree(head)?;
+    let git = repo.for_diffs()?;
     // The same deltas in the same order, as text where it can be and as
     // binary for the large files.
     let diff = |binary: bool| {
@@ -126,8 +127,8 @@ pub fn session_patch(
             .force_binary(binary);
         // No `include_typechange`: git prints a type change as a deletion
         // and an addition, which is the form `git apply` takes.
-        repo.git()
-            .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
+        let (old, new) = (git.find_tree(old.id())?, git.find_tree(new.id())?);
+        git.diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
     };
     let (text, binary) = (diff(false)?, diff(true)?);
     let odb = repo.git().odb()?;

@@ -253,6 +253,14 @@ impl ShadowRepo {
     }
 
     fn bind(repo: Repository, git_dir: &Path, work_dir: &Path) -> Result<ShadowRepo, ShadowError> {
+        // Every tree and index entry the shadow repo writes names a blob it
+        // has just written, or one whose header it has read (a seeded
+        // baseline entry): libgit2's own re-check, an object lookup per
+        // entry, costs a large project's start a tenth of its time. ah uses
+        // git2 for shadow repos only (a project's repository is only read),
+        // so the process-wide switch touches nothing else.
+        static RELAXED: std::sync::Once = std::sync::Once::new();
+        RELAXED.call_once(|| git2::opts::strict_object_creation(false));
         Ok(ShadowRepo {
             repo,
             git_dir: git_dir.to_path_buf(),
@@ -265,9 +273,16 @@ impl ShadowRepo {
     /// tree (an undo) needs it, as its stat cache, and it costs a large
     /// project a few hundred milliseconds that the run's start need not wait
     /// for. Staging waits for it ([`ShadowRepo::settle_index`]).
-    pub(super) fn write_index_later(&self, entries: Vec<git2::IndexEntry>) {
+    pub(super) fn write_index_later(&self, mut entries: Vec<git2::IndexEntry>) {
+        // In the index's own order, each entry is appended: out of it, each
+        // one moves the entries after it (quadratic in a large project).
+        entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         let git_dir = self.git_dir.clone();
         let writer = std::thread::spawn(move || -> Result<(), String> {
+            // Lowest priority: on a small machine, the run's first command
+            // and the model's answers come first. (On Linux this thread's
+            // own; failing, it only runs at the usual priority.)
+            rustix::process::setpriority_process(None, 19).ok();
             let repo = Repository::open_bare(&git_dir).map_err(|e| e.to_string())?;
             let mut index = repo.index().map_err(|e| e.to_string())?;
             index.clear().map_err(|e| e.to_string())?;
@@ -384,6 +399,21 @@ impl ShadowRepo {
     /// copying artifacts.
     pub(super) fn git(&self) -> &Repository {
         &self.repo
+    }
+
+    /// The repository again, for diffs of commits only: opened bare, with
+    /// an empty index of its own. A diff looks up each file's attributes,
+    /// which would read the work tree's `.gitattributes` and the whole
+    /// index (megabytes for a large project, read and checksummed); only
+    /// ah's own attributes file (`info/attributes`, which unsets what
+    /// shows a diff for every path) matters to how a patch is shown.
+    pub(super) fn for_diffs(&self) -> Result<Repository, ShadowError> {
+        let err = |what| move |e| git_error(&self.git_dir, what, e);
+        let repo = Repository::open_bare(&self.git_dir).map_err(err("opening the repo"))?;
+        let mut index = git2::Index::new().map_err(err("making an empty index"))?;
+        repo.set_index(&mut index)
+            .map_err(err("setting an empty index"))?;
+        Ok(repo)
     }
 
     /// The tree of `commit`.

@@ -159,7 +159,8 @@ fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration)> {
     let started = Instant::now();
     let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
     let shadow = ShadowRepo::init(&run.join("shadow.git"), project).expect("init");
-    let laid = overlay::lay(&shadow, project, &dirs, &withhold).expect("overlay");
+    let laid = overlay::lay(shadow, project, &dirs, &withhold).expect("overlay");
+    let shadow = laid.shadow;
     let prepare = started.elapsed();
 
     std::fs::create_dir(&merged).expect("mkdir");
@@ -230,9 +231,9 @@ fn restores(project: &Path, tmp: &Path) -> (Duration, Duration) {
     let started = Instant::now();
     let shadow = ShadowRepo::init(&run.join("shadow.git"), project).expect("init");
     shadow.take_objects(&old).expect("objects");
-    let laid = overlay::lay(&shadow, project, &dirs, &withhold).expect("overlay");
-    overlay::restore_layer(&shadow, project, &dirs, laid.baseline, head).expect("layer");
-    shadow.adopt(head).expect("adopt");
+    let laid = overlay::lay(shadow, project, &dirs, &withhold).expect("overlay");
+    overlay::restore_layer(&laid.shadow, project, &dirs, laid.baseline, head).expect("layer");
+    laid.shadow.adopt(head).expect("adopt");
     (copied, started.elapsed())
 }
 

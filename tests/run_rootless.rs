@@ -191,3 +191,62 @@ fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
     );
     assert!(project.join("docs/b.txt").exists() && !project.join("n").exists());
 }
+
+#[test]
+fn a_project_file_the_user_cannot_read_fails_the_start_after_the_model_was_asked() {
+    let Some(user) = TestUser::from_env() else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    user.build_image(&podman);
+    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+    let project = root.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("a.txt"), "one\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "initial"]);
+    chown(&project, &user);
+    // Root's, not the user's: its name can be listed, its bytes not read.
+    let locked = project.join("root-only.bin");
+    std::fs::write(&locked, "root\n").unwrap();
+    std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+
+    // The model is asked while the baseline is read; its tool call waits
+    // for the baseline, which fails: the start's error ends the run.
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo ran > b.txt"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let url = mock.url();
+    let env = [
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+        ("NO_COLOR", "1"),
+    ];
+    let out = user
+        .command(&ah, &env)
+        .arg("-C")
+        .arg(&project)
+        .args(["--review", "never", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("could not read the project's files for the run's baseline")
+            && stderr.contains("root-only.bin"),
+        "{stderr}"
+    );
+    assert!(
+        mock.requests().len() <= 1,
+        "no tool result reached the model"
+    );
+    assert!(!project.join("b.txt").exists());
+}

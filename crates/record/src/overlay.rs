@@ -8,10 +8,16 @@
 //! overlayfs reads as "deleted") in the upper folder hide what the container
 //! must not see of the project ([`survey`]): its `.git` and `.ah`, sockets,
 //! FIFOs and devices, the files the read policy withholds, and entries git
-//! cannot record. The folders leading to a
-//! whiteout are made in the upper folder with the mode and owner of the
-//! project's, since the merged view shows the upper folder's.
+//! cannot record. The folders leading to a whiteout are made in the upper
+//! folder with the mode and owner of the project's, since the merged view
+//! shows the upper folder's. The baseline is then read from the project on
+//! a thread ([`Taking`]) while the container starts.
 
+mod taking;
+
+pub use taking::{Taken, Taking};
+
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
@@ -19,7 +25,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::shadow::ShadowRepo;
+use crate::shadow::{NameCheck, ShadowRepo};
+use crate::tree::scan::{Limits, refusal};
 use crate::workspace::Withhold;
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
@@ -40,47 +47,67 @@ pub struct Overlay {
 /// What [`lay`] made of a project.
 #[derive(Debug)]
 pub struct Laid {
+    /// The shadow repo that holds the baseline.
+    pub shadow: ShadowRepo,
     /// The baseline commit in the shadow repo.
     pub baseline: git2::Oid,
     /// The withheld files and links, relative to the project, sorted.
     pub withheld: Vec<String>,
 }
 
-/// Lays an overlay work copy over `project`: surveys it, takes `shadow`'s
-/// baseline from it, and makes `dirs` with the whiteouts that hide what
-/// the container must not see (what the survey found, and what git cannot
-/// record).
-pub fn lay(
-    shadow: &ShadowRepo,
+/// An overlay work copy being laid: its upper folder is ready for the
+/// container, its baseline is being taken.
+#[derive(Debug)]
+pub struct Laying {
+    /// The withheld files and links, relative to the project, sorted.
+    pub withheld: Vec<String>,
+    pub taking: Taking,
+}
+
+/// Lays an overlay work copy over `project`: surveys it, makes `dirs`
+/// with the whiteouts that hide what the container must not see, and
+/// starts taking `shadow`'s baseline from the project, without what the
+/// survey hid, on a thread ([`Taking`]).
+pub fn begin(
+    shadow: ShadowRepo,
     project: &Path,
     dirs: &OverlayDirs,
-    withhold: &(dyn Fn(&Path) -> bool + Sync),
-) -> Result<Laid, String> {
-    // The survey reads names only, the baseline reads and hashes files: on
-    // two cores, side by side.
-    let (baseline, survey) = std::thread::scope(|scope| {
-        let surveying = scope.spawn(|| survey(project, withhold));
-        let mut found = None;
-        let baseline = shadow.project_baseline(project, || {
-            let survey = surveying
-                .join()
-                .map_err(|_| "reading the project failed".to_string())?
-                .map_err(|e| format!("could not read the project: {e}"))?;
-            let hidden = survey.hidden.iter().cloned().collect();
-            found = Some(survey);
-            Ok(hidden)
-        });
-        (baseline, found)
-    });
-    let baseline = baseline.map_err(|e| e.to_string())?;
-    let survey = survey.ok_or("the project was not surveyed")?;
-    let mut whiteouts = survey.hidden;
-    whiteouts.extend(baseline.refused);
-    prepare(project, dirs, &whiteouts)
+    withhold: &Withhold<'_>,
+) -> Result<Laying, String> {
+    let survey = {
+        let mut names = shadow.name_check().map_err(|e| e.to_string())?;
+        survey(project, withhold, &mut names)
+            .map_err(|e| format!("could not read the project: {e}"))?
+    };
+    prepare(project, dirs, &survey.hidden)
         .map_err(|e| format!("could not prepare the overlay work copy: {e}"))?;
-    Ok(Laid {
-        baseline: baseline.commit,
+    let hidden: HashSet<Vec<u8>> = survey.hidden.into_iter().collect();
+    let project = project.to_path_buf();
+    let taking = Taking::spawn(move || {
+        let baseline = shadow
+            .project_baseline(&project, &hidden)
+            .map_err(|e| e.to_string())?;
+        Ok(Taken { shadow, baseline })
+    });
+    Ok(Laying {
         withheld: survey.withheld,
+        taking,
+    })
+}
+
+/// [`begin`], and the baseline waited for.
+pub fn lay(
+    shadow: ShadowRepo,
+    project: &Path,
+    dirs: &OverlayDirs,
+    withhold: &Withhold<'_>,
+) -> Result<Laid, String> {
+    let laying = begin(shadow, project, dirs, withhold)?;
+    let Taken { shadow, baseline } = laying.taking.take()?;
+    Ok(Laid {
+        shadow,
+        baseline,
+        withheld: laying.withheld,
     })
 }
 
@@ -312,14 +339,20 @@ const SURVEY_MAX_ENTRIES: usize = 2_000_000;
 const SURVEY_SECONDS: u64 = 600;
 
 /// Walks `project` for what [`Survey`] lists; `withhold` is asked about
-/// files and links, with paths relative to the project.
-pub fn survey(project: &Path, withhold: &Withhold<'_>) -> io::Result<Survey> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(SURVEY_SECONDS);
+/// files and links, with paths relative to the project, and `names`
+/// about every name (see [`NameCheck`]).
+pub fn survey(
+    project: &Path,
+    withhold: &Withhold<'_>,
+    names: &mut NameCheck<'_>,
+) -> io::Result<Survey> {
+    let limits = Limits::within(SURVEY_SECONDS);
     let mut found = Survey::default();
     let mut listed = 0usize;
-    let mut pending = vec![(DirHandle::open_root(project)?, Vec::new())];
-    while let Some((dir, path)) = pending.pop() {
-        if std::time::Instant::now() > deadline {
+    let mut pending = vec![(DirHandle::open_root(project)?, Vec::new(), 0)];
+    while let Some((dir, path, depth)) = pending.pop() {
+        let deadline = limits.deadline;
+        if Instant::now() > deadline {
             return Err(io::Error::other("reading the project took too long"));
         }
         let entries = dir.entries()?;
@@ -332,7 +365,15 @@ pub fn survey(project: &Path, withhold: &Withhold<'_>) -> io::Result<Survey> {
         for (name, kind) in entries {
             let rel = join(&path, &name);
             let top = path.is_empty() && (name == b".git" || name == b".ah");
+            // As the baseline's walk counts depth: a folder one deeper than
+            // the files beside it.
+            let deep = depth + usize::from(kind == Kind::Dir);
+            // A `.git` below the top is a nested repository's: the
+            // baseline passes over its folder, and it stays as it is.
+            let nested = !path.is_empty() && name == b".git";
             let hide = top
+                || !nested
+                    && (refusal(&name, &rel, deep, &limits).is_some() || !names.accepts(&name))
                 || match kind {
                     Kind::Special => true,
                     Kind::File | Kind::Link => {
@@ -350,7 +391,7 @@ pub fn survey(project: &Path, withhold: &Withhold<'_>) -> io::Result<Survey> {
                 found.hidden.push(rel);
             } else if kind == Kind::Dir {
                 match dir.open_dir(&name) {
-                    Ok(sub) => pending.push((sub, rel)),
+                    Ok(sub) => pending.push((sub, rel, depth + 1)),
                     // Unreadable to ah: unreadable to the container too.
                     Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
                     Err(e) => return Err(e),

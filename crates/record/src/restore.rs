@@ -99,6 +99,7 @@ pub fn restore(
         head,
         withheld: copied.withheld,
         overlay: None,
+        taking: None,
     })
 }
 
@@ -126,7 +127,8 @@ pub fn restore_overlay(
         work: dir.overlay_scratch_dir(),
     };
     let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
-    let laid = overlay::lay(&shadow, project, &dirs, &withhold).map_err(RestoreError::Layer)?;
+    let laid = overlay::lay(shadow, project, &dirs, &withhold).map_err(RestoreError::Layer)?;
+    let shadow = laid.shadow;
     overlay::restore_layer(&shadow, project, &dirs, laid.baseline, head)
         .map_err(RestoreError::Layer)?;
     let baseline = shadow.adopt(head)?;
@@ -140,6 +142,7 @@ pub fn restore_overlay(
             dirs,
             lower: laid.baseline,
         }),
+        taking: None,
     })
 }
 

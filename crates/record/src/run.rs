@@ -101,6 +101,12 @@ pub struct Start {
     /// Where the container's `/work` is an overlay of the project: its
     /// folders. `None` for a work copy.
     pub overlay: Option<overlay::Overlay>,
+    /// The baseline, when it is still being taken (an overlay of the
+    /// project's current files): `baseline`, `head` and the overlay's
+    /// `lower` are not known yet, and `shadow` stands in for the shadow repo
+    /// the thread hands over. The run settles it before its first step
+    /// and before it finishes.
+    pub taking: Option<overlay::Taking>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -134,6 +140,8 @@ pub struct Run {
     overlay: Option<overlay::Overlay>,
     /// What earlier steps of an overlay run hashed.
     stat_cache: StatCache,
+    /// The baseline still being taken (see [`Start::taking`]).
+    taking: Option<overlay::Taking>,
 }
 
 impl Run {
@@ -157,38 +165,62 @@ impl Run {
             head: baseline,
             withheld: copied.withheld,
             overlay: None,
+            taking: None,
         })
     }
 
     /// Prepares a run whose container mounts `/work` as an overlay of
-    /// `project`: nothing is copied, the baseline is read from the project
-    /// itself, and what the container must not see is hidden (see
-    /// [`crate::overlay`]). The backend is started with the returned
-    /// folders.
+    /// `project`: nothing is copied, what the container must not see is
+    /// hidden (see [`crate::overlay`]), and the baseline is read from the
+    /// project itself on a thread ([`Start::taking`]) while the backend
+    /// starts with the returned folders.
     pub fn prepare_overlay(
         project: &Path,
         dir: &RunDir,
         policy: &Policy,
     ) -> Result<Start, RunError> {
-        let shadow = ShadowRepo::init(&dir.shadow_dir(), project)
-            .map_err(|e| RunError::Shadow(e.to_string()))?;
+        let shadow_err = |e: shadow::ShadowError| RunError::Shadow(e.to_string());
+        let shadow = ShadowRepo::init(&dir.shadow_dir(), project).map_err(shadow_err)?;
         let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
         let dirs = OverlayDirs {
             upper: dir.upper_dir(),
             work: dir.overlay_scratch_dir(),
         };
-        let laid = overlay::lay(&shadow, project, &dirs, &withhold).map_err(RunError::Copy)?;
+        let laying = overlay::begin(shadow, project, &dirs, &withhold).map_err(RunError::Copy)?;
         Ok(Start {
-            shadow,
-            baseline: laid.baseline,
-            head: laid.baseline,
-            withheld: laid.withheld,
+            shadow: ShadowRepo::open(&dir.shadow_dir(), project).map_err(shadow_err)?,
+            baseline: Oid::ZERO_SHA1,
+            head: Oid::ZERO_SHA1,
+            withheld: laying.withheld,
             overlay: Some(overlay::Overlay {
                 project: project.to_path_buf(),
                 dirs,
-                lower: laid.baseline,
+                lower: Oid::ZERO_SHA1,
             }),
+            taking: Some(laying.taking),
         })
+    }
+
+    /// Waits for a baseline still being taken and takes it over; why it
+    /// could not be taken, if not (the run's start has failed then).
+    async fn settle(&mut self) -> Result<(), String> {
+        let Some(taking) = self.taking.clone() else {
+            return Ok(());
+        };
+        // The thread is joined off the runtime's threads.
+        let waiting = taking.clone();
+        tokio::task::spawn_blocking(move || waiting.wait())
+            .await
+            .map_err(|e| format!("waiting for the run's baseline failed: {e}"))??;
+        let taken = taking.take()?;
+        self.taking = None;
+        self.shadow = taken.shadow;
+        self.baseline = taken.baseline;
+        self.head = taken.baseline;
+        if let Some(overlay) = &mut self.overlay {
+            overlay.lower = taken.baseline;
+        }
+        Ok(())
     }
 
     /// Assembles a run from its prepared parts.
@@ -219,6 +251,7 @@ impl Run {
             disk_budget: DiskBudget::default(),
             overlay: start.overlay,
             stat_cache: StatCache::default(),
+            taking: start.taking,
         }
     }
 
@@ -265,8 +298,10 @@ impl Run {
         self.backend.kind()
     }
 
-    pub fn baseline(&self) -> String {
-        self.baseline.to_string()
+    /// The baseline commit, once it is taken.
+    pub async fn baseline(&mut self) -> Result<String, RunError> {
+        self.settle().await.map_err(RunError::Shadow)?;
+        Ok(self.baseline.to_string())
     }
 
     /// The project files the read policy kept out of the work copy,
@@ -294,6 +329,11 @@ impl Run {
         self.steps += 1;
         let step = self.steps;
         let started = Instant::now();
+        // Nothing runs that could not be recorded.
+        if let Err(err) = self.settle().await {
+            self.poisoned
+                .get_or_insert(format!("the project's baseline could not be taken: {err}"));
+        }
         let backend = match (&self.read_only_backend, self.rules.is_read_only()) {
             (Some(read_only), true) => read_only.as_ref(),
             _ => self.backend.as_ref(),

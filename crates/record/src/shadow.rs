@@ -47,7 +47,7 @@ mod treediff;
 
 pub use layered::{Layers, StatCache};
 pub use links::CommittedLinks;
-pub use project::ProjectBaseline;
+pub use project::NameCheck;
 pub use restore::LayerEntry;
 pub use revert::Reverted;
 

@@ -163,8 +163,25 @@ fn start_podman(
         network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     }
     let notices = notices.clone();
+    // The main container's start is over once the baseline is taken too: a
+    // baseline that cannot be taken fails the start, and the first command
+    // waits for both.
+    let taking = (!read_only).then(|| start.taking.clone()).flatten();
     Ok(Starting::spawn(BackendKind::Podman, async move {
-        let backend = podman::PodmanBackend::start(&options).await?;
+        let baseline = async move {
+            let Some(taking) = taking else {
+                return Ok(());
+            };
+            tokio::task::spawn_blocking(move || taking.wait())
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()))
+        };
+        let (backend, baseline) = tokio::join!(podman::PodmanBackend::start(&options), baseline);
+        let backend = backend?;
+        if let Err(why) = baseline {
+            backend.shutdown().await.ok();
+            return Err(StartFailure::Baseline(why));
+        }
         let removed = backend.removed_stale().len();
         notices.add(
             backend
@@ -177,8 +194,17 @@ fn start_podman(
                 "removed {removed} container(s) left by an earlier run that did not finish"
             )]);
         }
-        Ok::<_, podman::PodmanError>(backend)
+        Ok::<_, StartFailure>(backend)
     }))
+}
+
+/// Why the main container's start failed.
+#[derive(Debug, thiserror::Error)]
+enum StartFailure {
+    #[error(transparent)]
+    Podman(#[from] podman::PodmanError),
+    #[error("could not read the project's files for the run's baseline: {0}")]
+    Baseline(String),
 }
 
 /// What the starts in the background have to say (a fallback, containers

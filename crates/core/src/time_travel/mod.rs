@@ -169,7 +169,7 @@ mod tests {
     async fn the_state_is_the_last_accepted_commit_at_or_before_the_message() {
         let project = tempfile::tempdir().unwrap();
         let mut run = run(project.path());
-        let baseline = run.baseline();
+        let baseline = run.baseline().await.unwrap();
         let mut session = Session::create(&project.path().join(".ah")).unwrap();
         let prompt = text(&mut session, None, Role::User);
         let answer = text(&mut session, Some(&prompt), Role::Assistant);

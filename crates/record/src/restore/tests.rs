@@ -64,7 +64,7 @@ async fn earlier_run(root: &Path) -> (String, Oid, String) {
         .await;
     run.tool_step("bash", &bash("echo three > a.txt && echo b > b.txt"))
         .await;
-    let baseline = run.baseline().parse().unwrap();
+    let baseline = run.baseline().await.unwrap().parse().unwrap();
     let id = run.id();
     run.finish().await.unwrap();
     (id, baseline, one.head)

@@ -73,8 +73,11 @@ impl Run {
     /// as artifacts and removes the work copy (the shadow repo keeps every
     /// step). Only a patch that cannot be built is an error: the rest are
     /// warnings in the result, so the run's outcome is never lost.
-    pub async fn finish(self) -> Result<RunResult, RunError> {
+    pub async fn finish(mut self) -> Result<RunResult, RunError> {
         let mut warnings = Vec::new();
+        let settled = self.settle().await.map_err(|err| {
+            RunError::Shadow(format!("the project's baseline could not be taken: {err}"))
+        });
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }
@@ -83,6 +86,7 @@ impl Run {
         {
             warnings.push(format!("the read-only sandbox could not be removed: {err}"));
         }
+        settled?;
         let egress = self.backend.take_egress();
         let patch_path = self.dir.patch_path();
         let info = patch::session_patch(

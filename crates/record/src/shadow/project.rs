@@ -1,10 +1,10 @@
 //! The baseline of an overlay run, read from the project itself: the work
 //! copy is not copied first, so the baseline walks the project (the
 //! overlay's lower layer) with the same rules as any baseline, passes over
-//! what the container will not see ([`crate::overlay::survey`]), and takes the object ids the project's own index
-//! vouches for ([`super::seed`]). Nothing in the project is written: what
-//! cannot be recorded is returned to be hidden from the container instead of
-//! being removed.
+//! what the container will not see ([`crate::overlay::survey`], which also
+//! hides what git cannot record), and takes the object ids the project's
+//! own index vouches for ([`super::seed`]). Nothing in the project is
+//! written.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -16,20 +16,58 @@ use super::{ShadowError, ShadowRepo};
 use crate::tree::scan::{Refused, Tracked};
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
 
-/// What the baseline of an overlay run found in the project.
-#[derive(Debug)]
-pub struct ProjectBaseline {
-    pub commit: Oid,
-    /// Entries git cannot record, relative to the project: to be hidden
-    /// from the container as well.
-    pub refused: Vec<Vec<u8>>,
+/// libgit2's own test of a tree entry's name, as the baseline's trees apply
+/// it (`.git` in the forms other file systems read as `.git`, among
+/// others): the survey hides what it refuses before the container starts,
+/// so that the container sees no entry the baseline leaves out.
+pub struct NameCheck<'r> {
+    builder: git2::TreeBuilder<'r>,
+    /// Any blob id: only the name is tested (ah has libgit2 look up no id
+    /// it is given; see where a shadow repo is opened).
+    id: Oid,
+    held: usize,
+}
+
+impl NameCheck<'_> {
+    /// Whether a tree may hold an entry named `name`.
+    pub fn accepts(&mut self, name: &[u8]) -> bool {
+        // The builder keeps what it accepted: emptied now and then.
+        if self.held == NAME_CHECK_BATCH {
+            self.builder.clear().ok();
+            self.held = 0;
+        }
+        self.held += 1;
+        self.builder.insert(name, self.id, 0o100644).is_ok()
+    }
+}
+
+/// How many names a [`NameCheck`] holds before it empties its builder.
+const NAME_CHECK_BATCH: usize = 4096;
+
+impl ShadowRepo {
+    /// A test of entry names with this repo's settings.
+    pub fn name_check(&self) -> Result<NameCheck<'_>, ShadowError> {
+        let builder = self
+            .repo
+            .treebuilder(None)
+            .map_err(self.err("starting a tree"))?;
+        let id = Oid::hash_object(git2::ObjectType::Blob, b"")
+            .map_err(self.err("hashing an empty file"))?;
+        Ok(NameCheck {
+            builder,
+            id,
+            held: 0,
+        })
+    }
 }
 
 /// The project as the baseline sees it: nothing tracked yet, and its own
-/// `.git` passed over.
-struct ProjectView;
+/// `.git` and what the container will not see passed over.
+struct ProjectView<'h> {
+    hidden: &'h HashSet<Vec<u8>>,
+}
 
-impl Tracked for ProjectView {
+impl Tracked for ProjectView<'_> {
     fn file(&self, _: &[u8]) -> bool {
         false
     }
@@ -39,33 +77,29 @@ impl Tracked for ProjectView {
     }
 
     fn hidden(&self, path: &[u8], _kind: Kind) -> bool {
-        path == b".git"
+        path == b".git" || self.hidden.contains(path)
     }
 }
 
 impl ShadowRepo {
-    /// Takes the baseline commit from `project`, leaving out the entries
-    /// `hidden` names once it is done reading (relative to the project: see
-    /// [`crate::overlay::survey`], which may run meanwhile).
+    /// Takes the baseline commit from `project`, passing over the entries
+    /// `hidden` names (relative to the project: what
+    /// [`crate::overlay::survey`] found). An entry git refuses all the same
+    /// (one that appeared since the survey) is left out of it.
     pub fn project_baseline(
         &self,
         project: &Path,
-        hidden: impl FnOnce() -> Result<HashSet<Vec<u8>>, String>,
-    ) -> Result<ProjectBaseline, ShadowError> {
+        hidden: &HashSet<Vec<u8>>,
+    ) -> Result<Oid, ShadowError> {
         // Without the project's objects, every file is hashed.
         let repo = ProjectRepo::open(project).filter(|r| self.add_alternate(&r.objects).is_ok());
         let root = DirHandle::open_root(project).map_err(|source| ShadowError::WorkDir {
             path: project.to_path_buf(),
             source,
         })?;
-        let (mut entries, mut refused) =
-            self.read_baseline(&root, &ProjectView, repo.as_ref().map(|r| &r.seed))?;
-        let hidden = hidden().map_err(|why| ShadowError::WorkDir {
-            path: project.to_path_buf(),
-            source: std::io::Error::other(why),
-        })?;
-        entries.retain(|e| !hidden.contains(&e.path));
-        refused.retain(|r| !hidden.contains(&r.path));
+        let view = ProjectView { hidden };
+        let (entries, mut refused) =
+            self.read_baseline(&root, &view, repo.as_ref().map(|r| &r.seed))?;
         let tree = self.tree_of(&entries, &mut refused)?;
         let commit = self.commit(&tree, "baseline", &[])?;
         let refused_paths: HashSet<&[u8]> = refused.iter().map(|r| r.path.as_slice()).collect();
@@ -75,10 +109,7 @@ impl ShadowRepo {
             .collect();
         drop(refused_paths);
         self.write_index_later(kept);
-        Ok(ProjectBaseline {
-            commit,
-            refused: refused.into_iter().map(|r| r.path).collect(),
-        })
+        Ok(commit)
     }
 
     /// Lets the shadow repo read the objects in `objects` (a project's

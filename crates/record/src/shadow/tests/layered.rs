@@ -77,15 +77,15 @@ pub(super) fn mounted() -> Option<Mounted> {
 }
 
 /// Takes `repo`'s baseline from the project and makes the upper folder, as
-/// a run does; returns the withheld files.
+/// a run does; returns the shadow repo that holds it and the withheld
+/// files.
 pub(super) fn hide(
-    repo: &ShadowRepo,
+    repo: ShadowRepo,
     m: &Mounted,
     withhold: &(dyn Fn(&Path) -> bool + Sync),
-) -> Vec<String> {
-    overlay::lay(repo, &m.project, &m.dirs, withhold)
-        .unwrap()
-        .withheld
+) -> (ShadowRepo, Vec<String>) {
+    let laid = overlay::lay(repo, &m.project, &m.dirs, withhold).unwrap();
+    (laid.shadow, laid.withheld)
 }
 
 pub(super) fn mount(m: &Mounted) {
@@ -118,7 +118,7 @@ fn steps_recorded_from_the_upper_folder_match_a_full_walk_of_the_merged_view() {
         return;
     };
     let layered = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
-    hide(&layered, &m, &|_| false);
+    let (layered, _) = hide(layered, &m, &|_| false);
     mount(&m);
     let full = ShadowRepo::init(&m.root.join("full.git"), &m.merged).unwrap();
     full.baseline().unwrap();
@@ -204,6 +204,18 @@ fn the_container_does_not_see_what_the_baseline_hides() {
         &m.project.join("target/.env"),
         "KEY=also withheld, in an ignored folder\n",
     );
+    // Names git refuses: one ah's walk knows, one only libgit2 does (a
+    // stream of `.git` on NTFS); and a nested repository, left as it is.
+    write(
+        &m.project.join("src/.GIT/hooks/post-checkout"),
+        "#!/bin/sh\n",
+    );
+    write(&m.project.join("docs/.git:x/y"), "y\n");
+    write(
+        &m.project.join("vendor/lib/.git/HEAD"),
+        "ref: refs/heads/main\n",
+    );
+    write(&m.project.join("vendor/lib/a.txt"), "a\n");
     let socket = std::os::unix::net::UnixListener::bind(m.project.join("tmp.sock")).unwrap();
     let fifo = m.project.join("target/pipe");
     assert!(
@@ -215,8 +227,18 @@ fn the_container_does_not_see_what_the_baseline_hides() {
     );
     let repo = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
     let withhold = |p: &Path| p.file_name().is_some_and(|n| n == ".env");
-    assert_eq!(hide(&repo, &m, &withhold), [".env", "target/.env"]);
+    let (repo, withheld) = hide(repo, &m, &withhold);
+    assert_eq!(withheld, [".env", "target/.env"]);
+    let baseline = repo.commit_tree(repo.head().unwrap()).unwrap();
+    for left_out in ["src/.GIT", "docs/.git:x", "vendor/lib"] {
+        assert!(
+            baseline.get_path(Path::new(left_out)).is_err(),
+            "{left_out} recorded"
+        );
+    }
+    assert!(baseline.get_path(Path::new("README.md")).is_ok());
     mount(&m);
+    assert!(m.merged.join("vendor/lib/.git/HEAD").exists());
     for hidden in [
         ".env",
         ".git",
@@ -224,6 +246,8 @@ fn the_container_does_not_see_what_the_baseline_hides() {
         "target/.env",
         "tmp.sock",
         "target/pipe",
+        "src/.GIT",
+        "docs/.git:x",
     ] {
         assert!(
             fs::symlink_metadata(m.merged.join(hidden)).is_err(),
@@ -241,7 +265,7 @@ fn a_project_ignored_file_a_step_unignores_stays_out_of_the_record() {
         return;
     };
     let repo = ShadowRepo::init(&m.root.join("layered.git"), &m.project).unwrap();
-    hide(&repo, &m, &|_| false);
+    let (repo, _) = hide(repo, &m, &|_| false);
     mount(&m);
     write(&m.merged.join(".gitignore"), "target/\n");
     let merged = DirHandle::open_root(&m.merged).unwrap();
@@ -299,10 +323,7 @@ fn git_project(files: &[(&str, &[u8])]) -> (tempfile::TempDir, PathBuf) {
 /// same project hashed whole (no repository to vouch for anything).
 fn seeded_and_hashed(project: &Path, root: &Path) -> (git2::Oid, git2::Oid) {
     let seeded = ShadowRepo::init(&root.join("seeded.git"), project).unwrap();
-    let commit = seeded
-        .project_baseline(project, || Ok(HashSet::new()))
-        .unwrap()
-        .commit;
+    let commit = seeded.project_baseline(project, &HashSet::new()).unwrap();
     let seeded_tree = seeded.commit_tree(commit).unwrap().id();
     let copy = root.join("copy");
     crate::workspace::copy_project(project, &copy, &|_| false).unwrap();

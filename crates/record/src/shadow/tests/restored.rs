@@ -53,7 +53,7 @@ fn a_restored_overlay_holds_the_steps_files_and_records_later_steps() {
     };
     // The earlier run: every kind of change, recorded from its layers.
     let old = ShadowRepo::init(&m.root.join("old.git"), &m.project).unwrap();
-    hide(&old, &m, &|_| false);
+    let (old, _) = hide(old, &m, &|_| false);
     mount(&m);
     let w = &m.merged;
     write(&w.join("src/lib.rs"), "fn main() { edited(); }\n");
@@ -85,7 +85,8 @@ fn a_restored_overlay_holds_the_steps_files_and_records_later_steps() {
     // The new run, restored over the project as it is now.
     let new = ShadowRepo::init(&m.root.join("new.git"), &m.project).unwrap();
     new.take_objects(&m.root.join("old.git")).unwrap();
-    let laid = overlay::lay(&new, &m.project, &m.dirs, &|_| false).unwrap();
+    let laid = overlay::lay(new, &m.project, &m.dirs, &|_| false).unwrap();
+    let new = laid.shadow;
     let written = overlay::restore_layer(&new, &m.project, &m.dirs, laid.baseline, head).unwrap();
     assert!(written > 0);
     let baseline = new.adopt(head).unwrap();

@@ -75,7 +75,10 @@ impl Project {
         for args in [
             &["init", "-q", "-b", "main"][..],
             &["add", "-A"],
-            &["commit", "-q", "-m", "initial"],
+            &["-c", "gc.auto=0", "commit", "-q", "-m", "initial"],
+            // Packed, as a project with history is (and not packing in
+            // the background while runs are timed).
+            &["gc", "-q"],
         ] {
             let status = Command::new("git")
                 .args(args)
@@ -88,6 +91,16 @@ impl Project {
                 .expect("run git");
             assert!(status.success(), "git {args:?} failed");
         }
+        // Files written in the second the index was are "racily clean"
+        // and hashed again by every reader: past it, then refreshed, the
+        // index vouches for every file, as in a project at rest.
+        std::thread::sleep(Duration::from_millis(1100));
+        let refreshed = Command::new("git")
+            .args(["update-index", "-q", "--really-refresh"])
+            .current_dir(&project)
+            .status()
+            .expect("run git");
+        assert!(refreshed.success(), "git update-index failed");
         Project { root }
     }
 

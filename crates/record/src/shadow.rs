@@ -279,10 +279,6 @@ impl ShadowRepo {
         entries.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         let git_dir = self.git_dir.clone();
         let writer = std::thread::spawn(move || -> Result<(), String> {
-            // Lowest priority: on a small machine, the run's first command
-            // and the model's answers come first. (On Linux this thread's
-            // own; failing, it only runs at the usual priority.)
-            rustix::process::setpriority_process(None, 19).ok();
             let repo = Repository::open_bare(&git_dir).map_err(|e| e.to_string())?;
             let mut index = repo.index().map_err(|e| e.to_string())?;
             index.clear().map_err(|e| e.to_string())?;

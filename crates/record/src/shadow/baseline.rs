@@ -52,8 +52,8 @@ impl ShadowRepo {
         // an addition.
         index.clear().map_err(self.err("emptying the index"))?;
         let (entries, mut refused) = self.read_baseline(root, tracked, seed)?;
-        // Added once the packs are in place: the index checks that each
-        // entry's blob exists.
+        // Added once the packs are in place, so that each entry's blob is
+        // there for whatever reads the index.
         for entry in entries {
             if let Err(e) = index.add(&entry) {
                 refused.push(Refused {

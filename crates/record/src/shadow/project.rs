@@ -116,14 +116,24 @@ impl ShadowRepo {
     /// object store), now and whenever it is opened again.
     pub(super) fn add_alternate(&self, objects: &Path) -> Result<(), ShadowError> {
         let file = self.git_dir.join("objects").join("info").join("alternates");
-        let mut line = objects.as_os_str().as_encoded_bytes().to_vec();
-        line.push(b'\n');
-        std::fs::create_dir_all(file.parent().unwrap_or(&self.git_dir))
-            .and_then(|()| std::fs::write(&file, line))
-            .map_err(|source| ShadowError::Io {
-                path: file.clone(),
-                source,
-            })?;
+        // Added to those already listed (a restored run's shadow reaches an
+        // earlier run's project store too), once.
+        let mut text = match std::fs::read(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(source) => return Err(ShadowError::Io { path: file, source }),
+        };
+        let line = objects.as_os_str().as_encoded_bytes();
+        if !text.split(|&b| b == b'\n').any(|listed| listed == line) {
+            text.extend_from_slice(line);
+            text.push(b'\n');
+            std::fs::create_dir_all(file.parent().unwrap_or(&self.git_dir))
+                .and_then(|()| std::fs::write(&file, &text))
+                .map_err(|source| ShadowError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
+        }
         let objects = objects.to_str().ok_or_else(|| ShadowError::Io {
             path: objects.to_path_buf(),
             source: std::io::Error::other(

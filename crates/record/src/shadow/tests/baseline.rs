@@ -129,3 +129,20 @@ fn what_an_earlier_attempt_left_in_the_index_is_not_recorded() {
         .collect();
     assert_eq!(names, ["kept"]);
 }
+
+#[test]
+fn each_object_store_is_listed_once_and_none_is_dropped() {
+    let f = fixture();
+    let stores = tempfile::tempdir().unwrap();
+    let (one, two) = (stores.path().join("one"), stores.path().join("two"));
+    for store in [&one, &two] {
+        fs::create_dir_all(store).unwrap();
+    }
+    // A restored run's shadow reaches the earlier run's project store, then
+    // the project's own.
+    for store in [&one, &two, &one] {
+        f.repo.add_alternate(store).unwrap();
+    }
+    let listed = fs::read_to_string(f.repo.git_dir().join("objects/info/alternates")).unwrap();
+    assert_eq!(listed, format!("{}\n{}\n", one.display(), two.display()));
+}

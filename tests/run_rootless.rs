@@ -4,7 +4,7 @@
 //! `AH_TEST_USER` naming the user (CI sets both).
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::host::{describe, git};
@@ -21,26 +21,54 @@ fn chown(path: &Path, user: &TestUser) {
     assert!(status.success());
 }
 
-#[test]
-fn an_unprivileged_user_runs_tools_in_rootless_podman() {
-    let Some(user) = TestUser::from_env() else {
-        return;
-    };
-    let Some(podman) = podman_ready_blocking() else {
-        return;
-    };
-    user.build_image(&podman);
+/// Where a rootless test runs: the test user (with podman and the image
+/// ready), a folder it can reach holding a copy of ah and a committed
+/// project of `files` that the user owns. `None` where rootless tests do
+/// not run here.
+struct UserProject {
+    user: TestUser,
+    /// Holds the folder; bound as `_root` so that it lives as long as the test.
+    _root: tempfile::TempDir,
+    ah: PathBuf,
+    project: PathBuf,
+}
 
-    // Everything the user touches lives in a folder it can reach, whatever
-    // the permissions of the checkout: the project, and a copy of ah.
+fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
+    let user = TestUser::from_env()?;
+    let podman = podman_ready_blocking()?;
+    user.build_image(&podman);
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(project.join("a.txt"), "one\n").unwrap();
+    for (path, text) in files {
+        let path = project.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
     git(&project, &["init", "-q", "-b", "main"]);
     git(&project, &["add", "-A"]);
     git(&project, &["commit", "-q", "-m", "initial"]);
     chown(&project, &user);
+    Some(UserProject {
+        user,
+        _root: root,
+        ah,
+        project,
+    })
+}
+
+#[test]
+fn an_unprivileged_user_runs_tools_in_rootless_podman() {
+    // Everything the user touches lives in a folder it can reach, whatever
+    // the permissions of the checkout: the project, and a copy of ah.
+    let Some(UserProject {
+        user,
+        ah,
+        project,
+        _root,
+    }) = user_project(&[("a.txt", "one\n")])
+    else {
+        return;
+    };
 
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
@@ -131,22 +159,15 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
 
 #[test]
 fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
-    let Some(user) = TestUser::from_env() else {
+    let Some(UserProject {
+        user,
+        ah,
+        project,
+        _root,
+    }) = user_project(&[("a.txt", "one\n"), ("docs/b.txt", "b\n")])
+    else {
         return;
     };
-    let Some(podman) = podman_ready_blocking() else {
-        return;
-    };
-    user.build_image(&podman);
-    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
-    let project = root.path().join("project");
-    std::fs::create_dir_all(project.join("docs")).unwrap();
-    std::fs::write(project.join("a.txt"), "one\n").unwrap();
-    std::fs::write(project.join("docs/b.txt"), "b\n").unwrap();
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "initial"]);
-    chown(&project, &user);
     let run = |steps: &str| {
         let mock = MockServer::start(vec![
             Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({ "command": steps }))),
@@ -194,21 +215,15 @@ fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
 
 #[test]
 fn a_project_file_the_user_cannot_read_fails_the_start_after_the_model_was_asked() {
-    let Some(user) = TestUser::from_env() else {
+    let Some(UserProject {
+        user,
+        ah,
+        project,
+        _root,
+    }) = user_project(&[("a.txt", "one\n")])
+    else {
         return;
     };
-    let Some(podman) = podman_ready_blocking() else {
-        return;
-    };
-    user.build_image(&podman);
-    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
-    let project = root.path().join("project");
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(project.join("a.txt"), "one\n").unwrap();
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "initial"]);
-    chown(&project, &user);
     // Root's, not the user's: its name can be listed, its bytes not read.
     let locked = project.join("root-only.bin");
     std::fs::write(&locked, "root\n").unwrap();

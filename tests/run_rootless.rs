@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use crate::support::host::{describe, git};
 use crate::support::mock::{MockServer, Reply, Turn};
@@ -27,10 +27,30 @@ fn chown(path: &Path, user: &TestUser) {
 /// not run here.
 struct UserProject {
     user: TestUser,
-    /// Holds the folder; bound as `_root` so that it lives as long as the test.
     _root: tempfile::TempDir,
     ah: PathBuf,
     project: PathBuf,
+}
+
+impl UserProject {
+    /// `ah -C PROJECT ARGS` run as the user, the model at `mock`, with
+    /// `env` besides what every run here needs.
+    fn ah(&self, mock: &MockServer, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let url = mock.url();
+        let mut all = vec![
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", "test-key"),
+            ("NO_COLOR", "1"),
+        ];
+        all.extend_from_slice(env);
+        self.user
+            .command(&self.ah, &all)
+            .arg("-C")
+            .arg(&self.project)
+            .args(args)
+            .output()
+            .unwrap()
+    }
 }
 
 fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
@@ -60,15 +80,10 @@ fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
 fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     // Everything the user touches lives in a folder it can reach, whatever
     // the permissions of the checkout: the project, and a copy of ah.
-    let Some(UserProject {
-        user,
-        ah,
-        project,
-        _root,
-    }) = user_project(&[("a.txt", "one\n")])
-    else {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
         return;
     };
+    let (user, project) = (&p.user, &p.project);
 
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
@@ -79,23 +94,13 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         )),
         Turn::reply(Reply::new().text("done")),
     ]);
-    let url = mock.url();
-    let env = [
-        ("ANTHROPIC_BASE_URL", url.as_str()),
-        ("ANTHROPIC_API_KEY", "test-key"),
-        ("NO_COLOR", "1"),
+    let committer = [
         ("GIT_AUTHOR_NAME", "u"),
         ("GIT_AUTHOR_EMAIL", "u@u"),
         ("GIT_COMMITTER_NAME", "u"),
         ("GIT_COMMITTER_EMAIL", "u@u"),
     ];
-    let out = user
-        .command(&ah, &env)
-        .arg("-C")
-        .arg(&project)
-        .args(["--review", "auto", "make a file"])
-        .output()
-        .unwrap();
+    let out = p.ah(&mock, &committer, &["--review", "auto", "make a file"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let requests = mock.requests();
@@ -147,7 +152,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     let log = user
         .command(Path::new("/usr/bin/git"), &[])
         .arg("-C")
-        .arg(&project)
+        .arg(project)
         .args(["log", "-1", "--format=%s"])
         .output()
         .unwrap();
@@ -159,33 +164,16 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
 
 #[test]
 fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
-    let Some(UserProject {
-        user,
-        ah,
-        project,
-        _root,
-    }) = user_project(&[("a.txt", "one\n"), ("docs/b.txt", "b\n")])
-    else {
+    let Some(p) = user_project(&[("a.txt", "one\n"), ("docs/b.txt", "b\n")]) else {
         return;
     };
+    let (user, project) = (&p.user, &p.project);
     let run = |steps: &str| {
         let mock = MockServer::start(vec![
             Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({ "command": steps }))),
             Turn::reply(Reply::new().text("done")),
         ]);
-        let url = mock.url();
-        let env = [
-            ("ANTHROPIC_BASE_URL", url.as_str()),
-            ("ANTHROPIC_API_KEY", "test-key"),
-            ("NO_COLOR", "1"),
-        ];
-        let out = user
-            .command(&ah, &env)
-            .arg("-C")
-            .arg(&project)
-            .args(["--review", "never", "go on"])
-            .output()
-            .unwrap();
+        let out = p.ah(&mock, &[], &["--review", "never", "go on"]);
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
         mock.requests()[1].told()
     };
@@ -215,15 +203,10 @@ fn an_unprivileged_user_goes_on_from_a_saved_run_without_a_copy() {
 
 #[test]
 fn a_project_file_the_user_cannot_read_fails_the_start_after_the_model_was_asked() {
-    let Some(UserProject {
-        user,
-        ah,
-        project,
-        _root,
-    }) = user_project(&[("a.txt", "one\n")])
-    else {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
         return;
     };
+    let project = &p.project;
     // Root's, not the user's: its name can be listed, its bytes not read.
     let locked = project.join("root-only.bin");
     std::fs::write(&locked, "root\n").unwrap();
@@ -239,19 +222,7 @@ fn a_project_file_the_user_cannot_read_fails_the_start_after_the_model_was_asked
         )),
         Turn::reply(Reply::new().text("done")),
     ]);
-    let url = mock.url();
-    let env = [
-        ("ANTHROPIC_BASE_URL", url.as_str()),
-        ("ANTHROPIC_API_KEY", "test-key"),
-        ("NO_COLOR", "1"),
-    ];
-    let out = user
-        .command(&ah, &env)
-        .arg("-C")
-        .arg(&project)
-        .args(["--review", "never", "go"])
-        .output()
-        .unwrap();
+    let out = p.ah(&mock, &[], &["--review", "never", "go"]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -351,8 +351,7 @@ pub fn survey(
     let mut listed = 0usize;
     let mut pending = vec![(DirHandle::open_root(project)?, Vec::new(), 0)];
     while let Some((dir, path, depth)) = pending.pop() {
-        let deadline = limits.deadline;
-        if Instant::now() > deadline {
+        if Instant::now() > limits.deadline {
             return Err(io::Error::other("reading the project took too long"));
         }
         let entries = dir.entries()?;

@@ -3,8 +3,9 @@
 //! the first command waits for it ([`Starting::ready`]), and the run
 //! watches it ([`Starting::failed`]) so that a sandbox that cannot start
 //! ends the run with the start's own error instead of becoming a tool error
-//! the model would retry (a command after a failed start never returns). Nothing ever falls back to running on the host:
-//! a command goes to the started backend or fails.
+//! the model would retry (a command after a failed start never returns).
+//! Nothing ever falls back to running on the host: a command goes to the
+//! started backend or waits.
 //!
 //! [`Backend::shutdown`] waits for a start still under way and then removes
 //! what it made, so a run that ends before its first command leaves no

@@ -32,6 +32,17 @@ enum State {
     Handed(Result<(), String>),
 }
 
+impl State {
+    /// How the thread ended, as far as this state knows.
+    fn ended(&self) -> Result<(), String> {
+        match self {
+            State::Done(done) => done.as_ref().map(|_| ()).map_err(Clone::clone),
+            State::Handed(ended) => ended.clone(),
+            State::Running(_) => Err(STILL_RUNNING.into()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Taking {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Taking").finish_non_exhaustive()
@@ -48,22 +59,20 @@ impl Taking {
 
     /// Blocks until the baseline is taken: why it could not be, if not.
     pub fn wait(&self) -> Result<(), String> {
-        match &*self.finished() {
-            State::Done(done) => done.as_ref().map(|_| ()).map_err(Clone::clone),
-            State::Handed(ended) => ended.clone(),
-            State::Running(_) => Err(STILL_RUNNING.into()),
-        }
+        self.finished().ended()
     }
 
     /// Blocks until the baseline is taken, and hands it over (once).
     pub fn take(&self) -> Result<Taken, String> {
         let mut state = self.finished();
-        let ended = match &*state {
-            State::Done(done) => done.as_ref().map(|_| ()).map_err(Clone::clone),
-            State::Handed(_) => return Err("the run's baseline was already handed over".into()),
-            State::Running(_) => return Err(STILL_RUNNING.into()),
-        };
-        match std::mem::replace(&mut *state, State::Handed(ended)) {
+        if !matches!(&*state, State::Done(_)) {
+            return Err(match state.ended() {
+                Ok(()) => "the run's baseline was already handed over".into(),
+                Err(err) => err,
+            });
+        }
+        let ended = State::Handed(state.ended());
+        match std::mem::replace(&mut *state, ended) {
             State::Done(done) => done,
             _ => Err(STILL_RUNNING.into()),
         }
@@ -83,5 +92,53 @@ impl Taking {
             }
         }
         state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(dir: &std::path::Path) -> Result<Taken, String> {
+        let work = dir.join("work");
+        std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
+        let shadow = ShadowRepo::init(&dir.join("shadow.git"), &work).map_err(|e| e.to_string())?;
+        let baseline = shadow.baseline().map_err(|e| e.to_string())?;
+        Ok(Taken { shadow, baseline })
+    }
+
+    #[test]
+    fn the_baseline_is_waited_for_by_any_clone_and_handed_over_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let taking = Taking::spawn(move || taken(&path));
+        let other = taking.clone();
+        let waiter = std::thread::spawn(move || other.wait());
+        assert_eq!(taking.wait(), Ok(()));
+        assert_eq!(waiter.join().unwrap(), Ok(()));
+        let first = taking.take().unwrap();
+        assert_eq!(first.shadow.head().unwrap(), first.baseline);
+        let again = taking.take().map(|t| t.baseline);
+        assert_eq!(
+            again,
+            Err("the run's baseline was already handed over".into())
+        );
+        assert_eq!(taking.wait(), Ok(()), "how it ended is kept");
+    }
+
+    #[test]
+    fn a_failed_or_panicked_thread_is_an_error_to_every_caller() {
+        let failed = Taking::spawn(|| Err("could not read a.txt".into()));
+        assert_eq!(failed.wait(), Err("could not read a.txt".into()));
+        assert_eq!(
+            failed.take().map(|t| t.baseline),
+            Err("could not read a.txt".into())
+        );
+        assert_eq!(failed.wait(), Err("could not read a.txt".into()));
+
+        let panicked = Taking::spawn(|| panic!("a bug"));
+        let why = panicked.wait().unwrap_err();
+        assert!(why.contains("failed unexpectedly"), "{why}");
+        assert!(panicked.take().is_err());
     }
 }

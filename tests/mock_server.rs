@@ -1,8 +1,10 @@
 //! Tests of the mock model server itself (`tests/support/mock.rs`): what it
 //! puts on the wire must be the Anthropic Messages streaming format, delivered
 //! the way each scripted turn says, since every other integration test trusts it.
-//! This file checks the event stream's shape; `delivery` checks how it travels.
+//! This file checks the event stream's shape; `delivery` checks how it travels;
+//! `agents` checks that each agent of an org gets its own script.
 
+mod agents;
 mod client;
 mod delivery;
 

@@ -94,9 +94,20 @@ pub async fn send(
     body: &Value,
     idle: Option<Duration>,
 ) -> Seen {
+    send_to(client, &format!("{url}/v1/messages"), body, idle).await
+}
+
+/// Sends `body` as a POST to `endpoint` (a full URL) and keeps what comes
+/// back; `idle` ends the body early after that long without a chunk.
+pub async fn send_to(
+    client: &reqwest::Client,
+    endpoint: &str,
+    body: &Value,
+    idle: Option<Duration>,
+) -> Seen {
     let started = Instant::now();
     let mut response = client
-        .post(format!("{url}/v1/messages"))
+        .post(endpoint)
         .header("x-api-key", "test-key")
         .header("anthropic-version", "2023-06-01")
         .header("content-type", "application/json")
@@ -138,6 +149,17 @@ pub fn post(mock: &MockServer) -> Seen {
         &reqwest::Client::new(),
         &mock.url(),
         &messages_body(),
+        None,
+    ))
+}
+
+/// Sends `body` to `route` of the mock (`/v1/messages`,
+/// `/v1/chat/completions`) with a fresh client.
+pub fn post_body(mock: &MockServer, route: &str, body: &Value) -> Seen {
+    block_on(send_to(
+        &reqwest::Client::new(),
+        &format!("{}{route}", mock.url()),
+        body,
         None,
     ))
 }

@@ -17,14 +17,21 @@
 //! // run ah with ANTHROPIC_BASE_URL=mock.url(), then:
 //! assert_eq!(mock.requests().len(), 3);
 //! ```
+//!
+//! For several agents at once (`ah org`), [`MockServer::start_agents`] gives
+//! each agent a script of its own: a request whose system prompt says
+//! "You are the agent `NAME`" takes the next turn of `NAME`'s script, any
+//! other request the next shared one (see `agents.rs`).
 
+mod agents;
 mod connection;
 mod http;
 mod openai_sse;
+mod recorded;
 mod script;
 mod sse;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,81 +40,15 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+pub use recorded::RecordedRequest;
 pub use script::{Reply, Turn};
 
+use agents::Agents;
 use http::RawRequest;
 use script::{ApiError, Wire};
 
 /// Model named in replies when the request names none.
 const FALLBACK_MODEL: &str = "claude-mock";
-
-/// One request the mock received, in arrival order.
-#[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    pub method: String,
-    pub path: String,
-    /// Header names in lowercase; repeated headers joined with ", ".
-    pub headers: BTreeMap<String, String>,
-    /// The JSON body; `Value::Null` when the body was empty or not JSON.
-    pub body: Value,
-}
-
-impl RecordedRequest {
-    /// The value of header `name` (any case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .get(&name.to_ascii_lowercase())
-            .map(String::as_str)
-    }
-
-    /// The conversation the request sent (`messages` of the body).
-    ///
-    /// # Panics
-    /// If the body has no `messages` array.
-    pub fn messages(&self) -> &[Value] {
-        self.body["messages"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no messages in {}", self.body))
-    }
-
-    /// The last message of [`RecordedRequest::messages`].
-    ///
-    /// # Panics
-    /// If there is none.
-    pub fn last_message(&self) -> &Value {
-        self.messages()
-            .last()
-            .unwrap_or_else(|| panic!("no messages in {}", self.body))
-    }
-
-    /// The tool result the request reports (Messages API): the first block
-    /// of the last message, which must be a user message's `tool_result`.
-    ///
-    /// # Panics
-    /// If the last message is not that.
-    pub fn tool_result(&self) -> &Value {
-        let last = self.last_message();
-        assert_eq!(last["role"], "user", "not a tool result: {last}");
-        assert_eq!(
-            last["content"][0]["type"], "tool_result",
-            "not a tool result: {last}"
-        );
-        &last["content"][0]
-    }
-
-    /// The text of [`RecordedRequest::tool_result`]: what the tool told the
-    /// model.
-    ///
-    /// # Panics
-    /// If there is no tool result or its content is not text.
-    pub fn told(&self) -> String {
-        let result = self.tool_result();
-        result["content"]
-            .as_str()
-            .unwrap_or_else(|| panic!("tool result without text: {result}"))
-            .to_string()
-    }
-}
 
 /// A running mock server; dropping it stops the server and closes every
 /// connection it has open.
@@ -124,8 +65,10 @@ struct Shared {
 }
 
 struct State {
+    /// The shared script: turns for requests no agent's script answers.
     turns: VecDeque<Turn>,
     scripted: usize,
+    agents: Agents,
     requests: Vec<RecordedRequest>,
 }
 
@@ -143,6 +86,12 @@ impl MockServer {
     /// # Panics
     /// If the listening socket or the runtime cannot be set up.
     pub fn start(turns: Vec<Turn>) -> MockServer {
+        MockServer::launch(turns, Agents::default())
+    }
+
+    /// Starts a server with the shared script `turns` and the agents' own
+    /// scripts `agents`.
+    fn launch(turns: Vec<Turn>, agents: Agents) -> MockServer {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap_or_else(|err| panic!("mock: cannot bind 127.0.0.1:0: {err}"));
         let address = std_listener
@@ -165,6 +114,7 @@ impl MockServer {
             state: Mutex::new(State {
                 scripted: turns.len(),
                 turns: turns.into(),
+                agents,
                 requests: Vec::new(),
             }),
             arrived: Condvar::new(),
@@ -347,17 +297,20 @@ impl Shared {
                 "mock: only streaming requests are served; send \"stream\": true".to_string(),
             );
         }
-        let Some(turn) = state.turns.pop_front() else {
-            let scripted = state.scripted;
+        let next = match state.agents.owner(&body) {
+            Some(agent) => state.agents.next_turn(&agent, number),
+            None => state.turns.pop_front().ok_or_else(|| {
+                format!(
+                    "mock script exhausted: request {number} has no scripted turn ({} turns were scripted)",
+                    state.scripted
+                )
+            }),
+        };
+        let turn = match next {
+            Ok(turn) => turn,
             // A 400 fails the client at once: a test with too few turns
             // should fail fast, not after a round of retries.
-            return reject(
-                400,
-                "invalid_request_error",
-                format!(
-                    "mock script exhausted: request {number} has no scripted turn ({scripted} turns were scripted)"
-                ),
-            );
+            Err(message) => return reject(400, "invalid_request_error", message),
         };
         let model = body["model"].as_str().unwrap_or(FALLBACK_MODEL).to_string();
         Answer::Scripted {

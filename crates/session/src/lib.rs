@@ -9,6 +9,7 @@
 //! terminals send it. This layer only uses `ah_llm`.
 
 mod catalog;
+mod mail;
 mod orphans;
 pub mod queue;
 mod rows;
@@ -30,6 +31,7 @@ use ah_llm::{Block, Message, Role, Usage};
 pub use catalog::{
     CATALOG_FILE, NAME_KEY, SessionFile, SessionSummary, list_sessions, session_files,
 };
+pub use mail::{Letter, Mail, MailKind};
 pub use orphans::Repairs;
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
@@ -113,6 +115,8 @@ pub struct StoredMessage {
     /// RFC 3339 UTC.
     pub created_at: String,
     pub meta: MessageMeta,
+    /// The agent whose conversation the message is part of (`ah org`).
+    pub agent: Option<String>,
     pub blocks: Vec<BlockRecord>,
 }
 

@@ -239,6 +239,7 @@ pub struct MessageRow {
     pub stop_reason: Option<String>,
     pub model: Option<String>,
     pub api_latency_ms: Option<i64>,
+    pub agent: Option<String>,
 }
 
 impl MessageRow {
@@ -256,6 +257,7 @@ impl MessageRow {
             stop_reason: row.get(7)?,
             model: row.get(8)?,
             api_latency_ms: row.get(9)?,
+            agent: row.get(10)?,
         })
     }
 
@@ -292,6 +294,7 @@ impl MessageRow {
                 model: self.model,
                 api_latency_ms,
             },
+            agent: self.agent,
             blocks,
         })
     }

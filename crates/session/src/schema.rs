@@ -14,7 +14,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migration `i` takes the schema from version `i` to version `i + 1`.
 /// Append new migrations; never edit a released one.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 0 -> 1: messages tree, content blocks, context, events.
     "CREATE TABLE messages (
         id TEXT PRIMARY KEY,
@@ -54,6 +54,23 @@ const MIGRATIONS: &[&str] = &[
         details TEXT
     );
     CREATE INDEX events_message ON events(message_id);",
+    // 1 -> 2: the agent that wrote a message (`ah org`), and the agents'
+    // inboxes. Mail names messages without foreign keys: removing a run's
+    // messages (a failed start) takes its mail along (`Session::remove_branch`).
+    "ALTER TABLE messages ADD COLUMN agent TEXT;
+    CREATE INDEX messages_agent ON messages(agent, seq);
+    CREATE TABLE mail (
+        id INTEGER PRIMARY KEY,
+        recipient TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        text TEXT NOT NULL,
+        source TEXT,
+        created_at TEXT NOT NULL,
+        delivered_in TEXT
+    );
+    CREATE INDEX mail_pending ON mail(recipient, id) WHERE delivered_in IS NULL;
+    CREATE TABLE routed (message_id TEXT PRIMARY KEY);",
 ];
 
 /// The schema version this build writes.

@@ -23,13 +23,14 @@ pub(super) const HEAD_KEY: &str = "head";
 /// lower seq than its child, which also bounds the walk on a damaged file.
 pub(super) const ANCESTRY_SQL: &str = "
     WITH RECURSIVE ancestry (id, parent_id, role, seq, created_at, input_tokens,
-                             output_tokens, stop_reason, model, api_latency_ms) AS (
+                             output_tokens, stop_reason, model, api_latency_ms,
+                             agent) AS (
         SELECT id, parent_id, role, seq, created_at, input_tokens,
-               output_tokens, stop_reason, model, api_latency_ms
+               output_tokens, stop_reason, model, api_latency_ms, agent
         FROM messages WHERE id = ?1
         UNION ALL
         SELECT m.id, m.parent_id, m.role, m.seq, m.created_at, m.input_tokens,
-               m.output_tokens, m.stop_reason, m.model, m.api_latency_ms
+               m.output_tokens, m.stop_reason, m.model, m.api_latency_ms, m.agent
         FROM messages m JOIN ancestry a ON m.id = a.parent_id
         WHERE m.seq < a.seq
     )
@@ -55,6 +56,8 @@ pub struct Session {
     pub(super) path: PathBuf,
     /// What opening the file found and repaired (see [`super::orphans`]).
     pub(super) repairs: Repairs,
+    /// The agent that writes the messages appended now (`ah org`).
+    pub(super) author: Option<String>,
 }
 
 impl Session {
@@ -77,6 +80,7 @@ impl Session {
             conn: schema::open(path)?,
             path: path.to_path_buf(),
             repairs: Repairs::default(),
+            author: None,
         };
         session.repairs = session.remove_orphans()?;
         Ok(session)
@@ -113,7 +117,7 @@ impl Session {
 
     /// Stores a message under `parent_id` (`None` starts a new root) with
     /// all its blocks in one transaction, gives it the next `seq`, and makes
-    /// it the head.
+    /// it the head. The message is the author's ([`Session::set_author`]).
     pub fn append(
         &mut self,
         parent_id: Option<&str>,
@@ -121,99 +125,28 @@ impl Session {
         blocks: &[BlockRecord],
         meta: &MessageMeta,
     ) -> Result<StoredMessage> {
-        let rows = blocks
-            .iter()
-            .map(rows::block_to_row)
-            .collect::<Result<Vec<BlockRow>, String>>()
-            .map_err(|reason| SessionError::Invalid {
-                path: self.path.clone(),
-                reason,
-            })?;
-        let id = Ulid::generate().to_string();
-        let created_at = now_rfc3339();
-        let usage = meta.usage.map(|usage| Usage {
-            input_tokens: usage.input_tokens
-                + usage.cache_creation_input_tokens
-                + usage.cache_read_input_tokens,
-            output_tokens: usage.output_tokens,
-            ..Usage::default()
-        });
-        let path = &self.path;
-        let sql = |e| classify(path, e);
-
+        let path = self.path.clone();
+        let author = self.author.clone();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
-        if let Some(parent) = parent_id {
-            require_message(&tx, path, parent)?;
-        }
-        let seq: i64 = tx
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages")
-            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
-            .map_err(sql)?;
-        tx.prepare_cached(
-            "INSERT INTO messages (id, parent_id, role, seq, created_at, input_tokens,
-                 output_tokens, stop_reason, model, api_latency_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                id,
-                parent_id,
-                role.as_str(),
-                seq,
-                created_at,
-                usage.map(|u| to_i64(u.input_tokens)),
-                usage.map(|u| to_i64(u.output_tokens)),
-                meta.stop_reason,
-                meta.model,
-                meta.api_latency_ms.map(to_i64),
-            ])
-        })
-        .map_err(sql)?;
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO content_blocks (id, message_id, block_type, seq, content,
-                         tool_id, tool_name, tool_input, tool_output, is_error, duration_ms, details)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-                )
-                .map_err(sql)?;
-            for (block_seq, row) in (1_i64..).zip(&rows) {
-                insert
-                    .execute(params![
-                        Ulid::generate().to_string(),
-                        id,
-                        row.block_type,
-                        block_seq,
-                        row.content,
-                        row.tool_id,
-                        row.tool_name,
-                        row.tool_input,
-                        row.tool_output,
-                        row.is_error,
-                        row.duration_ms,
-                        row.details,
-                    ])
-                    .map_err(sql)?;
-            }
-        }
-        put_context(&tx, HEAD_KEY, &id).map_err(sql)?;
-        tx.commit().map_err(sql)?;
-
-        Ok(StoredMessage {
-            id,
-            parent_id: parent_id.map(str::to_string),
+            .map_err(|e| classify(&path, e))?;
+        let message = NewMessage {
+            parent_id,
             role,
-            seq,
-            created_at,
-            meta: MessageMeta {
-                usage,
-                ..meta.clone()
-            },
-            blocks: blocks.to_vec(),
-        })
+            blocks,
+            meta,
+            agent: author.as_deref(),
+        };
+        let stored = insert_message(&tx, &path, &message)?;
+        tx.commit().map_err(|e| classify(&path, e))?;
+        Ok(stored)
+    }
+
+    /// Says which agent writes the messages appended from now on (`None`:
+    /// no agent, the single-agent runs).
+    pub fn set_author(&mut self, agent: Option<&str>) {
+        self.author = agent.map(str::to_string);
     }
 
     /// The message the conversation continues from: context `head`, else the
@@ -400,4 +333,114 @@ pub(super) fn put_context(conn: &Connection, key: &str, value: &str) -> rusqlite
     )?
     .execute([key, value])
     .map(drop)
+}
+
+/// A message to store.
+pub(super) struct NewMessage<'a> {
+    pub(super) parent_id: Option<&'a str>,
+    pub(super) role: Role,
+    pub(super) blocks: &'a [BlockRecord],
+    pub(super) meta: &'a MessageMeta,
+    pub(super) agent: Option<&'a str>,
+}
+
+/// Stores `message` with all its blocks in `tx`, gives it the next `seq`,
+/// and makes it the head.
+pub(super) fn insert_message(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    message: &NewMessage<'_>,
+) -> Result<StoredMessage> {
+    let NewMessage {
+        parent_id,
+        role,
+        blocks,
+        meta,
+        agent,
+    } = *message;
+    let rows = blocks
+        .iter()
+        .map(rows::block_to_row)
+        .collect::<Result<Vec<BlockRow>, String>>()
+        .map_err(|reason| SessionError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+    let id = Ulid::generate().to_string();
+    let created_at = now_rfc3339();
+    let usage = meta.usage.map(|usage| Usage {
+        input_tokens: usage.input_tokens
+            + usage.cache_creation_input_tokens
+            + usage.cache_read_input_tokens,
+        output_tokens: usage.output_tokens,
+        ..Usage::default()
+    });
+    let sql = |e| classify(path, e);
+    if let Some(parent) = parent_id {
+        require_message(tx, path, parent)?;
+    }
+    let seq: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) + 1 FROM messages")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+        .map_err(sql)?;
+    tx.prepare_cached(
+        "INSERT INTO messages (id, parent_id, role, seq, created_at, input_tokens,
+             output_tokens, stop_reason, model, api_latency_ms, agent)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            id,
+            parent_id,
+            role.as_str(),
+            seq,
+            created_at,
+            usage.map(|u| to_i64(u.input_tokens)),
+            usage.map(|u| to_i64(u.output_tokens)),
+            meta.stop_reason,
+            meta.model,
+            meta.api_latency_ms.map(to_i64),
+            agent,
+        ])
+    })
+    .map_err(sql)?;
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO content_blocks (id, message_id, block_type, seq, content,
+                 tool_id, tool_name, tool_input, tool_output, is_error, duration_ms, details)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        )
+        .map_err(sql)?;
+    for (block_seq, row) in (1_i64..).zip(&rows) {
+        insert
+            .execute(params![
+                Ulid::generate().to_string(),
+                id,
+                row.block_type,
+                block_seq,
+                row.content,
+                row.tool_id,
+                row.tool_name,
+                row.tool_input,
+                row.tool_output,
+                row.is_error,
+                row.duration_ms,
+                row.details,
+            ])
+            .map_err(sql)?;
+    }
+    put_context(tx, HEAD_KEY, &id).map_err(sql)?;
+    Ok(StoredMessage {
+        id,
+        parent_id: parent_id.map(str::to_string),
+        role,
+        seq,
+        created_at,
+        meta: MessageMeta {
+            usage,
+            ..meta.clone()
+        },
+        agent: agent.map(str::to_string),
+        blocks: blocks.to_vec(),
+    })
 }

@@ -16,7 +16,7 @@ pub const WORKSPACE_AT_KEY: &str = "workspace_at";
 
 const MESSAGES_SQL: &str = "
     SELECT id, parent_id, role, seq, created_at, input_tokens, output_tokens,
-           stop_reason, model, api_latency_ms
+           stop_reason, model, api_latency_ms, agent
     FROM messages";
 
 /// Every block, in [`super::store::BLOCKS_SQL`] column order plus the
@@ -302,6 +302,16 @@ impl Session {
                 [id],
             )
             .map_err(sql)?;
+        }
+        // Mail sent from the branch goes with it; mail delivered into it is
+        // pending again.
+        for statement in [
+            "DELETE FROM mail WHERE source IN (SELECT id FROM branch)",
+            "UPDATE mail SET delivered_in = NULL WHERE delivered_in IN (SELECT id FROM branch)",
+            "DELETE FROM routed WHERE message_id IN (SELECT id FROM branch)",
+        ] {
+            tx.execute(&format!("{BRANCH_CTE} {statement}"), [id])
+                .map_err(sql)?;
         }
         tx.execute(
             &format!("{BRANCH_CTE} DELETE FROM messages WHERE id IN (SELECT id FROM branch)"),

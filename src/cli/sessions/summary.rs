@@ -55,10 +55,15 @@ pub fn line(message: &StoredMessage) -> String {
     }
 }
 
-/// `@N role  summary`, safe for the terminal.
+/// `@N role  summary` (`[agent] summary` in an org), safe for the
+/// terminal.
 pub fn row(message: &StoredMessage) -> String {
+    let agent = match &message.agent {
+        Some(agent) => format!("[{}] ", terminal_safe(agent)),
+        None => String::new(),
+    };
     format!(
-        "@{:<4} {:<9}  {}",
+        "@{:<4} {:<9}  {agent}{}",
         message.seq,
         message.role.as_str(),
         terminal_safe(&line(message))
@@ -98,6 +103,8 @@ pub struct ScanEntry<'a> {
     pub id: &'a str,
     pub parent_id: Option<&'a str>,
     pub role: &'a str,
+    /// The agent whose conversation it is part of (`ah org`).
+    pub agent: Option<&'a str>,
     pub created_at: &'a str,
     pub model: Option<&'a str>,
     pub input_tokens: Option<u64>,
@@ -113,6 +120,7 @@ impl<'a> ScanEntry<'a> {
             id: &message.id,
             parent_id: message.parent_id.as_deref(),
             role: message.role.as_str(),
+            agent: message.agent.as_deref(),
             created_at: &message.created_at,
             model: message.meta.model.as_deref(),
             input_tokens: message.meta.usage.map(|u| u.input_tokens),
@@ -137,6 +145,7 @@ mod tests {
             seq: 7,
             created_at: String::new(),
             meta: MessageMeta::default(),
+            agent: None,
             blocks,
         }
     }

@@ -56,7 +56,7 @@ fn database_uses_wal_and_records_its_schema_version() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 1);
+    assert_eq!(SCHEMA_VERSION, 2);
 }
 
 #[test]
@@ -84,10 +84,14 @@ fn newer_schema_is_refused() {
     let (_dir, session) = new_session();
     let path = session.path().to_path_buf();
     drop(session);
-    raw(&path).pragma_update(None, "user_version", 2).unwrap();
+    raw(&path)
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
 
     let error = Session::open(&path).unwrap_err();
-    assert!(matches!(error, SessionError::NewerSchema { found: 2, .. }));
+    assert!(
+        matches!(error, SessionError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1)
+    );
     let message = error.to_string();
     assert!(message.contains("upgrade ah"), "{message}");
     assert!(message.contains(&path.display().to_string()), "{message}");

@@ -1,6 +1,7 @@
 //! Behaviour of the session store against real SQLite files in temp dirs.
 
 mod files;
+mod mail;
 mod queries;
 mod tree;
 

@@ -117,6 +117,7 @@ mod tests {
             seq: 0,
             created_at: String::new(),
             meta: MessageMeta::default(),
+            agent: None,
             blocks,
         }
     }

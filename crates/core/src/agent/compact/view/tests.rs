@@ -15,6 +15,7 @@ fn message(id: &str, role: Role, blocks: Vec<BlockRecord>) -> StoredMessage {
         seq: 0,
         created_at: String::new(),
         meta: MessageMeta::default(),
+        agent: None,
         blocks,
     }
 }

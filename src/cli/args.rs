@@ -291,6 +291,28 @@ pub enum Command {
         #[command(flatten)]
         run: Box<RunArgs>,
     },
+    /// Several agents on one task, in one run: each a model with a role,
+    /// they work in turns and address each other (`@@name`, `@@group`) or
+    /// you (`@@user`); the result is one patch to review. `-S SESSION
+    /// "words"` continues an org (an answer goes to the agent that asked).
+    #[command(mut_arg("prompt", |arg| arg
+        .value_name("TASK")
+        .help("The task (or, with -S, what to tell the org: an answer goes to the agent that asked)")))]
+    Org {
+        /// The agents, in turn order: `name:model` pairs or names defined in
+        /// .ah/agents/NAME.md (default: every defined agent).
+        #[arg(long, value_name = "LIST")]
+        agents: Option<String>,
+        /// Most ticks (agent turns) of the run [default: 100].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_ticks: Option<u32>,
+        /// Stop after this many ticks in a row without a tool call or a file
+        /// change [default: 6].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        idle_ticks: Option<u32>,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
     /// List the project's runs, newest first.
     Runs {
         #[command(subcommand)]

@@ -12,6 +12,7 @@ pub mod display;
 mod egress_helper;
 mod image_progress;
 mod live;
+mod org_view;
 mod output;
 mod prune;
 mod review;
@@ -40,6 +41,9 @@ pub const EXIT_NOT_APPLIED: i32 = 3;
 /// Exit code: the run stopped at a limit (`--max-tools`) before the model
 /// was done; the patch so far was saved, not applied.
 pub const EXIT_LIMIT: i32 = 4;
+/// An agent of `ah org` asked the user, and nobody was there to answer: the
+/// patch so far is saved and the question is in the run's `question.json`.
+pub const EXIT_QUESTION: i32 = 5;
 
 /// The exit code of a run's outcome.
 fn exit_code(outcome: Outcome) -> i32 {
@@ -50,6 +54,7 @@ fn exit_code(outcome: Outcome) -> i32 {
         Outcome::Aborted => run::signals::EXIT_ABORTED,
         Outcome::Stopped(Stop::Limit) => EXIT_LIMIT,
         Outcome::Stopped(Stop::Unfinished) => EXIT_ERROR,
+        Outcome::Stopped(Stop::Question) => EXIT_QUESTION,
     }
 }
 
@@ -148,6 +153,23 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
             let sub = matches.subcommand_matches("work").unwrap_or(&matches);
             let mut output = Output::new(run.json);
             let engine = Engine::Work { issue, max_rounds };
+            run::run(run.options(sub), engine, &mut output)
+                .await
+                .map(exit_code)
+        }
+        Some(Command::Org {
+            agents,
+            max_ticks,
+            idle_ticks,
+            run,
+        }) => {
+            let sub = matches.subcommand_matches("org").unwrap_or(&matches);
+            let mut output = Output::new(run.json);
+            let engine = Engine::Org(run::OrgRequest {
+                agents,
+                max_ticks,
+                idle_ticks,
+            });
             run::run(run.options(sub), engine, &mut output)
                 .await
                 .map(exit_code)

@@ -10,9 +10,11 @@ use console::style;
 use serde::Serialize;
 
 use super::display::Display;
-use super::live::{Controls, Wiring};
+use super::live::{Asker, Controls, Wiring};
+use super::org_view::{self, OrgView};
 use super::screen::Screen;
 use ah_core::agent::Event;
+use ah_core::org::{OrgEvent, OrgUpdate};
 use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
 use ah_core::work::WorkEvent;
 use ah_record::safe_text::terminal_safe;
@@ -22,6 +24,9 @@ use ah_sandbox::image::BuildOptions;
 pub struct Output {
     json: bool,
     display: Display,
+    org: OrgView,
+    /// Asks the user through the live keys, while they run.
+    asker: Option<Asker>,
 }
 
 impl Output {
@@ -29,6 +34,8 @@ impl Output {
         Output {
             json,
             display: Display::new(Screen::new()),
+            org: OrgView::default(),
+            asker: None,
         }
     }
 
@@ -66,6 +73,38 @@ impl Front for Output {
         Output::show_work(self, event);
     }
 
+    fn show_org(&mut self, update: OrgUpdate<'_>) {
+        match (update, self.json) {
+            (OrgUpdate::Agent { agent, event }, true) => {
+                if let Some(value) = org_view::with_agent(agent, event) {
+                    json_line(&value);
+                }
+            }
+            (OrgUpdate::Agent { agent, event }, false) => {
+                if let Some(label) = self.org.label_before(agent, event) {
+                    self.display.text_label(&label);
+                }
+                self.display.show(event);
+            }
+            (OrgUpdate::Org(event), true) => json_line(event),
+            // The question is shown by whoever asks it.
+            (OrgUpdate::Org(OrgEvent::AskUser { .. }), false) if self.asker.is_some() => {}
+            (OrgUpdate::Org(event), false) => {
+                let line = self.org.line(event);
+                self.display.line(&line);
+            }
+        }
+    }
+
+    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
+        let asker = self.asker.as_ref()?;
+        let shown = self.org.line(&OrgEvent::AskUser {
+            agent: agent.to_string(),
+            question: question.to_string(),
+        });
+        asker.ask(shown).await
+    }
+
     fn notice(&mut self, line: &str) {
         // On stderr in both modes: stdout is the model's text or the JSON
         // events.
@@ -84,8 +123,9 @@ impl Front for Output {
             interrupt: controls.interrupt,
             session_db: controls.session_db,
         };
-        Controls::start(self.json, wiring)
-            .map(|controls| Box::new(controls) as Box<dyn std::any::Any>)
+        let controls = Controls::start(self.json, wiring)?;
+        self.asker = Some(controls.asker());
+        Some(Box::new(controls) as Box<dyn std::any::Any>)
     }
 
     async fn build_image(&mut self, options: &BuildOptions) -> anyhow::Result<()> {

@@ -1,10 +1,12 @@
 //! The engine of ah: the run lifecycle every front-end calls ([`run`]),
 //! the engines it drives (the agent loop, one model with its tools as
-//! steps of the run; the work phases: plan, do, check, act), the
+//! steps of the run; the work phases: plan, do, check, act; several
+//! agents in one run, `ah org`), the
 //! configuration, and time travel (where a conversation's files stand).
 
 pub mod agent;
 pub mod config;
+pub mod org;
 pub mod run;
 pub mod time_travel;
 pub mod work;

@@ -260,6 +260,19 @@ impl Display {
         eprintln!("{line}");
     }
 
+    /// Opens an agent's text (`ah org`) with `label`, on a line of its own
+    /// on stdout, where the text follows.
+    pub fn text_label(&mut self, label: &str) {
+        let mut state = self.screen.lock();
+        state.clear();
+        state.end_line();
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{label} ");
+        let _ = out.flush();
+        self.last_char = Some(' ');
+        state.mid_line = true;
+    }
+
     /// The terminal this display writes to.
     pub fn screen(&self) -> Arc<Screen> {
         Arc::clone(&self.screen)

@@ -1,7 +1,8 @@
 //! The keys of a live run at a terminal: `i` opens a `You:` line whose text
 //! becomes a steering message (the same queue as `ah --steer`), `Esc`
 //! finalizes (stop after the running tool call, save the patch, review),
-//! `Ctrl+C` aborts like SIGINT (a second one exits at once).
+//! `Ctrl+C` aborts like SIGINT (a second one exits at once). An agent's
+//! question to the user (`ah org`) opens a `You:` line the same way.
 //!
 //! Only when standard input and standard error are terminals and the output
 //! is not `--json`. The terminal is in raw mode while the keys are read (a
@@ -13,8 +14,8 @@ pub mod terminal;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -27,6 +28,7 @@ use ah_core::agent::{AbortHandle, AbortSignal};
 use ah_core::run::signals::Interrupt;
 use ah_session::queue::{Enqueued, Queue, QueueKind};
 use terminal::RawMode;
+use tokio::sync::oneshot;
 
 /// How long one wait for a key lasts before the stop flag is looked at.
 const KEY_POLL: Duration = Duration::from_millis(50);
@@ -50,6 +52,27 @@ pub(super) struct Wiring {
 pub(super) struct Controls {
     stopped: Arc<AtomicBool>,
     reader: Option<JoinHandle<()>>,
+    asks: mpsc::Sender<Ask>,
+}
+
+/// A question for the user (`@@user` in `ah org`), answered on a `You:`
+/// line that the key reader opens between keys.
+struct Ask {
+    shown: String,
+    answer: oneshot::Sender<Option<String>>,
+}
+
+/// Asks the user through the running keys.
+pub(super) struct Asker(mpsc::Sender<Ask>);
+
+impl Asker {
+    /// Shows `shown` and waits for the user's line: `None` when the keys
+    /// are over or the line was empty.
+    pub(super) async fn ask(&self, shown: String) -> Option<String> {
+        let (answer, answered) = oneshot::channel();
+        self.0.send(Ask { shown, answer }).ok()?;
+        answered.await.ok().flatten()
+    }
 }
 
 impl Controls {
@@ -73,13 +96,15 @@ impl Controls {
         );
         let stopped = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stopped);
+        let (asks, questions) = mpsc::channel();
         let reader = std::thread::Builder::new()
             .name("ah-keys".to_string())
-            .spawn(move || read_keys(&raw, &wiring, &flag));
+            .spawn(move || read_keys(&raw, &wiring, &flag, &questions));
         match reader {
             Ok(reader) => Some(Controls {
                 stopped,
                 reader: Some(reader),
+                asks,
             }),
             Err(err) => {
                 // The raw mode moved into the failed closure and was
@@ -89,6 +114,11 @@ impl Controls {
                 None
             }
         }
+    }
+
+    /// Asks the user through these keys while they run.
+    pub(super) fn asker(&self) -> Asker {
+        Asker(self.asks.clone())
     }
 
     fn end(&mut self) {
@@ -108,9 +138,19 @@ impl Drop for Controls {
 }
 
 /// The key loop, until `stopped` (the raw mode ends with it).
-fn read_keys(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool) {
+fn read_keys(
+    raw: &RawMode,
+    wiring: &Wiring,
+    stopped: &AtomicBool,
+    questions: &mpsc::Receiver<Ask>,
+) {
     let mut finalizing = false;
     while !stopped.load(Ordering::SeqCst) {
+        if let Ok(question) = questions.try_recv()
+            && !answer(raw, wiring, stopped, question)
+        {
+            return;
+        }
         match event::poll(KEY_POLL) {
             Ok(true) => {}
             Ok(false) => continue,
@@ -175,6 +215,37 @@ fn ask(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool) -> bool {
             style("⇢").magenta()
         ),
         Some(Err(err)) => eprintln!("{} {err:#}", style("not sent:").red()),
+    }
+    if let Some(message) = spinning {
+        screen.spin(message);
+    }
+    true
+}
+
+/// A `You:` line for an agent's question; the display (and so the run)
+/// waits for it. Returns whether the keys go on being read.
+fn answer(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool, question: Ask) -> bool {
+    let mut screen = wiring.screen.lock();
+    let spinning = screen.clear();
+    screen.end_line();
+    raw.leave();
+    eprintln!("{}", question.shown);
+    eprintln!(
+        "{}",
+        style(
+            "(an empty line stops the run here; answer later with `ah org -S SESSION \"answer\"`)"
+        )
+        .dim()
+    );
+    let text = prompt::read_line(|| stopped.load(Ordering::SeqCst) || wiring.abort.is_requested());
+    // The org waits for this answer: it is sent whatever happens next.
+    let _ = question.answer.send(text);
+    if stopped.load(Ordering::SeqCst) {
+        return false;
+    }
+    if let Err(err) = raw.resume() {
+        eprintln!("warning: the live keys stopped: cannot read keys one by one again ({err})");
+        return false;
     }
     if let Some(message) = spinning {
         screen.spin(message);

@@ -183,6 +183,9 @@ pub fn show(session: &Session, seq: i64) -> Result<i32> {
         if is_head { "  (head)" } else { "" }
     );
     println!("id:        {}", message.id);
+    if let Some(agent) = &message.agent {
+        println!("agent:     {}", terminal_safe(agent));
+    }
     println!("created:   {}", terminal_safe(&message.created_at));
     println!("parent:    {parent}");
     if !children.is_empty() {

@@ -31,6 +31,16 @@ pub(crate) async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Res
         Target::Existing(_) => Some(target.clone().open(&ah_dir)?),
         Target::Create { .. } => None,
     };
+    if let Some(session) = &existing
+        && session.context(crate::org::schedule::ROSTER_KEY)?.is_some()
+    {
+        return Err(super::UsageError::Said(format!(
+            "session {id} is an `ah org` session: continue it with `ah org -S {id} \"...\"`, \
+             or start a new session with -n",
+            id = session.id()
+        ))
+        .into());
+    }
     let (begin, task) = plan(existing.as_ref(), fork, &prompt)?;
     let (mut setup, provider) = settle(options, task, front).await?;
     let session = match existing {

@@ -12,6 +12,7 @@ use anyhow::Result;
 use super::ReviewMode;
 use super::signals::Interrupt;
 use crate::agent::{AbortHandle, AbortSignal, Event};
+use crate::org::OrgUpdate;
 use crate::work::WorkEvent;
 use ah_record::policy::Policy;
 use ah_record::run::RunResult;
@@ -26,6 +27,14 @@ pub trait Front: Send {
 
     /// An event of the work phases (`ah work`).
     fn show_work(&mut self, event: &WorkEvent);
+
+    /// An event of an org (`ah org`): an agent's, or the org's own.
+    fn show_org(&mut self, update: OrgUpdate<'_>);
+
+    /// An agent asks the user (`@@user` in `ah org`): the answer, or `None`
+    /// when nobody can answer here (no terminal, `--json`), which stops the
+    /// run with the question saved.
+    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String>;
 
     /// A line for the person running ah that is not part of the event
     /// stream: where the files came from, what the network allows, a

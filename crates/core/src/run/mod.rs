@@ -20,6 +20,7 @@ mod lifecycle;
 mod model;
 mod network;
 mod options;
+mod org;
 mod prompt;
 pub mod queue;
 pub mod resolve;
@@ -44,6 +45,7 @@ pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
     Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
 };
+pub use org::{OrgRequest, QUESTION_FILE};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
@@ -76,6 +78,9 @@ pub enum Engine {
         issue: Option<String>,
         max_rounds: Option<u32>,
     },
+    /// Several agents on the task (`ah org`), in a new org session or the
+    /// one the options name.
+    Org(OrgRequest),
 }
 
 /// How a run ended, for the front-end's exit code.
@@ -105,6 +110,8 @@ pub enum Stop {
     /// The model could not finish (it looped, found friction, ran out of
     /// rounds).
     Unfinished,
+    /// An agent asked the user and nobody was there to answer (`ah org`).
+    Question,
 }
 
 /// How the engine's part of a run ended, as the end of the run treats it.
@@ -135,6 +142,7 @@ pub async fn run(
         Engine::Work { issue, max_rounds } => {
             work::open(&mut options, issue.clone(), *max_rounds, front).await?
         }
+        Engine::Org(request) => org::open(&mut options, request.clone(), front).await?,
     };
     let Opened {
         setup,
@@ -182,6 +190,7 @@ pub(crate) struct Opened {
 pub(crate) enum Driver {
     Agent,
     Work { max_rounds: u32 },
+    Org(Box<org::OrgPlan>),
 }
 
 /// The run proper: prepare the work copy and start the sandbox, run the
@@ -232,6 +241,7 @@ async fn run_in_session(
         match ready {
             Ready::Agent(ready) => agent::drive(ready, with).await,
             Ready::Work(config) => work::drive(config, with).await,
+            Ready::Org(config) => org::drive(*config, with).await,
         }
     };
     // The failed start first: an engine that saw it would tell the model.
@@ -286,6 +296,9 @@ fn enter(
         Driver::Work { max_rounds } => {
             Ready::Work(work::enter(options, setup, session, run, max_rounds, front))
         }
+        Driver::Org(plan) => Ready::Org(Box::new(org::enter(
+            options, setup, session, run, *plan, front,
+        )?)),
     };
     front.show(&set_state(session, SessionState::Processing)?);
     Ok(ready)
@@ -307,4 +320,5 @@ pub(crate) struct Drive<'a> {
 enum Ready {
     Agent(agent::AgentReady),
     Work(crate::work::WorkConfig),
+    Org(Box<crate::org::OrgConfig>),
 }

@@ -110,7 +110,7 @@ impl StepRules {
         let why = if self.read_only && matches!(name, "write" | "edit" | "apply_patch") {
             "/work is read-only in this phase"
         } else {
-            "it is not offered in this phase"
+            "it is not offered to this agent or phase"
         };
         Route::Refused(format!(
             "tool \"{name}\" is not available: {why}; the tools now are {}",

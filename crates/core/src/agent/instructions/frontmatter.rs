@@ -1,4 +1,4 @@
-//! The `---` header of a skill or command file: `key: value` lines between
+//! The `---` header of a skill, command or agent file: `key: value` lines between
 //! two `---` lines. Only flat string values are understood (quoted or not);
 //! anything else is reported, never guessed at.
 
@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 
 /// A file split into its header fields and its body.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Document<'a> {
+pub(crate) struct Document<'a> {
     pub fields: BTreeMap<String, String>,
     pub body: &'a str,
 }
 
 /// Splits `text` into header and body. A file without a header is all body.
 /// Errors say which line is wrong and why.
-pub(super) fn parse(text: &str) -> Result<Document<'_>, String> {
+pub(crate) fn parse(text: &str) -> Result<Document<'_>, String> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = strip_marker_line(text) else {
         return Ok(Document {

@@ -5,7 +5,7 @@
 //! sandbox.
 
 mod docs;
-mod frontmatter;
+pub(crate) mod frontmatter;
 mod skills;
 mod slash;
 

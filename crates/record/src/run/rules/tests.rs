@@ -118,7 +118,9 @@ async fn a_host_tool_is_offered_and_called_only_with_valid_input() {
     );
     let bash = f.run.tool_step("bash", &json!({"command": "true"})).await;
     assert!(
-        bash.output.content.contains("not offered in this phase"),
+        bash.output
+            .content
+            .contains("not offered to this agent or phase"),
         "{bash:?}"
     );
     let good = f.run.tool_step("echo", &json!({"word": "yes"})).await;

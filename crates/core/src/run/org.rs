@@ -1,0 +1,404 @@
+//! The org engine (`ah org --agents "lead:opus,coder" "task"`): several
+//! agents in one run (see `crate::org`). A new org is a new session of the
+//! project whose root is the task; `ah org -S SESSION "words"` continues
+//! one (an answer to an open `@@user` question goes to the asker), on the
+//! files as its last run left them. The run starts and ends as any run
+//! does: one work copy, one patch, one review.
+
+use anyhow::{Result, anyhow};
+
+use super::queue::claim_exclusive;
+use super::resolve::{self, Target};
+use super::settle::{RunSetup, resolve_project, retry_policy, settle};
+use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use crate::agent::instructions::global_dir;
+use crate::agent::{AgentConfig, EndReason, prompt};
+use crate::org::roster::{AgentSpec, roster};
+use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
+use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, OrgUpdate, letters};
+use ah_llm::models::{self, ModelInfo};
+use ah_llm::{Block, Provider};
+use ah_record::run::Run;
+use ah_session::queue::{QueueKind, Queued, SessionLock};
+use ah_session::{Session, SessionError};
+
+/// What `ah org` was asked, besides the run's options.
+#[derive(Debug, Clone, Default)]
+pub struct OrgRequest {
+    /// `--agents`.
+    pub agents: Option<String>,
+    pub max_ticks: Option<u32>,
+    pub idle_ticks: Option<u32>,
+}
+
+/// The org, settled: its agents, their models and providers.
+pub(crate) struct OrgPlan {
+    specs: Vec<AgentSpec>,
+    members: Vec<Member>,
+    roster: String,
+    request: OrgRequest,
+    input: Option<String>,
+}
+
+/// An agent's model: what the API calls it, what people call it, and its
+/// connection.
+struct Member {
+    model: ModelInfo,
+    shown: String,
+    provider: Box<dyn Provider>,
+}
+
+/// Reads the roster, settles the run, connects every agent's model, and
+/// opens and locks the org's session: a new one, or the one `-S` names.
+pub(crate) async fn open(
+    options: &mut RunOptions,
+    request: OrgRequest,
+    front: &mut dyn Front,
+) -> Result<Open> {
+    let project = resolve_project(options.project.as_deref())?;
+    let ah_dir = project.join(".ah");
+    let words = options.prompt.join(" ");
+    let words = Some(words.trim().to_string()).filter(|w| !w.is_empty());
+    // Without a session named, a new one: `ah org` never continues the
+    // project's latest session on its own.
+    let chosen = &options.session;
+    let named = chosen.session.is_some() || chosen.db.is_some() || chosen.name.is_some();
+    let target = resolve::resolve(&ah_dir, chosen, !named)?;
+    let existing = match &target {
+        Target::Existing(_) => Some(target.clone().open(&ah_dir)?),
+        Target::Create { .. } => None,
+    };
+    let (list, task) = match &existing {
+        Some(session) => continued(session, request.agents.as_deref())?,
+        None => {
+            let Some(task) = words.clone() else {
+                return Err(UsageError::Said(
+                    "no task given: ah org --agents \"lead:opus,coder\" \"what to do\"".into(),
+                )
+                .into());
+            };
+            (request.agents.clone(), task)
+        }
+    };
+    let specs =
+        roster(list.as_deref(), &ah_dir, global_dir().as_deref()).map_err(UsageError::Said)?;
+    let (setup, provider) = settle(options, task, front).await?;
+    let members = connect(&specs, options)?;
+    check_tools(&specs)?;
+    let session = match existing {
+        Some(session) => session,
+        None => target.open(&setup.ah_dir)?,
+    };
+    let lock = claim_exclusive(&session, true)?;
+    let roster_line = specs
+        .iter()
+        .map(|spec| match &spec.model {
+            Some(model) if spec.defined_in.is_none() => format!("{}:{model}", spec.name),
+            _ => spec.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let input = match session.context(STATE_KEY)? {
+        Some(_) => words,
+        None => Some(setup.prompts.blocks.join("\n\n")),
+    };
+    Ok(Open::Run(Box::new(Opened {
+        setup,
+        provider,
+        session,
+        lock,
+        driver: Driver::Org(Box::new(OrgPlan {
+            specs,
+            members,
+            roster: roster_line,
+            request,
+            input,
+        })),
+    })))
+}
+
+/// A continued org: its roster (which `--agents` may only repeat) and its
+/// task.
+fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>, String)> {
+    let Some(stored) = session.context(ROSTER_KEY)? else {
+        return Err(UsageError::Said(format!(
+            "session {} is not an org session: continue it with `ah -S {}`",
+            session.id(),
+            session.id()
+        ))
+        .into());
+    };
+    let names = |list: &str| -> Vec<String> {
+        list.split(',')
+            .map(|item| item.split(':').next().unwrap_or("").trim().to_string())
+            .filter(|name| !name.is_empty())
+            .collect()
+    };
+    if let Some(given) = agents
+        && names(given) != names(&stored)
+    {
+        return Err(UsageError::Said(format!(
+            "session {} is an org of {}: continue it without --agents, or start a new org",
+            session.id(),
+            names(&stored).join(", ")
+        ))
+        .into());
+    }
+    let state: Option<Schedule> = session
+        .context(STATE_KEY)?
+        .and_then(|state| serde_json::from_str(&state).ok());
+    let task = state
+        .and_then(|state| state.root)
+        .map(|root| session.path_to(&root))
+        .transpose()?
+        .and_then(|path| path.last().cloned())
+        .and_then(|root| {
+            root.blocks.iter().find_map(|b| match &b.block {
+                Block::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+        })
+        .ok_or_else(|| anyhow!("session {} has no task at its root", session.id()))?;
+    Ok((Some(stored), task))
+}
+
+/// Every agent's model and provider (the run's model where it names none).
+fn connect(specs: &[AgentSpec], options: &RunOptions) -> Result<Vec<Member>> {
+    let run_model = options.model.as_deref().unwrap_or(models::DEFAULT_MODEL);
+    specs
+        .iter()
+        .map(|spec| {
+            let name = spec.model.as_deref().unwrap_or(run_model);
+            let selection = super::model::select(name, &options.config)
+                .map_err(|err| UsageError::Said(format!("agent {}: {err:#}", spec.name)))?;
+            let shown = selection.display_name();
+            let provider = selection.connect(retry_policy(&options.config.retry))?;
+            Ok(Member {
+                model: selection.model,
+                shown,
+                provider,
+            })
+        })
+        .collect()
+}
+
+/// An agent's `tools` must name ah's tools.
+fn check_tools(specs: &[AgentSpec]) -> Result<()> {
+    let known = ah_tools::names();
+    for spec in specs {
+        for tool in spec.tools.iter().flatten() {
+            if !known.contains(tool) {
+                return Err(UsageError::Said(format!(
+                    "agent {}: unknown tool {tool:?} in its tools (the tools are {})",
+                    spec.name,
+                    known.join(", ")
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The org's configuration in its started run.
+pub(crate) fn enter(
+    options: &RunOptions,
+    setup: &RunSetup,
+    session: &Session,
+    run: &Run,
+    plan: OrgPlan,
+    front: &mut dyn Front,
+) -> Result<OrgConfig> {
+    front.notice(&format!("org session {}", session.id()));
+    let system = prompt::with_withheld_note(&setup.prompts.system, run.withheld());
+    let shown: Vec<String> = plan
+        .members
+        .iter()
+        .map(|member| member.shown.clone())
+        .collect();
+    let compact_prompt = prompt::compact_prompt(&setup.ah_dir)?;
+    let agents = plan
+        .specs
+        .iter()
+        .zip(plan.members)
+        .map(
+            |(
+                spec,
+                Member {
+                    model, provider, ..
+                },
+            )| OrgAgent {
+                name: spec.name.clone(),
+                config: AgentConfig {
+                    tools: run.tool_specs(model.edit_format),
+                    model,
+                    system: format!(
+                        "{system}\n\n{}",
+                        letters::system_section(spec, &plan.specs, &shown)
+                    ),
+                    max_tools: spec.max_tools,
+                    loop_window: options.loop_window,
+                    thinking_budget: None,
+                    compact_reserve: options.compact_reserve,
+                    compact_prompt: compact_prompt.clone(),
+                },
+                tools: spec.tools.clone(),
+                provider,
+            },
+        )
+        .collect();
+    Ok(OrgConfig {
+        agents,
+        roster: plan.roster,
+        max_ticks: plan
+            .request
+            .max_ticks
+            .unwrap_or(crate::org::DEFAULT_MAX_TICKS),
+        idle_ticks: plan
+            .request
+            .idle_ticks
+            .unwrap_or(crate::org::DEFAULT_IDLE_TICKS),
+        max_tools: options.max_tools,
+        input: plan.input,
+    })
+}
+
+/// Runs the org; returns how the session's intake closes and what the end
+/// of the run does.
+pub(crate) async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
+    let Drive {
+        session,
+        run,
+        abort,
+        lock,
+        front,
+        ..
+    } = with;
+    let session_id = session.id();
+    let question_file = run.dir().path().join(QUESTION_FILE);
+    let mut adapter = Adapter { front };
+    let ran = Org {
+        config: &config,
+        session,
+        run,
+        abort,
+        interjections: &QueueInterjections(lock),
+        front: &mut adapter,
+    }
+    .run()
+    .await;
+    let record = match ran {
+        Err(err) => return (EndReason::Failed, RunEnd::Failed(err.into())),
+        Ok(record) => record,
+    };
+    if let OrgEnd::Asked { agent, question } = &record.end {
+        let written = serde_json::to_vec_pretty(&serde_json::json!({
+            "session": session_id,
+            "agent": agent,
+            "question": question,
+        }))
+        .map_err(std::io::Error::other)
+        .and_then(|text| std::fs::write(&question_file, text));
+        if let Err(err) = written {
+            let err = anyhow!("could not write {}: {err}", question_file.display());
+            return (EndReason::Failed, RunEnd::Failed(err));
+        }
+    }
+    run_end(&record.end, &session_id, config.max_tools)
+}
+
+/// The file in the run directory that holds an unanswered `@@user`
+/// question.
+pub const QUESTION_FILE: &str = "question.json";
+
+/// What the end of the org means for the run.
+fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, RunEnd) {
+    let stopped = |why: String, next: String, stop: Stop| {
+        (EndReason::Done, RunEnd::Stopped { why, next, stop })
+    };
+    let go_on = format!("go on with `ah org -S {session} \"what to do\"`");
+    match end {
+        OrgEnd::Done | OrgEnd::Finished => (EndReason::Done, RunEnd::Finished),
+        OrgEnd::Asked { agent, question } => stopped(
+            format!(
+                "{agent} asks the user: {}",
+                question.lines().next().unwrap_or_default()
+            ),
+            format!("answer with `ah org -S {session} \"ANSWER\"` (the answer goes to {agent})"),
+            Stop::Question,
+        ),
+        OrgEnd::Idle { ticks } => stopped(
+            format!(
+                "the agents exchanged messages for {ticks} ticks without a tool call or a file \
+                 change (--idle-ticks)"
+            ),
+            go_on,
+            Stop::Unfinished,
+        ),
+        OrgEnd::TickLimit { ticks } => stopped(
+            format!("the run reached its tick limit (--max-ticks {ticks})"),
+            go_on,
+            Stop::Limit,
+        ),
+        OrgEnd::ToolLimit { calls } => stopped(
+            format!(
+                "the run reached the tool call limit (--max-tools {}) after {calls} calls",
+                max_tools.unwrap_or_default()
+            ),
+            go_on,
+            Stop::Limit,
+        ),
+        OrgEnd::Stopped { reason, agent } => match reason {
+            EndReason::Aborted => (EndReason::Aborted, RunEnd::Aborted),
+            EndReason::Poisoned | EndReason::Done | EndReason::Finalized => {
+                (EndReason::Done, RunEnd::Finished)
+            }
+            EndReason::DiskBudget => stopped(
+                format!("{agent}'s step passed the run's disk budget"),
+                "look at the patch, then free space and raise --disk-budget".to_string(),
+                Stop::Limit,
+            ),
+            EndReason::Looping => {
+                stopped(format!("{agent} repeated itself"), go_on, Stop::Unfinished)
+            }
+            EndReason::ToolLimit | EndReason::Stopped | EndReason::Failed => stopped(
+                format!("{agent}'s model stopped before ending its turn"),
+                go_on,
+                Stop::Unfinished,
+            ),
+        },
+    }
+}
+
+/// The front-end as the org sees it.
+struct Adapter<'a> {
+    front: &'a mut dyn Front,
+}
+
+#[async_trait::async_trait(?Send)]
+impl OrgFront for Adapter<'_> {
+    fn update(&mut self, update: OrgUpdate<'_>) {
+        self.front.show_org(update);
+    }
+
+    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
+        self.front.ask_user(agent, question).await
+    }
+}
+
+/// The session's queue as the org's interjections: steering and follow-ups
+/// alike, taken between ticks.
+struct QueueInterjections<'a>(&'a SessionLock);
+
+impl Interjections for QueueInterjections<'_> {
+    fn take(&self) -> Result<Vec<Queued>, SessionError> {
+        let mut taken = self.0.take(QueueKind::Steer)?;
+        taken.extend(self.0.take(QueueKind::Followup)?);
+        taken.sort_by_key(|message| message.id);
+        Ok(taken)
+    }
+
+    fn posted(&self, ids: &[i64], root: &str) -> Result<(), SessionError> {
+        self.0.delivered(ids, root)
+    }
+}

@@ -1,0 +1,134 @@
+//! How an org (`ah org`) looks at a terminal: each agent's streamed text
+//! opens with its name in a colour of its own (plain when piped or under
+//! `NO_COLOR`, as `console` decides), a tick is a rule naming the agent,
+//! a letter is one line (`lead → coder`), and the end line gives each
+//! agent's ticks, tool calls and tokens. With `--json` every agent event
+//! carries the agent's name.
+
+use console::{Color, style};
+use serde_json::Value;
+
+use ah_core::agent::Event;
+use ah_core::org::{OrgEnd, OrgEvent};
+use ah_record::safe_text::terminal_safe;
+
+const COLOURS: [Color; 6] = [
+    Color::Cyan,
+    Color::Magenta,
+    Color::Yellow,
+    Color::Green,
+    Color::Blue,
+    Color::Red,
+];
+
+/// The agents seen so far (their colours follow that order) and whether
+/// the next text needs its agent's name first.
+#[derive(Default)]
+pub struct OrgView {
+    agents: Vec<String>,
+    label_due: bool,
+}
+
+impl OrgView {
+    /// The label to print before `event` of `agent`'s, when its text starts.
+    pub fn label_before(&mut self, agent: &str, event: &Event) -> Option<String> {
+        match event {
+            Event::TextDelta { .. } if self.label_due => {
+                self.label_due = false;
+                Some(self.name(agent).to_string() + ":")
+            }
+            Event::ApiCallStart { .. } | Event::ToolCallEnd { .. } => {
+                self.label_due = true;
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A line for an org event.
+    pub fn line(&mut self, event: &OrgEvent) -> String {
+        match event {
+            OrgEvent::Tick {
+                tick,
+                agent,
+                letters,
+            } => {
+                self.label_due = true;
+                format!(
+                    "{} tick {tick}: {} ({letters} letter{})",
+                    style("──").dim(),
+                    self.name(agent),
+                    if *letters == 1 { "" } else { "s" }
+                )
+            }
+            OrgEvent::Routed { from, to, kind } => {
+                format!("  {} → {} ({kind})", self.name(from), self.name(to))
+            }
+            OrgEvent::AskUser { agent, question } => format!(
+                "{} {} asks you:\n{}",
+                style("?").yellow().bold(),
+                self.name(agent),
+                terminal_safe(question)
+            ),
+            OrgEvent::OrgEnd { end, ticks, agents } => {
+                let each: Vec<String> = agents
+                    .iter()
+                    .map(|(name, tally)| {
+                        format!(
+                            "{} {} ticks, {} tool calls, {}↑ {}↓ tokens",
+                            self.name(name),
+                            tally.ticks,
+                            tally.tool_calls,
+                            tally.input_tokens,
+                            tally.output_tokens
+                        )
+                    })
+                    .collect();
+                format!(
+                    "org over after {ticks} ticks: {}\n  {}",
+                    ending(end),
+                    each.join("\n  ")
+                )
+            }
+        }
+    }
+
+    /// `agent` in its colour (`user` and `ah` plain).
+    fn name(&mut self, agent: &str) -> String {
+        if matches!(agent, "user" | "ah") {
+            return agent.to_string();
+        }
+        let index = match self.agents.iter().position(|a| a == agent) {
+            Some(index) => index,
+            None => {
+                self.agents.push(agent.to_string());
+                self.agents.len() - 1
+            }
+        };
+        style(terminal_safe(agent).to_string())
+            .fg(COLOURS[index % COLOURS.len()])
+            .bold()
+            .to_string()
+    }
+}
+
+fn ending(end: &OrgEnd) -> String {
+    match end {
+        OrgEnd::Done => "nobody has mail left".into(),
+        OrgEnd::Finished => "finished by the user".into(),
+        OrgEnd::Asked { agent, .. } => format!("{agent} waits for the user's answer"),
+        OrgEnd::Idle { ticks } => format!("{ticks} idle ticks in a row"),
+        OrgEnd::TickLimit { ticks } => format!("the tick limit ({ticks})"),
+        OrgEnd::ToolLimit { calls } => format!("the tool call limit ({calls} calls)"),
+        OrgEnd::Stopped { agent, reason } => format!("{agent} stopped ({})", reason.as_str()),
+    }
+}
+
+/// `event` as JSON with the agent's name beside its own fields.
+pub fn with_agent(agent: &str, event: &Event) -> Option<Value> {
+    let mut value = serde_json::to_value(event).ok()?;
+    if let Value::Object(fields) = &mut value {
+        fields.insert("agent".into(), Value::String(agent.to_string()));
+    }
+    Some(value)
+}

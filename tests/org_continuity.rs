@@ -1,0 +1,280 @@
+//! `ah org` (`--backend none`, mock model answering per agent) across
+//! processes and protocols: SIGKILL in the middle of a tick, then the
+//! continued session delivers every letter and answers every tool call;
+//! two agents editing one file in turn give one patch that applies; a
+//! text-protocol agent works beside a tool-calling one; `--json` events
+//! carry the agent's name and the org's own events.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use crate::support::host::{Host, describe, query, wait_until};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use serde_json::{Value, json};
+
+fn say(text: &str) -> Turn {
+    Turn::reply(Reply::new().text(text))
+}
+
+fn call(id: &str, tool: &str, input: Value) -> Turn {
+    Turn::reply(Reply::new().tool_use(id, tool, input))
+}
+
+fn agents_of(mock: &MockServer) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .map(|request| request.agent().unwrap_or_else(|| "?".into()))
+        .collect()
+}
+
+fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
+    mock.requests()
+        .into_iter()
+        .filter(|request| request.agent().as_deref() == Some(agent))
+        .collect()
+}
+
+/// Every text of the last user message of `request` (string or blocks).
+fn last_user_text(request: &RecordedRequest) -> String {
+    let last = request.last_message();
+    match &last["content"] {
+        Value::String(text) => text.clone(),
+        blocks => blocks
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["text"].as_str().or(b["content"].as_str()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
+}
+
+fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
+    host.ah(&mock.url())
+        .args(["org", "--backend", "none"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn sigkill_mid_tick_then_continue_loses_no_mail_and_answers_every_call() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let started = host.root.path().join("started");
+    let sleeper = format!("touch '{}'; sleep 60", started.display());
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![say("@@group coder writes it, tester checks it.")],
+        ),
+        (
+            "coder",
+            vec![
+                call("t1", "bash", json!({"command": sleeper})),
+                call("t2", "write", json!({"path": "f.txt", "content": "f\n"})),
+                say("Written. @@tester please check."),
+            ],
+        ),
+        ("tester", vec![say("Checked, fine.")]),
+    ]);
+    let mut child = host
+        .ah(&mock.url())
+        .args(["org", "--backend", "none", "--review", "never"])
+        .args(["--agents", "lead:opus,coder:opus,tester:opus", "Make f."])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("coder's command to start", Duration::from_secs(30), || {
+        started.exists()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(agents_of(&mock), ["lead", "coder"]);
+    let db = host.sessions()[0].clone();
+    // The tester's letter from lead waits in its inbox.
+    let waiting = query(
+        &db,
+        "SELECT recipient, sender, kind FROM mail WHERE delivered_in IS NULL ORDER BY id",
+    );
+    assert_eq!(
+        waiting,
+        [
+            vec![json!("tester"), json!("user"), json!("task")],
+            vec![json!("tester"), json!("lead"), json!("group")]
+        ]
+    );
+    let session = db.file_stem().unwrap().to_string_lossy().to_string();
+
+    let out = org(&host, &mock, &["--review", "never", "-S", &session]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // The cut tick goes on first: coder, with its call answered.
+    assert_eq!(
+        agents_of(&mock),
+        ["lead", "coder", "coder", "coder", "tester"]
+    );
+    let resumed = &of(&mock, "coder")[1];
+    assert!(resumed.told().contains("interrupted"), "{}", resumed.told());
+    let tester = last_user_text(&of(&mock, "tester")[0]);
+    for letter in [
+        "The task, from the user:\n\nMake f.",
+        "Message from lead to the group:",
+        "Message from coder to you:",
+    ] {
+        assert!(tester.contains(letter), "{letter}: {tester}");
+    }
+    // Every tool call of the session has its result, stored.
+    let unanswered = query(
+        &db,
+        "SELECT u.tool_id FROM content_blocks u WHERE u.block_type = 'tool_use' AND NOT EXISTS
+         (SELECT 1 FROM content_blocks r WHERE r.block_type = 'tool_result' AND r.tool_id = u.tool_id)",
+    );
+    assert!(unanswered.is_empty(), "{unanswered:?}");
+    let pending = query(&db, "SELECT COUNT(*) FROM mail WHERE delivered_in IS NULL");
+    assert_eq!(pending[0][0], json!(0));
+}
+
+#[test]
+fn two_agents_editing_one_file_in_turn_give_one_patch_that_applies() {
+    let host = Host::git(&[("story.txt", "one\ntwo\nthree\n")]);
+    let edit = |id: &str, old: &str, new: &str| {
+        call(
+            id,
+            "edit",
+            json!({"path": "story.txt", "old_string": old, "new_string": new}),
+        )
+    };
+    let mock = MockServer::start_agents(vec![
+        (
+            "first",
+            vec![
+                edit("t1", "one", "ONE"),
+                say("Top done. @@second your part."),
+            ],
+        ),
+        (
+            "second",
+            vec![edit("t2", "three", "THREE"), say("Bottom done.")],
+        ),
+    ]);
+    let out = org(
+        &host,
+        &mock,
+        &[
+            "--review",
+            "auto",
+            "--agents",
+            "first:opus,second:opus",
+            "Shout.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(host.read("story.txt"), "ONE\ntwo\nTHREE\n");
+    let log = host.git_out(&["log", "--format=%s", "-1"]);
+    assert!(log.contains("Shout."), "{log}");
+}
+
+#[test]
+fn a_text_protocol_agent_works_beside_a_tool_calling_one() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let config = host.home.join(".config/ah");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[models.local]\nprovider = \"ollama\"\nid = \"coder\"\ntool_protocol = \"text\"\n",
+    )
+    .unwrap();
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                call(
+                    "t1",
+                    "write",
+                    json!({"path": "plan.txt", "content": "plan\n"}),
+                ),
+                say("@@helper write done.txt please."),
+                say("Good."),
+            ],
+        ),
+        (
+            "helper",
+            vec![
+                say("Here it is.\n##file:done.txt\n```\ndone\n```\n"),
+                say("Written. @@lead"),
+            ],
+        ),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .env("AH_OLLAMA_BASE_URL", mock.openai_url())
+        .args(["org", "--backend", "none", "--review", "auto"])
+        .args(["--agents", "lead:opus,helper:local", "Do it."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        agents_of(&mock),
+        ["lead", "lead", "helper", "helper", "lead"]
+    );
+    assert_eq!(host.read("plan.txt"), "plan\n");
+    assert_eq!(host.read("done.txt"), "done\n");
+    let helper = &of(&mock, "helper")[0];
+    // The helper speaks OpenAI's API with no native tools.
+    assert!(helper.body.get("tools").is_none(), "{}", helper.body);
+    assert!(helper.body["messages"].is_array());
+    let results = last_user_text(&of(&mock, "helper")[1]);
+    assert!(results.contains("##file:done.txt: done"), "{results}");
+}
+
+#[test]
+fn json_events_carry_the_agent_and_the_routing() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        ("lead", vec![say("@@coder go")]),
+        (
+            "coder",
+            vec![
+                call("t1", "write", json!({"path": "a.txt", "content": "a\n"})),
+                say("done"),
+            ],
+        ),
+    ]);
+    let out = org(
+        &host,
+        &mock,
+        &["--json", "--agents", "lead:opus,coder:opus", "Go."],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let of_type = |kind: &str| -> Vec<&Value> {
+        events.iter().filter(|e| e["type"] == json!(kind)).collect()
+    };
+    let ticks: Vec<&Value> = of_type("tick");
+    assert_eq!(ticks.len(), 2);
+    assert_eq!(ticks[0]["agent"], json!("lead"));
+    assert_eq!(ticks[1]["agent"], json!("coder"));
+    assert!(
+        of_type("routed").iter().any(|e| e["from"] == json!("lead")
+            && e["to"] == json!("coder")
+            && e["kind"] == json!("direct")),
+        "{events:?}"
+    );
+    for kind in ["agent_start", "text_delta", "tool_call_start", "agent_end"] {
+        let seen = of_type(kind);
+        assert!(!seen.is_empty(), "no {kind}");
+        assert!(
+            seen.iter().all(|e| e["agent"].is_string()),
+            "{kind} without agent"
+        );
+    }
+    let tool = of_type("tool_call_start")[0];
+    assert_eq!(tool["agent"], json!("coder"));
+    let end = of_type("org_end")[0];
+    assert_eq!(end["end"], json!("done"));
+    assert_eq!(end["agents"]["coder"]["tool_calls"], json!(1));
+    assert!(of_type("run_end").len() == 1);
+}

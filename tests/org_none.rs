@@ -1,0 +1,314 @@
+//! `ah org` through the real binary with `--backend none` and a mock model
+//! that answers per agent (by the name ah puts in each agent's system
+//! prompt): the schedule (a direct message runs next, round-robin over
+//! agents with mail), the router (group fan-out without the sender, tags in
+//! code ignored, an unknown name told to its sender), budgets, the idle
+//! guard, an unattended `@@user` question and its continuation, two agents
+//! editing one file into one patch, and what the session keeps.
+
+use std::process::Output;
+
+use crate::support::host::{Host, describe, json_file, query};
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::work::all_text;
+use serde_json::{Value, json};
+
+fn say(text: &str) -> Turn {
+    Turn::reply(Reply::new().text(text))
+}
+
+fn call(id: &str, tool: &str, input: Value) -> Turn {
+    Turn::reply(Reply::new().tool_use(id, tool, input))
+}
+
+fn write(id: &str, path: &str, content: &str) -> Turn {
+    call(id, "write", json!({"path": path, "content": content}))
+}
+
+/// `ah org --backend none --review never` with `args`.
+fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
+    host.ah(&mock.url())
+        .args(["org", "--backend", "none", "--review", "never"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The agent of each request, in order.
+fn schedule(mock: &MockServer) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .map(|request| request.agent().unwrap_or_else(|| "?".into()))
+        .collect()
+}
+
+/// The requests `agent` made.
+fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
+    mock.requests()
+        .into_iter()
+        .filter(|request| request.agent().as_deref() == Some(agent))
+        .collect()
+}
+
+/// The text of the last user message of `request`.
+fn opened_with(request: &RecordedRequest) -> String {
+    let message = request.last_message();
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn one_session(host: &Host) -> std::path::PathBuf {
+    let sessions = host.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    sessions[0].clone()
+}
+
+#[test]
+fn a_direct_message_runs_next_and_the_patch_holds_the_work() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                say("@@coder please write notes.txt saying hi."),
+                say("Thanks, all done."),
+            ],
+        ),
+        (
+            "coder",
+            vec![
+                write("t1", "notes.txt", "hi\n"),
+                say("Written. @@lead have a look."),
+            ],
+        ),
+        ("tester", vec![say("Nothing for me to do.")]),
+    ]);
+    let out = org(
+        &host,
+        &mock,
+        &[
+            "--agents",
+            "lead:opus,coder:sonnet,tester:haiku",
+            "Write notes.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // lead first; coder addressed runs next (twice: its tool round); lead
+    // addressed back; tester still has the task in its inbox.
+    assert_eq!(
+        schedule(&mock),
+        ["lead", "coder", "coder", "lead", "tester"]
+    );
+    let coder = &of(&mock, "coder")[0];
+    let opened = opened_with(coder);
+    assert!(
+        opened.contains("The task, from the user:\n\nWrite notes."),
+        "{opened}"
+    );
+    assert!(
+        opened.contains("Message from lead to you:\n\n@@coder please write notes.txt"),
+        "{opened}"
+    );
+    let system = coder.body["system"].to_string();
+    assert!(system.contains("You are the agent `coder`"), "{system}");
+    assert!(system.contains("- lead, model"), "{system}");
+    // Each agent's model.
+    let models: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(models[0].contains("opus"), "{models:?}");
+    assert!(models[1].contains("sonnet"), "{models:?}");
+    assert!(models[4].contains("haiku"), "{models:?}");
+
+    let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
+    assert!(patch.contains("+hi"), "{patch}");
+    let db = one_session(&host);
+    // The task is the root; every other message names its agent.
+    let rows = query(
+        &db,
+        "SELECT seq, parent_id IS NULL, COALESCE(agent, '') FROM messages ORDER BY seq",
+    );
+    assert_eq!(rows[0][1], json!(1));
+    assert_eq!(rows[0][2], json!(""));
+    assert!(rows[1..].iter().all(|row| row[2] != json!("")), "{rows:?}");
+    let ticks = query(&db, "SELECT COUNT(*) FROM events WHERE event_type = 'tick'");
+    assert_eq!(ticks[0][0], json!(4));
+    let pending = query(&db, "SELECT COUNT(*) FROM mail WHERE delivered_in IS NULL");
+    assert_eq!(pending[0][0], json!(0));
+}
+
+#[test]
+fn group_fans_out_without_the_sender_and_code_is_not_routing() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "a",
+            vec![say("Everyone: @@group start. Not `@@c` nor\n```\n@@c\n```")],
+        ),
+        ("b", vec![say("ok"), say("still ok")]),
+        ("c", vec![say("fine")]),
+    ]);
+    let out = org(&host, &mock, &["--agents", "a:opus,b:opus,c:opus", "Go."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // a's group letter reaches b and c, not a; c gets one letter from a
+    // (the code tags send nothing).
+    assert_eq!(schedule(&mock), ["a", "b", "c"]);
+    let c = opened_with(&of(&mock, "c")[0]);
+    assert_eq!(c.matches("Message from a").count(), 1, "{c}");
+    assert!(c.contains("Message from a to the group"), "{c}");
+    assert_eq!(mock.pending_turns_for("b"), 1);
+}
+
+#[test]
+fn an_unknown_name_is_told_to_its_sender() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![say("@@ghost do it"), say("Understood, nobody to ask.")],
+        ),
+        ("coder", vec![say("ok")]),
+    ]);
+    let out = org(&host, &mock, &["--agents", "lead:opus,coder:opus", "Go."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["lead", "coder", "lead"]);
+    let told = opened_with(&of(&mock, "lead")[1]);
+    assert!(
+        told.contains("Note from ah:") && told.contains("@@ghost") && told.contains("lead, coder"),
+        "{told}"
+    );
+}
+
+#[test]
+fn unknown_and_duplicate_agents_are_usage_errors_before_anything_starts() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start(vec![]);
+    for agents in ["lead:opus,lead:haiku", "ghost", "user:opus"] {
+        let out = org(&host, &mock, &["--agents", agents, "Go."]);
+        assert_eq!(out.status.code(), Some(2), "{agents}: {}", describe(&out));
+    }
+    assert!(mock.requests().is_empty());
+    assert!(host.runs().is_empty());
+}
+
+#[test]
+fn an_unattended_question_stops_and_the_answer_goes_to_the_asker() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                write("t1", "draft.txt", "v1\n"),
+                say("@@user Which colour, red or blue?"),
+                call("t2", "bash", json!({"command": "cat draft.txt"})),
+                say("Blue it is. @@coder paint it blue."),
+            ],
+        ),
+        ("coder", vec![say("Painted."), say("ok")]),
+    ]);
+    let out = org(
+        &host,
+        &mock,
+        &["--agents", "lead:opus,coder:opus", "Paint."],
+    );
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let run = host.run();
+    let question = json_file(&run.join("question.json"));
+    assert_eq!(question["agent"], "lead");
+    assert!(
+        question["question"]
+            .as_str()
+            .unwrap()
+            .contains("Which colour")
+    );
+    // The coder has the task in its inbox still, but the question stops the
+    // run first.
+    assert_eq!(schedule(&mock), ["lead", "lead"]);
+    let session = question["session"].as_str().unwrap().to_string();
+
+    let out = org(&host, &mock, &["-S", &session, "Blue."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["lead", "lead", "lead", "lead", "coder"]);
+    let answer = opened_with(&of(&mock, "lead")[2]);
+    assert!(
+        answer.contains("The user's answer to your question:\n\nBlue."),
+        "{answer}"
+    );
+    // The work copy is the one the first run left: lead reads its draft.
+    let lead = of(&mock, "lead");
+    assert!(all_text(&lead[3]).contains("v1"), "{}", all_text(&lead[3]));
+    // Only the asker got the answer.
+    let coder = opened_with(&of(&mock, "coder")[0]);
+    assert!(!coder.contains("Blue."), "{coder}");
+}
+
+#[test]
+fn the_idle_guard_stops_agents_that_only_talk() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let chat = |to: &str| (0..10).map(|_| say(&format!("@@{to} your turn"))).collect();
+    let mock = MockServer::start_agents(vec![("a", chat("b")), ("b", chat("a"))]);
+    let out = org(
+        &host,
+        &mock,
+        &["--agents", "a:opus,b:opus", "--idle-ticks", "3", "Talk."],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("without a tool call or a file change"),
+        "{stderr}"
+    );
+    assert_eq!(schedule(&mock), ["a", "b", "a"]);
+}
+
+#[test]
+fn per_turn_and_total_tool_budgets() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    std::fs::create_dir_all(host.project.join(".ah/agents")).unwrap();
+    host.write(
+        ".ah/agents/worker.md",
+        "---\nmodel: opus\nmax_tools: 2\ntools: read, bash\n---\nYou do the work.\n",
+    );
+    let bash = |id: &str| call(id, "bash", json!({"command": "true"}));
+    let mock = MockServer::start_agents(vec![(
+        "worker",
+        vec![
+            write("t1", "x.txt", "x\n"),
+            bash("t2"),
+            bash("t3"),
+            say("done"),
+        ],
+    )]);
+    let out = org(
+        &host,
+        &mock,
+        &["--agents", "worker", "--max-tools", "3", "Work."],
+    );
+    // Turn 1 is cut at 2 calls (told so), turn 2 at the run's third.
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    let worker = of(&mock, "worker");
+    assert_eq!(worker.len(), 3, "{:?}", schedule(&mock));
+    assert!(
+        worker[1].told().contains("not available"),
+        "{}",
+        worker[1].told()
+    );
+    let tools: Vec<&str> = worker[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read", "bash"]);
+    assert!(opened_with(&worker[2]).contains("limit of 2 tool calls per turn"));
+    // The write, refused by the agent's tools, is no step: no x.txt.
+    let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
+    assert!(!patch.contains("x.txt"), "{patch}");
+}

@@ -1,0 +1,63 @@
+//! `ah org` at a real terminal (tmux): an agent's `@@user` question is
+//! shown with its name, answered on a `You:` line, and the answer reaches
+//! the asking agent, which runs next; each agent's text opens with its
+//! name; the terminal is as it was afterwards.
+
+use crate::support::host::Host;
+use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::tmux::{Tmux, ah_script};
+
+fn say(text: &str) -> Turn {
+    Turn::reply(Reply::new().text(text))
+}
+
+fn last_user_text(request: &RecordedRequest) -> String {
+    request.last_message()["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![say("@@user Red or blue?"), say("Blue then. All done.")],
+        ),
+        ("coder", vec![say("Nothing to add.")]),
+    ]);
+    let script = ah_script(
+        &host,
+        &mock.url(),
+        "org --review never --agents lead:opus,coder:opus 'Paint it.'",
+    );
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    tmux.wait_for("lead asks you:");
+    tmux.wait_for("You:");
+    tmux.keys(&["-l", "Blue"]);
+    tmux.keys(&["Enter"]);
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+    let screen = tmux.screen();
+    assert!(screen.contains("lead: Blue then. All done."), "{screen}");
+    assert!(screen.contains("tick 3: coder"), "{screen}");
+    assert!(screen.contains("org over after 3 ticks"), "{screen}");
+
+    let requests = mock.requests();
+    let agents: Vec<String> = requests.iter().filter_map(|r| r.agent()).collect();
+    // The asker runs next with the answer; the coder's task comes after.
+    assert_eq!(agents, ["lead", "lead", "coder"]);
+    let answer = last_user_text(&requests[1]);
+    assert!(
+        answer.contains("The user's answer to your question:\n\nBlue"),
+        "{answer}"
+    );
+    let (before, after) = script.stty();
+    assert_eq!(before, after, "the terminal is as it was before ah");
+}

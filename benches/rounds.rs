@@ -23,10 +23,13 @@ mod support {
     pub mod mock;
 }
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use common::Project;
 use serde_json::json;
 use support::mock::{MockServer, Reply, Turn};
 
@@ -36,98 +39,33 @@ const ROUNDS: usize = 20;
 const REPEATS: usize = 7;
 
 fn main() {
-    if which::which("git").is_err() {
-        eprintln!("rounds bench: `git` is needed (apt-get install git)");
-        std::process::exit(1);
-    }
-    let ah = std::env::var_os("AH_BENCH_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ah")));
-    println!("ah: {}", ah.display());
+    let ah = common::ah_binary();
     per_round(&ah);
     start_to_first_request(&ah);
     large_against_tiny(&ah);
 }
 
-/// A project with a few files, committed, and a home of its own.
-struct Project {
-    root: tempfile::TempDir,
+/// What this bench does with a project.
+trait Runs {
+    fn command_with(&self, ah: &Path, mock: &MockServer, backend: &str) -> Command;
+    fn run(&self, ah: &Path, mock: &MockServer, backend: &str);
+    fn step_time(&self) -> Duration;
 }
 
-impl Project {
-    fn new() -> Project {
-        Project::with_files(20)
-    }
-
-    /// A project of `files` small source files, 100 to a folder.
-    fn with_files(files: usize) -> Project {
-        let root = tempfile::tempdir().expect("temp dir");
-        let project = root.path().join("project");
-        std::fs::create_dir_all(root.path().join("home")).expect("home dir");
-        for i in 0..files {
-            let dir = project.join(format!("src/m{}", i / 100));
-            if i % 100 == 0 {
-                std::fs::create_dir_all(&dir).expect("project dir");
-            }
-            let body = format!("fn f{i}() -> u32 {{ {i} }}\n").repeat(20);
-            std::fs::write(dir.join(format!("f{i}.rs")), body).expect("write");
-        }
-        for args in [
-            &["init", "-q", "-b", "main"][..],
-            &["add", "-A"],
-            &["-c", "gc.auto=0", "commit", "-q", "-m", "initial"],
-            // Packed, as a project with history is (and not packing in
-            // the background while runs are timed).
-            &["gc", "-q"],
-        ] {
-            let status = Command::new("git")
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_AUTHOR_NAME", "Bench")
-                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-                .env("GIT_COMMITTER_NAME", "Bench")
-                .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-                .status()
-                .expect("run git");
-            assert!(status.success(), "git {args:?} failed");
-        }
-        // Files written in the second the index was are "racily clean"
-        // and hashed again by every reader: past it, then refreshed, the
-        // index vouches for every file, as in a project at rest.
-        std::thread::sleep(Duration::from_millis(1100));
-        let refreshed = Command::new("git")
-            .args(["update-index", "-q", "--really-refresh"])
-            .current_dir(&project)
-            .status()
-            .expect("run git");
-        assert!(refreshed.success(), "git update-index failed");
-        Project { root }
-    }
-
-    fn path(&self) -> PathBuf {
-        self.root.path().join("project")
-    }
-
+impl Runs for Project {
     /// `ah` with `backend` and the model at `mock`, output captured.
-    fn command(&self, ah: &Path, mock: &MockServer, backend: &str) -> Command {
-        let mut command = Command::new(ah);
-        command
-            .current_dir(self.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.root.path().join("home"))
-            .env("ANTHROPIC_BASE_URL", mock.url())
-            .env("ANTHROPIC_API_KEY", "bench-key")
-            .env("NO_COLOR", "1")
-            .args(["--backend", backend, "--review", "never", "--new", "bench"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+    fn command_with(&self, ah: &Path, mock: &MockServer, backend: &str) -> Command {
+        let mut command = self.command(ah, &mock.url());
+        command.args(["--backend", backend, "--review", "never", "--new", "bench"]);
         command
     }
 
     /// One run of `ah` with `backend`, the model at `mock`, to the end.
     fn run(&self, ah: &Path, mock: &MockServer, backend: &str) {
-        let out = self.command(ah, mock, backend).output().expect("run ah");
+        let out = self
+            .command_with(ah, mock, backend)
+            .output()
+            .expect("run ah");
         check(&out, backend);
     }
 
@@ -219,7 +157,7 @@ fn first_request(ah: &Path, backend: &str) -> Duration {
     let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
     let started = Instant::now();
     let child = project
-        .command(ah, &mock, backend)
+        .command_with(ah, &mock, backend)
         .spawn()
         .expect("spawn ah");
     mock.wait_for_requests(1, Duration::from_secs(120));

@@ -31,6 +31,7 @@ mod openai;
 mod openai_podman;
 mod org_continuity;
 mod org_none;
+mod org_podman;
 mod org_terminal;
 mod output_limits;
 mod overlay;

@@ -278,3 +278,62 @@ fn json_events_carry_the_agent_and_the_routing() {
     assert_eq!(end["agents"]["coder"]["tool_calls"], json!(1));
     assert!(of_type("run_end").len() == 1);
 }
+
+#[test]
+fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let root = host.root.path();
+    let (started, go) = (root.join("started"), root.join("go"));
+    let wait = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        go.display()
+    );
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                call("t1", "bash", json!({"command": wait})),
+                say("Planned. @@coder start."),
+                say("Fine."),
+            ],
+        ),
+        ("coder", vec![say("Started, with tabs. @@lead")]),
+    ]);
+    let mut child = host
+        .ah(&mock.url())
+        .args(["org", "--backend", "none", "--review", "never"])
+        .args(["--agents", "lead:opus,coder:opus", "Plan and code."])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("lead's command to start", Duration::from_secs(30), || {
+        started.exists()
+    });
+    let session = host.sessions()[0].clone();
+    let id = session.file_stem().unwrap().to_string_lossy().to_string();
+    let steer = host
+        .ah(&mock.url())
+        .args(["-S", &id, "--steer", "@@coder use tabs"])
+        .output()
+        .unwrap();
+    assert_eq!(steer.status.code(), Some(0), "{}", describe(&steer));
+    std::fs::write(&go, "").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(agents_of(&mock), ["lead", "lead", "coder", "lead"]);
+    let coder = last_user_text(&of(&mock, "coder")[0]);
+    assert!(
+        coder.contains("Message from the user:\n\n@@coder use tabs"),
+        "{coder}"
+    );
+    // Only the coder was named: the lead's next turn has no such letter.
+    let lead = last_user_text(&of(&mock, "lead")[2]);
+    assert!(!lead.contains("use tabs"), "{lead}");
+    let queued = query(
+        &session.with_extension("queue.db"),
+        "SELECT status FROM queue",
+    );
+    assert_eq!(queued, [vec![json!("answered")]]);
+}

@@ -142,6 +142,25 @@ fn a_direct_message_runs_next_and_the_patch_holds_the_work() {
     assert_eq!(ticks[0][0], json!(4));
     let pending = query(&db, "SELECT COUNT(*) FROM mail WHERE delivered_in IS NULL");
     assert_eq!(pending[0][0], json!(0));
+
+    // The session views name the agents; plain ah leaves the org alone.
+    let id = db.file_stem().unwrap().to_string_lossy().to_string();
+    let tree = host
+        .ah(&mock.url())
+        .args(["tree", "-S", &id])
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&tree.stdout).to_string();
+    for agent in ["[lead]", "[coder]", "[tester]"] {
+        assert!(tree.contains(agent), "{agent}: {tree}");
+    }
+    let plain = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "-S", &id, "more"])
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(2), "{}", describe(&plain));
+    assert!(String::from_utf8_lossy(&plain.stderr).contains(&format!("ah org -S {id}")));
 }
 
 #[test]

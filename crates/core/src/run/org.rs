@@ -19,6 +19,7 @@ use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, OrgU
 use ah_llm::models::{self, ModelInfo};
 use ah_llm::{Block, Provider};
 use ah_record::run::Run;
+use ah_record::safe_text::terminal_safe;
 use ah_session::queue::{QueueKind, Queued, SessionLock};
 use ah_session::{Session, SessionError};
 
@@ -84,6 +85,17 @@ pub(crate) async fn open(
         roster(list.as_deref(), &ah_dir, global_dir().as_deref()).map_err(UsageError::Said)?;
     let (setup, provider) = settle(options, task, front).await?;
     let members = connect(&specs, options)?;
+    for (spec, member) in specs.iter().zip(&members) {
+        // A cloned repository may ship agent files: say what they choose.
+        if let Some(file) = &spec.defined_in {
+            front.notice(&format!(
+                "agent {}: model {}, defined in {}",
+                spec.name,
+                terminal_safe(&member.shown),
+                terminal_safe(&file.display().to_string())
+            ));
+        }
+    }
     check_tools(&specs)?;
     let session = match existing {
         Some(session) => session,

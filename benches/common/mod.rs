@@ -1,0 +1,98 @@
+//! What the benchmarks that run the real binary share: which `ah` to
+//! measure, and a git project of generated files with a home of its own in
+//! which `ah` runs against the tests' mock model server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The binary to measure: `AH_BENCH_BIN` (another build, an older commit
+/// say), else this build's.
+pub fn ah_binary() -> PathBuf {
+    if which::which("git").is_err() {
+        eprintln!("bench: `git` is needed (apt-get install git)");
+        std::process::exit(1);
+    }
+    let ah = std::env::var_os("AH_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ah")));
+    println!("ah: {}", ah.display());
+    ah
+}
+
+/// A project with a few files, committed, and a home of its own.
+pub struct Project {
+    root: tempfile::TempDir,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        Project::with_files(20)
+    }
+
+    /// A project of `files` small source files, 100 to a folder.
+    pub fn with_files(files: usize) -> Project {
+        let root = tempfile::tempdir().expect("temp dir");
+        let project = root.path().join("project");
+        std::fs::create_dir_all(root.path().join("home")).expect("home dir");
+        for i in 0..files {
+            let dir = project.join(format!("src/m{}", i / 100));
+            if i % 100 == 0 {
+                std::fs::create_dir_all(&dir).expect("project dir");
+            }
+            let body = format!("fn f{i}() -> u32 {{ {i} }}\n").repeat(20);
+            std::fs::write(dir.join(format!("f{i}.rs")), body).expect("write");
+        }
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &["-c", "gc.auto=0", "commit", "-q", "-m", "initial"],
+            // Packed, as a project with history is (and not packing in
+            // the background while runs are timed).
+            &["gc", "-q"],
+        ] {
+            let status = Command::new("git")
+                .args(args)
+                .current_dir(&project)
+                .env("GIT_AUTHOR_NAME", "Bench")
+                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+                .env("GIT_COMMITTER_NAME", "Bench")
+                .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+                .status()
+                .expect("run git");
+            assert!(status.success(), "git {args:?} failed");
+        }
+        // Files written in the second the index was are "racily clean"
+        // and hashed again by every reader: past it, then refreshed, the
+        // index vouches for every file, as in a project at rest.
+        std::thread::sleep(Duration::from_millis(1100));
+        let refreshed = Command::new("git")
+            .args(["update-index", "-q", "--really-refresh"])
+            .current_dir(&project)
+            .status()
+            .expect("run git");
+        assert!(refreshed.success(), "git update-index failed");
+        Project { root }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.root.path().join("project")
+    }
+
+    /// `ah` in the project with the model at `mock_url` and an environment
+    /// of its own, output captured.
+    pub fn command(&self, ah: &Path, mock_url: &str) -> Command {
+        let mut command = Command::new(ah);
+        command
+            .current_dir(self.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.root.path().join("home"))
+            .env("ANTHROPIC_BASE_URL", mock_url)
+            .env("ANTHROPIC_API_KEY", "bench-key")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+}

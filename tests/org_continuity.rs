@@ -337,3 +337,45 @@ fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
     );
     assert_eq!(queued, [vec![json!("answered")]]);
 }
+
+#[test]
+fn ctrl_c_mid_tick_aborts_and_the_continued_org_goes_on_with_that_agent() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let started = host.root.path().join("started");
+    let sleeper = format!("touch '{}'; sleep 60", started.display());
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                call("t1", "bash", json!({"command": sleeper})),
+                say("Interrupted, fine. @@coder go"),
+            ],
+        ),
+        ("coder", vec![say("Done.")]),
+    ]);
+    let child = host
+        .ah(&mock.url())
+        .args(["org", "--backend", "none", "--review", "never"])
+        .args(["--agents", "lead:opus,coder:opus", "Go."])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("lead's command to start", Duration::from_secs(30), || {
+        started.exists()
+    });
+    // SAFETY: a signal to the child we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
+    let session = host.sessions()[0].clone();
+    let id = session.file_stem().unwrap().to_string_lossy().to_string();
+
+    let out = org(&host, &mock, &["--review", "never", "-S", &id]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(agents_of(&mock), ["lead", "lead", "coder"]);
+    let lead = &of(&mock, "lead")[1];
+    assert!(lead.told().contains("interrupted"), "{}", lead.told());
+    let coder = last_user_text(&of(&mock, "coder")[0]);
+    assert!(coder.contains("Message from lead to you"), "{coder}");
+}

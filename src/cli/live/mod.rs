@@ -211,7 +211,7 @@ fn ask(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool) -> bool {
     match text.map(|text| steer(&wiring.session_db, &text)) {
         None => eprintln!("{}", style("(nothing sent)").dim()),
         Some(Ok(id)) => eprintln!(
-            "{} steering #{id} queued: it reaches the model at the next tool round",
+            "{} steering #{id} queued: it reaches the model at the next tool round (an org's agents at the next tick)",
             style("⇢").magenta()
         ),
         Some(Err(err)) => eprintln!("{} {err:#}", style("not sent:").red()),

@@ -117,7 +117,7 @@ fn sigkill_mid_tick_then_continue_loses_no_mail_and_answers_every_call() {
     assert!(resumed.told().contains("interrupted"), "{}", resumed.told());
     let tester = last_user_text(&of(&mock, "tester")[0]);
     for letter in [
-        "The task, from the user:\n\nMake f.",
+        "Make f.\nThe task above is from the user, to every agent.",
         "Message from lead to the group:",
         "Message from coder to you:",
     ] {
@@ -339,19 +339,38 @@ fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
 }
 
 #[test]
-fn ctrl_c_mid_tick_aborts_and_the_continued_org_goes_on_with_that_agent() {
+fn ctrl_c_mid_tick_then_continue_goes_on_with_that_agent_on_every_agents_files() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let started = host.root.path().join("started");
     let sleeper = format!("touch '{}'; sleep 60", started.display());
+    // The lead writes, then the coder, then the lead's command is cut:
+    // the lead's own branch holds none of the coder's steps.
     let mock = MockServer::start_agents(vec![
         (
             "lead",
             vec![
-                call("t1", "bash", json!({"command": sleeper})),
-                say("Interrupted, fine. @@coder go"),
+                call(
+                    "t1",
+                    "write",
+                    json!({"path": "a.txt", "content": "from lead\n"}),
+                ),
+                say("@@coder your part"),
+                call("t3", "bash", json!({"command": sleeper})),
+                call("t4", "bash", json!({"command": "cat a.txt b.txt"})),
+                say("Seen both. Done."),
             ],
         ),
-        ("coder", vec![say("Done.")]),
+        (
+            "coder",
+            vec![
+                call(
+                    "t2",
+                    "write",
+                    json!({"path": "b.txt", "content": "from coder\n"}),
+                ),
+                say("Written. @@lead back to you"),
+            ],
+        ),
     ]);
     let child = host
         .ah(&mock.url())
@@ -371,11 +390,113 @@ fn ctrl_c_mid_tick_aborts_and_the_continued_org_goes_on_with_that_agent() {
     let session = host.sessions()[0].clone();
     let id = session.file_stem().unwrap().to_string_lossy().to_string();
 
-    let out = org(&host, &mock, &["--review", "never", "-S", &id]);
+    let out = org(&host, &mock, &["--review", "auto", "-S", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert_eq!(agents_of(&mock), ["lead", "lead", "coder"]);
-    let lead = &of(&mock, "lead")[1];
-    assert!(lead.told().contains("interrupted"), "{}", lead.told());
-    let coder = last_user_text(&of(&mock, "coder")[0]);
-    assert!(coder.contains("Message from lead to you"), "{coder}");
+    assert_eq!(
+        agents_of(&mock),
+        ["lead", "lead", "coder", "coder", "lead", "lead", "lead"]
+    );
+    let lead = of(&mock, "lead");
+    assert!(lead[3].told().contains("interrupted"), "{}", lead[3].told());
+    // The files are the run's, both agents' changes, though the lead's
+    // branch holds only its own steps.
+    let seen = lead[4].told();
+    assert!(
+        seen.contains("from lead") && seen.contains("from coder"),
+        "{seen}"
+    );
+    assert!(
+        last_user_text(&lead[3]).contains("not applied"),
+        "the lead is told where the files come from: {}",
+        last_user_text(&lead[3])
+    );
+    assert_eq!(host.read("b.txt"), "from coder\n");
+    assert_eq!(host.read("a.txt"), "from lead\n");
+}
+
+#[test]
+fn a_message_cut_at_the_output_limit_is_routed_and_its_agent_told() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        (
+            "a",
+            vec![
+                Turn::reply(
+                    Reply::new()
+                        .text("@@b please do it and")
+                        .stop_reason("max_tokens"),
+                ),
+                say("I meant: and say so."),
+            ],
+        ),
+        ("b", vec![say("Done it.")]),
+    ]);
+    let out = org(
+        &host,
+        &mock,
+        &["--review", "never", "--agents", "a:opus,b:opus", "Go."],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(agents_of(&mock), ["a", "b", "a"]);
+    let b = last_user_text(&of(&mock, "b")[0]);
+    assert!(b.contains("@@b please do it and"), "{b}");
+    let a = last_user_text(&of(&mock, "a")[1]);
+    assert!(a.contains("was cut off"), "{a}");
+}
+
+#[test]
+fn the_tick_and_tool_limits_count_every_agent() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let bash = |id: &str| call(id, "bash", json!({"command": format!("echo {id}")}));
+    let mock = MockServer::start_agents(vec![
+        ("a", vec![bash("t1"), bash("t2"), say("@@b yours")]),
+        ("b", vec![bash("t3"), bash("t4"), say("@@a yours")]),
+    ]);
+    // Three calls for the run: a's two, then b's first.
+    let out = org(
+        &host,
+        &mock,
+        &[
+            "--review",
+            "never",
+            "--max-tools",
+            "3",
+            "--agents",
+            "a:opus,b:opus",
+            "Go.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    assert_eq!(agents_of(&mock), ["a", "a", "a", "b"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--max-tools 3"), "{stderr}");
+
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let chat = |to: &str| (0..5).flat_map(|i| bash_then(i, to)).collect::<Vec<_>>();
+    let mock = MockServer::start_agents(vec![("a", chat("b")), ("b", chat("a"))]);
+    let out = org(
+        &host,
+        &mock,
+        &[
+            "--review",
+            "never",
+            "--max-ticks",
+            "3",
+            "--agents",
+            "a:opus,b:opus",
+            "Go.",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
+    assert_eq!(agents_of(&mock), ["a", "a", "b", "b", "a", "a"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tick limit (--max-ticks 3)"), "{stderr}");
+}
+
+/// Turn `i` of an agent: one tool call, then a message to `to`.
+fn bash_then(i: usize, to: &str) -> Vec<Turn> {
+    vec![
+        call(&format!("to-{to}-{i}"), "bash", json!({"command": "true"})),
+        say(&format!("@@{to} yours")),
+    ]
 }

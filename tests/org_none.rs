@@ -106,10 +106,13 @@ fn a_direct_message_runs_next_and_the_patch_holds_the_work() {
     );
     let coder = &of(&mock, "coder")[0];
     let opened = opened_with(coder);
+    // The task is the conversation's first message, sent once.
+    assert!(opened.starts_with("Write notes.\n"), "{opened}");
     assert!(
-        opened.contains("The task, from the user:\n\nWrite notes."),
+        opened.contains("The task above is from the user, to every agent."),
         "{opened}"
     );
+    assert_eq!(opened.matches("Write notes.").count(), 1, "{opened}");
     assert!(
         opened.contains("Message from lead to you:\n\n@@coder please write notes.txt"),
         "{opened}"
@@ -225,7 +228,8 @@ fn an_unattended_question_stops_and_the_answer_goes_to_the_asker() {
             "lead",
             vec![
                 write("t1", "draft.txt", "v1\n"),
-                say("@@user Which colour, red or blue?"),
+                // Model text with a terminal escape: shown escaped.
+                say("@@user Which colour, \u{1b}]0;pwned\u{7}red or blue?"),
                 call("t2", "bash", json!({"command": "cat draft.txt"})),
                 say("Blue it is. @@coder paint it blue."),
             ],
@@ -238,6 +242,15 @@ fn an_unattended_question_stops_and_the_answer_goes_to_the_asker() {
         &["--agents", "lead:opus,coder:opus", "Paint."],
     );
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("lead asks the user: @@user Which colour"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "a raw escape reached the terminal: {stderr:?}"
+    );
     let run = host.run();
     let question = json_file(&run.join("question.json"));
     assert_eq!(question["agent"], "lead");
@@ -285,6 +298,15 @@ fn the_idle_guard_stops_agents_that_only_talk() {
         "{stderr}"
     );
     assert_eq!(schedule(&mock), ["a", "b", "a"]);
+    // The user speaking again starts the streak again.
+    let id = one_session(&host)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    let out = org(&host, &mock, &["-S", &id, "--idle-ticks", "2", "Go on."]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["a", "b", "a", "b", "a"]);
 }
 
 #[test]

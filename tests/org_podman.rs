@@ -68,3 +68,49 @@ fn agents_share_one_sandbox_and_one_patch() {
     let id = run_id(&host.run());
     assert_eq!(containers_of(&podman, &id), "", "no container left");
 }
+
+#[test]
+fn a_failed_start_takes_the_answer_back_and_it_reaches_the_asker_once() {
+    let Some(_podman) = podman_ready_blocking() else {
+        return;
+    };
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        // The model is asked while the container starts: the failed run
+        // may use turns too (its messages are taken back with it).
+        (
+            "lead",
+            vec![
+                say("@@user Red or blue?"),
+                say("Blue then."),
+                say("Blue then."),
+            ],
+        ),
+        ("coder", vec![say("ok"), say("ok")]),
+    ]);
+    let org = |args: &[&str]| {
+        host.ah(&mock.url())
+            .args(["org", "--review", "never"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = org(&["--agents", "lead:opus,coder:opus", "Paint."]);
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let session = host.sessions()[0].clone();
+    let id = session.file_stem().unwrap().to_string_lossy().to_string();
+    // The container cannot start: the answer is taken back with the run.
+    let out = org(&["--runtime", "/bin/false", "-S", &id, "Blue."]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let out = org(&["-S", &id, "Blue."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let agents: Vec<String> = requests.iter().filter_map(|r| r.agent()).collect();
+    let last = requests.len();
+    assert_eq!(agents[last - 2..], ["lead", "coder"], "{agents:?}");
+    let answer = requests[last - 2].last_message().to_string();
+    assert_eq!(answer.matches("Blue.").count(), 1, "{answer}");
+    assert!(answer.contains("answer to your question"), "{answer}");
+    let coder = requests[last - 1].last_message().to_string();
+    assert!(!coder.contains("Blue."), "{coder}");
+}

@@ -116,11 +116,15 @@ fn ending(end: &OrgEnd) -> String {
     match end {
         OrgEnd::Done => "nobody has mail left".into(),
         OrgEnd::Finished => "finished by the user".into(),
-        OrgEnd::Asked { agent, .. } => format!("{agent} waits for the user's answer"),
+        OrgEnd::Asked { agent, .. } => {
+            format!("{} waits for the user's answer", terminal_safe(agent))
+        }
         OrgEnd::Idle { ticks } => format!("{ticks} idle ticks in a row"),
         OrgEnd::TickLimit { ticks } => format!("the tick limit ({ticks})"),
         OrgEnd::ToolLimit { calls } => format!("the tool call limit ({calls} calls)"),
-        OrgEnd::Stopped { agent, reason } => format!("{agent} stopped ({})", reason.as_str()),
+        OrgEnd::Stopped { agent, reason } => {
+            format!("{} stopped ({})", terminal_safe(agent), reason.as_str())
+        }
     }
 }
 

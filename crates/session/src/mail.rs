@@ -162,14 +162,15 @@ impl Session {
     }
 
     /// Stores `blocks` (made of `mail`) as a user message of `recipient`
-    /// under `parent`, and marks `mail` delivered in it, in one transaction.
-    /// Mail delivered meanwhile (by another process) fails the delivery.
+    /// under `parent`, marks `mail` delivered in it and sets the `context`
+    /// values, in one transaction. Mail delivered meanwhile (by another
+    /// process) fails the delivery.
     pub fn deliver(
         &mut self,
         recipient: &str,
         parent: Option<&str>,
-        mail: &[Mail],
-        blocks: &[BlockRecord],
+        (mail, blocks): (&[Mail], &[BlockRecord]),
+        context: &[(&str, &str)],
     ) -> Result<StoredMessage> {
         let path = self.path.clone();
         let sql = |e| super::schema::classify(&path, e);
@@ -203,19 +204,43 @@ impl Session {
                 });
             }
         }
+        for (key, value) in context {
+            put_context(&tx, key, value).map_err(sql)?;
+        }
         tx.commit().map_err(sql)?;
         Ok(stored)
     }
 
-    /// The newest message holding a tool result: where the files of the
-    /// session's latest steps are, in whichever agent's branch (one agent
-    /// runs at a time, on the one work copy of the run).
+    /// The id of the newest letter (0 without mail).
+    pub fn last_mail_id(&self) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT COALESCE(MAX(id), 0) FROM mail")
+            .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Removes the letters posted after letter `id` (a run taken back out
+    /// of the session, see [`Session::remove_branch`] for its messages).
+    pub fn remove_mail_after(&self, id: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("DELETE FROM mail WHERE id > ?1")
+            .and_then(|mut stmt| stmt.execute([id]))
+            .map(drop)
+            .map_err(|e| self.sql(e))
+    }
+
+    /// The newest message holding the result of a step that recorded the
+    /// files after it (`details.head`): where the session's latest files
+    /// are, in whichever agent's branch (one agent runs at a time, on the
+    /// one work copy of the run). Results of calls that never ran (cut,
+    /// interrupted) record no files and do not count.
     pub fn newest_step_message(&self) -> Result<Option<String>> {
         self.conn
             .prepare_cached(
                 "SELECT m.id FROM messages m
                  WHERE EXISTS (SELECT 1 FROM content_blocks b
-                               WHERE b.message_id = m.id AND b.block_type = 'tool_result')
+                               WHERE b.message_id = m.id AND b.block_type = 'tool_result'
+                                 AND json_extract(b.details, '$.head') IS NOT NULL)
                  ORDER BY m.seq DESC LIMIT 1",
             )
             .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)).optional())

@@ -8,11 +8,20 @@ use serde_json::json;
 use super::roster::AgentSpec;
 use ah_session::{BlockRecord, Mail, MailKind};
 
-/// One text block per letter, labelled; its details name the letter.
-pub fn blocks(mail: &[Mail]) -> Vec<BlockRecord> {
+/// One text block per letter, labelled; its details name the letter. In
+/// an agent's first turn (`first`), its conversation starts under the task
+/// itself: the task's letter only points to it.
+pub fn blocks(mail: &[Mail], first: bool) -> Vec<BlockRecord> {
     mail.iter()
         .map(|letter| {
+            let text = match (letter.kind, first) {
+                (MailKind::Task, true) => String::new(),
+                _ => format!("\n\n{}", letter.text),
+            };
             let label = match letter.kind {
+                MailKind::Task if first => {
+                    "The task above is from the user, to every agent.".to_string()
+                }
                 MailKind::Task => "The task, from the user:".to_string(),
                 MailKind::Direct => format!("Message from {} to you:", letter.sender),
                 MailKind::Group => format!("Message from {} to the group:", letter.sender),
@@ -25,7 +34,7 @@ pub fn blocks(mail: &[Mail]) -> Vec<BlockRecord> {
                     "org": { "from": letter.sender, "kind": letter.kind.as_str(), "mail": letter.id }
                 })),
                 ..BlockRecord::from(ah_llm::Block::Text {
-                    text: format!("{label}\n\n{}", letter.text),
+                    text: format!("{label}{text}"),
                 })
             }
         })

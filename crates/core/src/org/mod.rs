@@ -4,7 +4,8 @@
 //!
 //! A tick is one agent's turn: its mail, drained in one transaction, opens
 //! the turn as one user message ([`letters`]); the agent works as the single
-//! agent does ([`run_agent`]: every tool call is a step of the run) until it
+//! agent does ([`run_agent`](crate::agent::run_agent): every tool call is a
+//! step of the run) until it
 //! ends its turn or reaches its tool budget; its final message is routed by
 //! its tags ([`route`]) into the other agents' inboxes, in one transaction
 //! with the scheduler's state ([`schedule`]). The next tick is the agent
@@ -19,23 +20,24 @@
 //! continued session goes on where it stopped.
 
 pub mod letters;
+mod post;
 pub mod roster;
 pub mod route;
 pub mod schedule;
+mod tick;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
 use crate::agent::{
-    AbortSignal, AgentConfig, AgentError, EndReason, Event, Inbox, close_interrupted, run_agent,
+    AbortSignal, AgentConfig, AgentError, EndReason, Event, Inbox, close_interrupted,
 };
 use ah_llm::{Block, Provider, Role};
-use ah_record::run::{Run, StepRules};
+use ah_record::run::Run;
 use ah_session::queue::Queued;
 use ah_session::{BlockRecord, Letter, MailKind, MessageMeta, Session, SessionError};
-use route::Tag;
-use schedule::{Question, ROSTER_KEY, STATE_KEY, Schedule};
+use schedule::{STATE_KEY, Schedule};
 
 /// The default ticks in a row without a tool call or a file change that
 /// stop the run.
@@ -70,6 +72,9 @@ pub struct OrgConfig {
     /// continued one (the answer to an open question goes to the asker;
     /// anything else to every agent).
     pub input: Option<String>,
+    /// Where the files of a continued org come from, told to each agent
+    /// in its first tick of the run.
+    pub files_note: Option<String>,
 }
 
 /// Why an org could not go on.
@@ -233,6 +238,9 @@ impl Org<'_> {
             .collect();
         let (root, mut schedule) = self.begin()?;
         let first_tick = schedule.ticks;
+        // The agents told, in their first tick of this run, where the files
+        // come from.
+        let mut told = HashSet::new();
         let end = loop {
             if self.abort.is_requested() {
                 break OrgEnd::Stopped {
@@ -279,18 +287,13 @@ impl Org<'_> {
                 break OrgEnd::ToolLimit { calls: used };
             }
             match self
-                .tick(&root, &agent, &mut schedule, &mut tallies, left)
+                .tick(&root, &agent, &mut schedule, &mut tallies, left, &mut told)
                 .await?
             {
                 Ticked::Next => {}
                 Ticked::End(end) => break end,
             }
         };
-        // The next run's files are those of the latest step, whichever
-        // agent's branch it is in.
-        if let Some(latest) = self.session.newest_step_message()? {
-            self.session.set_head(&latest)?;
-        }
         let ticks = schedule.ticks - first_tick;
         let record = OrgRecord {
             end,
@@ -338,6 +341,8 @@ impl Org<'_> {
             .ok_or_else(|| OrgError::State("it names no root message".into()))?;
         self.recover(&mut schedule)?;
         if let Some(text) = input {
+            // The user spoke: the idle streak starts again.
+            schedule.idle = 0;
             let letters = match schedule.question.take() {
                 Some(question) => vec![Letter {
                     // The asker waits for its answer: it runs next.
@@ -376,393 +381,17 @@ impl Org<'_> {
         let Some(last) = path.last() else {
             return Ok(());
         };
+        // Whatever stopped it (its end, its output limit, Esc), a final
+        // message is routed: the org goes on from the other agents' side.
         let ended = last.role == Role::Assistant
-            && matches!(last.meta.stop_reason.as_deref(), Some("end_turn") | None)
             && !last
                 .blocks
                 .iter()
                 .any(|b| matches!(b.block, Block::ToolUse { .. }));
         if ended && !self.session.is_routed(&last.id)? {
-            let text = final_text(&last.blocks);
+            let text = tick::final_text(&last.blocks);
             self.route(&agent, &last.id, &text, schedule, false)?;
         }
         Ok(())
     }
-
-    /// One agent's turn.
-    async fn tick(
-        &mut self,
-        root: &str,
-        agent: &str,
-        schedule: &mut Schedule,
-        tallies: &mut BTreeMap<String, Tally>,
-        left: Option<u32>,
-    ) -> Result<Ticked, OrgError> {
-        let index = self
-            .config
-            .agents
-            .iter()
-            .position(|a| a.name == agent)
-            .ok_or_else(|| OrgError::State(format!("it names an unknown agent {agent:?}")))?;
-        let mail = self.session.pending_mail(agent)?;
-        let parent = self
-            .session
-            .agent_head(agent)?
-            .unwrap_or_else(|| root.to_string());
-        let head = match mail.is_empty() {
-            true => parent,
-            false => {
-                let blocks = letters::blocks(&mail);
-                self.session
-                    .deliver(agent, Some(&parent), &mail, &blocks)?
-                    .id
-            }
-        };
-        schedule.ticks += 1;
-        schedule.running = Some(agent.to_string());
-        self.save(schedule)?;
-        self.announce(
-            Some(&head),
-            OrgEvent::Tick {
-                tick: schedule.ticks,
-                agent: agent.to_string(),
-                letters: mail.len(),
-            },
-        );
-        let member = &self.config.agents[index];
-        let mut config = member.config.clone();
-        self.run.set_rules(rules_for(member.tools.as_deref()));
-        config.tools = self.run.tool_specs(config.model.edit_format);
-        config.max_tools = match (config.max_tools, left) {
-            (Some(own), Some(left)) => Some(own.min(left)),
-            (own, left) => own.or(left),
-        };
-        let mut tally = Tally::default();
-        let mut changed = false;
-        self.session.set_author(Some(agent));
-        let summary = {
-            let front = &mut *self.front;
-            let mut on_event = |event: &Event| {
-                match event {
-                    Event::ApiCallEnd { usage, .. } => {
-                        tally.input_tokens += usage.input_tokens
-                            + usage.cache_creation_input_tokens
-                            + usage.cache_read_input_tokens;
-                        tally.output_tokens += usage.output_tokens;
-                    }
-                    Event::ToolCallEnd { .. } => tally.tool_calls += 1,
-                    Event::StepCommitted { changes, .. } if !changes.is_empty() => changed = true,
-                    _ => {}
-                }
-                front.update(OrgUpdate::Agent { agent, event });
-            };
-            run_agent(
-                &config,
-                member.provider.as_ref(),
-                self.session,
-                self.run,
-                head,
-                self.abort,
-                &NoSteering,
-                &mut on_event,
-            )
-            .await
-        };
-        self.session.set_author(None);
-        let summary = summary?;
-        let entry = tallies.entry(agent.to_string()).or_default();
-        entry.ticks += 1;
-        entry.tool_calls += tally.tool_calls;
-        entry.input_tokens += tally.input_tokens;
-        entry.output_tokens += tally.output_tokens;
-        let busy = tally.tool_calls > 0 || changed;
-        schedule.idle = if busy { 0 } else { schedule.idle + 1 };
-        let stopped = |reason| {
-            Ok(Ticked::End(OrgEnd::Stopped {
-                agent: agent.to_string(),
-                reason,
-            }))
-        };
-        match summary.reason {
-            EndReason::Done => {}
-            EndReason::ToolLimit => {
-                schedule.running = None;
-                schedule.last = Some(agent.to_string());
-                schedule.addressed = None;
-                let per_turn = member.config.max_tools;
-                let run_spent = left.is_some_and(|left| summary.tool_calls >= left)
-                    && per_turn.is_none_or(|own| left.is_some_and(|left| left < own));
-                if run_spent {
-                    self.save(schedule)?;
-                    let calls = tallies.values().map(|t| t.tool_calls).sum();
-                    return Ok(Ticked::End(OrgEnd::ToolLimit { calls }));
-                }
-                let note = Letter {
-                    recipient: agent.to_string(),
-                    sender: "ah".into(),
-                    kind: MailKind::Notice,
-                    text: format!(
-                        "Your last turn reached your limit of {} tool calls per turn and was \
-                         cut there. Go on where you left off.",
-                        per_turn.unwrap_or_default()
-                    ),
-                };
-                self.post(None, &[note], schedule)?;
-                return Ok(self.idle_end(schedule));
-            }
-            EndReason::Finalized => return Ok(Ticked::End(OrgEnd::Finished)),
-            reason => return stopped(reason),
-        }
-        let final_message = self
-            .session
-            .agent_head(agent)?
-            .ok_or_else(|| OrgError::State(format!("{agent} ended its turn without a message")))?;
-        let text = self
-            .session
-            .path_to(&final_message)?
-            .last()
-            .map(|message| final_text(&message.blocks))
-            .unwrap_or_default();
-        self.route(agent, &final_message, &text, schedule, true)?;
-        if let Some(question) = schedule.question.clone() {
-            self.announce(
-                Some(&question.message),
-                OrgEvent::AskUser {
-                    agent: question.agent.clone(),
-                    question: question.text.clone(),
-                },
-            );
-            if let Some(answer) = self.front.ask_user(&question.agent, &question.text).await {
-                schedule.question = None;
-                schedule.addressed = Some(question.agent.clone());
-                let letter = Letter {
-                    recipient: question.agent.clone(),
-                    sender: "user".into(),
-                    kind: MailKind::Answer,
-                    text: answer,
-                };
-                self.post(None, &[letter], schedule)?;
-            }
-        }
-        Ok(self.idle_end(schedule))
-    }
-
-    /// The idle guard after a tick.
-    fn idle_end(&self, schedule: &Schedule) -> Ticked {
-        match schedule.idle >= self.config.idle_ticks.max(1) {
-            true => Ticked::End(OrgEnd::Idle {
-                ticks: schedule.idle,
-            }),
-            false => Ticked::Next,
-        }
-    }
-
-    /// Routes `agent`'s final message `id` (its `text`) by its tags and
-    /// records the scheduler's state with it, in one transaction.
-    fn route(
-        &mut self,
-        agent: &str,
-        id: &str,
-        text: &str,
-        schedule: &mut Schedule,
-        announce: bool,
-    ) -> Result<(), OrgError> {
-        let names: Vec<&str> = self.config.agents.iter().map(|a| a.name.as_str()).collect();
-        let mut letters = Vec::new();
-        let mut addressed = None;
-        let mut unknown = Vec::new();
-        for tag in route::tags(text) {
-            match tag {
-                Tag::Group => {
-                    letters.extend(self.to_everyone(agent, MailKind::Group, text, Some(agent)))
-                }
-                Tag::User => {
-                    schedule.question = Some(Question {
-                        agent: agent.to_string(),
-                        text: text.to_string(),
-                        message: id.to_string(),
-                    });
-                }
-                Tag::Name(name) if name == agent => {}
-                Tag::Name(name) if names.contains(&name.as_str()) => {
-                    addressed.get_or_insert_with(|| name.clone());
-                    letters.push(Letter {
-                        recipient: name,
-                        sender: agent.to_string(),
-                        kind: MailKind::Direct,
-                        text: text.to_string(),
-                    });
-                }
-                Tag::Name(name) => unknown.push(name),
-            }
-        }
-        // One letter per recipient: a direct tag beside `@@group` is one.
-        let mut seen = Vec::new();
-        letters.retain(|letter| {
-            let first = !seen.contains(&letter.recipient);
-            seen.push(letter.recipient.clone());
-            first
-        });
-        if !unknown.is_empty() {
-            letters.push(Letter {
-                recipient: agent.to_string(),
-                sender: "ah".into(),
-                kind: MailKind::Notice,
-                text: format!(
-                    "Your last message named {}, but no agent has that name, so it reached \
-                     nobody by that tag. The agents are: {}.",
-                    unknown
-                        .iter()
-                        .map(|n| format!("@@{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    names.join(", ")
-                ),
-            });
-        }
-        schedule.running = None;
-        schedule.last = Some(agent.to_string());
-        schedule.addressed = addressed;
-        let state = encode(schedule)?;
-        self.session
-            .post(Some(id), &letters, &[(STATE_KEY, &state)])?;
-        if announce {
-            for letter in &letters {
-                self.announce(Some(id), routed(letter));
-            }
-        }
-        Ok(())
-    }
-
-    /// Moves the user's queued messages into the inboxes: to the agent a
-    /// message names first with `@@name`, else to every agent.
-    fn take_interjections(&mut self, root: &str) -> Result<(), OrgError> {
-        let queued = self.interjections.take()?;
-        if queued.is_empty() {
-            return Ok(());
-        }
-        let names: Vec<String> = self.config.agents.iter().map(|a| a.name.clone()).collect();
-        let mut letters = Vec::new();
-        for message in &queued {
-            let named = route::tags(&message.text)
-                .into_iter()
-                .find_map(|tag| match tag {
-                    Tag::Name(name) if names.contains(&name) => Some(name),
-                    _ => None,
-                });
-            match named {
-                Some(name) => letters.push(Letter {
-                    recipient: name,
-                    sender: "user".into(),
-                    kind: MailKind::Interjection,
-                    text: message.text.clone(),
-                }),
-                None => letters.extend(self.to_everyone(
-                    "user",
-                    MailKind::Interjection,
-                    &message.text,
-                    None,
-                )),
-            }
-        }
-        self.session.post(None, &letters, &[])?;
-        let ids: Vec<i64> = queued.iter().map(|message| message.id).collect();
-        self.interjections.posted(&ids, root)?;
-        for letter in &letters {
-            self.announce(None, routed(letter));
-        }
-        Ok(())
-    }
-
-    /// A letter from `sender` to every agent but `except`.
-    fn to_everyone(
-        &self,
-        sender: &str,
-        kind: MailKind,
-        text: &str,
-        except: Option<&str>,
-    ) -> Vec<Letter> {
-        self.config
-            .agents
-            .iter()
-            .filter(|agent| Some(agent.name.as_str()) != except)
-            .map(|agent| Letter {
-                recipient: agent.name.clone(),
-                sender: sender.to_string(),
-                kind,
-                text: text.to_string(),
-            })
-            .collect()
-    }
-
-    /// Posts `letters` with the scheduler's state (and the roster).
-    fn post(
-        &mut self,
-        source: Option<&str>,
-        letters: &[Letter],
-        schedule: &Schedule,
-    ) -> Result<(), OrgError> {
-        let state = encode(schedule)?;
-        self.session.post(
-            source,
-            letters,
-            &[(STATE_KEY, &state), (ROSTER_KEY, &self.config.roster)],
-        )?;
-        for letter in letters {
-            self.announce(None, routed(letter));
-        }
-        Ok(())
-    }
-
-    fn save(&mut self, schedule: &Schedule) -> Result<(), OrgError> {
-        self.session.set_context(STATE_KEY, &encode(schedule)?)?;
-        Ok(())
-    }
-
-    /// Hands an org event to the front-end and keeps it in the session's
-    /// log (a failed insert only loses the log entry).
-    fn announce(&mut self, message: Option<&str>, event: OrgEvent) {
-        if let Ok(details) = serde_json::to_value(&event) {
-            let _ = self.session.record_event(message, event.name(), &details);
-        }
-        self.front.update(OrgUpdate::Org(&event));
-    }
-}
-
-/// The step rules of an agent with `tools`: naming either edit tool gives
-/// the one of its model's edit format.
-fn rules_for(tools: Option<&[String]>) -> StepRules {
-    let Some(tools) = tools else {
-        return StepRules::read_write();
-    };
-    let edits = ["edit", "apply_patch"];
-    let mut names: Vec<&str> = tools.iter().map(String::as_str).collect();
-    if names.iter().any(|name| edits.contains(name)) {
-        names.extend(edits);
-    }
-    StepRules::read_write().only(&names)
-}
-
-fn routed(letter: &Letter) -> OrgEvent {
-    OrgEvent::Routed {
-        from: letter.sender.clone(),
-        to: letter.recipient.clone(),
-        kind: letter.kind.as_str().to_string(),
-    }
-}
-
-fn encode(schedule: &Schedule) -> Result<String, OrgError> {
-    serde_json::to_string(schedule).map_err(|err| OrgError::State(err.to_string()))
-}
-
-/// The text of a final message: its text blocks, joined.
-fn final_text(blocks: &[BlockRecord]) -> String {
-    blocks
-        .iter()
-        .filter_map(|record| match &record.block {
-            Block::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
 }

@@ -9,6 +9,7 @@
 //! anything starts.
 
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::agent::instructions::frontmatter;
@@ -20,6 +21,15 @@ const RESERVED: &[&str] = &["user", "group", "ah", "all"];
 
 /// The most agents in one run.
 pub const MAX_AGENTS: usize = 16;
+
+/// The largest agent file read.
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// A folder of agent files, and the folder they must resolve within.
+struct Folder {
+    dir: PathBuf,
+    within: Option<PathBuf>,
+}
 
 /// One agent of the run, as the user gave or defined it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,9 +55,18 @@ pub fn roster(
     ah_dir: &Path,
     global: Option<&Path>,
 ) -> Result<Vec<AgentSpec>, String> {
-    let dirs: Vec<PathBuf> = [
-        Some(ah_dir.join("agents")),
-        global.map(|g| g.join("agents")),
+    // The project's files must stay in the project: a cloned repository's
+    // link to a file of yours would send it to the model.
+    let project = ah_dir.parent().unwrap_or(ah_dir);
+    let dirs: Vec<Folder> = [
+        Some(Folder {
+            dir: ah_dir.join("agents"),
+            within: Some(project.to_path_buf()),
+        }),
+        global.map(|g| Folder {
+            dir: g.join("agents"),
+            within: None,
+        }),
     ]
     .into_iter()
     .flatten()
@@ -85,7 +104,7 @@ pub fn roster(
 
 /// One `--agents` item: `name:model` (a defined agent's other settings
 /// kept), or a defined agent's name.
-fn named(item: &str, dirs: &[PathBuf]) -> Result<AgentSpec, String> {
+fn named(item: &str, dirs: &[Folder]) -> Result<AgentSpec, String> {
     let (name, model) = match item.split_once(':') {
         Some((name, model)) => (name.trim(), Some(model.trim())),
         None => (item, None),
@@ -96,10 +115,10 @@ fn named(item: &str, dirs: &[PathBuf]) -> Result<AgentSpec, String> {
     }
     let definition = dirs
         .iter()
-        .map(|dir| dir.join(format!("{name}.md")))
-        .find(|file| file.is_file());
+        .map(|folder| (folder.dir.join(format!("{name}.md")), folder))
+        .find(|(file, _)| file.is_file());
     let mut agent = match (definition, model) {
-        (Some(file), _) => read(name, &file)?,
+        (Some((file, folder)), _) => read(name, &file, folder)?,
         (None, Some(_)) => AgentSpec {
             name: name.to_string(),
             model: None,
@@ -124,10 +143,10 @@ fn named(item: &str, dirs: &[PathBuf]) -> Result<AgentSpec, String> {
 
 /// Every agent defined in `dirs` (the first directory's hide the later
 /// ones' of the same name), by name.
-fn defined(dirs: &[PathBuf]) -> Result<Vec<AgentSpec>, String> {
+fn defined(dirs: &[Folder]) -> Result<Vec<AgentSpec>, String> {
     let mut agents: Vec<AgentSpec> = Vec::new();
-    for dir in dirs {
-        let Ok(entries) = fs::read_dir(dir) else {
+    for folder in dirs {
+        let Ok(entries) = fs::read_dir(&folder.dir) else {
             continue;
         };
         let mut files: Vec<PathBuf> = entries
@@ -144,17 +163,39 @@ fn defined(dirs: &[PathBuf]) -> Result<Vec<AgentSpec>, String> {
                 continue;
             }
             check_name(name).map_err(|why| format!("{}: {why}", file.display()))?;
-            agents.push(read(name, &file)?);
+            agents.push(read(name, &file, folder)?);
         }
     }
     agents.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(agents)
 }
 
-/// An agent definition file.
-fn read(name: &str, file: &Path) -> Result<AgentSpec, String> {
+/// An agent definition file (a regular file, within its folder's bound,
+/// of at most [`MAX_FILE_BYTES`]).
+fn read(name: &str, file: &Path, folder: &Folder) -> Result<AgentSpec, String> {
     let bad = |why: String| format!("agent definition {}: {why}", file.display());
-    let text = fs::read_to_string(file).map_err(|err| bad(format!("cannot read it: {err}")))?;
+    if let Some(within) = &folder.within {
+        let inside = match (file.canonicalize(), within.canonicalize()) {
+            (Ok(real), Ok(within)) => real.starts_with(within),
+            _ => false,
+        };
+        if !inside {
+            return Err(bad(
+                "it is a link out of the project; ah does not read it".into()
+            ));
+        }
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(file)
+        .and_then(|opened| opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|err| bad(format!("cannot read it: {err}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(bad(format!(
+            "it is larger than {} KiB; keep a role short",
+            MAX_FILE_BYTES / 1024
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".into()))?;
     let doc = frontmatter::parse(&text).map_err(bad)?;
     if let Some(key) = doc
         .fields
@@ -203,9 +244,14 @@ fn read(name: &str, file: &Path) -> Result<AgentSpec, String> {
 }
 
 fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 32 || !name.chars().all(is_name_char) {
+    if name.is_empty()
+        || name.len() > 32
+        || !name.chars().all(is_name_char)
+        || name.ends_with(['-', '_'])
+    {
         return Err(format!(
-            "{name:?} is not an agent name: up to 32 letters, digits, `-` and `_`"
+            "{name:?} is not an agent name: up to 32 letters, digits, `-` and `_`, \
+             not ending in `-` or `_`"
         ));
     }
     if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
@@ -282,5 +328,31 @@ mod tests {
         assert!(err("x").contains("max_tools"));
         define(project.path(), "y", "---\ncolour: red\n---\n");
         assert!(err("y").contains("unknown key"));
+        define(project.path(), "big", &"x".repeat(70 * 1024));
+        assert!(err("big").contains("larger than 64 KiB"));
+    }
+
+    #[test]
+    fn a_project_agent_file_linking_out_of_the_project_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("project");
+        fs::create_dir_all(project.join(".ah/agents")).unwrap();
+        fs::write(root.path().join("secret.txt"), "key=hunter2").unwrap();
+        std::os::unix::fs::symlink(
+            root.path().join("secret.txt"),
+            project.join(".ah/agents/lead.md"),
+        )
+        .unwrap();
+        let err = roster(Some("lead"), &project.join(".ah"), None).unwrap_err();
+        assert!(err.contains("link out of the project"), "{err}");
+        let err = roster(None, &project.join(".ah"), None).unwrap_err();
+        assert!(err.contains("link out of the project"), "{err}");
+        // A link within the project is read.
+        fs::write(project.join("roles.md"), "You lead.").unwrap();
+        fs::remove_file(project.join(".ah/agents/lead.md")).unwrap();
+        std::os::unix::fs::symlink(project.join("roles.md"), project.join(".ah/agents/lead.md"))
+            .unwrap();
+        let agents = roster(Some("lead"), &project.join(".ah"), None).unwrap();
+        assert_eq!(agents[0].role, "You lead.");
     }
 }

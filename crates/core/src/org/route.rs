@@ -1,7 +1,9 @@
 //! The router's reading of an agent's final text: its routing tags.
 //! `@@name` addresses that agent, `@@group` every other agent, `@@user` the
 //! human. A tag is `@@` followed by a name (letters, digits, `-`, `_`),
-//! not preceded by a name character or another `@` (`a@@b` is no tag).
+//! not preceded by a letter, a digit or another `@` (`a@@b` is no tag);
+//! a name never ends in `_` or `-` (`_@@coder_` names `coder`), and
+//! `@@group` and `@@user` may be written in any case.
 //! Text inside code — fenced blocks (```` ``` ```` or `~~~`, closed by a
 //! like fence) and inline code (a run of backticks up to the same run) — is
 //! not read: an agent may quote a tag without sending anything.
@@ -63,23 +65,25 @@ fn line_tags(line: &str, found: &mut Vec<Tag>) {
         }
         let starts_tag = chars[i] == '@'
             && chars.get(i + 1) == Some(&'@')
-            && (i == 0 || !(is_name_char(chars[i - 1]) || chars[i - 1] == '@'));
+            && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '@'));
         if !starts_tag {
             i += 1;
             continue;
         }
-        let name: String = chars[i + 2..]
+        let word: String = chars[i + 2..]
             .iter()
             .take_while(|c| is_name_char(**c))
             .collect();
-        i += 2 + name.chars().count();
+        i += 2 + word.chars().count();
+        // `_@@coder_` is emphasis around a tag: no name ends in `_` or `-`.
+        let name = word.trim_end_matches(['_', '-']);
         if name.is_empty() {
             continue;
         }
-        let tag = match name.as_str() {
+        let tag = match name.to_ascii_lowercase().as_str() {
             "group" => Tag::Group,
             "user" => Tag::User,
-            _ => Tag::Name(name),
+            _ => Tag::Name(name.to_string()),
         };
         if !found.contains(&tag) {
             found.push(tag);
@@ -139,5 +143,9 @@ mod tests {
     fn emails_and_lone_marks_are_not_tags() {
         assert_eq!(tags("mail a@@b.c, @@ alone, @@@x, (@@ok)"), [name("ok")]);
         assert_eq!(tags("@@coder: done"), [name("coder")]);
+        assert_eq!(
+            tags("_@@coder_ and **@@User** and @@GROUP-"),
+            [name("coder"), Tag::User, Tag::Group]
+        );
     }
 }

@@ -19,6 +19,7 @@ use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, Ru
 use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
+use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
 use crate::time_travel::files::{self as time_travel, Origin};
 use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
@@ -290,19 +291,32 @@ pub(crate) struct Before {
     /// The session's last `@N` before the run.
     pub(crate) seq: i64,
     head: Option<String>,
-    workspace_at: Option<String>,
+    /// The context values a run changes besides the head: the fork point,
+    /// and an org's state and roster.
+    context: Vec<(&'static str, Option<String>)>,
+    /// The newest letter of an org's inboxes.
+    mail: i64,
 }
+
+/// The context keys [`Before`] puts back.
+const RUN_CONTEXT: [&str; 3] = [WORKSPACE_AT_KEY, STATE_KEY, ROSTER_KEY];
 
 impl Before {
     pub(crate) fn of(session: &Session) -> Result<Before> {
+        let context = RUN_CONTEXT
+            .into_iter()
+            .map(|key| Ok((key, session.context(key)?)))
+            .collect::<Result<_>>()?;
         Ok(Before {
             seq: session.last_seq()?,
             head: session.head()?,
-            workspace_at: session.context(WORKSPACE_AT_KEY)?,
+            context,
+            mail: session.last_mail_id()?,
         })
     }
 
-    /// Removes what the run added and puts the head and the fork point back.
+    /// Removes what the run added (messages, letters) and puts the head,
+    /// the fork point and an org's state back.
     pub(crate) fn restore(&self, session: &mut Session) -> Result<()> {
         let last = session.last_seq()?;
         for seq in self.seq + 1..=last {
@@ -311,11 +325,15 @@ impl Before {
                 session.remove_branch(&message.id, true)?;
             }
         }
+        session.remove_mail_after(self.mail)?;
         if let Some(head) = &self.head {
             session.set_head(head)?;
         }
-        if let Some(at) = &self.workspace_at {
-            session.set_context(WORKSPACE_AT_KEY, at)?;
+        for (key, value) in &self.context {
+            match value {
+                Some(value) => session.set_context(key, value)?,
+                None => session.remove_context(key)?,
+            }
         }
         Ok(())
     }

@@ -297,7 +297,11 @@ fn enter(
             Ready::Work(work::enter(options, setup, session, run, max_rounds, front))
         }
         Driver::Org(plan) => Ready::Org(Box::new(org::enter(
-            options, setup, session, run, *plan, front,
+            options,
+            setup,
+            (session, run, origin),
+            *plan,
+            front,
         )?)),
     };
     front.show(&set_state(session, SessionState::Processing)?);

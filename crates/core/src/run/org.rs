@@ -16,6 +16,7 @@ use crate::agent::{AgentConfig, EndReason, prompt};
 use crate::org::roster::{AgentSpec, roster};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
 use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, OrgUpdate, letters};
+use crate::time_travel::files::Origin;
 use ah_llm::models::{self, ModelInfo};
 use ah_llm::{Block, Provider};
 use ah_record::run::Run;
@@ -39,12 +40,16 @@ pub(crate) struct OrgPlan {
     roster: String,
     request: OrgRequest,
     input: Option<String>,
+    /// The session is an org already (its files come from its last run).
+    continuing: bool,
 }
 
 /// An agent's model: what the API calls it, what people call it, and its
 /// connection.
 struct Member {
     model: ModelInfo,
+    /// The name it was asked by (`opus`, an alias of the configuration).
+    requested: String,
     shown: String,
     provider: Box<dyn Provider>,
 }
@@ -102,18 +107,23 @@ pub(crate) async fn open(
         None => target.open(&setup.ah_dir)?,
     };
     let lock = claim_exclusive(&session, true)?;
+    // Each agent with the model it runs, so a continued org keeps them.
     let roster_line = specs
         .iter()
-        .map(|spec| match &spec.model {
-            Some(model) if spec.defined_in.is_none() => format!("{}:{model}", spec.name),
-            _ => spec.name.clone(),
-        })
+        .zip(&members)
+        .map(|(spec, member)| format!("{}:{}", spec.name, member.requested))
         .collect::<Vec<_>>()
         .join(",");
-    let input = match session.context(STATE_KEY)? {
-        Some(_) => words,
-        None => Some(setup.prompts.blocks.join("\n\n")),
+    let continuing = session.context(STATE_KEY)?.is_some();
+    let input = match continuing {
+        true => words,
+        false => Some(setup.prompts.blocks.join("\n\n")),
     };
+    // The files of a continued org are those of its latest step, in
+    // whichever agent's branch (the head may be in another's).
+    if continuing && let Some(latest) = session.newest_step_message()? {
+        session.set_head(&latest)?;
+    }
     Ok(Open::Run(Box::new(Opened {
         setup,
         provider,
@@ -125,6 +135,7 @@ pub(crate) async fn open(
             roster: roster_line,
             request,
             input,
+            continuing,
         })),
     })))
 }
@@ -171,7 +182,8 @@ fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>,
             })
         })
         .ok_or_else(|| anyhow!("session {} has no task at its root", session.id()))?;
-    Ok((Some(stored), task))
+    // The agents given again may name other models.
+    Ok((Some(agents.map_or(stored, str::to_string)), task))
 }
 
 /// Every agent's model and provider (the run's model where it names none).
@@ -187,6 +199,7 @@ fn connect(specs: &[AgentSpec], options: &RunOptions) -> Result<Vec<Member>> {
             let provider = selection.connect(retry_policy(&options.config.retry))?;
             Ok(Member {
                 model: selection.model,
+                requested: name.to_string(),
                 shown,
                 provider,
             })
@@ -216,8 +229,7 @@ fn check_tools(specs: &[AgentSpec]) -> Result<()> {
 pub(crate) fn enter(
     options: &RunOptions,
     setup: &RunSetup,
-    session: &Session,
-    run: &Run,
+    (session, run, origin): (&Session, &Run, &Origin),
     plan: OrgPlan,
     front: &mut dyn Front,
 ) -> Result<OrgConfig> {
@@ -272,6 +284,7 @@ pub(crate) fn enter(
             .unwrap_or(crate::org::DEFAULT_IDLE_TICKS),
         max_tools: options.max_tools,
         input: plan.input,
+        files_note: plan.continuing.then(|| origin.note()),
     })
 }
 
@@ -334,7 +347,7 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
         OrgEnd::Asked { agent, question } => stopped(
             format!(
                 "{agent} asks the user: {}",
-                question.lines().next().unwrap_or_default()
+                terminal_safe(question.lines().next().unwrap_or_default())
             ),
             format!("answer with `ah org -S {session} \"ANSWER\"` (the answer goes to {agent})"),
             Stop::Question,

@@ -36,7 +36,12 @@ fn mail_waits_in_order_and_one_delivery_takes_it() {
     assert_eq!(session.context("k").unwrap().as_deref(), Some("v"));
 
     let opened = session
-        .deliver("coder", Some(&root.id), &mail, &text("one, two"))
+        .deliver(
+            "coder",
+            Some(&root.id),
+            (&mail, &text("one, two")),
+            &[("s", "1")],
+        )
         .unwrap();
     assert_eq!(opened.agent.as_deref(), Some("coder"));
     assert!(session.pending_mail("coder").unwrap().is_empty());
@@ -47,9 +52,23 @@ fn mail_waits_in_order_and_one_delivery_takes_it() {
     );
     // The same letters again: refused, and nothing is stored.
     let before = session.last_seq().unwrap();
-    let again = session.deliver("coder", Some(&root.id), &mail, &text("again"));
+    let again = session.deliver(
+        "coder",
+        Some(&root.id),
+        (&mail, &text("again")),
+        &[("s", "2")],
+    );
     assert!(again.is_err());
     assert_eq!(session.last_seq().unwrap(), before);
+    assert_eq!(session.context("s").unwrap().as_deref(), Some("1"));
+    // Mail posted after a point can be taken back.
+    let mark = session.last_mail_id().unwrap();
+    session
+        .post(None, &[letter("coder", "lead", "later")], &[])
+        .unwrap();
+    session.remove_mail_after(mark).unwrap();
+    assert!(session.pending_mail("coder").unwrap().is_empty());
+    assert_eq!(session.pending_mail("tester").unwrap().len(), 1);
 }
 
 #[test]
@@ -69,6 +88,28 @@ fn the_author_marks_messages_and_a_routed_message_is_known() {
         .unwrap();
     assert!(session.is_routed(&answer.id).unwrap());
     assert_eq!(session.newest_step_message().unwrap(), None);
+    // Only a result that recorded the files after its step counts.
+    let step = |head: Option<&str>| BlockRecord {
+        details: Some(serde_json::json!({ "head": head })),
+        ..BlockRecord::tool_result("t", "bash", "out".into(), false)
+    };
+    let ran = session
+        .append(
+            Some(&answer.id),
+            Role::User,
+            &[step(Some("c1"))],
+            &MessageMeta::default(),
+        )
+        .unwrap();
+    session
+        .append(
+            Some(&ran.id),
+            Role::User,
+            &[step(None)],
+            &MessageMeta::default(),
+        )
+        .unwrap();
+    assert_eq!(session.newest_step_message().unwrap(), Some(ran.id));
 }
 
 #[test]
@@ -80,7 +121,7 @@ fn removing_a_branch_takes_its_mail_along() {
         .unwrap();
     let mail = session.pending_mail("a").unwrap();
     let opened = session
-        .deliver("a", Some(&root.id), &mail, &text("task"))
+        .deliver("a", Some(&root.id), (&mail, &text("task")), &[])
         .unwrap();
     session.set_author(Some("a"));
     let sent = say(&mut session, Some(&opened.id), Role::Assistant, "@@b hi");

@@ -61,3 +61,56 @@ fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {
     let (before, after) = script.stty();
     assert_eq!(before, after, "the terminal is as it was before ah");
 }
+
+#[test]
+fn esc_finishes_the_org_after_the_running_step_and_goes_to_review() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let root = host.root.path();
+    let (started, go) = (root.join("started"), root.join("go"));
+    let wait = format!(
+        "echo two > a.txt; touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        go.display()
+    );
+    let mock = MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![Turn::reply(Reply::new().tool_use(
+                "t1",
+                "bash",
+                serde_json::json!({ "command": wait }),
+            ))],
+        ),
+        ("coder", vec![say("never asked")]),
+    ]);
+    let script = ah_script(
+        &host,
+        &mock.url(),
+        "org --agents lead:opus,coder:opus 'Change a.'",
+    );
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    tmux.wait_for("keys: i = message the model");
+    crate::support::host::wait_until(
+        "the command to start",
+        std::time::Duration::from_secs(30),
+        || started.exists(),
+    );
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("finishing:");
+    std::fs::write(&go, "").unwrap();
+    let screen = tmux.wait_for("What should happen to this patch?");
+    assert!(
+        screen.contains("org over after 1 tick: finished by the user"),
+        "{screen}"
+    );
+    // Save only.
+    tmux.keys(&["Down", "Down", "Enter"]);
+    assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
+    // The coder never ran; the lead's change is in the saved patch.
+    assert_eq!(mock.pending_turns_for("coder"), 1);
+    let runs = host.runs();
+    let patch = std::fs::read_to_string(runs[0].join("session.patch")).unwrap();
+    assert!(patch.contains("+two"), "{patch}");
+}

@@ -75,7 +75,7 @@ impl OrgView {
                     .iter()
                     .map(|(name, tally)| {
                         format!(
-                            "{} {} ticks, {} tool calls, {}↑ {}↓ tokens",
+                            "{} {} tick(s), {} tool call(s), {}↑ {}↓ tokens",
                             self.name(name),
                             tally.ticks,
                             tally.tool_calls,
@@ -85,7 +85,8 @@ impl OrgView {
                     })
                     .collect();
                 format!(
-                    "org over after {ticks} ticks: {}\n  {}",
+                    "org over after {ticks} tick{}: {}\n  {}",
+                    if *ticks == 1 { "" } else { "s" },
                     ending(end),
                     each.join("\n  ")
                 )

@@ -146,9 +146,11 @@ fn a_file_the_user_changes_during_the_run_is_reported() {
         return;
     }
     let host = Host::git(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
-    // The step waits until the user has changed a.txt in the project, then
-    // changes it too (and shows what it saw).
-    let wait = "for i in $(seq 300); do grep -q user a.txt && break; sleep 0.1; done; \
+    // The step marks that it runs (so the run's baseline is taken: no
+    // command runs before it), waits until the user has changed a.txt in
+    // the project, then changes it too (and shows what it saw).
+    let wait = "touch started; \
+                for i in $(seq 300); do grep -q user a.txt && break; sleep 0.1; done; \
                 cat a.txt; echo run >> a.txt";
     let mock = MockServer::start(script(vec![bash(wait)]));
     let child = host
@@ -158,7 +160,17 @@ fn a_file_the_user_changes_during_the_run_is_reported() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    mock.wait_for_requests(1, std::time::Duration::from_secs(60));
+    // Changed before the baseline is read, a.txt would be the run's
+    // starting point, not a change during it.
+    crate::support::host::wait_until(
+        "the step to start",
+        std::time::Duration::from_secs(60),
+        || {
+            host.runs()
+                .first()
+                .is_some_and(|run| run.join("upper/started").exists())
+        },
+    );
     host.write("a.txt", "one\nuser\n");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

@@ -5,63 +5,19 @@
 //! text-protocol agent works beside a tool-calling one; `--json` events
 //! carry the agent's name and the org's own events.
 
-use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use crate::support::host::{Host, describe, query, wait_until};
-use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::org::{
+    Sleeper, agents_of, call, last_user_text, of, org, say, session_id, spawn_org,
+};
 use serde_json::{Value, json};
-
-fn say(text: &str) -> Turn {
-    Turn::reply(Reply::new().text(text))
-}
-
-fn call(id: &str, tool: &str, input: Value) -> Turn {
-    Turn::reply(Reply::new().tool_use(id, tool, input))
-}
-
-fn agents_of(mock: &MockServer) -> Vec<String> {
-    mock.requests()
-        .iter()
-        .map(|request| request.agent().unwrap_or_else(|| "?".into()))
-        .collect()
-}
-
-fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
-    mock.requests()
-        .into_iter()
-        .filter(|request| request.agent().as_deref() == Some(agent))
-        .collect()
-}
-
-/// Every text of the last user message of `request` (string or blocks).
-fn last_user_text(request: &RecordedRequest) -> String {
-    let last = request.last_message();
-    match &last["content"] {
-        Value::String(text) => text.clone(),
-        blocks => blocks
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| b["text"].as_str().or(b["content"].as_str()))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    }
-}
-
-fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
-    host.ah(&mock.url())
-        .args(["org", "--backend", "none"])
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 #[test]
 fn sigkill_mid_tick_then_continue_loses_no_mail_and_answers_every_call() {
     let host = Host::git(&[("README.md", "hello\n")]);
-    let started = host.root.path().join("started");
-    let sleeper = format!("touch '{}'; sleep 60", started.display());
+    let sleeper = Sleeper::new(&host);
     let mock = MockServer::start_agents(vec![
         (
             "lead",
@@ -70,28 +26,24 @@ fn sigkill_mid_tick_then_continue_loses_no_mail_and_answers_every_call() {
         (
             "coder",
             vec![
-                call("t1", "bash", json!({"command": sleeper})),
+                call("t1", "bash", json!({"command": sleeper.command})),
                 call("t2", "write", json!({"path": "f.txt", "content": "f\n"})),
                 say("Written. @@tester please check."),
             ],
         ),
         ("tester", vec![say("Checked, fine.")]),
     ]);
-    let mut child = host
-        .ah(&mock.url())
-        .args(["org", "--backend", "none", "--review", "never"])
-        .args(["--agents", "lead:opus,coder:opus,tester:opus", "Make f."])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("coder's command to start", Duration::from_secs(30), || {
-        started.exists()
-    });
+    let mut child = spawn_org(
+        &host,
+        &mock,
+        &["--agents", "lead:opus,coder:opus,tester:opus", "Make f."],
+    );
+    sleeper.wait();
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(agents_of(&mock), ["lead", "coder"]);
-    let db = host.sessions()[0].clone();
+    let session = session_id(&host);
+    let db = host.project.join(format!(".ah/{session}.db"));
     // The tester's letter from lead waits in its inbox.
     let waiting = query(
         &db,
@@ -104,7 +56,6 @@ fn sigkill_mid_tick_then_continue_loses_no_mail_and_answers_every_call() {
             vec![json!("tester"), json!("lead"), json!("group")]
         ]
     );
-    let session = db.file_stem().unwrap().to_string_lossy().to_string();
 
     let out = org(&host, &mock, &["--review", "never", "-S", &session]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
@@ -300,19 +251,15 @@ fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
         ),
         ("coder", vec![say("Started, with tabs. @@lead")]),
     ]);
-    let mut child = host
-        .ah(&mock.url())
-        .args(["org", "--backend", "none", "--review", "never"])
-        .args(["--agents", "lead:opus,coder:opus", "Plan and code."])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_org(
+        &host,
+        &mock,
+        &["--agents", "lead:opus,coder:opus", "Plan and code."],
+    );
     wait_until("lead's command to start", Duration::from_secs(30), || {
         started.exists()
     });
-    let session = host.sessions()[0].clone();
-    let id = session.file_stem().unwrap().to_string_lossy().to_string();
+    let id = session_id(&host);
     let steer = host
         .ah(&mock.url())
         .args(["-S", &id, "--steer", "@@coder use tabs"])
@@ -332,7 +279,7 @@ fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
     let lead = last_user_text(&of(&mock, "lead")[2]);
     assert!(!lead.contains("use tabs"), "{lead}");
     let queued = query(
-        &session.with_extension("queue.db"),
+        &host.project.join(format!(".ah/{id}.queue.db")),
         "SELECT status FROM queue",
     );
     assert_eq!(queued, [vec![json!("answered")]]);
@@ -341,8 +288,7 @@ fn a_steering_message_reaches_the_agent_it_names_between_ticks() {
 #[test]
 fn ctrl_c_mid_tick_then_continue_goes_on_with_that_agent_on_every_agents_files() {
     let host = Host::git(&[("README.md", "hello\n")]);
-    let started = host.root.path().join("started");
-    let sleeper = format!("touch '{}'; sleep 60", started.display());
+    let sleeper = Sleeper::new(&host);
     // The lead writes, then the coder, then the lead's command is cut:
     // the lead's own branch holds none of the coder's steps.
     let mock = MockServer::start_agents(vec![
@@ -355,7 +301,7 @@ fn ctrl_c_mid_tick_then_continue_goes_on_with_that_agent_on_every_agents_files()
                     json!({"path": "a.txt", "content": "from lead\n"}),
                 ),
                 say("@@coder your part"),
-                call("t3", "bash", json!({"command": sleeper})),
+                call("t3", "bash", json!({"command": sleeper.command})),
                 call("t4", "bash", json!({"command": "cat a.txt b.txt"})),
                 say("Seen both. Done."),
             ],
@@ -372,23 +318,13 @@ fn ctrl_c_mid_tick_then_continue_goes_on_with_that_agent_on_every_agents_files()
             ],
         ),
     ]);
-    let child = host
-        .ah(&mock.url())
-        .args(["org", "--backend", "none", "--review", "never"])
-        .args(["--agents", "lead:opus,coder:opus", "Go."])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("lead's command to start", Duration::from_secs(30), || {
-        started.exists()
-    });
+    let child = spawn_org(&host, &mock, &["--agents", "lead:opus,coder:opus", "Go."]);
+    sleeper.wait();
     // SAFETY: a signal to the child we spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
-    let session = host.sessions()[0].clone();
-    let id = session.file_stem().unwrap().to_string_lossy().to_string();
+    let id = session_id(&host);
 
     let out = org(&host, &mock, &["--review", "auto", "-S", &id]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

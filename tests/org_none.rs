@@ -8,64 +8,18 @@
 
 use std::process::Output;
 
+use crate::support;
 use crate::support::host::{Host, describe, json_file, query};
-use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::mock::MockServer;
+use crate::support::org::{
+    agents_of as schedule, call, last_user_text as opened_with, of, say, session_id, write,
+};
 use crate::support::work::all_text;
-use serde_json::{Value, json};
+use serde_json::json;
 
-fn say(text: &str) -> Turn {
-    Turn::reply(Reply::new().text(text))
-}
-
-fn call(id: &str, tool: &str, input: Value) -> Turn {
-    Turn::reply(Reply::new().tool_use(id, tool, input))
-}
-
-fn write(id: &str, path: &str, content: &str) -> Turn {
-    call(id, "write", json!({"path": path, "content": content}))
-}
-
-/// `ah org --backend none --review never` with `args`.
+/// `ah org --backend none --review never ARGS`.
 fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
-    host.ah(&mock.url())
-        .args(["org", "--backend", "none", "--review", "never"])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// The agent of each request, in order.
-fn schedule(mock: &MockServer) -> Vec<String> {
-    mock.requests()
-        .iter()
-        .map(|request| request.agent().unwrap_or_else(|| "?".into()))
-        .collect()
-}
-
-/// The requests `agent` made.
-fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
-    mock.requests()
-        .into_iter()
-        .filter(|request| request.agent().as_deref() == Some(agent))
-        .collect()
-}
-
-/// The text of the last user message of `request`.
-fn opened_with(request: &RecordedRequest) -> String {
-    let message = request.last_message();
-    message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|block| block["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn one_session(host: &Host) -> std::path::PathBuf {
-    let sessions = host.sessions();
-    assert_eq!(sessions.len(), 1, "{sessions:?}");
-    sessions[0].clone()
+    support::org::org(host, mock, &[&["--review", "never"], args].concat())
 }
 
 #[test]
@@ -132,7 +86,8 @@ fn a_direct_message_runs_next_and_the_patch_holds_the_work() {
 
     let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
     assert!(patch.contains("+hi"), "{patch}");
-    let db = one_session(&host);
+    let id = session_id(&host);
+    let db = host.project.join(format!(".ah/{id}.db"));
     // The task is the root; every other message names its agent.
     let rows = query(
         &db,
@@ -147,7 +102,6 @@ fn a_direct_message_runs_next_and_the_patch_holds_the_work() {
     assert_eq!(pending[0][0], json!(0));
 
     // The session views name the agents; plain ah leaves the org alone.
-    let id = db.file_stem().unwrap().to_string_lossy().to_string();
     let tree = host
         .ah(&mock.url())
         .args(["tree", "-S", &id])
@@ -299,11 +253,7 @@ fn the_idle_guard_stops_agents_that_only_talk() {
     );
     assert_eq!(schedule(&mock), ["a", "b", "a"]);
     // The user speaking again starts the streak again.
-    let id = one_session(&host)
-        .file_stem()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
+    let id = session_id(&host);
     let out = org(&host, &mock, &["-S", &id, "--idle-ticks", "2", "Go on."]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert_eq!(schedule(&mock), ["a", "b", "a", "b", "a"]);

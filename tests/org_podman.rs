@@ -8,12 +8,9 @@
 
 use crate::support::host::{Host, describe, run_id};
 use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::org::say;
 use crate::support::podman::{containers_of, podman_ready_blocking};
 use serde_json::json;
-
-fn say(text: &str) -> Turn {
-    Turn::reply(Reply::new().text(text))
-}
 
 fn bash(id: &str, command: &str) -> Turn {
     Turn::reply(Reply::new().tool_use(id, "bash", json!({ "command": command })))

@@ -4,22 +4,9 @@
 //! name; the terminal is as it was afterwards.
 
 use crate::support::host::Host;
-use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::org::{last_user_text, say};
 use crate::support::tmux::{Tmux, ah_script};
-
-fn say(text: &str) -> Turn {
-    Turn::reply(Reply::new().text(text))
-}
-
-fn last_user_text(request: &RecordedRequest) -> String {
-    request.last_message()["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 #[test]
 fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {

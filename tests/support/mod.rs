@@ -8,6 +8,7 @@
 pub mod fork;
 pub mod host;
 pub mod mock;
+pub mod org;
 pub mod podman;
 pub mod steps;
 pub mod tmux;

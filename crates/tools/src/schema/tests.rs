@@ -1,7 +1,7 @@
 //! The validator rule by rule, several violations at once, nesting, and the
 //! tools' own schemas.
 
-use serde_json::json;
+use serde_json::{Map, Value, json};
 
 use super::*;
 use ah_llm::models::EditFormat;
@@ -148,7 +148,7 @@ fn enum_lists_the_allowed_values_and_quotes_what_it_got() {
     );
     let long = "y".repeat(100);
     let got = violations(&schema, &json!(long));
-    let cut = format!("got \"{}\"…", "y".repeat(MAX_QUOTED_CHARS));
+    let cut = format!("got \"{}\"…", "y".repeat(phrase::MAX_QUOTED_CHARS));
     assert!(got[0].ends_with(&cut), "{got:?}");
     let any = json!({"enum": [1, null, {"a": 1}]});
     assert!(violations(&any, &json!(null)).is_empty());
@@ -268,43 +268,17 @@ fn an_empty_schema_accepts_anything() {
     }
 }
 
-/// The keywords [`violations`] understands, plus `description` for the model.
-const KEYWORDS: [&str; 9] = [
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "enum",
-    "minimum",
-    "maximum",
-    "items",
-    "description",
-];
-
-/// What in `schema` (at `path`) the validator would not check as the model
-/// expects: keywords outside the subset, unknown types, and object schemas
-/// that do not close themselves with `additionalProperties: false`.
-fn unsupported(schema: &Value, path: &str, found: &mut Vec<String>) {
-    let Some(keys) = schema.as_object() else {
-        found.push(format!("{path}: not a schema object"));
-        return;
-    };
-    for key in keys.keys() {
-        if !KEYWORDS.contains(&key.as_str()) {
-            found.push(format!("{path}: keyword {key}"));
-        }
-    }
-    match schema.get("type").and_then(Value::as_str) {
-        Some(kind) if has_type(&example(kind), kind) => {}
-        other => found.push(format!("{path}: type {other:?}")),
-    }
+/// What in a tool's own `schema` (at `path`) would let a model's mistake
+/// through: object schemas that do not close themselves with
+/// `additionalProperties: false`, and required fields that are no property.
+fn unclosed(schema: &Value, path: &str, found: &mut Vec<String>) {
     if schema.get("type") == Some(&json!("object")) {
         if schema.get("additionalProperties") != Some(&json!(false)) {
             found.push(format!("{path}: additionalProperties is not false"));
         }
         let properties = schema["properties"].as_object();
         for (name, property) in properties.into_iter().flatten() {
-            unsupported(property, &format!("{path}.{name}"), found);
+            unclosed(property, &format!("{path}.{name}"), found);
         }
         for name in schema["required"].as_array().into_iter().flatten() {
             let known = name
@@ -316,7 +290,7 @@ fn unsupported(schema: &Value, path: &str, found: &mut Vec<String>) {
         }
     }
     if let Some(items) = schema.get("items") {
-        unsupported(items, &format!("{path}[]"), found);
+        unclosed(items, &format!("{path}[]"), found);
     }
 }
 
@@ -334,10 +308,11 @@ fn example(kind: &str) -> Value {
 }
 
 #[test]
-fn every_tool_schema_uses_only_the_checked_subset_and_is_closed() {
+fn every_tool_schema_compiles_and_is_closed() {
     for spec in specs() {
+        assert!(compile(&spec.input_schema).is_ok(), "{}", spec.name);
         let mut found = Vec::new();
-        unsupported(&spec.input_schema, &spec.name, &mut found);
+        unclosed(&spec.input_schema, &spec.name, &mut found);
         assert_eq!(found, Vec::<String>::new(), "{}", spec.input_schema);
         assert_eq!(spec.input_schema["type"], json!("object"), "{}", spec.name);
     }
@@ -377,4 +352,78 @@ fn bash_timeout_bounds_are_in_the_schema_the_model_sees() {
     let timeout = &bash.unwrap_or_default()["properties"]["timeout"];
     assert_eq!(timeout["minimum"], json!(1));
     assert_eq!(timeout["maximum"], json!(600));
+}
+
+/// A schema as MCP servers and project tools bring them.
+fn rich() -> Value {
+    json!({
+        "type": "object",
+        "$defs": {"count": {"type": "integer", "minimum": 1}},
+        "properties": {
+            "name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$", "maxLength": 12},
+            "when": {"type": "string", "format": "date"},
+            "copies": {"$ref": "#/$defs/count"},
+            "target": {"oneOf": [
+                {"type": "string", "format": "email"},
+                {"type": "object", "properties": {"host": {"type": "string"}},
+                 "required": ["host"], "additionalProperties": false}
+            ]},
+            "level": {"anyOf": [{"type": "integer"}, {"enum": ["low", "high"]}]},
+            "grid": {"type": "array", "minItems": 1,
+                     "items": {"type": "array", "items": {"type": "number"}}}
+        },
+        "required": ["name"],
+        "additionalProperties": false
+    })
+}
+
+#[test]
+fn rich_schemas_accept_what_fits_them() {
+    let good = json!({
+        "name": "build-7", "when": "2026-11-25", "copies": 2,
+        "target": {"host": "ci"}, "level": "low", "grid": [[1, 2.5], []]
+    });
+    assert_eq!(violations(&rich(), &good), Vec::<String>::new());
+    let also = json!({"name": "a", "target": "ops@example.com", "level": 3});
+    assert_eq!(violations(&rich(), &also), Vec::<String>::new());
+}
+
+#[test]
+fn rich_schemas_name_every_violation_in_plain_words() {
+    let bad = json!({
+        "name": "Build 7!", "when": "yesterday", "copies": 0,
+        "target": {"port": 1}, "level": "mid", "grid": [[1, "x"]]
+    });
+    assert_eq!(
+        violations(&rich(), &bad),
+        [
+            "field \"copies\" must be at least 1, got 0",
+            "field \"grid[0][1]\" must be a number, got a string",
+            "field \"level\" matches none of its 2 allowed forms: (1) field \"level\" must be \
+             an integer, got a string (2) field \"level\" must be one of \"low\", \"high\", got \"mid\"",
+            "field \"name\" must match the pattern \"^[a-z][a-z0-9-]*$\", got \"Build 7!\"",
+            "field \"target\" matches none of its 2 allowed forms: (1) field \"target\" must be \
+             a string, got an object (2) missing required field \"target.host\"; unknown field \
+             \"target.port\" (the fields are host)",
+            "field \"when\" must be a valid date, got \"yesterday\"",
+        ]
+    );
+    let empty_grid = json!({"name": "a", "grid": []});
+    assert_eq!(
+        violations(&rich(), &empty_grid),
+        ["field \"grid\" must have at least 1 items, got 0 items"]
+    );
+}
+
+#[test]
+fn a_schema_that_reaches_outside_itself_is_refused_and_nothing_is_fetched() {
+    for reference in ["http://127.0.0.1:9/schema.json", "file:///etc/passwd"] {
+        let schema = json!({"type": "object", "properties": {"a": {"$ref": reference}}});
+        let found = violations(&schema, &json!({"a": 1}));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("the tool's input schema is not valid JSON Schema"),
+            "{found:?}"
+        );
+    }
 }

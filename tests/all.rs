@@ -39,6 +39,7 @@ mod patch_outputs;
 mod podman_backend;
 mod podman_channel;
 mod poison;
+mod project_tools;
 mod queue;
 mod retries;
 mod review_ask;

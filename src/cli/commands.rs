@@ -203,5 +203,25 @@ pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
         println!("# config files, weakest first: {}", files.join(", "));
     }
     print!("{}", ah_core::config::show(&loaded)?);
+    // The tools the model is offered, and where each comes from.
+    let declared = ah_core::config::tools::load(
+        &project.join(".ah"),
+        ah_core::agent::instructions::global_dir().as_deref(),
+    )
+    .map_err(|why| anyhow::anyhow!(why))?;
+    println!("# tools");
+    for name in ah_tools::names() {
+        if !declared.iter().any(|tool| tool.name == name) {
+            println!("{name} = \"ah\"");
+        }
+    }
+    for tool in &declared {
+        println!(
+            "{} = {:?}  # {}",
+            tool.name,
+            tool.source.display().to_string(),
+            terminal_safe(tool.description.lines().next().unwrap_or_default())
+        );
+    }
     Ok(EXIT_OK)
 }

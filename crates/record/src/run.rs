@@ -18,6 +18,7 @@ pub use finish::RunResult;
 pub use rules::{HostTool, StepRules};
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use git2::Oid;
@@ -35,6 +36,7 @@ use ah_sandbox::egress::EgressDecision;
 use ah_sandbox::podman::OverlayDirs;
 use ah_sandbox::{Backend, BackendKind, capture};
 use ah_tools::fs_beneath::dir::DirHandle;
+use ah_tools::project::ProjectTool;
 use ah_tools::{self as tools, OutputLimits, ToolOutput};
 use rules::Route;
 use view::ExecView;
@@ -119,6 +121,8 @@ pub struct Run {
     /// they change is undone.
     read_only_backend: Option<Box<dyn Backend>>,
     rules: StepRules,
+    /// The project's own tools (see [`Run::set_project_tools`]).
+    project_tools: Vec<Arc<ProjectTool>>,
     policy: Policy,
     baseline: Oid,
     head: Oid,
@@ -237,6 +241,7 @@ impl Run {
             backend,
             read_only_backend: None,
             rules: StepRules::default(),
+            project_tools: Vec::new(),
             policy,
             baseline: start.baseline,
             head: start.head,
@@ -265,9 +270,17 @@ impl Run {
         self.read_only_backend = Some(backend);
     }
 
-    /// Sets what the next steps may do.
+    /// Sets what the next steps may do (the project's tools join rules
+    /// that let `/work` be written).
     pub fn set_rules(&mut self, rules: StepRules) {
-        self.rules = rules;
+        self.rules = rules.with_project_tools(&self.project_tools);
+    }
+
+    /// The project's (and the user's) own tools, offered from now on
+    /// wherever the rules let `/work` be written.
+    pub fn set_project_tools(&mut self, tools: Vec<Arc<ProjectTool>>) {
+        self.project_tools = tools;
+        self.rules = self.rules.clone().with_project_tools(&self.project_tools);
     }
 
     /// The tools the model is offered under the current rules, with the
@@ -358,6 +371,7 @@ impl Run {
             )),
             (None, Ok(_)) => match self.rules.route(name) {
                 Route::Builtin => tools::call(name, input, &view).await,
+                Route::Project(tool) => tools::project::call(&tool, input, &view).await,
                 Route::Host(tool) => rules::call_host(tool.as_ref(), input),
                 Route::Refused(why) => ToolOutput::error(why),
             },

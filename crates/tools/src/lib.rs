@@ -20,6 +20,7 @@ pub mod edit;
 pub mod fs_beneath;
 pub mod input;
 pub mod path;
+pub mod project;
 pub mod read;
 pub mod schema;
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod fill;
 mod layers;
 mod providers;
 mod settings;
+pub mod tools;
 
 #[cfg(test)]
 mod tests;

@@ -218,6 +218,7 @@ async fn run_in_session(
         live: _live,
         sandbox,
     } = start_run(options, setup, session, read_only_sandbox, front)?;
+    run.set_project_tools(setup.project_tools.clone());
     let entered = enter(options, setup, session, &run, &origin, driver, front);
     let ready = match entered {
         Ok(ready) => ready,

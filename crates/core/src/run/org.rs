@@ -101,7 +101,7 @@ pub(crate) async fn open(
             ));
         }
     }
-    check_tools(&specs)?;
+    check_tools(&specs, &setup)?;
     let session = match existing {
         Some(session) => session,
         None => target.open(&setup.ah_dir)?,
@@ -207,9 +207,10 @@ fn connect(specs: &[AgentSpec], options: &RunOptions) -> Result<Vec<Member>> {
         .collect()
 }
 
-/// An agent's `tools` must name ah's tools.
-fn check_tools(specs: &[AgentSpec]) -> Result<()> {
-    let known = ah_tools::names();
+/// An agent's `tools` must name ah's tools or the project's.
+fn check_tools(specs: &[AgentSpec], setup: &RunSetup) -> Result<()> {
+    let mut known = ah_tools::names();
+    known.extend(setup.project_tools.iter().map(|tool| tool.name.clone()));
     for spec in specs {
         for tool in spec.tools.iter().flatten() {
             if !known.contains(tool) {

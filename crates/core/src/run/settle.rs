@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use super::begin::Begin;
 use super::prompt::{self, PromptSetup};
 use super::{Front, ReviewMode, RunOptions, UsageError, network, weakening};
+use crate::agent::instructions::global_dir;
 use crate::config::{self, RetrySettings};
 use ah_llm::retry::RetryPolicy;
 use ah_llm::{Provider, models};
@@ -76,6 +77,18 @@ pub(crate) async fn settle(
         )
         .into());
     }
+    let project_tools =
+        config::tools::load(&ah_dir, global_dir().as_deref()).map_err(UsageError::Said)?;
+    for tool in project_tools
+        .iter()
+        .filter(|t| ah_tools::names().contains(&t.name))
+    {
+        front.notice(&format!(
+            "tool {}: the one declared in {} replaces ah's own",
+            tool.name,
+            terminal_safe(&tool.source.display().to_string())
+        ));
+    }
     let prompts = prompt::prepare(
         &project,
         &ah_dir,
@@ -97,6 +110,7 @@ pub(crate) async fn settle(
         image,
         task,
         prompts,
+        project_tools,
         begin: Begin::Prompt,
     };
     Ok((setup, provider))
@@ -130,6 +144,8 @@ pub(crate) struct RunSetup {
     pub image: String,
     pub task: String,
     pub prompts: PromptSetup,
+    /// The project's and the user's own tools (`.ah/tools/`).
+    pub project_tools: Vec<std::sync::Arc<ah_tools::project::ProjectTool>>,
     /// Where in the session tree the run starts.
     pub begin: Begin,
 }

@@ -2,7 +2,9 @@
 //! offered, whether `/work` is read-only, and which tools the run's owner
 //! answers on the host instead of in the sandbox (the work loop's `report`
 //! and `verdict`). A plain run keeps the defaults: every tool, read-write,
-//! nothing on the host.
+//! nothing on the host. The project's own tools (`.ah/tools/`) join any
+//! rules that let `/work` be written, in place of ah's tools of the same
+//! name (`Run` adds them).
 
 use std::sync::Arc;
 
@@ -11,6 +13,7 @@ use serde_json::Value;
 use ah_llm::ToolDef;
 use ah_llm::models::EditFormat;
 use ah_tools::input::Input;
+use ah_tools::project::ProjectTool;
 use ah_tools::{self as tools, ToolOutput};
 
 /// A tool answered on the host by whoever drives the run. It never touches
@@ -34,6 +37,11 @@ pub struct StepRules {
     /// still changed is undone and recorded as a violation.
     read_only: bool,
     host: Vec<Arc<dyn HostTool>>,
+    /// The project's tools, run in the sandbox like `bash`.
+    project: Vec<Arc<ProjectTool>>,
+    /// The names [`StepRules::only`] kept, which bound the project's tools
+    /// too.
+    only: Option<Vec<String>>,
 }
 
 impl Default for StepRules {
@@ -42,6 +50,8 @@ impl Default for StepRules {
             builtin: tools::names(),
             read_only: false,
             host: Vec::new(),
+            project: Vec::new(),
+            only: None,
         }
     }
 }
@@ -49,6 +59,7 @@ impl Default for StepRules {
 /// Where one tool call goes under the rules.
 pub(super) enum Route {
     Builtin,
+    Project(Arc<ProjectTool>),
     Host(Arc<dyn HostTool>),
     Refused(String),
 }
@@ -64,13 +75,32 @@ impl StepRules {
         StepRules {
             builtin: vec!["read".to_string(), "bash".to_string()],
             read_only: true,
-            host: Vec::new(),
+            ..StepRules::default()
         }
     }
 
     /// Keeps only the named tools of ah's own.
     pub fn only(mut self, names: &[&str]) -> StepRules {
         self.builtin.retain(|name| names.contains(&name.as_str()));
+        self.only = Some(names.iter().map(|name| name.to_string()).collect());
+        self
+    }
+
+    /// Adds the project's `tools` (those [`StepRules::only`] kept), unless
+    /// `/work` is read-only: a project's tool may write.
+    pub fn with_project_tools(mut self, tools: &[Arc<ProjectTool>]) -> StepRules {
+        if self.read_only {
+            return self;
+        }
+        self.project = tools
+            .iter()
+            .filter(|tool| {
+                self.only
+                    .as_ref()
+                    .is_none_or(|only| only.contains(&tool.name))
+            })
+            .cloned()
+            .collect();
         self
     }
 
@@ -86,10 +116,12 @@ impl StepRules {
 
     /// The definitions the model is offered: ah's own tools, then the host's.
     pub fn specs(&self, format: EditFormat) -> Vec<ToolDef> {
+        let replaced = |name: &str| self.project.iter().any(|tool| tool.name == name);
         let mut specs: Vec<ToolDef> = tools::specs(format)
             .into_iter()
-            .filter(|spec| self.builtin.contains(&spec.name))
+            .filter(|spec| self.builtin.contains(&spec.name) && !replaced(&spec.name))
             .collect();
+        specs.extend(self.project.iter().map(|tool| tool.spec()));
         specs.extend(self.host.iter().map(|tool| tool.spec()));
         specs
     }
@@ -98,6 +130,9 @@ impl StepRules {
         if let Some(tool) = self.host.iter().find(|tool| tool.spec().name == name) {
             return Route::Host(Arc::clone(tool));
         }
+        if let Some(tool) = self.project.iter().find(|tool| tool.name == name) {
+            return Route::Project(Arc::clone(tool));
+        }
         if self.builtin.iter().any(|own| own == name) {
             return Route::Builtin;
         }
@@ -105,6 +140,7 @@ impl StepRules {
             .builtin
             .iter()
             .cloned()
+            .chain(self.project.iter().map(|tool| tool.name.clone()))
             .chain(self.host.iter().map(|tool| tool.spec().name))
             .collect();
         let why = if self.read_only && matches!(name, "write" | "edit" | "apply_patch") {

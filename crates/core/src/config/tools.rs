@@ -1,0 +1,247 @@
+//! The project's and the user's own tools: `.ah/tools/NAME.toml` (and
+//! `<global>/tools/NAME.toml` for every project; the project's hide the
+//! user's of the same name):
+//!
+//! ```toml
+//! description = "Runs the linter on the given files"
+//! command = "scripts/lint --json"     # run in the sandbox, in /work, input on stdin
+//! timeout = 60                        # seconds (bash's default when unset)
+//! [input_schema]                      # JSON Schema of an object
+//! type = "object"
+//! properties = { files = { type = "array", items = { type = "string" } } }
+//! required = ["files"]
+//! ```
+//!
+//! Read before anything starts: a bad file is the user's mistake, in words.
+//! A project's file that links out of the project is refused, and each
+//! file is read up to 64 KiB (a cloned repository ships these files).
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use ah_tools::bash::MAX_TIMEOUT;
+use ah_tools::project::ProjectTool;
+use ah_tools::schema;
+
+/// The largest tool file read.
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// The keys a tool file may have.
+const KEYS: [&str; 4] = ["description", "command", "timeout", "input_schema"];
+
+/// The tools declared for `project` (whose `.ah` is `ah_dir`) and by the
+/// user (`global`), by name.
+pub fn load(ah_dir: &Path, global: Option<&Path>) -> Result<Vec<Arc<ProjectTool>>, String> {
+    let project = ah_dir.parent().unwrap_or(ah_dir);
+    let folders = [
+        Some((ah_dir.join("tools"), Some(project))),
+        global.map(|g| (g.join("tools"), None)),
+    ];
+    let mut tools: Vec<Arc<ProjectTool>> = Vec::new();
+    for (dir, within) in folders.into_iter().flatten() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+            .collect();
+        files.sort();
+        for file in files {
+            let tool = read(&file, within)?;
+            if !tools.iter().any(|known| known.name == tool.name) {
+                tools.push(Arc::new(tool));
+            }
+        }
+    }
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(tools)
+}
+
+/// One tool file.
+fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
+    let bad = |why: String| format!("tool file {}: {why}", file.display());
+    let name = file
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return Err(bad(
+            "its name (the file's, without .toml) must be 1 to 64 letters, digits, `-` or `_`"
+                .into(),
+        ));
+    }
+    if let Some(within) = within {
+        let inside = match (file.canonicalize(), within.canonicalize()) {
+            (Ok(real), Ok(within)) => real.starts_with(within) && real.is_file(),
+            _ => false,
+        };
+        if !inside {
+            return Err(bad(
+                "it is not a file of the project (a link out of it?); ah does not read it".into(),
+            ));
+        }
+    }
+    let mut bytes = Vec::new();
+    fs::File::open(file)
+        .and_then(|opened| opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|err| bad(format!("cannot read it: {err}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(bad(format!(
+            "it is larger than {} KiB",
+            MAX_FILE_BYTES / 1024
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".into()))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|err| bad(err.to_string()))?;
+    if let Some(key) = table.keys().find(|key| !KEYS.contains(&key.as_str())) {
+        return Err(bad(format!(
+            "unknown key {key:?} (the keys are {})",
+            KEYS.join(", ")
+        )));
+    }
+    let text_of = |key: &str| -> Result<String, String> {
+        match table.get(key) {
+            Some(toml::Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
+            _ => Err(bad(format!("`{key}` must be a non-empty string"))),
+        }
+    };
+    let timeout = match table.get("timeout") {
+        None => None,
+        Some(toml::Value::Integer(n)) if (1..=MAX_TIMEOUT as i64).contains(n) => Some(*n as u64),
+        Some(_) => {
+            return Err(bad(format!(
+                "`timeout` must be whole seconds from 1 to {MAX_TIMEOUT}"
+            )));
+        }
+    };
+    let input_schema = match table.get("input_schema") {
+        None => {
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        }
+        Some(value) => serde_json::to_value(value).map_err(|err| bad(err.to_string()))?,
+    };
+    if input_schema.get("type") != Some(&Value::String("object".into())) {
+        return Err(bad(
+            "`input_schema` must describe an object (type = \"object\")".into(),
+        ));
+    }
+    schema::compile(&input_schema).map_err(bad)?;
+    Ok(ProjectTool {
+        name,
+        description: text_of("description")?,
+        input_schema,
+        command: text_of("command")?,
+        timeout,
+        source: file.to_path_buf(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declare(dir: &Path, name: &str, text: &str) {
+        fs::create_dir_all(dir.join("tools")).unwrap();
+        fs::write(dir.join("tools").join(format!("{name}.toml")), text).unwrap();
+    }
+
+    #[test]
+    fn project_tools_hide_the_users_and_come_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let ah_dir = root.path().join("project/.ah");
+        let global = root.path().join("global");
+        declare(
+            &ah_dir,
+            "lint",
+            "description = \"Lints\"\ncommand = \"scripts/lint\"\ntimeout = 30\n\
+             [input_schema]\ntype = \"object\"\nrequired = [\"files\"]\n\
+             properties = { files = { type = \"array\", items = { type = \"string\" } } }\n",
+        );
+        declare(
+            &global,
+            "lint",
+            "description = \"theirs\"\ncommand = \"x\"\n",
+        );
+        declare(
+            &global,
+            "fmt",
+            "description = \"Formats\"\ncommand = \"cargo fmt\"\n",
+        );
+        let tools = load(&ah_dir, Some(&global)).unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fmt", "lint"]);
+        let lint = &tools[1];
+        assert_eq!(lint.description, "Lints");
+        assert_eq!(lint.timeout, Some(30));
+        assert_eq!(
+            lint.input_schema["properties"]["files"]["items"]["type"],
+            "string"
+        );
+        assert_eq!(tools[0].input_schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn mistakes_are_refused_in_words() {
+        let root = tempfile::tempdir().unwrap();
+        let ah_dir = root.path().join("p/.ah");
+        let err = |name: &str, text: &str| {
+            let _ = fs::remove_dir_all(ah_dir.join("tools"));
+            declare(&ah_dir, name, text);
+            load(&ah_dir, None).unwrap_err()
+        };
+        assert!(err("a", "command = \"x\"\n").contains("`description` must be"));
+        assert!(err("a", "description = \"d\"\n").contains("`command` must be"));
+        assert!(
+            err("a", "description = \"d\"\ncommand = \"x\"\ncolour = 1\n").contains("unknown key")
+        );
+        assert!(
+            err("a", "description = \"d\"\ncommand = \"x\"\ntimeout = 0\n").contains("timeout")
+        );
+        assert!(err("bad name", "description = \"d\"\ncommand = \"x\"\n").contains("its name"));
+        assert!(
+            err(
+                "a",
+                "description = \"d\"\ncommand = \"x\"\n[input_schema]\ntype = \"string\"\n"
+            )
+            .contains("must describe an object")
+        );
+        let reaching = "description = \"d\"\ncommand = \"x\"\n[input_schema]\ntype = \"object\"\n\
+                        properties = { a = { \"$ref\" = \"http://127.0.0.1:9/s.json\" } }\n";
+        assert!(err("a", reaching).contains("not valid JSON Schema"));
+        assert!(err("a", "not toml at all [").contains("tool file"));
+    }
+
+    #[test]
+    fn a_project_tool_file_linking_out_of_the_project_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let ah_dir = root.path().join("p/.ah");
+        fs::create_dir_all(ah_dir.join("tools")).unwrap();
+        fs::write(
+            root.path().join("outside.toml"),
+            "description = \"d\"\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(
+            root.path().join("outside.toml"),
+            ah_dir.join("tools/x.toml"),
+        )
+        .unwrap();
+        assert!(
+            load(&ah_dir, None)
+                .unwrap_err()
+                .contains("not a file of the project")
+        );
+    }
+}

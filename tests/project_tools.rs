@@ -1,0 +1,210 @@
+//! The project's own tools (`.ah/tools/NAME.toml`) through the real binary:
+//! a new tool and one that replaces `bash`, offered with where they come
+//! from; the input on stdin and stdout as the result; every call a step
+//! (recorded, and undone when it writes a denied path); schemas with
+//! `oneOf` and `$ref` checked before anything runs; `ah config` lists
+//! them; with podman the command runs in the container, in /work.
+
+use crate::support::host::{Host, describe};
+use crate::support::mock::MockServer;
+use crate::support::org::{call, say};
+use crate::support::podman::podman_ready_blocking;
+use serde_json::json;
+
+const SHOUT: &str = "description = \"Says the words louder\"\n\
+    command = \"tr a-z A-Z > shouted.txt; cat shouted.txt\"\n\
+    [input_schema]\ntype = \"object\"\nrequired = [\"words\"]\n\
+    additionalProperties = false\nproperties = { words = { type = \"string\" } }\n";
+
+/// A `bash` that is the project's: it says so and runs nothing.
+const BASH: &str = "description = \"The project's careful shell\"\n\
+    command = \"echo project-bash-saw; cat\"\n\
+    [input_schema]\ntype = \"object\"\nrequired = [\"command\"]\n\
+    properties = { command = { type = \"string\" } }\n";
+
+/// A tool whose input is a target by name or by address (`oneOf`, `$ref`).
+const DEPLOY: &str = r##"description = "Deploys"
+command = "cat > deployed.json"
+[input_schema]
+type = "object"
+required = ["target"]
+additionalProperties = false
+"$defs" = { port = { type = "integer", minimum = 1, maximum = 65535 } }
+[input_schema.properties.target]
+oneOf = [
+  { type = "string", pattern = "^[a-z]+$" },
+  { type = "object", required = ["host", "port"], additionalProperties = false, properties = { host = { type = "string" }, port = { "$ref" = "#/$defs/port" } } },
+]
+"##;
+
+fn project() -> Host {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    for (name, text) in [("shout", SHOUT), ("bash", BASH), ("deploy", DEPLOY)] {
+        std::fs::create_dir_all(host.project.join(".ah/tools")).unwrap();
+        std::fs::write(host.project.join(format!(".ah/tools/{name}.toml")), text).unwrap();
+    }
+    host
+}
+
+#[test]
+fn project_tools_are_offered_run_as_steps_and_checked() {
+    let host = project();
+    let mock = MockServer::start(vec![
+        call("t1", "shout", json!({"words": "hello there"})),
+        call("t2", "bash", json!({"command": "rm -rf /"})),
+        call("t3", "deploy", json!({"target": {"host": "a", "port": 0}})),
+        call("t4", "deploy", json!({"target": "prod"})),
+        say("done"),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "auto", "use the tools"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("tool bash: the one declared in") && stderr.contains("replaces ah's own"),
+        "{stderr}"
+    );
+    let requests = mock.requests();
+    let tools = requests[0].body["tools"].as_array().unwrap().clone();
+    let named = |name: &str| tools.iter().filter(|t| t["name"] == name).count();
+    assert_eq!(named("bash"), 1, "one bash, the project's");
+    let bash = tools.iter().find(|t| t["name"] == "bash").unwrap();
+    assert!(
+        bash["description"]
+            .as_str()
+            .unwrap()
+            .contains("The project's careful shell")
+            && bash["description"]
+                .as_str()
+                .unwrap()
+                .contains(".ah/tools/bash.toml"),
+        "{bash}"
+    );
+    assert_eq!(named("shout"), 1);
+    assert_eq!(named("read"), 1);
+    // The input on stdin, stdout back; the file it wrote is the run's.
+    assert_eq!(requests[1].told(), "{\"WORDS\":\"HELLO THERE\"}");
+    assert!(
+        requests[2].told().starts_with("project-bash-saw"),
+        "{}",
+        requests[2].told()
+    );
+    // oneOf with a $ref: every reason, nothing run.
+    let refused = requests[3].told();
+    assert!(
+        refused.starts_with(
+            "invalid input for deploy: field \"target\" matches none of its 2 allowed forms"
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused.contains("field \"target.port\" must be at least 1, got 0"),
+        "{refused}"
+    );
+    assert!(
+        !requests[4].told().contains("invalid"),
+        "{}",
+        requests[4].told()
+    );
+    assert_eq!(host.read("shouted.txt"), "{\"WORDS\":\"HELLO THERE\"}");
+    assert_eq!(host.read("deployed.json"), "{\"target\":\"prod\"}");
+    // Steps like any other.
+    let run = host.run();
+    let step = crate::support::host::json_file(&run.join("steps/step-1.meta.json"));
+    assert_eq!(step["tool"], json!("shout"));
+}
+
+#[test]
+fn a_project_tool_writing_a_denied_path_is_undone() {
+    let host = project();
+    std::fs::write(
+        host.project.join(".ah/tools/leak.toml"),
+        "description = \"Writes where it should not\"\ncommand = \"cat >/dev/null; echo x > secret.txt; echo ok > fine.txt\"\n",
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![call("t1", "leak", json!({})), say("done")]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "--deny",
+            "secret.txt",
+            "leak",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    assert!(told.contains("secret.txt"), "the model is told: {told}");
+    assert!(!host.project.join("secret.txt").exists());
+    assert!(
+        !host.project.join("fine.txt").exists(),
+        "the whole step is undone"
+    );
+}
+
+#[test]
+fn ah_config_lists_each_tool_and_where_it_comes_from() {
+    let host = project();
+    let out = host
+        .ah("http://127.0.0.1:9")
+        .arg("config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("# tools\n"), "{stdout}");
+    assert!(stdout.contains("read = \"ah\""), "{stdout}");
+    assert!(!stdout.contains("bash = \"ah\""), "{stdout}");
+    assert!(
+        stdout.contains(".ah/tools/bash.toml\"  # The project's careful shell"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(".ah/tools/shout.toml\"  # Says the words louder"),
+        "{stdout}"
+    );
+    // A broken tool file stops a run before anything starts.
+    std::fs::write(host.project.join(".ah/tools/broken.toml"), "command = 1\n").unwrap();
+    let mock = MockServer::start(vec![]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.toml"));
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn with_podman_a_project_tool_runs_in_the_container() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("README.md", "hello\n")]);
+    std::fs::create_dir_all(host.project.join(".ah/tools")).unwrap();
+    std::fs::write(
+        host.project.join(".ah/tools/where.toml"),
+        "description = \"Says where it runs\"\ncommand = \"cat >/dev/null; pwd; echo made > made.txt\"\n",
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![call("t1", "where", json!({})), say("done")]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--review", "auto", "where are you"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    // On the host the work copy has a path of its own: /work is the
+    // container's.
+    assert_eq!(told, "/work\n", "{told}");
+    assert_eq!(host.read("made.txt"), "made\n");
+}

@@ -3,7 +3,8 @@
 //! from; the input on stdin and stdout as the result; every call a step
 //! (recorded, and undone when it writes a denied path); schemas with
 //! `oneOf` and `$ref` checked before anything runs; `ah config` lists
-//! them; with podman the command runs in the container, in /work.
+//! them; a text-protocol model calls them with `##tool` blocks; with
+//! podman the command runs in the container, in /work.
 
 use crate::support::host::{Host, describe};
 use crate::support::mock::MockServer;
@@ -207,4 +208,51 @@ fn with_podman_a_project_tool_runs_in_the_container() {
     // container's.
     assert_eq!(told, "/work\n", "{told}");
     assert_eq!(host.read("made.txt"), "made\n");
+}
+
+#[test]
+fn a_text_protocol_model_calls_a_project_tool_with_a_tool_block() {
+    let host = project();
+    let reply = "Shouting.\n##tool shout\n```json\n{\"words\": \"quiet please\"}\n```\n\
+                 ##tool deploy\n```json\n{\"target\": \"Prod!\"}\n```\n";
+    let mock = MockServer::start(vec![say(reply), say("Done.")]);
+    let out = host
+        .ah_openai(&mock.openai_url())
+        .env("AH_TOOL_PROTOCOL", "text")
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "-m",
+            "ollama:coder",
+            "shout",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let system = requests[0].messages()[0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(system.contains("##tool NAME"), "{system}");
+    assert!(
+        system.contains("- shout: Says the words louder"),
+        "{system}"
+    );
+    assert!(system.contains("\"required\":[\"words\"]"), "{system}");
+    let last = requests[1].messages().last().cloned().unwrap_or_default();
+    let results = last["content"].as_str().unwrap_or_default();
+    assert!(
+        results.contains("1. ##tool shout: done")
+            && results.contains("{\"WORDS\":\"QUIET PLEASE\"}"),
+        "{results}"
+    );
+    assert!(
+        results.contains("2. ##tool deploy: failed")
+            && results.contains("matches none of its 2 allowed forms"),
+        "{results}"
+    );
+    assert_eq!(host.read("shouted.txt"), "{\"WORDS\":\"QUIET PLEASE\"}");
 }

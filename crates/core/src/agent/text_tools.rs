@@ -1,9 +1,9 @@
 //! Tools for models without native tool calling (a model whose
 //! [`ToolProtocol`] is `Text`): no tools are sent with the request, the
-//! system prompt describes `##file:PATH` and `##run` blocks instead
-//! (`sys/text_protocol.md`), and once a reply has streamed in whole its
-//! blocks ([`parse`]) are run as the same `write` and `bash` steps as
-//! native calls, through [`Run::tool_step`] (path confinement, the write
+//! system prompt describes `##file:PATH`, `##run` and `##tool NAME` blocks
+//! instead (`sys/text_protocol.md`; `##tool` for the tools besides ah's
+//! own, a project's), and once a reply has streamed in whole its blocks
+//! ([`parse`]) are run as the same steps as native calls, through [`Run::tool_step`] (path confinement, the write
 //! policy, step commits and files). Their results go back to the model as
 //! the next user message, in text.
 
@@ -49,11 +49,42 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
     } else {
         ""
     };
-    let protocol = PROTOCOL.replace("{{file}}", file).replace("{{run}}", run);
+    let tools = other_tools(&config.tools);
+    let protocol = PROTOCOL
+        .replace("{{file}}", file)
+        .replace("{{run}}", run)
+        .replace("{{tools}}", &tools);
     (
         format!("{}\n\n{}", config.system.trim_end(), protocol.trim_end()),
         Vec::new(),
     )
+}
+
+/// The `##tool` part of the protocol: the tools besides ah's own (a
+/// project's), each with its description and input schema.
+fn other_tools(tools: &[ToolDef]) -> String {
+    let others: Vec<&ToolDef> = tools
+        .iter()
+        .filter(|tool| !ah_tools::names().contains(&tool.name))
+        .collect();
+    if others.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from(
+        "\nTo call one of the tools below, write a line `##tool NAME` and right after it a \
+         fenced block with its input as a JSON object:\n\n##tool NAME\n```json\n{\"field\": \
+         \"value\"}\n```\n\nThe tools:\n",
+    );
+    for tool in others {
+        let _ = write!(
+            text,
+            "\n- {}: {}\n  input schema: {}\n",
+            tool.name,
+            tool.description.replace('\n', "\n  "),
+            tool.input_schema
+        );
+    }
+    text
 }
 
 /// What running a reply's blocks did.
@@ -106,12 +137,16 @@ pub(super) async fn run_blocks(
             }
             Directive::File { path, content } => (
                 format!("##file:{path}"),
-                ("write", json!({"path": path, "content": content})),
+                (
+                    "write".to_string(),
+                    json!({"path": path, "content": content}),
+                ),
             ),
             Directive::Run { command } => (
                 format!("##run {}", command.lines().next().unwrap_or("")),
-                ("bash", json!({"command": command})),
+                ("bash".to_string(), json!({"command": command})),
             ),
+            Directive::Tool { name, input } => (format!("##tool {name}"), (name, input)),
         };
         let halted = match stop {
             Some(EndReason::Aborted) => Some(Halt::Interrupted),
@@ -135,6 +170,7 @@ pub(super) async fn run_blocks(
             continue;
         }
         let (name, input) = call;
+        let name = name.as_str();
         let id = format!("text_{}", ulid::Ulid::generate());
         match state.step(run, session, abort, (&id, name, &input)).await {
             Some(outcome) => {

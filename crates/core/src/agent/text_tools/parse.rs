@@ -1,6 +1,7 @@
 //! Reads the text protocol's directives out of a finished reply:
-//! `##file:PATH` followed by a fenced block (the file's whole content), and
-//! `##run` followed by a block tagged `sh` (a command). The reply is parsed
+//! `##file:PATH` followed by a fenced block (the file's whole content),
+//! `##run` followed by a block tagged `sh` (a command), and `##tool NAME`
+//! followed by a block holding the tool's input as a JSON object. The reply is parsed
 //! once, whole, after it has streamed in, so each directive is found once
 //! however the text was cut. Directives inside other fenced blocks (an
 //! example the model shows) are not directives.
@@ -13,6 +14,11 @@ pub(crate) enum Directive {
     File { path: String, content: String },
     /// Run `command` with bash in /work.
     Run { command: String },
+    /// Call the tool `name` with `input` (a JSON object).
+    Tool {
+        name: String,
+        input: serde_json::Value,
+    },
     /// A directive that cannot be carried out: `head` is its line, `why`
     /// tells the model what to fix.
     Broken { head: String, why: String },
@@ -59,6 +65,10 @@ pub(crate) fn directives(text: &str) -> Vec<Directive> {
             Kind::File(path.trim())
         } else if head == "##run" {
             Kind::Run
+        } else if head == "##tool" {
+            Kind::Tool("")
+        } else if let Some(name) = head.strip_prefix("##tool ") {
+            Kind::Tool(name.trim())
         } else {
             continue;
         };
@@ -72,6 +82,7 @@ pub(crate) fn directives(text: &str) -> Vec<Directive> {
 enum Kind<'a> {
     File(&'a str),
     Run,
+    Tool(&'a str),
 }
 
 /// What follows a directive line: a fenced block (its info string and
@@ -113,6 +124,17 @@ fn directive(head: &str, kind: Kind<'_>, block: Block<'_>) -> Directive {
             path: path.to_string(),
             content,
         },
+        (Kind::Tool(""), _) => broken("it names no tool: write ##tool NAME"),
+        (Kind::Tool(name), Block::Fenced(_, Some(json))) => {
+            match serde_json::from_str::<serde_json::Value>(&json) {
+                Ok(input) if input.is_object() => Directive::Tool {
+                    name: name.to_string(),
+                    input,
+                },
+                Ok(_) => broken("its block must hold a JSON object: {\"field\": …}"),
+                Err(err) => broken(&format!("its block is not JSON ({err})")),
+            }
+        }
         (Kind::Run, Block::Fenced(info, Some(command))) => {
             let tag = info.split_whitespace().next().unwrap_or("");
             if SHELLS.contains(&tag) {
@@ -182,5 +204,20 @@ mod tests {
             }]
         );
         assert_eq!(directives("## run\n##files:x\ntext ##run\n"), vec![]);
+        assert!(broken("##tool \n```json\n{}\n```").contains("names no tool"));
+        assert!(broken("##tool lint\n```json\n[1]\n```").contains("JSON object"));
+        assert!(broken("##tool lint\n```json\n{oops\n```").contains("not JSON"));
+    }
+
+    #[test]
+    fn a_tool_call_carries_its_json_input() {
+        let text = "Linting:\n##tool lint\n```json\n{\"files\": [\"a.rs\"]}\n```\n";
+        assert_eq!(
+            directives(text),
+            vec![Directive::Tool {
+                name: "lint".into(),
+                input: serde_json::json!({"files": ["a.rs"]}),
+            }]
+        );
     }
 }

@@ -93,6 +93,10 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
             ));
         }
     }
+    // A FIFO or a device would hang or flood the read.
+    if !fs::metadata(file).is_ok_and(|meta| meta.is_file()) {
+        return Err(bad("it is not a regular file".into()));
+    }
     let mut bytes = Vec::new();
     fs::File::open(file)
         .and_then(|opened| opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
@@ -221,6 +225,21 @@ mod tests {
                         properties = { a = { \"$ref\" = \"http://127.0.0.1:9/s.json\" } }\n";
         assert!(err("a", reaching).contains("not valid JSON Schema"));
         assert!(err("a", "not toml at all [").contains("tool file"));
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_being_read() {
+        let root = tempfile::tempdir().unwrap();
+        let global = root.path().join("global");
+        fs::create_dir_all(global.join("tools")).unwrap();
+        let fifo = global.join("tools/wait.toml");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = load(&root.path().join("p/.ah"), Some(&global)).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -185,7 +185,7 @@ fn ah_config_lists_each_tool_and_where_it_comes_from() {
 }
 
 #[test]
-fn with_podman_a_project_tool_runs_in_the_container() {
+fn with_podman_project_tools_run_in_the_container_and_a_denied_write_is_undone() {
     if podman_ready_blocking().is_none() {
         return;
     }
@@ -196,18 +196,34 @@ fn with_podman_a_project_tool_runs_in_the_container() {
         "description = \"Says where it runs\"\ncommand = \"cat >/dev/null; pwd; echo made > made.txt\"\n",
     )
     .unwrap();
-    let mock = MockServer::start(vec![call("t1", "where", json!({})), say("done")]);
+    // The project's own bash, which writes a denied path.
+    std::fs::write(
+        host.project.join(".ah/tools/bash.toml"),
+        "description = \"A shell that leaks\"\ncommand = \"cat >/dev/null; echo x > secret.txt\"\n",
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![
+        call("t1", "where", json!({})),
+        call("t2", "bash", json!({})),
+        say("done"),
+    ]);
     let out = host
         .ah(&mock.url())
-        .args(["--review", "auto", "where are you"])
+        .args(["--review", "auto", "--deny", "secret.txt", "where are you"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let told = mock.requests()[1].told();
+    let requests = mock.requests();
     // On the host the work copy has a path of its own: /work is the
     // container's.
-    assert_eq!(told, "/work\n", "{told}");
+    assert_eq!(requests[1].told(), "/work\n");
+    assert!(
+        requests[2].told().contains("secret.txt"),
+        "{}",
+        requests[2].told()
+    );
     assert_eq!(host.read("made.txt"), "made\n");
+    assert!(!host.project.join("secret.txt").exists());
 }
 
 #[test]
@@ -242,6 +258,13 @@ fn a_text_protocol_model_calls_a_project_tool_with_a_tool_block() {
         "{system}"
     );
     assert!(system.contains("\"required\":[\"words\"]"), "{system}");
+    // The project's bash is no `##run`: it is called as the tool it is.
+    assert!(!system.contains("write a line `##run`"), "{system}");
+    assert!(
+        system.contains("- bash: The project's careful shell"),
+        "{system}"
+    );
+    assert!(system.contains("write a line `##file:PATH`"), "{system}");
     let last = requests[1].messages().last().cloned().unwrap_or_default();
     let results = last["content"].as_str().unwrap_or_default();
     assert!(

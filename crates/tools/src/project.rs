@@ -11,12 +11,17 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::input::Input;
+use super::schema;
 use super::{Exec, ExecOutput, ToolOutput, bash, note_full_output, truncate};
 use ah_llm::ToolDef;
 
 /// The largest input a project tool is given, in bytes of JSON: it travels
 /// in the command line, which the kernel caps at 128 KiB per argument.
 pub const MAX_INPUT_BYTES: usize = 96 * 1024;
+
+/// The longest command line, quoting and the tool's command included: one
+/// argument of `bash -c` (the kernel's `MAX_ARG_STRLEN`, less its NUL).
+const MAX_COMMAND_BYTES: usize = 128 * 1024 - 1;
 
 /// What to say when the model's copy of the output was cut.
 const SEE_MORE: &str = "ask the tool for less";
@@ -56,7 +61,9 @@ pub async fn call(tool: &ProjectTool, input: &Value, exec: &dyn Exec) -> ToolOut
     if let Err(message) = Input::check(&tool.spec(), input) {
         return ToolOutput::error(message);
     }
-    let json = input.to_string();
+    // The tool gets what was checked: without the nulls that stand for
+    // "not given".
+    let json = schema::normalized(&tool.input_schema, input).to_string();
     if json.len() > MAX_INPUT_BYTES {
         return ToolOutput::error(format!(
             "not run: the input is {} bytes of JSON; {} takes at most {} KiB",
@@ -69,12 +76,22 @@ pub async fn call(tool: &ProjectTool, input: &Value, exec: &dyn Exec) -> ToolOut
         .timeout
         .unwrap_or_else(|| exec.bash_timeout())
         .min(bash::MAX_TIMEOUT);
-    // The input in single quotes is taken by the shell byte for byte.
+    // The input in single quotes is taken by the shell byte for byte; the
+    // blank line keeps a command ending in `\` from joining the brace.
     let command = format!(
-        "printf '%s' '{}' | {{ {}\n}}",
+        "printf '%s' '{}' | {{ {}\n\n}}",
         json.replace('\'', r"'\''"),
         tool.command
     );
+    if command.len() > MAX_COMMAND_BYTES {
+        return ToolOutput::error(format!(
+            "not run: with its quoting the input makes a command line of {} bytes; {} takes \
+             at most {} KiB of command line (each ' in the input counts 4 bytes)",
+            command.len(),
+            tool.name,
+            (MAX_COMMAND_BYTES + 1) / 1024
+        ));
+    }
     let started = Instant::now();
     let result = exec.run(&command, Duration::from_secs(timeout)).await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -105,6 +122,25 @@ fn report(
     let limits = exec.limits();
     let shown = truncate::head_tail(&whole, limits.bash, Some(limits.bash_lines));
     let mut content = note_full_output(shown, &whole, exec, SEE_MORE);
+    let mut note = |line: String| {
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str(&line);
+    };
+    if output.dropped_bytes > 0 {
+        note(format!(
+            "[ah: {} bytes from the middle of the output were dropped as it ran]",
+            output.dropped_bytes
+        ));
+    }
+    if let Some(limit) = &output.memory_limit_hit {
+        note(format!(
+            "[ah: the sandbox's memory limit ({limit}) was hit while {} ran: the kernel killed \
+             a process, whatever its exit code says]",
+            tool.name
+        ));
+    }
     if failed {
         if !content.is_empty() && !content.ends_with('\n') {
             content.push('\n');
@@ -202,6 +238,25 @@ mod tests {
             "{}",
             out.content
         );
+        // Quotes grow the command line past the kernel's limit: refused
+        // here, not by the kernel.
+        let quotes = "'".repeat(40 * 1024);
+        let out = call(&tool("touch ran"), &json!({ "words": quotes }), &exec).await;
+        assert!(
+            out.content.starts_with("not run: with its quoting"),
+            "{}",
+            out.content
+        );
         assert!(!exec.root().join("ran").exists());
+    }
+
+    #[tokio::test]
+    async fn a_command_ending_in_a_backslash_still_runs_and_nulls_stay_out() {
+        let exec = TestExec::new();
+        let mut with_optional = tool("cat \\");
+        with_optional.input_schema["properties"]["loud"] = json!({"type": "boolean"});
+        let out = call(&with_optional, &json!({"words": "a", "loud": null}), &exec).await;
+        assert!(!out.is_error, "{out:?}");
+        assert_eq!(out.content, "{\"words\":\"a\"}");
     }
 }

@@ -27,7 +27,7 @@ pub fn violations(schema: &Value, value: &Value) -> Vec<String> {
         Ok(validator) => validator,
         Err(why) => return vec![why],
     };
-    let value = without_optional_nulls(schema, value);
+    let value = normalized(schema, value);
     let errors: Vec<jsonschema::ValidationError<'_>> = validator.iter_errors(&value).collect();
     phrase::all(schema, &value, &errors)
 }
@@ -40,9 +40,10 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
         .map_err(|err| format!("the tool's input schema is not valid JSON Schema: {err}"))
 }
 
-/// `value` without the `null` fields its schema does not require, at every
-/// level the schema describes with `properties`.
-fn without_optional_nulls(schema: &Value, value: &Value) -> Value {
+/// `value` without the `null` fields its schema declares but does not
+/// require, at every level the schema describes with `properties`: what a
+/// tool is given once the input passed.
+pub fn normalized(schema: &Value, value: &Value) -> Value {
     match (value, schema.get("properties").and_then(Value::as_object)) {
         (Value::Object(fields), Some(properties)) => {
             let required: Vec<&str> = schema
@@ -52,10 +53,14 @@ fn without_optional_nulls(schema: &Value, value: &Value) -> Value {
                 .unwrap_or_default();
             let kept: Map<String, Value> = fields
                 .iter()
-                .filter(|(name, field)| !field.is_null() || required.contains(&name.as_str()))
+                .filter(|(name, field)| {
+                    !field.is_null()
+                        || required.contains(&name.as_str())
+                        || !properties.contains_key(name.as_str())
+                })
                 .map(|(name, field)| {
                     let field = match properties.get(name) {
-                        Some(property) => without_optional_nulls(property, field),
+                        Some(property) => normalized(property, field),
                         None => field.clone(),
                     };
                     (name.clone(), field)

@@ -34,7 +34,15 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
     if config.model.tool_protocol == ToolProtocol::Native {
         return (config.system.clone(), config.tools.clone());
     }
-    let offers = |name: &str| config.tools.iter().any(|tool| tool.name == name);
+    // `##file:` and `##run` stand for ah's own `write` and `bash`; a
+    // project's tool of the same name is called with `##tool` instead.
+    let own = ah_tools::specs(config.model.edit_format);
+    let offers = |name: &str| {
+        config
+            .tools
+            .iter()
+            .any(|tool| tool.name == name && own.contains(tool))
+    };
     let file = if offers("write") {
         "\nTo create a file or replace its whole content, write a line `##file:PATH` (PATH \
          relative to /work) and right after it a fenced block with the complete content:\n\n\
@@ -49,7 +57,8 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
     } else {
         ""
     };
-    let tools = other_tools(&config.tools);
+    let others: Vec<&ToolDef> = config.tools.iter().filter(|t| !own.contains(t)).collect();
+    let tools = other_tools(&others);
     let protocol = PROTOCOL
         .replace("{{file}}", file)
         .replace("{{run}}", run)
@@ -62,11 +71,7 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
 
 /// The `##tool` part of the protocol: the tools besides ah's own (a
 /// project's), each with its description and input schema.
-fn other_tools(tools: &[ToolDef]) -> String {
-    let others: Vec<&ToolDef> = tools
-        .iter()
-        .filter(|tool| !ah_tools::names().contains(&tool.name))
-        .collect();
+fn other_tools(others: &[&ToolDef]) -> String {
     if others.is_empty() {
         return String::new();
     }

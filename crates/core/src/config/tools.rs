@@ -30,6 +30,9 @@ use ah_tools::schema;
 /// The largest tool file read.
 const MAX_FILE_BYTES: u64 = 64 * 1024;
 
+/// Names ah's own engines give their host tools (`ah work`'s phases).
+const RESERVED: [&str; 2] = ["report", "verdict"];
+
 /// The keys a tool file may have.
 const KEYS: [&str; 4] = ["description", "command", "timeout", "input_schema"];
 
@@ -81,6 +84,11 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
             "its name (the file's, without .toml) must be 1 to 64 letters, digits, `-` or `_`"
                 .into(),
         ));
+    }
+    if RESERVED.contains(&name.as_str()) {
+        return Err(bad(format!(
+            "{name} is the name of a tool of ah work's phases; choose another"
+        )));
     }
     if let Some(within) = within {
         let inside = match (file.canonicalize(), within.canonicalize()) {
@@ -214,6 +222,7 @@ mod tests {
             err("a", "description = \"d\"\ncommand = \"x\"\ntimeout = 0\n").contains("timeout")
         );
         assert!(err("bad name", "description = \"d\"\ncommand = \"x\"\n").contains("its name"));
+        assert!(err("report", "description = \"d\"\ncommand = \"x\"\n").contains("ah work"));
         assert!(
             err(
                 "a",

@@ -117,11 +117,19 @@ impl StepRules {
     /// The definitions the model is offered: ah's own tools, then the host's.
     pub fn specs(&self, format: EditFormat) -> Vec<ToolDef> {
         let replaced = |name: &str| self.project.iter().any(|tool| tool.name == name);
+        let hosted = |name: &str| self.host.iter().any(|tool| tool.spec().name == name);
         let mut specs: Vec<ToolDef> = tools::specs(format)
             .into_iter()
             .filter(|spec| self.builtin.contains(&spec.name) && !replaced(&spec.name))
             .collect();
-        specs.extend(self.project.iter().map(|tool| tool.spec()));
+        // A host tool of the engine's wins over a project tool of its name
+        // (as in `route`): the model never sees one name twice.
+        specs.extend(
+            self.project
+                .iter()
+                .filter(|tool| !hosted(&tool.name))
+                .map(|tool| tool.spec()),
+        );
         specs.extend(self.host.iter().map(|tool| tool.spec()));
         specs
     }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::run::tests::fixture;
+use ah_llm::models::EditFormat;
 
 /// A host tool that keeps the inputs it was called with.
 #[derive(Default)]
@@ -129,4 +130,71 @@ async fn a_host_tool_is_offered_and_called_only_with_valid_input() {
     // Host calls are steps on record, with no commit.
     assert_eq!(good.step, 3);
     assert!(f.run.dir().step_file(3, "meta.json").is_file());
+}
+
+fn project_tool(name: &str) -> Arc<ProjectTool> {
+    Arc::new(ProjectTool {
+        name: name.to_string(),
+        description: format!("the project's {name}"),
+        input_schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        command: "cat >/dev/null; echo project".to_string(),
+        timeout: None,
+        source: std::path::PathBuf::from(format!(".ah/tools/{name}.toml")),
+    })
+}
+
+/// The names offered under `rules`.
+fn offered(rules: &StepRules) -> Vec<String> {
+    rules
+        .specs(EditFormat::Edit)
+        .into_iter()
+        .map(|spec| spec.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn project_tools_join_writable_rules_replace_and_yield_to_host_tools() {
+    let tools = [
+        project_tool("bash"),
+        project_tool("lint"),
+        project_tool("echo"),
+    ];
+    let all = StepRules::read_write().with_project_tools(&tools);
+    assert_eq!(
+        offered(&all),
+        ["read", "write", "edit", "bash", "lint", "echo"]
+    );
+    let description = all
+        .specs(EditFormat::Edit)
+        .into_iter()
+        .find(|spec| spec.name == "bash")
+        .map(|spec| spec.description)
+        .unwrap_or_default();
+    assert!(
+        description.starts_with("the project's bash"),
+        "{description}"
+    );
+    // Read-only phases: none of them (a project tool may write).
+    let read_only = StepRules::read_only().with_project_tools(&tools);
+    assert_eq!(offered(&read_only), ["read", "bash"]);
+    // An agent's own set bounds them too.
+    let some = StepRules::read_write()
+        .only(&["read", "lint"])
+        .with_project_tools(&tools);
+    assert_eq!(offered(&some), ["read", "lint"]);
+    // A host tool of the same name is the one offered, once.
+    let hosted = StepRules::read_write()
+        .with_host_tool(Arc::new(Echo::default()))
+        .with_project_tools(&tools);
+    let names = offered(&hosted);
+    assert_eq!(
+        names.iter().filter(|n| *n == "echo").count(),
+        1,
+        "{names:?}"
+    );
+    // And a call goes to the project's tool, in the work copy.
+    let mut f = fixture();
+    f.run.set_project_tools(tools.to_vec());
+    let out = f.run.tool_step("lint", &json!({})).await;
+    assert_eq!(out.output.content, "project\n", "{out:?}");
 }

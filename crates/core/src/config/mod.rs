@@ -10,6 +10,7 @@ mod fill;
 mod layers;
 mod providers;
 mod settings;
+pub(crate) mod small_file;
 pub mod tools;
 
 #[cfg(test)]

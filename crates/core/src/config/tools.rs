@@ -17,18 +17,15 @@
 //! file is read up to 64 KiB (a cloned repository ships these files).
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::small_file;
 use ah_tools::bash::MAX_TIMEOUT;
 use ah_tools::project::ProjectTool;
 use ah_tools::schema;
-
-/// The largest tool file read.
-const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// Names ah's own engines give their host tools (`ah work`'s phases).
 const RESERVED: [&str; 2] = ["report", "verdict"];
@@ -90,32 +87,7 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
             "{name} is the name of a tool of ah work's phases; choose another"
         )));
     }
-    if let Some(within) = within {
-        let inside = match (file.canonicalize(), within.canonicalize()) {
-            (Ok(real), Ok(within)) => real.starts_with(within) && real.is_file(),
-            _ => false,
-        };
-        if !inside {
-            return Err(bad(
-                "it is not a file of the project (a link out of it?); ah does not read it".into(),
-            ));
-        }
-    }
-    // A FIFO or a device would hang or flood the read.
-    if !fs::metadata(file).is_ok_and(|meta| meta.is_file()) {
-        return Err(bad("it is not a regular file".into()));
-    }
-    let mut bytes = Vec::new();
-    fs::File::open(file)
-        .and_then(|opened| opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|err| bad(format!("cannot read it: {err}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(bad(format!(
-            "it is larger than {} KiB",
-            MAX_FILE_BYTES / 1024
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".into()))?;
+    let text = small_file::read(file, within).map_err(bad)?;
     let table: toml::Table = toml::from_str(&text).map_err(|err| bad(err.to_string()))?;
     if let Some(key) = table.keys().find(|key| !KEYS.contains(&key.as_str())) {
         return Err(bad(format!(
@@ -269,7 +241,7 @@ mod tests {
         assert!(
             load(&ah_dir, None)
                 .unwrap_err()
-                .contains("not a file of the project")
+                .contains("link out of the project")
         );
     }
 }

@@ -9,10 +9,10 @@
 //! anything starts.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::agent::instructions::frontmatter;
+use crate::config::small_file;
 
 use super::route::is_name_char;
 
@@ -21,9 +21,6 @@ const RESERVED: &[&str] = &["user", "group", "ah", "all"];
 
 /// The most agents in one run.
 pub const MAX_AGENTS: usize = 16;
-
-/// The largest agent file read.
-const MAX_FILE_BYTES: u64 = 64 * 1024;
 
 /// A folder of agent files, and the folder they must resolve within.
 struct Folder {
@@ -170,32 +167,10 @@ fn defined(dirs: &[Folder]) -> Result<Vec<AgentSpec>, String> {
     Ok(agents)
 }
 
-/// An agent definition file (a regular file, within its folder's bound,
-/// of at most [`MAX_FILE_BYTES`]).
+/// An agent definition file (read as `small_file` reads).
 fn read(name: &str, file: &Path, folder: &Folder) -> Result<AgentSpec, String> {
     let bad = |why: String| format!("agent definition {}: {why}", file.display());
-    if let Some(within) = &folder.within {
-        let inside = match (file.canonicalize(), within.canonicalize()) {
-            (Ok(real), Ok(within)) => real.starts_with(within),
-            _ => false,
-        };
-        if !inside {
-            return Err(bad(
-                "it is a link out of the project; ah does not read it".into()
-            ));
-        }
-    }
-    let mut bytes = Vec::new();
-    fs::File::open(file)
-        .and_then(|opened| opened.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|err| bad(format!("cannot read it: {err}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(bad(format!(
-            "it is larger than {} KiB; keep a role short",
-            MAX_FILE_BYTES / 1024
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|_| bad("it is not UTF-8 text".into()))?;
+    let text = small_file::read(file, folder.within.as_deref()).map_err(bad)?;
     let doc = frontmatter::parse(&text).map_err(bad)?;
     if let Some(key) = doc
         .fields

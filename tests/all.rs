@@ -19,6 +19,7 @@ mod egress_podman;
 mod host_boundary;
 mod host_git;
 mod image_build;
+mod images;
 mod included;
 mod instructions;
 mod json_events;

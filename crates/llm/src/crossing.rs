@@ -55,7 +55,7 @@ pub fn for_anthropic(messages: &[Message]) -> Cow<'_, [Message]> {
         Block::ToolResult { tool_use_id, .. } => {
             matches!(anthropic_tool_id(tool_use_id), Cow::Owned(_))
         }
-        Block::Text { .. } | Block::RedactedThinking { .. } => false,
+        Block::Text { .. } | Block::RedactedThinking { .. } | Block::Image { .. } => false,
     };
     if !messages.iter().flat_map(|m| &m.content).any(foreign) {
         return Cow::Borrowed(messages);

@@ -64,6 +64,22 @@ pub enum Block {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
     },
+    /// An image for the model (a `read` of a picture), after the tool
+    /// results of its turn.
+    Image {
+        source: ImageSource,
+    },
+}
+
+/// An image's bytes, base64, as the Anthropic API takes them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageSource {
+    /// Always `base64`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    pub data: String,
 }
 
 /// A message as sent to (and received from) the model.

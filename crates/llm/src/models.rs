@@ -56,6 +56,10 @@ pub struct ModelInfo {
     pub edit_format: EditFormat,
     /// How the model calls tools.
     pub tool_protocol: ToolProtocol,
+    /// Whether the model takes images (a `read` of a picture): Claude and
+    /// the OpenAI models ah knows; not a model it does not know (a local
+    /// server's).
+    pub images: bool,
 }
 
 /// Window assumed for a Claude model id that is not in the table: every
@@ -176,6 +180,7 @@ pub fn resolve(api: ApiKind, name: &str) -> ModelInfo {
         max_output_tokens,
         edit_format: api.edit_format(),
         tool_protocol: ToolProtocol::Native,
+        images: api == ApiKind::Anthropic || found.is_some(),
     }
 }
 
@@ -215,6 +220,7 @@ mod tests {
                 max_output_tokens: 32_000,
                 edit_format: EditFormat::Edit,
                 tool_protocol: ToolProtocol::Native,
+                images: true,
             }
         );
         assert_eq!(
@@ -225,6 +231,7 @@ mod tests {
                 max_output_tokens: 8_192,
                 edit_format: EditFormat::ApplyPatch,
                 tool_protocol: ToolProtocol::Native,
+                images: false,
             }
         );
     }

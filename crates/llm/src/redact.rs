@@ -120,7 +120,7 @@ pub fn blocks(blocks: &mut [super::Block]) {
             Block::Thinking { thinking, .. } => *thinking = text(thinking).into_owned(),
             Block::ToolUse { input, .. } => json(input),
             Block::ToolResult { content, .. } => *content = text(content).into_owned(),
-            Block::RedactedThinking { .. } => {}
+            Block::RedactedThinking { .. } | Block::Image { .. } => {}
         }
     }
 }

@@ -92,9 +92,20 @@ pub fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
             row.is_error = Some(*is_error);
             row.duration_ms = record.duration_ms.map(to_i64);
         }
+        // Stored once: the base64 in `content`, its type in the details.
+        Block::Image { source } => {
+            row.content = Some(source.data.clone());
+            row.details = Some(json_text(&with_key(
+                &record.details,
+                "media_type",
+                &source.media_type,
+            )?)?);
+        }
     }
     // No secret ah holds is ever stored (JSON text included: a secret has
-    // no character JSON escapes, and the mark has none either).
+    // no character JSON escapes, and the mark has none either). An image's
+    // base64 is bytes, not text: left whole.
+    let image = matches!(record.block, Block::Image { .. });
     for column in [
         &mut row.content,
         &mut row.tool_input,
@@ -104,6 +115,9 @@ pub fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
     .into_iter()
     .flatten()
     {
+        if image {
+            break;
+        }
         if let std::borrow::Cow::Owned(clean) = redact::text(column) {
             *column = clean;
         }
@@ -157,6 +171,13 @@ pub fn block_from_row(row: BlockRow) -> Result<BlockRecord, String> {
                 is_error: row.is_error.unwrap_or(false),
             }
         }
+        "image" => Block::Image {
+            source: ah_llm::ImageSource {
+                kind: "base64".to_string(),
+                media_type: take_key(&mut details, "image", "media_type")?,
+                data: required(row.content, "image", "content")?,
+            },
+        },
         other => return Err(format!("unknown block_type {other:?}")),
     };
     Ok(BlockRecord {
@@ -181,6 +202,7 @@ fn block_type(block: &Block) -> &'static str {
         Block::RedactedThinking { .. } => "redacted_thinking",
         Block::ToolUse { .. } => "tool_use",
         Block::ToolResult { .. } => "tool_result",
+        Block::Image { .. } => "image",
     }
 }
 
@@ -195,7 +217,7 @@ fn with_key(details: &Option<Value>, key: &str, value: &str) -> Result<Value, St
         Some(Value::Object(map)) if !map.contains_key(key) => map.clone(),
         Some(_) => {
             return Err(format!(
-                "details of a thinking block must be a JSON object without a {key:?} key (it holds the block's {key})"
+                "a block's details must be a JSON object without a {key:?} key (it holds the block's {key})"
             ));
         }
     };
@@ -335,6 +357,24 @@ mod tests {
     }
 
     #[test]
+    fn an_image_is_stored_once_as_base64_with_its_type_beside_it() {
+        let record = BlockRecord {
+            details: Some(json!({"path": "/work/a.png"})),
+            ..BlockRecord::from(Block::Image {
+                source: ah_llm::ImageSource {
+                    kind: "base64".into(),
+                    media_type: "image/png".into(),
+                    data: "iVBORw0KGgo=".into(),
+                },
+            })
+        };
+        let row = block_to_row(&record).unwrap();
+        assert_eq!(row.block_type, "image");
+        assert_eq!(row.content.as_deref(), Some("iVBORw0KGgo="));
+        assert_eq!(block_from_row(row).unwrap(), record);
+    }
+
+    #[test]
     fn tool_fields_are_refused_on_other_blocks() {
         let record = BlockRecord {
             tool_output: Some("out".into()),
@@ -350,7 +390,7 @@ mod tests {
     #[test]
     fn bad_rows_are_reported() {
         let unknown = BlockRow {
-            block_type: "image".into(),
+            block_type: "video".into(),
             ..BlockRow::default()
         };
         assert!(

@@ -1,6 +1,7 @@
 //! The `read` tool: shows a text file with numbered lines, a page at a time,
 //! streamed ([`page`]) so that a file of any size costs a page of memory.
 
+pub mod image;
 mod page;
 
 use std::fmt::Write as _;
@@ -31,8 +32,9 @@ pub fn spec() -> ToolDef {
              (number, tab, line). `path` is relative to /work or absolute under /work. Shows \
              {DEFAULT_LIMIT} lines from `offset` (1-based, default 1) unless `limit` says \
              otherwise; lines over {MAX_LINE_CHARS} characters are cut. When more lines remain, \
-             the output says which offset to continue from. Directories and binary files are \
-             refused: use bash (ls, find, xxd) for those."
+             the output says which offset to continue from. A PNG, JPEG, GIF or WebP picture is \
+             shown to you as an image. Directories and other binary files are refused: use \
+             bash (ls, find, xxd) for those."
         ),
         input_schema: json!({
             "type": "object",
@@ -64,13 +66,16 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
         resolved.rel.clone(),
         shown.clone(),
     );
-    let (page, size) = fs_beneath::unblock(move || {
+    let opened = fs_beneath::unblock(move || {
         let file = fs_beneath::open_file(&root, &rel, false)
             .map_err(|e| open_error(&name, e, "nothing was read"))?;
         let size = file
             .metadata()
             .map_err(|e| format!("cannot read {name}: {e}"))?
             .len();
+        if let Some(picture) = picture_of(&file, &name)? {
+            return picture_output(file, size, &name, picture).map(Opened::Picture);
+        }
         let page = Page::read(file, size, offset, limit, max_chars).map_err(|e| match e {
             PageError::Binary => format!(
                 "{name} is a binary file (it has NUL bytes): read shows text only; \
@@ -81,9 +86,13 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
             }
             PageError::Io(e) => format!("cannot read {name}: {e}"),
         })?;
-        Ok::<_, String>((page, size))
+        Ok::<_, String>(Opened::Text(page, size))
     })
     .await??;
+    let (page, size) = match opened {
+        Opened::Picture(output) => return Ok(output),
+        Opened::Text(page, size) => (page, size),
+    };
 
     // Only a first line longer than the cap makes the page longer.
     let kept = truncate::head_tail(&page.text, max_chars, None);
@@ -114,6 +123,87 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
         details: json!({"path": shown, "lines_shown": lines_shown, "total_lines": page.total}),
         // The whole page, for the step file and the session.
         stdout: page.text.into_bytes(),
+        stderr: Vec::new(),
+        exit_code: None,
+        may_change_files: false,
+    })
+}
+
+/// What `read` found: a picture for the model, or a page of text.
+enum Opened {
+    Picture(ToolOutput),
+    Text(Page, u64),
+}
+
+/// The picture `file` is, if it is one (its first bytes say so).
+fn picture_of(file: &File, name: &str) -> Result<Option<image::Picture>, String> {
+    use std::os::unix::fs::FileExt;
+    let mut head = vec![0; image::SNIFF];
+    let mut got = 0;
+    while got < head.len() {
+        match file.read_at(&mut head[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read {name}: {e}")),
+        }
+    }
+    head.truncate(got);
+    match image::sniff(&head) {
+        None => Ok(None),
+        Some(Ok(picture)) => Ok(Some(picture)),
+        Some(Err(kind)) => Err(format!(
+            "{name} looks like an {kind} image whose size its header does not give: ah sends \
+             no image it cannot measure"
+        )),
+    }
+}
+
+/// A picture as the result of `read`: its bytes (the model gets them as
+/// an image after the turn's results) and what it is.
+fn picture_output(
+    file: File,
+    size: u64,
+    name: &str,
+    picture: image::Picture,
+) -> Result<ToolOutput, String> {
+    use std::io::Read;
+    if let Some(why) = image::refusal(&picture, size) {
+        return Err(format!(
+            "{name} is an image ({}): {why}",
+            picture.media_type
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(image::MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {name}: {e}"))?;
+    if let Some(why) = image::refusal(&picture, bytes.len() as u64) {
+        return Err(format!(
+            "{name} is an image ({}): {why}",
+            picture.media_type
+        ));
+    }
+    Ok(ToolOutput {
+        content: format!(
+            "{name} is an image ({}, {}×{} pixels, {} KB); it is shown to you after the \
+             results of this turn",
+            picture.media_type,
+            picture.width,
+            picture.height,
+            (bytes.len() as u64).div_ceil(1000)
+        ),
+        is_error: false,
+        details: json!({
+            "path": name,
+            "image": {
+                "media_type": picture.media_type,
+                "width": picture.width,
+                "height": picture.height,
+                "bytes": bytes.len(),
+            },
+        }),
+        stdout: bytes,
         stderr: Vec::new(),
         exit_code: None,
         may_change_files: false,

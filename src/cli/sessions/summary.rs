@@ -40,6 +40,7 @@ pub fn parts(message: &StoredMessage) -> Vec<String> {
                 let outcome = if *is_error { "error" } else { "ok" };
                 parts.push(format!("{name}: {outcome}"));
             }
+            Block::Image { source } => parts.push(format!("(image, {})", source.media_type)),
         }
     }
     parts

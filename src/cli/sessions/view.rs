@@ -220,6 +220,18 @@ pub fn show(session: &Session, seq: i64) -> Result<i32> {
                 println!("{}", indent(thinking));
             }
             Block::RedactedThinking { .. } => println!("[{n}] redacted thinking"),
+            Block::Image { source } => {
+                // What the model was sent: the image, once, as base64.
+                let bytes = source.data.len() / 4 * 3;
+                println!(
+                    "[{n}] image {}, about {} KB, sent to the model as an image block",
+                    terminal_safe(&source.media_type),
+                    bytes.div_ceil(1024)
+                );
+                if let Some(path) = record.details.as_ref().and_then(|d| d["path"].as_str()) {
+                    println!("  read from {}", terminal_safe(path));
+                }
+            }
             Block::ToolUse { id, name, input } => {
                 println!(
                     "[{n}] tool call {}  id {}",

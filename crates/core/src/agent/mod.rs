@@ -253,7 +253,10 @@ async fn stream_call(
     let request = Request {
         model: config.model.id.clone(),
         system,
-        messages: map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
+        messages: request::for_model(
+            map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
+            config.model.images,
+        ),
         tools,
         max_tokens: compact::max_tokens_for(config, path),
         thinking_budget: config.thinking_budget,

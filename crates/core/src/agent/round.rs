@@ -10,7 +10,7 @@ use super::abort::{AbortSignal, FINALIZED};
 use super::inbox::{Inbox, TurnSteering};
 use super::request::INTERRUPTED;
 use super::state::{Halt, LoopState};
-use super::step::{CUT_OFF, result_record};
+use super::step::{self, CUT_OFF, result_record};
 use super::{AgentConfig, AgentError};
 use ah_llm::Role;
 use ah_record::run::Run;
@@ -53,6 +53,7 @@ pub(super) async fn run_round(
     } = round;
     let mut results = Vec::with_capacity(calls.len());
     let mut steering = Vec::new();
+    let mut images = Vec::new();
     let mut steered = TurnSteering::default();
     let mut aborted = false;
     for (id, name, input) in calls {
@@ -88,12 +89,14 @@ pub(super) async fn run_round(
             continue;
         };
         results.push(result_record(&id, &name, &run.id(), &outcome));
+        images.extend(step::image(&outcome));
         if let Some(repetition) = state.repeated(session, &name, &input, &outcome.output) {
             steering.push(repetition.steering_block());
         }
     }
-    // Text after the results: the API wants tool results first.
+    // Text and images after the results: the API wants tool results first.
     results.append(&mut steering);
+    results.append(&mut images);
     if !aborted {
         results.extend(steered.after_results(inbox)?);
     }

@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use super::event::Event;
+use ah_llm::{Block, ImageSource};
 use ah_record::run::StepOutcome;
 use ah_session::BlockRecord;
 use ah_tools as tools;
@@ -57,9 +58,11 @@ pub(crate) fn result_record(
     outcome: &StepOutcome,
 ) -> BlockRecord {
     let out = &outcome.output;
-    let full = tools::joined_output(&out.stdout, &out.stderr);
     let mut record = BlockRecord::tool_result(id, name, out.content.clone(), out.is_error);
-    record.tool_output = Some(full);
+    // A picture's bytes are kept once, in its image block (see [`image`]).
+    if image(outcome).is_none() {
+        record.tool_output = Some(tools::joined_output(&out.stdout, &out.stderr));
+    }
     record.duration_ms = Some(outcome.duration_ms);
     record.details = Some(json!({
         "run_id": run_id,
@@ -71,4 +74,26 @@ pub(crate) fn result_record(
         "violation": outcome.violation,
     }));
     record
+}
+
+/// The image block a step's result brings (a `read` of a picture): the
+/// picture's bytes, base64, for the model to see after the turn's results.
+pub(crate) fn image(outcome: &StepOutcome) -> Option<BlockRecord> {
+    use base64::Engine as _;
+    let out = &outcome.output;
+    let media_type = out.details["image"]["media_type"].as_str()?;
+    if out.is_error || out.stdout.is_empty() {
+        return None;
+    }
+    let block = Block::Image {
+        source: ImageSource {
+            kind: "base64".to_string(),
+            media_type: media_type.to_string(),
+            data: base64::engine::general_purpose::STANDARD.encode(&out.stdout),
+        },
+    };
+    Some(BlockRecord {
+        details: Some(json!({ "path": out.details["path"], "step": outcome.step })),
+        ..BlockRecord::from(block)
+    })
 }

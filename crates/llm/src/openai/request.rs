@@ -68,9 +68,10 @@ fn messages(request: &Request) -> Vec<Value> {
 }
 
 /// Tool results as `role: tool` messages first, then the text as one user
-/// message.
+/// message (with the images as `image_url` parts, when there are any).
 fn user(message: &Message, out: &mut Vec<Value>) {
     let mut texts = Vec::new();
+    let mut images = Vec::new();
     for block in &message.content {
         match block {
             Block::ToolResult {
@@ -86,11 +87,24 @@ fn user(message: &Message, out: &mut Vec<Value>) {
                 out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
             }
             Block::Text { text } => texts.push(text.as_str()),
+            Block::Image { source } => images.push(json!({
+                "type": "image_url",
+                "image_url": {"url": format!("data:{};base64,{}", source.media_type, source.data)},
+            })),
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse { .. } => {}
         }
     }
-    if !texts.is_empty() {
-        out.push(json!({"role": "user", "content": texts.join("\n\n")}));
+    match (texts.is_empty(), images.is_empty()) {
+        (true, true) => {}
+        (false, true) => out.push(json!({"role": "user", "content": texts.join("\n\n")})),
+        (_, false) => {
+            let mut parts = Vec::new();
+            if !texts.is_empty() {
+                parts.push(json!({"type": "text", "text": texts.join("\n\n")}));
+            }
+            parts.extend(images);
+            out.push(json!({"role": "user", "content": parts}));
+        }
     }
 }
 
@@ -108,7 +122,7 @@ fn assistant(message: &Message) -> Option<Value> {
                 "type": "function",
                 "function": {"name": name, "arguments": input.to_string()},
             })),
-            Block::RedactedThinking { .. } | Block::ToolResult { .. } => {}
+            Block::RedactedThinking { .. } | Block::ToolResult { .. } | Block::Image { .. } => {}
         }
     }
     if texts.is_empty() && calls.is_empty() {

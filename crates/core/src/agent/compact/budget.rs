@@ -65,6 +65,7 @@ mod tests {
                 max_output_tokens: 64_000,
                 edit_format: EditFormat::Edit,
                 tool_protocol: ToolProtocol::Native,
+                images: true,
             },
             system: String::new(),
             tools: Vec::new(),

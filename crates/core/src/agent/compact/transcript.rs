@@ -72,6 +72,14 @@ fn section(message: &StoredMessage) -> String {
             }
             // Reasoning is not part of what was said or done.
             Block::Thinking { .. } | Block::RedactedThinking { .. } => continue,
+            Block::Image { source } => (
+                "An image was shown".to_string(),
+                format!(
+                    "({}, {} bytes of base64)",
+                    source.media_type,
+                    source.data.len()
+                ),
+            ),
             Block::ToolUse { name, input, .. } => (
                 format!("Assistant called {name}"),
                 shorten(&input.to_string()),

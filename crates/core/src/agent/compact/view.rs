@@ -139,6 +139,9 @@ fn chars_to_tokens(chars: usize) -> u64 {
     u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
 }
 
+/// What an image weighs in the estimate, in characters (4 to a token).
+const IMAGE_CHARS: usize = 6_400;
+
 fn message_chars(message: &StoredMessage) -> usize {
     message
         .blocks
@@ -152,6 +155,9 @@ fn message_chars(message: &StoredMessage) -> usize {
             Block::RedactedThinking { data } => data.len(),
             Block::ToolUse { name, input, .. } => name.len() + input.to_string().len(),
             Block::ToolResult { content, .. } => content.len(),
+            // An API counts an image by its size in pixels, at most about
+            // 1 600 tokens for the sizes ah sends.
+            Block::Image { .. } => IMAGE_CHARS,
         })
         .sum()
 }

@@ -447,25 +447,34 @@ impl Backend for PodmanBackend {
     }
 }
 
+/// How often `podman rm` is tried on a container caught between states.
+const RM_ATTEMPTS: u32 = 5;
+
 /// `podman rm -f -t 0 -i`: no error when the container is already gone.
+/// A container whose init just ended is briefly in a state podman 4.3
+/// cannot stop ("container state improper"): tried again a few times.
 async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
-    let output = podman
-        .command()
-        .args(["rm", "-f", "-t", "0", "-i", name])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .map_err(|source| PodmanError::Io {
-            what: "run podman rm",
-            source,
-        })?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(PodmanError::Command {
-            what: "rm",
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        })
+    let mut attempt = 1;
+    loop {
+        let output = podman
+            .command()
+            .args(["rm", "-f", "-t", "0", "-i", name])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|source| PodmanError::Io {
+                what: "run podman rm",
+                source,
+            })?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if attempt >= RM_ATTEMPTS || !stderr.contains("state improper") {
+            return Err(PodmanError::Command { what: "rm", stderr });
+        }
+        attempt += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

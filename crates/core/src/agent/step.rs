@@ -60,7 +60,7 @@ pub(crate) fn result_record(
     let out = &outcome.output;
     let mut record = BlockRecord::tool_result(id, name, out.content.clone(), out.is_error);
     // A picture's bytes are kept once, in its image block (see [`image`]).
-    if image(outcome).is_none() {
+    if !out.details["image"].is_object() {
         record.tool_output = Some(tools::joined_output(&out.stdout, &out.stderr));
     }
     record.duration_ms = Some(outcome.duration_ms);

@@ -73,7 +73,13 @@ impl Org<'_> {
         );
         let member = &self.config.agents[index];
         let mut config = member.config.clone();
-        self.run.set_rules(rules_for(member.tools.as_deref()));
+        self.run.set_rules(match &member.tools {
+            Some(tools) => {
+                let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+                StepRules::read_write().only(&names)
+            }
+            None => StepRules::read_write(),
+        });
         config.tools = self.run.tool_specs(config.model.edit_format);
         config.max_tools = match (config.max_tools, left) {
             (Some(own), Some(left)) => Some(own.min(left)),
@@ -213,20 +219,6 @@ impl Org<'_> {
             false => Ticked::Next,
         }
     }
-}
-
-/// The step rules of an agent with `tools`: naming either edit tool gives
-/// the one of its model's edit format.
-fn rules_for(tools: Option<&[String]>) -> StepRules {
-    let Some(tools) = tools else {
-        return StepRules::read_write();
-    };
-    let edits = ["edit", "apply_patch"];
-    let mut names: Vec<&str> = tools.iter().map(String::as_str).collect();
-    if names.iter().any(|name| edits.contains(name)) {
-        names.extend(edits);
-    }
-    StepRules::read_write().only(&names)
 }
 
 /// The text of a final message: its text blocks, joined.

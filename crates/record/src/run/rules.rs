@@ -79,9 +79,14 @@ impl StepRules {
         }
     }
 
-    /// Keeps only the named tools of ah's own.
+    /// Keeps only the named tools of ah's own. Naming either edit tool
+    /// keeps both, so the model gets the one of its edit format.
     pub fn only(mut self, names: &[&str]) -> StepRules {
-        self.builtin.retain(|name| names.contains(&name.as_str()));
+        let edits = ["edit", "apply_patch"];
+        let any_edit = names.iter().any(|name| edits.contains(name));
+        self.builtin.retain(|name| {
+            names.contains(&name.as_str()) || (any_edit && edits.contains(&name.as_str()))
+        });
         self.only = Some(names.iter().map(|name| name.to_string()).collect());
         self
     }

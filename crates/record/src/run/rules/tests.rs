@@ -182,6 +182,9 @@ async fn project_tools_join_writable_rules_replace_and_yield_to_host_tools() {
         .only(&["read", "lint"])
         .with_project_tools(&tools);
     assert_eq!(offered(&some), ["read", "lint"]);
+    // Either edit tool stands for the one of the model's edit format.
+    let editing = StepRules::read_write().only(&["apply_patch"]);
+    assert_eq!(offered(&editing), ["edit"]);
     // A host tool of the same name is the one offered, once.
     let hosted = StepRules::read_write()
         .with_host_tool(Arc::new(Echo::default()))

@@ -19,6 +19,7 @@ pub mod bounds;
 pub mod edit;
 pub mod fs_beneath;
 pub mod input;
+pub mod mcp;
 pub mod path;
 pub mod project;
 pub mod read;

@@ -39,6 +39,40 @@ impl BackendKind {
     }
 }
 
+/// A long-lived program [`Backend::spawn`] starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Program<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    /// Added to the sandbox's environment.
+    pub env: &'a [(String, String)],
+}
+
+/// A program [`Backend::spawn`] started: the host's end of it. Dropping it
+/// kills what runs on the host; what runs in a container ends at the next
+/// sweep or with the container.
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    /// What must live until the program has started (the file podman
+    /// reads its environment from).
+    start_files: Option<tempfile::TempDir>,
+}
+
+impl Spawned {
+    pub fn new(child: tokio::process::Child) -> Spawned {
+        Spawned {
+            child,
+            start_files: None,
+        }
+    }
+
+    /// Removes what the program needed only to start (call it once the
+    /// program has answered: it has started by then).
+    pub fn started(&mut self) {
+        self.start_files = None;
+    }
+}
+
 /// Runs commands for one run, in the work directory (`/work`).
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync {
@@ -52,6 +86,25 @@ pub trait Backend: Send + Sync {
     /// copy, or for an overlay `/work` its merged view (see
     /// `podman::merged`). Valid until the next command runs.
     async fn work_root(&self) -> std::io::Result<std::path::PathBuf>;
+
+    /// Starts `program` for the rest of the run (an MCP server): in the
+    /// sandbox, in `/work`, with `program.env` added to the sandbox's
+    /// environment and its three standard streams piped to the host. It
+    /// ends with the sandbox, and at every sweep (see [`Backend::sweeps`]).
+    async fn spawn(&self, program: &Program<'_>) -> std::io::Result<Spawned> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!("this backend cannot start {}", program.command),
+        ))
+    }
+
+    /// How many times, so far, every process in the sandbox was ended (a
+    /// podman backend does it around each command, so that nothing a
+    /// command started goes on changing `/work`): a program
+    /// [`Backend::spawn`] started before the last sweep has ended with it.
+    fn sweeps(&self) -> u64 {
+        0
+    }
 
     /// What the network proxy decided since the last call, oldest first
     /// (nothing for a backend without one).

@@ -23,7 +23,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use super::capture::{Capture, pump};
-use super::{Backend, BackendKind};
+use super::{Backend, BackendKind, Program, Spawned};
 use ah_tools::ExecOutput;
 
 /// How long a timed-out command gets between SIGTERM and SIGKILL.
@@ -77,6 +77,26 @@ impl Backend for NoneBackend {
 
     async fn work_root(&self) -> io::Result<PathBuf> {
         Ok(self.work_dir.clone())
+    }
+
+    /// Starts `program` on the host, in the work copy, with the commands'
+    /// clean environment and `program.env`, as the leader of a process
+    /// group of its own (a command's end does not reach it).
+    async fn spawn(&self, program: &Program<'_>) -> io::Result<Spawned> {
+        let mut cmd = Command::new(program.command);
+        cmd.args(program.args)
+            .current_dir(&self.work_dir)
+            .env_clear()
+            .envs(clean_env(&self.work_dir))
+            .envs(program.env.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        cmd.spawn()
+            .map(Spawned::new)
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {}: {e}", program.command)))
     }
 
     async fn shutdown(&self) -> io::Result<()> {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::egress::EgressDecision;
-use super::{Backend, BackendKind};
+use super::{Backend, BackendKind, Program, Spawned};
 use ah_tools::ExecOutput;
 
 /// Why the sandbox did not start: the start's own error, shared by every
@@ -136,6 +136,16 @@ impl Backend for Starting {
     /// after a failed start, as [`Backend::exec`]).
     async fn work_root(&self) -> std::io::Result<std::path::PathBuf> {
         self.started_or_never().await.work_root().await
+    }
+
+    /// Waits for the start, then starts `program` in the started backend
+    /// (never returns after a failed start, as [`Backend::exec`]).
+    async fn spawn(&self, program: &Program<'_>) -> std::io::Result<Spawned> {
+        self.started_or_never().await.spawn(program).await
+    }
+
+    fn sweeps(&self) -> u64 {
+        self.started().map_or(0, |backend| backend.sweeps())
     }
 
     fn take_egress(&self) -> Vec<EgressDecision> {

@@ -64,6 +64,8 @@ impl PodmanBackend {
         use_channel: bool,
     ) -> std::io::Result<ExecOutput> {
         let mut turn = Arc::clone(&self.turns).lock_owned().await;
+        // Whatever ran in the container before ends with this command.
+        self.sweeps.fetch_add(1, Ordering::Relaxed);
         // No merged view of an overlay /work is held while a command runs
         // (a restart would find its mount still in use): see `merged`.
         if let Some(merged) = self.merged.lock().await.as_mut() {

@@ -68,28 +68,34 @@ pub fn container_env(
         })
     };
     for name in allowed {
-        if !valid_name(name) {
-            withhold(name, "not a variable name");
-        } else if is_secret_name(name) {
-            withhold(
-                name,
-                "its name marks a secret, which never enters the sandbox",
-            );
-        } else if FIXED.contains(&name.as_str()) || PROXY_VARS.contains(&name.as_str()) {
-            withhold(name, "ah sets it itself");
-        } else if env.iter().any(|(n, _)| n == name) {
-            continue;
-        } else {
-            match host(name) {
-                None => withhold(name, "it is not set"),
-                Some(value) if redact::contains_secret(&value) => {
-                    withhold(name, "its value holds the API key");
-                }
-                Some(value) => env.push((name.clone(), value)),
-            }
+        let value = host(name);
+        match refusal(name, value.as_deref(), false) {
+            Some(why) => withhold(name, why),
+            None if env.iter().any(|(n, _)| n == name) => {}
+            None => env.push((name.clone(), value.unwrap_or_default())),
         }
     }
     (env, withheld)
+}
+
+/// Why the host variable `name` (set to `value`, if it is) is not passed
+/// into the sandbox, if it is not. A name that marks a secret is refused
+/// unless `secret_names` says the user passed it on purpose.
+pub fn refusal(name: &str, value: Option<&str>, secret_names: bool) -> Option<&'static str> {
+    if !valid_name(name) {
+        return Some("not a variable name");
+    }
+    if is_secret_name(name) && !secret_names {
+        return Some("its name marks a secret, which never enters the sandbox");
+    }
+    if FIXED.contains(&name) || PROXY_VARS.contains(&name) {
+        return Some("ah sets it itself");
+    }
+    match value {
+        None => Some("it is not set"),
+        Some(value) if redact::contains_secret(value) => Some("its value holds the API key"),
+        Some(_) => None,
+    }
 }
 
 fn valid_name(name: &str) -> bool {

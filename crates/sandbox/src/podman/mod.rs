@@ -20,12 +20,13 @@ mod merged;
 mod network;
 mod oom;
 mod program;
+mod serve;
 mod stale;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
@@ -39,7 +40,7 @@ pub use args::{
     AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits,
     find_init, find_tool, rootless,
 };
-pub use env::{Withheld, container_env, is_secret_name};
+pub use env::{Withheld, container_env, is_secret_name, refusal as env_refusal};
 pub use exec::OUTPUT_CAP;
 pub use program::Podman;
 
@@ -184,6 +185,8 @@ pub struct PodmanBackend {
     /// The agent's `ah` (started again when the channel breaks).
     _agent: Option<init::ExecOnly>,
     stopped: AtomicBool,
+    /// Commands run so far: each ended every process but the init.
+    sweeps: AtomicU64,
     /// Containers of crashed runs removed before this one started.
     removed_stale: Vec<String>,
 }
@@ -335,6 +338,7 @@ impl PodmanBackend {
             _init: init,
             _agent: agent,
             stopped: AtomicBool::new(false),
+            sweeps: AtomicU64::new(0),
             removed_stale,
         })
     }
@@ -434,6 +438,14 @@ impl Backend for PodmanBackend {
 
     async fn work_root(&self) -> std::io::Result<PathBuf> {
         PodmanBackend::work_root(self).await
+    }
+
+    async fn spawn(&self, program: &super::Program<'_>) -> std::io::Result<super::Spawned> {
+        PodmanBackend::spawn(self, program).await
+    }
+
+    fn sweeps(&self) -> u64 {
+        self.sweeps.load(Ordering::Relaxed)
     }
 
     fn take_egress(&self) -> Vec<EgressDecision> {

@@ -223,5 +223,17 @@ pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
             terminal_safe(tool.description.lines().next().unwrap_or_default())
         );
     }
+    for (name, server) in &loaded.config.mcp {
+        let source = loaded.source(&format!("mcp.{name}.command"));
+        let state = match server.enabled {
+            Some(false) => "not started: enabled = false",
+            _ => "its tools are listed when a run starts it, in the sandbox",
+        };
+        println!(
+            "{}__* = {:?}  # {state}",
+            terminal_safe(name),
+            format!("MCP server {}, {source}", terminal_safe(name))
+        );
+    }
     Ok(EXIT_OK)
 }

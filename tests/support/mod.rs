@@ -7,6 +7,7 @@
 
 pub mod fork;
 pub mod host;
+pub mod mcp;
 pub mod mock;
 pub mod org;
 pub mod podman;

@@ -9,6 +9,7 @@
 //! stops the backend and builds the patch.
 
 mod finish;
+pub mod mcp;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,7 @@ use ah_sandbox::egress::EgressDecision;
 use ah_sandbox::podman::OverlayDirs;
 use ah_sandbox::{Backend, BackendKind, capture};
 use ah_tools::fs_beneath::dir::DirHandle;
+use ah_tools::mcp::{McpServer, McpTool};
 use ah_tools::project::ProjectTool;
 use ah_tools::{self as tools, OutputLimits, ToolOutput};
 use rules::Route;
@@ -123,6 +125,9 @@ pub struct Run {
     rules: StepRules,
     /// The project's own tools (see [`Run::set_project_tools`]).
     project_tools: Vec<Arc<ProjectTool>>,
+    /// The run's MCP servers and their tools (see [`Run::start_mcp`]).
+    mcp: mcp::McpServers,
+    mcp_tools: Vec<Arc<McpTool>>,
     policy: Policy,
     baseline: Oid,
     head: Oid,
@@ -242,6 +247,8 @@ impl Run {
             read_only_backend: None,
             rules: StepRules::default(),
             project_tools: Vec::new(),
+            mcp: mcp::McpServers::default(),
+            mcp_tools: Vec::new(),
             policy,
             baseline: start.baseline,
             head: start.head,
@@ -270,10 +277,12 @@ impl Run {
         self.read_only_backend = Some(backend);
     }
 
-    /// Sets what the next steps may do (the project's tools join rules
-    /// that let `/work` be written).
+    /// Sets what the next steps may do (the project's tools and the MCP
+    /// servers' join rules that let `/work` be written).
     pub fn set_rules(&mut self, rules: StepRules) {
-        self.rules = rules.with_project_tools(&self.project_tools);
+        self.rules = rules
+            .with_project_tools(&self.project_tools)
+            .with_mcp_tools(&self.mcp_tools);
     }
 
     /// The project's (and the user's) own tools, offered from now on
@@ -281,6 +290,18 @@ impl Run {
     pub fn set_project_tools(&mut self, tools: Vec<Arc<ProjectTool>>) {
         self.project_tools = tools;
         self.rules = self.rules.clone().with_project_tools(&self.project_tools);
+    }
+
+    /// Starts `servers` in the sandbox (waiting for it) and offers their
+    /// tools from now on wherever the rules let `/work` be written; a
+    /// line for the user about each server.
+    pub async fn start_mcp(&mut self, servers: Vec<McpServer>) -> Vec<String> {
+        let (started, tools, lines) =
+            mcp::McpServers::start(servers, self.backend.as_ref(), self.dir.path()).await;
+        self.mcp = started;
+        self.mcp_tools = tools;
+        self.rules = self.rules.clone().with_mcp_tools(&self.mcp_tools);
+        lines
     }
 
     /// The tools the model is offered under the current rules, with the
@@ -372,6 +393,7 @@ impl Run {
             (None, Ok(_)) => match self.rules.route(name) {
                 Route::Builtin => tools::call(name, input, &view).await,
                 Route::Project(tool) => tools::project::call(&tool, input, &view).await,
+                Route::Mcp(tool) => self.mcp.call(&tool, input, backend, &self.limits).await,
                 Route::Host(tool) => rules::call_host(tool.as_ref(), input),
                 Route::Refused(why) => ToolOutput::error(why),
             },

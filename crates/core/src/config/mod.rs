@@ -8,6 +8,7 @@
 
 mod fill;
 mod layers;
+pub mod mcp;
 mod providers;
 mod settings;
 pub(crate) mod small_file;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::mcp::McpSettings;
 use super::providers::{ProviderSettings, registry};
 use crate::agent::compact::DEFAULT_RESERVE;
 use crate::agent::loop_detect::DEFAULT_WINDOW;
@@ -35,6 +36,8 @@ pub struct Config {
     pub retry: RetrySettings,
     pub network: NetworkSettings,
     pub work: WorkSettings,
+    /// MCP servers started in the sandbox: `[mcp.NAME]`.
+    pub mcp: BTreeMap<String, McpSettings>,
 }
 
 /// `ah work`.
@@ -164,6 +167,7 @@ impl Default for Config {
             retry: RetrySettings::default(),
             network: NetworkSettings::default(),
             work: WorkSettings::default(),
+            mcp: BTreeMap::new(),
         }
     }
 }
@@ -288,6 +292,7 @@ impl Config {
                 "the alias has no model id: add `id = \"…\"`".to_string(),
             );
         }
+        problems.extend(super::mcp::problems(&self.mcp));
         match registry(&self.providers) {
             Err((key, why)) => problems.push((key, why)),
             Ok(known) => {

@@ -82,6 +82,12 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
                 .into(),
         ));
     }
+    if name.contains(ah_tools::mcp::SEPARATOR) {
+        return Err(bad(format!(
+            "its name holds {:?}, which marks the tools of MCP servers; choose another",
+            ah_tools::mcp::SEPARATOR
+        )));
+    }
     if RESERVED.contains(&name.as_str()) {
         return Err(bad(format!(
             "{name} is the name of a tool of ah work's phases; choose another"

@@ -51,7 +51,10 @@ pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
 use crate::time_travel;
-use lifecycle::{Before, Ending, Started, close_intake, finish_run, leave_session, start_run};
+use ah_record::safe_text::terminal_safe;
+use lifecycle::{
+    Before, Ending, SandboxStart, Started, close_intake, finish_run, leave_session, start_run,
+};
 use signals::SignalWatch;
 
 /// A mistake in what was asked (exit code 2 at the command line).
@@ -219,6 +222,23 @@ async fn run_in_session(
         sandbox,
     } = start_run(options, setup, session, read_only_sandbox, front)?;
     run.set_project_tools(setup.project_tools.clone());
+    if !setup.mcp_servers.is_empty() {
+        // Their tools are offered from the first request: the sandbox is
+        // waited for here.
+        let started = tokio::select! {
+            biased;
+            err = sandbox.failed() => Err(err),
+            lines = run.start_mcp(setup.mcp_servers.clone()) => Ok(lines),
+        };
+        match started {
+            Ok(lines) => {
+                for line in lines {
+                    front.notice(&terminal_safe(&line));
+                }
+            }
+            Err(err) => return Err(abandon(run, sandbox, &before, session, front, err).await),
+        }
+    }
     let entered = enter(options, setup, session, &run, &origin, driver, front);
     let ready = match entered {
         Ok(ready) => ready,
@@ -260,16 +280,7 @@ async fn run_in_session(
     };
     let (reason, end) = match settled {
         Ok(driven) => driven,
-        Err(err) => {
-            drop(run);
-            sandbox.shutdown(front).await;
-            if let Err(undo) = before.restore(session) {
-                front.notice(&format!(
-                    "warning: the run's messages could not be taken out of the session: {undo}"
-                ));
-            }
-            return Err(err.into());
-        }
+        Err(err) => return Err(abandon(run, sandbox, &before, session, front, err).await),
     };
     close_intake(session, lock, reason, front)?;
     let ending = Ending {
@@ -280,6 +291,26 @@ async fn run_in_session(
         restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, front).await
+}
+
+/// Ends a run whose sandbox did not start: no patch, the sandbox's remains
+/// removed and the run's messages taken out of the session; the error.
+async fn abandon(
+    run: Run,
+    sandbox: SandboxStart,
+    before: &Before,
+    session: &mut Session,
+    front: &mut dyn Front,
+    err: ah_sandbox::starting::StartError,
+) -> anyhow::Error {
+    drop(run);
+    sandbox.shutdown(front).await;
+    if let Err(undo) = before.restore(session) {
+        front.notice(&format!(
+            "warning: the run's messages could not be taken out of the session: {undo}"
+        ));
+    }
+    err.into()
 }
 
 /// Enters the engine into its started run and marks the session busy.

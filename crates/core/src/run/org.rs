@@ -207,13 +207,25 @@ fn connect(specs: &[AgentSpec], options: &RunOptions) -> Result<Vec<Member>> {
         .collect()
 }
 
-/// An agent's `tools` must name ah's tools or the project's.
+/// An agent's `tools` must name ah's tools, the project's, or tools of
+/// the MCP servers (`SERVER__TOOL`: which tools a server has is known once
+/// the run starts it).
 fn check_tools(specs: &[AgentSpec], setup: &RunSetup) -> Result<()> {
     let mut known = ah_tools::names();
     known.extend(setup.project_tools.iter().map(|tool| tool.name.clone()));
+    let of_server = |tool: &str| {
+        tool.split_once(ah_tools::mcp::SEPARATOR)
+            .is_some_and(|(server, _)| setup.mcp_servers.iter().any(|known| known.name == server))
+    };
+    known.extend(
+        setup
+            .mcp_servers
+            .iter()
+            .map(|server| format!("{}{}TOOL", server.name, ah_tools::mcp::SEPARATOR)),
+    );
     for spec in specs {
         for tool in spec.tools.iter().flatten() {
-            if !known.contains(tool) {
+            if !known.contains(tool) && !of_server(tool) {
                 return Err(UsageError::Said(format!(
                     "agent {}: unknown tool {tool:?} in its tools (the tools are {})",
                     spec.name,

@@ -89,6 +89,18 @@ pub(crate) async fn settle(
             terminal_safe(&tool.source.display().to_string())
         ));
     }
+    let (mcp_servers, lines) =
+        config::mcp::servers(&loaded, &args.config, &|name| std::env::var(name).ok());
+    for line in lines {
+        front.notice(&terminal_safe(&line));
+    }
+    for (_, secret) in mcp_servers
+        .iter()
+        .flat_map(|server| &server.env)
+        .filter(|(name, _)| podman::is_secret_name(name))
+    {
+        ah_llm::redact::register(secret);
+    }
     let prompts = prompt::prepare(
         &project,
         &ah_dir,
@@ -111,6 +123,7 @@ pub(crate) async fn settle(
         task,
         prompts,
         project_tools,
+        mcp_servers,
         begin: Begin::Prompt,
     };
     Ok((setup, provider))
@@ -146,6 +159,8 @@ pub(crate) struct RunSetup {
     pub prompts: PromptSetup,
     /// The project's and the user's own tools (`.ah/tools/`).
     pub project_tools: Vec<std::sync::Arc<ah_tools::project::ProjectTool>>,
+    /// The MCP servers to start in the sandbox (`[mcp.NAME]`).
+    pub mcp_servers: Vec<ah_tools::mcp::McpServer>,
     /// Where in the session tree the run starts.
     pub begin: Begin,
 }

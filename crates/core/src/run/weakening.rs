@@ -91,6 +91,17 @@ fn config_items(settings: &Settings<'_>) -> Vec<Item> {
             name(format!("providers.{provider}.api_key_env={variable}"));
         }
     }
+    // A server's variables are host variables in the sandbox.
+    for (server, entry) in config.mcp.iter().filter(|(_, e)| e.enabled != Some(false)) {
+        let mine = user
+            .mcp
+            .get(server)
+            .map(|own| own.env.clone())
+            .unwrap_or_default();
+        if let Some(names) = added(&entry.env, &mine) {
+            name(format!("mcp.{server} env += {names}"));
+        }
+    }
     items
 }
 

@@ -78,6 +78,7 @@ impl Run {
         let settled = self.settle().await.map_err(|err| {
             RunError::Shadow(format!("the project's baseline could not be taken: {err}"))
         });
+        self.mcp.shutdown().await;
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }

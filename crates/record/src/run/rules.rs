@@ -4,7 +4,7 @@
 //! and `verdict`). A plain run keeps the defaults: every tool, read-write,
 //! nothing on the host. The project's own tools (`.ah/tools/`) join any
 //! rules that let `/work` be written, in place of ah's tools of the same
-//! name (`Run` adds them).
+//! name, and so do the tools of the run's MCP servers (`Run` adds both).
 
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use serde_json::Value;
 use ah_llm::ToolDef;
 use ah_llm::models::EditFormat;
 use ah_tools::input::Input;
+use ah_tools::mcp::McpTool;
 use ah_tools::project::ProjectTool;
 use ah_tools::{self as tools, ToolOutput};
 
@@ -39,8 +40,10 @@ pub struct StepRules {
     host: Vec<Arc<dyn HostTool>>,
     /// The project's tools, run in the sandbox like `bash`.
     project: Vec<Arc<ProjectTool>>,
-    /// The names [`StepRules::only`] kept, which bound the project's tools
-    /// too.
+    /// The MCP servers' tools, called in the sandbox.
+    mcp: Vec<Arc<McpTool>>,
+    /// The names [`StepRules::only`] kept, which bound the project's and
+    /// the MCP servers' tools too.
     only: Option<Vec<String>>,
 }
 
@@ -51,6 +54,7 @@ impl Default for StepRules {
             read_only: false,
             host: Vec::new(),
             project: Vec::new(),
+            mcp: Vec::new(),
             only: None,
         }
     }
@@ -60,6 +64,7 @@ impl Default for StepRules {
 pub(super) enum Route {
     Builtin,
     Project(Arc<ProjectTool>),
+    Mcp(Arc<McpTool>),
     Host(Arc<dyn HostTool>),
     Refused(String),
 }
@@ -94,19 +99,31 @@ impl StepRules {
     /// Adds the project's `tools` (those [`StepRules::only`] kept), unless
     /// `/work` is read-only: a project's tool may write.
     pub fn with_project_tools(mut self, tools: &[Arc<ProjectTool>]) -> StepRules {
+        self.project = self.writers(tools, |tool| &tool.name);
+        self
+    }
+
+    /// Adds the MCP servers' `tools` (those [`StepRules::only`] kept),
+    /// unless `/work` is read-only: a server may write.
+    pub fn with_mcp_tools(mut self, tools: &[Arc<McpTool>]) -> StepRules {
+        self.mcp = self.writers(tools, |tool| &tool.name);
+        self
+    }
+
+    /// Which of `tools`, tools that may write, these rules offer.
+    fn writers<T>(&self, tools: &[Arc<T>], name: impl Fn(&T) -> &String) -> Vec<Arc<T>> {
         if self.read_only {
-            return self;
+            return Vec::new();
         }
-        self.project = tools
+        tools
             .iter()
             .filter(|tool| {
                 self.only
                     .as_ref()
-                    .is_none_or(|only| only.contains(&tool.name))
+                    .is_none_or(|only| only.contains(name(tool)))
             })
             .cloned()
-            .collect();
-        self
+            .collect()
     }
 
     /// Adds a tool answered on the host.
@@ -135,6 +152,9 @@ impl StepRules {
                 .filter(|tool| !hosted(&tool.name))
                 .map(|tool| tool.spec()),
         );
+        // Their names hold `__`, which no other tool's may clash with
+        // (ah's own and the engines' have none; a project's is refused).
+        specs.extend(self.mcp.iter().map(|tool| tool.spec()));
         specs.extend(self.host.iter().map(|tool| tool.spec()));
         specs
     }
@@ -146,6 +166,9 @@ impl StepRules {
         if let Some(tool) = self.project.iter().find(|tool| tool.name == name) {
             return Route::Project(Arc::clone(tool));
         }
+        if let Some(tool) = self.mcp.iter().find(|tool| tool.name == name) {
+            return Route::Mcp(Arc::clone(tool));
+        }
         if self.builtin.iter().any(|own| own == name) {
             return Route::Builtin;
         }
@@ -154,6 +177,7 @@ impl StepRules {
             .iter()
             .cloned()
             .chain(self.project.iter().map(|tool| tool.name.clone()))
+            .chain(self.mcp.iter().map(|tool| tool.name.clone()))
             .chain(self.host.iter().map(|tool| tool.spec().name))
             .collect();
         let why = if self.read_only && matches!(name, "write" | "edit" | "apply_patch") {

@@ -1,0 +1,342 @@
+//! MCP servers (`[mcp.NAME]`) through the real binary, against real
+//! servers: `mcp-server-time`, a reference server from PyPI, and our probe
+//! on the official Python SDK (`tests/mcp/probe.py`). Their tools are
+//! offered as `SERVER__TOOL`; a call is a step (recorded, and undone when
+//! it writes a denied path); only listed variables reach a server; a
+//! picture reaches the model as an image block; a server that ends during
+//! a call or does not answer in time is an error result and starts again
+//! at the next call; one that speaks no MCP, or says nothing, is named at
+//! the start and the run goes on. With podman the servers run in the
+//! run's container (and start again after a command's sweep ended them);
+//! with `--backend none`, on the host in the work copy.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::support::host::{Host, describe, json_file};
+use crate::support::mcp;
+use crate::support::mock::{MockServer, RecordedRequest};
+use crate::support::org::{call, say};
+use crate::support::podman::{containers_of, podman_ready_blocking};
+
+/// The calls both backends make, after the ones of their own; `n` is the
+/// number of requests before them.
+fn common_calls() -> Vec<crate::support::mock::Turn> {
+    vec![
+        call(
+            "c1",
+            "time__get_current_time",
+            json!({"timezone": "Asia/Tokyo"}),
+        ),
+        call(
+            "c2",
+            "probe__write_note",
+            json!({"path": "notes/a.txt", "text": "from mcp"}),
+        ),
+        call("c3", "probe__variable", json!({"name": "AH_PROBE_VISIBLE"})),
+        call(
+            "c4",
+            "probe__variable",
+            json!({"name": "ANTHROPIC_API_KEY"}),
+        ),
+        call("c5", "probe__picture", json!({})),
+        call("c6", "probe__crash", json!({})),
+        call("c7", "probe__wait", json!({"seconds": 0})),
+        call("c8", "probe__wait", json!({"seconds": 30})),
+        call(
+            "c9",
+            "probe__write_note",
+            json!({"path": "secret.txt", "text": "x"}),
+        ),
+        call("c10", "probe__wait", json!({"seconds": 0})),
+        say("done"),
+    ]
+}
+
+/// Checks what the model was told for [`common_calls`], which began after
+/// request `n`.
+fn check_common(requests: &[RecordedRequest], n: usize, host: &Host) {
+    let told = |i: usize| requests[n + i].told();
+    assert!(told(1).contains("Asia/Tokyo"), "{}", told(1));
+    assert_eq!(told(2), "wrote 8 bytes to notes/a.txt");
+    assert_eq!(told(3), "visible");
+    assert_eq!(told(4), "(unset)", "no secret unless listed");
+    let content = requests[n + 5].last_message()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(
+        told(5).starts_with("[an image (image/png, 1×1 pixels"),
+        "{}",
+        told(5)
+    );
+    assert_eq!(content[1]["type"], json!("image"), "{content:?}");
+    assert_eq!(content[1]["source"]["media_type"], json!("image/png"));
+    assert!(
+        told(6).contains("MCP server probe: it ended (its output closed) before answering tools/call; it was stopped and starts again at the next call"),
+        "{}",
+        told(6)
+    );
+    assert_eq!(told(7), "woke", "started again after the crash");
+    assert!(
+        told(8).contains("it did not answer tools/call within 3 s"),
+        "{}",
+        told(8)
+    );
+    assert!(told(9).contains("secret.txt"), "{}", told(9));
+    assert_eq!(told(10), "woke", "started again after the timeout");
+    assert_eq!(host.read("notes/a.txt"), "from mcp");
+    assert!(!host.project.join("secret.txt").exists());
+    let run = host.run();
+    let step = json_file(&run.join(format!("steps/step-{}.meta.json", n + 2)));
+    assert_eq!(step["tool"], json!("probe__write_note"));
+    let stderr = std::fs::read_to_string(run.join("mcp/probe.stderr")).unwrap();
+    assert!(
+        stderr.matches("probe: starting").count() >= 3,
+        "one line per start: {stderr}"
+    );
+}
+
+fn tool_names(request: &RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn write_config(host: &Host, text: &str) {
+    let dir = host.home.join(".config/ah");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+}
+
+#[test]
+fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
+    let site = mcp::site();
+    let host = Host::git(&[("README.md", "hello\n")]);
+    write_config(
+        &host,
+        &format!(
+            "[mcp.time]\ncommand = \"python3\"\nargs = [\"-m\", \"mcp_server_time\", \
+             \"--local-timezone\", \"UTC\"]\nenv = [\"PYTHONPATH\"]\n\n\
+             [mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\n\
+             env = [\"PYTHONPATH\", \"AH_PROBE_VISIBLE\"]\ntimeout = 3\n\
+             disabled_tools = [\"where\"]\n",
+            probe = site.join("probe.py").display().to_string()
+        ),
+    );
+    let mut turns = vec![call("w", "probe__where", json!({}))];
+    turns.extend(common_calls());
+    let mock = MockServer::start(turns);
+    let out = host
+        .ah(&mock.url())
+        .env("PYTHONPATH", &site)
+        .env("AH_PROBE_VISIBLE", "visible")
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "--deny",
+            "secret.txt",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("MCP server time (mcp-time 2026.10.19, on the host, in the work copy: no sandbox): 2 tool(s): time__get_current_time, time__convert_time"),
+        "{stderr}"
+    );
+    let requests = mock.requests();
+    let names = tool_names(&requests[0]);
+    assert!(
+        names.contains(&"probe__write_note".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"probe__where".to_string()),
+        "disabled: {names:?}"
+    );
+    let spec = &requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "time__get_current_time")
+        .unwrap()
+        .clone();
+    assert!(
+        spec["description"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server time, declared in"),
+        "{spec}"
+    );
+    assert!(
+        requests[1].told().contains("not available"),
+        "{}",
+        requests[1].told()
+    );
+    check_common(&requests, 1, &host);
+}
+
+#[test]
+fn a_text_protocol_model_calls_an_mcp_tool_with_a_tool_block() {
+    let site = mcp::site();
+    let host = Host::git(&[("README.md", "hello\n")]);
+    write_config(
+        &host,
+        &format!(
+            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\nenv = [\"PYTHONPATH\"]\n",
+            probe = site.join("probe.py").display().to_string()
+        ),
+    );
+    let reply = "Writing.\n##tool probe__write_note\n```json\n{\"path\": \"t.txt\", \"text\": \"via text\"}\n```\n";
+    let mock = MockServer::start(vec![say(reply), say("Done.")]);
+    let out = host
+        .ah_openai(&mock.openai_url())
+        .env("PYTHONPATH", &site)
+        .env("AH_TOOL_PROTOCOL", "text")
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "-m",
+            "ollama:coder",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let system = requests[0].messages()[0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        system.contains("- probe__write_note: Writes text to a file"),
+        "{system}"
+    );
+    assert_eq!(host.read("t.txt"), "via text");
+}
+
+#[test]
+fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    let image = mcp::image(&podman);
+    let host = Host::git(&[("README.md", "hello\n")]);
+    write_config(
+        &host,
+        "[mcp.time]\ncommand = \"mcp-python\"\nargs = [\"-m\", \"mcp_server_time\", \
+         \"--local-timezone\", \"UTC\"]\n\n\
+         [mcp.probe]\ncommand = \"mcp-python\"\nargs = [\"/opt/mcp/probe.py\"]\n\
+         env = [\"AH_PROBE_VISIBLE\"]\ntimeout = 3\n\n\
+         [mcp.noisy]\ncommand = \"sh\"\nargs = [\"-c\", \"echo hello; sleep 60\"]\n\n\
+         [mcp.mute]\ncommand = \"sleep\"\nargs = [\"60\"]\nstartup_timeout = 2\n",
+    );
+    let mut turns = vec![
+        call("w", "probe__where", json!({})),
+        // A command ends every process in the container, the servers too.
+        call("b", "bash", json!({"command": "echo ran"})),
+    ];
+    turns.extend(common_calls());
+    let mock = MockServer::start(turns);
+    let out = host
+        .ah(&mock.url())
+        .env("AH_PROBE_VISIBLE", "visible")
+        .args(["-c", &format!("sandbox.image={image}")])
+        .args(["--review", "auto", "--deny", "secret.txt", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("MCP server noisy did not start: it sent something that is not an MCP message: \"hello\" is not JSON"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("MCP server mute did not start: it did not answer initialize within 2 s"),
+        "{stderr}"
+    );
+    let requests = mock.requests();
+    let names = tool_names(&requests[0]);
+    assert!(
+        !names
+            .iter()
+            .any(|name| name.starts_with("noisy__") || name.starts_with("mute__"))
+    );
+    let told = requests[1].told();
+    assert_eq!(told, "cwd=/work init=ah-init", "in the run's container");
+    check_common(&requests, 2, &host);
+    let run = host.run();
+    let id = run.file_name().unwrap().to_string_lossy().to_string();
+    assert_eq!(containers_of(&podman, &id), "", "no container left");
+    assert_no_server_on_host(&run);
+}
+
+/// No process of the host runs the probe from the run (with podman they
+/// ran in the container, now gone).
+fn assert_no_server_on_host(run: &Path) {
+    let listed = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let left: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("/opt/mcp/probe.py") && !line.contains("podman"))
+        .collect();
+    assert!(left.is_empty(), "{left:?} after {}", run.display());
+}
+
+#[test]
+fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
+    let site = mcp::site();
+    let host = Host::git(&[("README.md", "hello\n")]);
+    std::fs::create_dir_all(host.project.join(".ah")).unwrap();
+    std::fs::write(
+        host.project.join(".ah/config.toml"),
+        format!(
+            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\n\
+             env = [\"PYTHONPATH\", \"GITHUB_TOKEN\"]\n",
+            probe = site.join("probe.py").display().to_string()
+        ),
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![
+        call("v", "probe__variable", json!({"name": "GITHUB_TOKEN"})),
+        say("done"),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .env("PYTHONPATH", &site)
+        .env("GITHUB_TOKEN", "ghp_not_for_the_project_0001")
+        .args(["--backend", "none", "--review", "never", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mcp.probe env += PYTHONPATH GITHUB_TOKEN (.ah/config.toml)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("MCP server probe: GITHUB_TOKEN is not passed: its name marks a secret"),
+        "{stderr}"
+    );
+    assert_eq!(mock.requests()[1].told(), "(unset)");
+    let listed = host.ah(&mock.url()).arg("config").output().unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        stdout.contains("probe__* = \"MCP server probe, ")
+            && stdout.contains("mcp.probe.command = \"python3\""),
+        "{stdout}"
+    );
+}

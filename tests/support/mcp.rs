@@ -1,0 +1,115 @@
+//! Real MCP servers for the tests: `mcp-server-time` (a reference server
+//! of the Model Context Protocol project, from PyPI) and `tests/mcp/probe.py`
+//! (ours, on the official Python SDK from the same install). They are
+//! installed once, under a file lock, with pip into `target/mcp-python`;
+//! for podman, an image made from the sandbox image holds them in
+//! `/opt/mcp` with a `mcp-python` launcher on the PATH.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ah_sandbox::podman::DEFAULT_IMAGE;
+
+/// What pip installs: pinned, so every run tests the same servers.
+const PACKAGES: [&str; 2] = ["mcp-server-time==2026.10.19", "mcp==2.3.0"];
+
+/// Holds an exclusive lock on `name` in the temp folder while alive.
+fn locked(name: &str) -> std::fs::File {
+    let path = std::env::temp_dir().join(name);
+    let lock =
+        std::fs::File::create(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
+    // SAFETY: flock on a descriptor we own; released when `lock` closes.
+    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(rc, 0, "flock {}", path.display());
+    lock
+}
+
+/// The folder the servers' Python packages are installed in (on the
+/// host's Python, the same version as the image's).
+pub fn site() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-python");
+    let site = root.join("site");
+    let _lock = locked("ah-test-mcp-python.lock");
+    let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/probe.py");
+    if site.join("mcp_server_time").is_dir() {
+        std::fs::copy(&probe, site.join("probe.py")).unwrap();
+        return site;
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+        ])
+        .arg(&site)
+        .args(PACKAGES)
+        .output()
+        .unwrap_or_else(|e| panic!("python3 -m pip: {e}"));
+    assert!(
+        out.status.success(),
+        "pip install {PACKAGES:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::copy(&probe, site.join("probe.py")).unwrap();
+    site
+}
+
+/// An image with the servers, made once from the sandbox image; its tag
+/// follows the probe's text and the packages.
+pub fn image(podman: &Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let site = site();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::fs::read(site.join("probe.py"))
+        .unwrap()
+        .hash(&mut hasher);
+    PACKAGES.hash(&mut hasher);
+    let tag = format!("localhost/ah-mcp-test:{:016x}", hasher.finish());
+    let _lock = locked("ah-test-mcp-image.lock");
+    let exists = Command::new(podman)
+        .args(["image", "exists", &tag])
+        .status()
+        .unwrap();
+    if exists.success() {
+        return tag;
+    }
+    let context = tempfile::tempdir().unwrap();
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(&site)
+        .arg(context.path().join("site"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let launcher = context.path().join("mcp-python");
+    std::fs::write(
+        &launcher,
+        "#!/bin/sh\nPYTHONPATH=/opt/mcp exec python3 \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        context.path().join("Containerfile"),
+        format!(
+            "FROM {DEFAULT_IMAGE}\nCOPY site /opt/mcp\nCOPY mcp-python /usr/local/bin/mcp-python\n"
+        ),
+    )
+    .unwrap();
+    let built = Command::new(podman)
+        .args(["build", "-q", "-t", &tag])
+        .arg(context.path())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "podman build {tag}: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    tag
+}

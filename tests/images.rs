@@ -125,8 +125,21 @@ fn a_png_reaches_claude_as_an_image_block_after_the_results_stored_once() {
 
 #[test]
 fn openai_gets_an_image_url_part_and_a_model_without_images_a_note() {
-    for (model, images) in [("openai:gpt-4.1", true), ("ollama:coder", false)] {
+    // `vision` is a local model its alias says takes images.
+    let cases = [
+        ("openai:gpt-4.1", true),
+        ("ollama:coder", false),
+        ("vision", true),
+    ];
+    for (model, images) in cases {
         let host = project();
+        let config = host.home.join(".config/ah");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(
+            config.join("config.toml"),
+            "[models.vision]\nid = \"llava\"\nprovider = \"ollama\"\nimages = true\n",
+        )
+        .unwrap();
         let mock = MockServer::start(vec![
             call("t1", "read", json!({"path": "pic.png"})),
             say("done"),

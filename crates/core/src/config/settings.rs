@@ -71,6 +71,9 @@ pub struct ModelAlias {
     pub edit_format: Option<EditFormat>,
     /// `native` or `text`; unset: the provider's.
     pub tool_protocol: Option<ToolProtocol>,
+    /// Whether the model takes images (a picture `read` or an MCP server
+    /// sends); unset: true for Claude and the OpenAI models ah knows.
+    pub images: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ pub const SESSION_MODEL: &str = "model";
 
 /// The model `name` stands for: an alias from the configuration's
 /// `[models]` (a model of its `provider`, else an `id` read like `-m`; its
-/// window, output limit and edit format, when set, replace the known
-/// ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
+/// window, output limit, edit format, tool protocol and whether it takes
+/// images, when set, replace the known ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
 /// built-in or configured provider. A name that picks a provider but no
 /// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
 /// set, decides how the model calls tools ([`tool_protocol`]).
@@ -44,6 +44,9 @@ pub fn select(name: &str, config: &Config) -> Result<Selection> {
         }
         if let Some(protocol) = alias.tool_protocol {
             selection.model.tool_protocol = protocol;
+        }
+        if let Some(images) = alias.images {
+            selection.model.images = images;
         }
     }
     if let Some(protocol) = tool_protocol(std::env::var(TOOL_PROTOCOL_VAR).ok().as_deref())? {

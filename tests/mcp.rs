@@ -130,6 +130,8 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     );
     let mut turns = vec![call("w", "probe__where", json!({}))];
     turns.extend(common_calls());
+    // A process left in the server's group before it crashes (c6).
+    turns.insert(1, call("k", "probe__leave_child", json!({"seconds": LEFT})));
     let mock = MockServer::start(turns);
     let out = host
         .ah(&mock.url())
@@ -181,8 +183,25 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
         "{}",
         requests[1].told()
     );
-    check_common(&requests, 1, &host);
+    assert_eq!(requests[2].told(), "left");
+    check_common(&requests, 2, &host);
+    let listed = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let left: Vec<&str> = text
+        .lines()
+        .filter(|line| line.trim() == format!("sleep {LEFT}"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the server's group ended with it: {left:?}"
+    );
 }
+
+/// How long the process a server leaves would sleep (and how it is known).
+const LEFT: &str = "987.654";
 
 #[test]
 fn a_text_protocol_model_calls_an_mcp_tool_with_a_tool_block() {
@@ -258,7 +277,7 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("MCP server noisy did not start: it sent something that is not an MCP message: \"hello\" is not JSON"),
+        stderr.contains("MCP server noisy did not start: it sent something that is not an MCP message: \"hello\" is not a JSON-RPC message"),
         "{stderr}"
     );
     assert!(
@@ -324,7 +343,7 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("mcp.probe env += PYTHONPATH GITHUB_TOKEN (.ah/config.toml)"),
+        stderr.contains("mcp.probe.command=python3 (.ah/config.toml), mcp.probe env += PYTHONPATH GITHUB_TOKEN (.ah/config.toml)"),
         "{stderr}"
     );
     assert!(

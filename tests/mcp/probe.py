@@ -1,6 +1,7 @@
 """An MCP server for ah's tests, on the official Python SDK (`mcp` from
 PyPI): tools that write a file, send a picture, read a variable, say where
-they run, sleep, and end the process in the middle of a call."""
+they run, sleep, leave a process behind, and end the process in the
+middle of a call."""
 
 import os
 import time
@@ -53,6 +54,16 @@ def wait(seconds: float) -> str:
     """Sleeps, then answers."""
     time.sleep(seconds)
     return "woke"
+
+
+@server.tool()
+def leave_child(seconds: str) -> str:
+    """Starts `sleep SECONDS` in the background, in the server's process
+    group, and answers at once."""
+    import subprocess
+
+    subprocess.Popen(["sleep", seconds])
+    return "left"
 
 
 @server.tool()

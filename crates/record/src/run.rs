@@ -368,6 +368,10 @@ impl Run {
             self.poisoned
                 .get_or_insert(format!("the project's baseline could not be taken: {err}"));
         }
+        // A server must not go on changing /work while it may not change.
+        if self.rules.is_read_only() {
+            self.mcp.end_all(self.backend.as_ref()).await;
+        }
         let backend = match (&self.read_only_backend, self.rules.is_read_only()) {
             (Some(read_only), true) => read_only.as_ref(),
             _ => self.backend.as_ref(),

@@ -53,15 +53,19 @@ pub struct Program<'a> {
 /// sweep or with the container.
 pub struct Spawned {
     pub child: tokio::process::Child,
+    /// The backend's [`Backend::sweeps`] when it started: once they grew,
+    /// the program has ended.
+    pub sweeps: u64,
     /// What must live until the program has started (the file podman
     /// reads its environment from).
     start_files: Option<tempfile::TempDir>,
 }
 
 impl Spawned {
-    pub fn new(child: tokio::process::Child) -> Spawned {
+    pub fn new(child: tokio::process::Child, sweeps: u64) -> Spawned {
         Spawned {
             child,
+            sweeps,
             start_files: None,
         }
     }

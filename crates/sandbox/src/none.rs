@@ -95,7 +95,7 @@ impl Backend for NoneBackend {
             .process_group(0)
             .kill_on_drop(true);
         cmd.spawn()
-            .map(Spawned::new)
+            .map(|child| Spawned::new(child, 0))
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {}: {e}", program.command)))
     }
 

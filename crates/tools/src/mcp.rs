@@ -13,11 +13,15 @@ mod tests;
 pub mod wire;
 
 use base64::Engine as _;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::read::image;
 use super::{OutputLimits, ToolOutput, schema, truncate};
 use ah_llm::ToolDef;
+use client::Listed;
+use wire::Capped;
 
 /// What separates a server's name from its tool's in the name the model
 /// sees.
@@ -101,13 +105,13 @@ impl McpTool {
     }
 }
 
-/// The tools of `listed` (a `tools/list` answer's entries) that `server`
-/// offers, and a line for each one left out and why.
-pub fn offered(server: &McpServer, listed: &[Value]) -> (Vec<McpTool>, Vec<String>) {
+/// The tools of `listed` that `server` offers, and a line for each one
+/// left out and why. What a server says goes to the model with the secrets
+/// ah knows taken out (a server may hold one in its environment).
+pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<String>) {
     let mut tools: Vec<McpTool> = Vec::new();
     let mut skipped = Vec::new();
-    for entry in listed {
-        let tool = entry.get("name").and_then(Value::as_str).unwrap_or("");
+    for Listed { name: tool, entry } in listed {
         let shown = format!("{:?}", tool.chars().take(MAX_NAME).collect::<String>());
         let name = format!("{}{SEPARATOR}{tool}", server.name);
         let valid = !tool.is_empty()
@@ -125,18 +129,26 @@ pub fn offered(server: &McpServer, listed: &[Value]) -> (Vec<McpTool>, Vec<Strin
         if !server.offers(tool) {
             continue;
         }
-        if tools.iter().any(|known| known.tool == tool) {
+        if tools.iter().any(|known| &known.tool == tool) {
             skipped.push(format!("{shown}: listed twice"));
             continue;
         }
-        let input_schema = match checked_schema(entry.get("inputSchema")) {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(why) => {
+                skipped.push(format!("{shown}: {why}"));
+                continue;
+            }
+        };
+        let mut input_schema = match checked_schema(entry.get("inputSchema")) {
             Ok(schema) => schema,
             Err(why) => {
                 skipped.push(format!("{shown}: {why}"));
                 continue;
             }
         };
-        let description = entry
+        ah_llm::redact::json(&mut input_schema);
+        let description: String = entry
             .get("description")
             .and_then(Value::as_str)
             .unwrap_or("")
@@ -145,9 +157,9 @@ pub fn offered(server: &McpServer, listed: &[Value]) -> (Vec<McpTool>, Vec<Strin
             .collect();
         tools.push(McpTool {
             server: server.name.clone(),
-            tool: tool.to_string(),
+            tool: tool.clone(),
             name,
-            description,
+            description: ah_llm::redact::text(&description).into_owned(),
             input_schema,
             source: server.source.clone(),
         });
@@ -180,21 +192,65 @@ fn checked_schema(schema: Option<&Value>) -> Result<Value, String> {
     Ok(schema)
 }
 
+/// The most parts of a result read; the rest are counted.
+const MAX_PARTS: usize = 64;
+
+/// A `tools/call` answer, read as far as ah uses it (strings, never a
+/// tree of the server's making).
+#[derive(Deserialize)]
+struct CallResult<'a> {
+    content: Option<Capped<Part, MAX_PARTS>>,
+    #[serde(rename = "isError")]
+    is_error: Option<bool>,
+    #[serde(rename = "structuredContent", borrow)]
+    structured: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+    data: Option<String>,
+    resource: Option<Resource>,
+    uri: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Resource {
+    uri: Option<String>,
+    text: Option<String>,
+}
+
 /// The tool result of a `tools/call` answer: its text parts joined (cut
 /// as `bash`'s output is), its first picture sent to the model the way
-/// `read` sends one, and an error when the server says so.
-pub fn output(tool: &McpTool, result: &Value, limits: &OutputLimits) -> ToolOutput {
+/// `read` sends one, and an error when the server says so (or sent no
+/// tool result).
+pub fn output(tool: &McpTool, result: &RawValue, limits: &OutputLimits) -> ToolOutput {
+    let details = json!({"server": tool.server, "tool": tool.tool});
+    let result: CallResult = match serde_json::from_str(result.get()) {
+        Ok(result) => result,
+        Err(err) => {
+            return ToolOutput {
+                details,
+                may_change_files: true,
+                ..ToolOutput::error(format!(
+                    "MCP server {}: its answer to tools/call is not a tool result: {err}",
+                    tool.server
+                ))
+            };
+        }
+    };
     let mut parts: Vec<String> = Vec::new();
     let mut picture: Option<(image::Picture, Vec<u8>)> = None;
-    let items = result
-        .get("content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for item in &items {
-        match item.get("type").and_then(Value::as_str).unwrap_or("") {
-            "text" => parts.push(item["text"].as_str().unwrap_or("").to_string()),
-            "image" if picture.is_none() => match decoded_picture(item) {
+    let content = result.content.unwrap_or(Capped {
+        items: Vec::new(),
+        more: 0,
+    });
+    for part in &content.items {
+        match part.kind.as_deref().unwrap_or("") {
+            "text" => parts.push(part.text.clone().unwrap_or_default()),
+            "image" if picture.is_none() => match decoded_picture(part) {
                 Ok((found, bytes)) => {
                     parts.push(format!(
                         "[an image ({}, {}×{} pixels, {} KB); it is shown to you after the \
@@ -209,29 +265,34 @@ pub fn output(tool: &McpTool, result: &Value, limits: &OutputLimits) -> ToolOutp
                 Err(why) => parts.push(format!("[an image that is not sent: {why}]")),
             },
             "image" => parts.push("[another image, not sent: ah sends one per call]".to_string()),
-            "resource" => match item["resource"].get("text").and_then(Value::as_str) {
-                Some(text) => parts.push(text.to_string()),
-                None => parts.push(format!(
+            "resource" => match part.resource.as_ref() {
+                Some(Resource {
+                    text: Some(text), ..
+                }) => parts.push(text.clone()),
+                other => parts.push(format!(
                     "[a resource, {}, not shown]",
-                    resource_name(&item["resource"])
+                    uri_of(other.and_then(|r| r.uri.as_deref()))
                 )),
             },
-            "resource_link" => parts.push(format!("[a link to {}]", resource_name(item))),
+            "resource_link" => parts.push(format!("[a link to {}]", uri_of(part.uri.as_deref()))),
             other => parts.push(format!(
                 "[a {:?} part, which ah does not pass on]",
                 other.chars().take(20).collect::<String>()
             )),
         }
     }
-    if items.is_empty()
-        && let Some(structured) = result.get("structuredContent")
-    {
-        parts.push(structured.to_string());
+    if content.more > 0 {
+        parts.push(format!("[{} more parts, not shown]", content.more));
     }
-    let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+    if content.items.is_empty()
+        && let Some(structured) = result.structured
+    {
+        parts.push(structured.get().to_string());
+    }
+    let is_error = result.is_error == Some(true);
     let whole = parts.join("\n");
     let content = truncate::head_tail(&whole, limits.bash, Some(limits.bash_lines));
-    let mut details = json!({"server": tool.server, "tool": tool.tool});
+    let mut details = details;
     let stdout = match picture {
         Some((found, bytes)) if !is_error => {
             details["path"] = json!(format!("an image from {}", tool.name));
@@ -258,8 +319,8 @@ pub fn output(tool: &McpTool, result: &Value, limits: &OutputLimits) -> ToolOutp
 
 /// The picture of an image part, known by its bytes (not by the type the
 /// server gives) and within what `read` sends.
-fn decoded_picture(item: &Value) -> Result<(image::Picture, Vec<u8>), String> {
-    let data = item.get("data").and_then(Value::as_str).unwrap_or("");
+fn decoded_picture(part: &Part) -> Result<(image::Picture, Vec<u8>), String> {
+    let data = part.data.as_deref().unwrap_or("");
     // base64 grows by a third: a longer text is refused before decoding.
     if data.len() as u64 > image::MAX_BYTES / 3 * 4 + 4 {
         return Err(format!(
@@ -283,7 +344,9 @@ fn decoded_picture(item: &Value) -> Result<(image::Picture, Vec<u8>), String> {
     }
 }
 
-fn resource_name(resource: &Value) -> String {
-    let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("?");
-    format!("{:?}", uri.chars().take(200).collect::<String>())
+fn uri_of(uri: Option<&str>) -> String {
+    format!(
+        "{:?}",
+        uri.unwrap_or("?").chars().take(200).collect::<String>()
+    )
 }

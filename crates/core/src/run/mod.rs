@@ -222,12 +222,15 @@ async fn run_in_session(
         sandbox,
     } = start_run(options, setup, session, read_only_sandbox, front)?;
     run.set_project_tools(setup.project_tools.clone());
+    let (signals, mut abort) = SignalWatch::start(lock, front.console());
     if !setup.mcp_servers.is_empty() {
         // Their tools are offered from the first request: the sandbox is
-        // waited for here.
+        // waited for here. A stop meanwhile leaves them out; the engine
+        // then stops at once.
         let started = tokio::select! {
             biased;
-            err = sandbox.failed() => Err(err),
+            err = sandbox.failed() => Err(Some(err)),
+            () = abort.requested() => Err(None),
             lines = run.start_mcp(setup.mcp_servers.clone()) => Ok(lines),
         };
         match started {
@@ -236,18 +239,22 @@ async fn run_in_session(
                     front.notice(&terminal_safe(&line));
                 }
             }
-            Err(err) => return Err(abandon(run, sandbox, &before, session, front, err).await),
+            Err(None) => front.notice("MCP servers: not started, the run was stopped"),
+            Err(Some(err)) => {
+                signals.loop_over();
+                return Err(abandon(run, sandbox, &before, session, front, err).await);
+            }
         }
     }
     let entered = enter(options, setup, session, &run, &origin, driver, front);
     let ready = match entered {
         Ok(ready) => ready,
         Err(err) => {
+            signals.loop_over();
             sandbox.shutdown(front).await;
             return Err(err);
         }
     };
-    let (signals, mut abort) = SignalWatch::start(lock, front.console());
     let controls = front.live(signals.controls(&abort, session.path()));
     let with = Drive {
         options,

@@ -108,6 +108,7 @@ impl SignalWatch {
                     console.say(EXITING_NOW);
                     console.restore_terminal();
                     drop(held.release());
+                    ah_record::run::mcp::end_host_groups();
                 }
             };
             first_signal(keys, on_exit).await;
@@ -115,6 +116,7 @@ impl SignalWatch {
                 console.restore_terminal();
                 eprintln!("interrupted after the run; its patch is in the run directory");
                 drop(held.release());
+                ah_record::run::mcp::end_host_groups();
                 std::process::exit(EXIT_ABORTED);
             }
             // First the stop: a `You:` line open now gives up on it.

@@ -8,6 +8,7 @@
 
 use super::ReviewMode;
 use crate::config::Config;
+use crate::config::mcp::McpSettings;
 use ah_record::policy::{PROJECT_POLICY_FILE, Policy};
 use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;
@@ -91,14 +92,18 @@ fn config_items(settings: &Settings<'_>) -> Vec<Item> {
             name(format!("providers.{provider}.api_key_env={variable}"));
         }
     }
-    // A server's variables are host variables in the sandbox.
+    // A server the project's file starts (or changes) runs where commands
+    // run, before any turn of the model's, and gets what the user gave the
+    // server of that name; its variables are host variables in the sandbox.
     for (server, entry) in config.mcp.iter().filter(|(_, e)| e.enabled != Some(false)) {
-        let mine = user
-            .mcp
-            .get(server)
-            .map(|own| own.env.clone())
-            .unwrap_or_default();
-        if let Some(names) = added(&entry.env, &mine) {
+        let mine = user.mcp.get(server);
+        let program = |e: &McpSettings| (e.command.clone(), e.args.clone());
+        if mine.map(program) != Some(program(entry)) {
+            let command = entry.command.as_deref().unwrap_or_default();
+            name(format!("mcp.{server}.command={command}"));
+        }
+        let listed = mine.map(|own| own.env.clone()).unwrap_or_default();
+        if let Some(names) = added(&entry.env, &listed) {
             name(format!("mcp.{server} env += {names}"));
         }
     }

@@ -1,34 +1,53 @@
-//! The run's MCP servers: each started in the sandbox (`Backend::spawn`)
-//! when the run starts, to learn its tools, and spoken to over its pipes
-//! (`ah_tools::mcp`). A call is a step of the run like any other. A
+//! The run's MCP servers: all started in the sandbox (`Backend::spawn`)
+//! when the run starts, to learn their tools, and spoken to over their
+//! pipes (`ah_tools::mcp`). A call is a step of the run like any other. A
 //! server ends whenever the sandbox ends every process a command left
-//! (`Backend::sweeps`), so it is started again, with a new handshake, at
-//! its next call after a command ran. A server that ends during a call,
-//! does not answer in time or says something that is not MCP gives the
-//! model an error result, and is ended with everything else the sandbox
-//! runs. What a server writes to its standard error goes to
-//! `mcp/NAME.stderr` in the run directory, up to [`STDERR_CAP`] bytes.
+//! (`Backend::sweeps`), and before a step of a phase that must not change
+//! `/work`; it is started again, with a new handshake, at its next call. A
+//! server that ends during a call, does not answer in time or says
+//! something that is not MCP gives the model an error result, and is
+//! ended with everything else the sandbox runs. What a server writes to
+//! its standard error goes to `mcp/NAME.stderr` in the run directory
+//! (`stderr`).
 
-use std::path::{Path, PathBuf};
+mod stderr;
+
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use ah_sandbox::{Backend, BackendKind, Program, Spawned};
 use ah_tools::input::Input;
-use ah_tools::mcp::wire::{Conn, McpError};
-use ah_tools::mcp::{self, McpServer, McpTool, client};
+use ah_tools::mcp::client::{self, Listing};
+use ah_tools::mcp::wire::{Conn, Deadline, McpError};
+use ah_tools::mcp::{self, McpServer, McpTool};
 use ah_tools::{OutputLimits, ToolOutput};
-
-/// The most bytes of a server's standard error kept, over all its starts.
-pub const STDERR_CAP: u64 = 1024 * 1024;
+use stderr::StderrLog;
 
 /// How long ending a failed server's processes may take.
 const END_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the host side of a killed server is waited for.
+const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The process groups of every server's host side still running, for
+/// [`end_host_groups`].
+static HOST_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Kills the host side of every server (its process group) at once: for
+/// an exit that skips destructors (a second Ctrl+C).
+pub fn end_host_groups() {
+    if let Ok(groups) = HOST_GROUPS.lock() {
+        for &group in groups.iter() {
+            // SAFETY: killpg has no memory effects; a group is listed only
+            // while its leader is not reaped.
+            unsafe { libc::killpg(group, libc::SIGKILL) };
+        }
+    }
+}
 
 /// The servers of a run, and the tools they offer.
 #[derive(Default)]
@@ -48,8 +67,9 @@ struct Slot {
 struct Live {
     spawned: Spawned,
     conn: Conn,
-    /// The backend's sweeps when it started: once they grew, it has ended.
-    sweeps: u64,
+    /// A request is under way (set while one is; still set when the step
+    /// that made it was cut short, which leaves the pipes mid-message).
+    busy: bool,
 }
 
 impl McpServers {
@@ -75,9 +95,13 @@ impl McpServers {
         let mut lines = Vec::new();
         let mut kept = Vec::new();
         let mut failed = false;
+        let place = match backend.kind() {
+            BackendKind::Podman => "in the sandbox",
+            BackendKind::None => "on the host, in the work copy: no sandbox",
+        };
         for (mut slot, opened) in slots.into_iter().zip(opened) {
             let name = slot.server.name.clone();
-            let (info, listed, more) = match opened {
+            let (info, listing) = match opened {
                 Ok(found) => found,
                 Err(err) => {
                     slot.stop_host().await;
@@ -85,39 +109,31 @@ impl McpServers {
                     lines.push(format!(
                         "MCP server {name} did not start: {err}; its tools are not offered \
                          (its standard error: {})",
-                        slot.stderr.path.display()
+                        slot.stderr.path().display()
                     ));
                     continue;
                 }
             };
-            let (offered, skipped) = mcp::offered(&slot.server, &listed);
+            let (offered, skipped) = mcp::offered(&slot.server, &listing.tools);
             let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
+            let info = if info.is_empty() {
+                "no name given"
+            } else {
+                &info
+            };
+            let names = match names.is_empty() {
+                true => "none".to_string(),
+                false => names.join(", "),
+            };
             lines.push(format!(
-                "MCP server {name} ({}, {}): {} tool(s): {}",
-                if info.is_empty() {
-                    "no name given"
-                } else {
-                    &info
-                },
-                match backend.kind() {
-                    BackendKind::Podman => "in the sandbox",
-                    BackendKind::None => "on the host, in the work copy: no sandbox",
-                },
-                names.len(),
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                },
+                "MCP server {name} ({info}, {place}): {} tool(s): {names}",
+                offered.len()
             ));
             for why in skipped {
                 lines.push(format!("MCP server {name}: tool {why}: not offered"));
             }
-            if more {
-                lines.push(format!(
-                    "MCP server {name}: only its first {} tools are offered",
-                    client::MAX_TOOLS
-                ));
+            if let Some(why) = listing.left_out {
+                lines.push(format!("MCP server {name}: {why}"));
             }
             tools.extend(offered.into_iter().map(Arc::new));
             kept.push(slot);
@@ -145,9 +161,8 @@ impl McpServers {
         let Some(slot) = self.slots.iter_mut().find(|s| s.server.name == tool.server) else {
             return ToolOutput::error(format!("no MCP server {} in this run", tool.server));
         };
-        let restarted = slot.gone(backend);
-        if restarted {
-            slot.live = None;
+        if slot.gone(backend) {
+            slot.stop_host().await;
         }
         let failed = |slot: &Slot, err: &McpError| ToolOutput {
             may_change_files: true,
@@ -156,18 +171,22 @@ impl McpServers {
                 "MCP server {}: {err}; it was stopped and starts again at the next call \
                  (its standard error: {})",
                 slot.server.name,
-                slot.stderr.path.display()
+                slot.stderr.path().display()
             ))
         };
-        if slot.live.is_none()
-            && let Err(err) = slot.connect(backend).await
-        {
-            slot.end(backend).await;
-            return failed(slot, &err);
+        if slot.live.is_none() {
+            let deadline = Deadline::after(slot.server.startup_timeout);
+            if let Err(err) = slot.connect(backend, deadline).await {
+                slot.end(backend).await;
+                return failed(slot, &err);
+            }
         }
         let live = slot.live.as_mut().expect("connected");
-        let timeout = Duration::from_secs(slot.server.timeout);
-        let mut output = match client::call_tool(&mut live.conn, &tool.tool, input, timeout).await {
+        let deadline = Deadline::after(slot.server.timeout);
+        live.busy = true;
+        let answer = client::call_tool(&mut live.conn, &tool.tool, input, deadline).await;
+        live.busy = false;
+        let mut output = match answer {
             Ok(result) => mcp::output(tool, &result, limits),
             Err(err) if err.is_fatal() => {
                 slot.end(backend).await;
@@ -182,6 +201,19 @@ impl McpServers {
         output
     }
 
+    /// Ends every server still running (before a step that must not
+    /// change `/work`).
+    pub async fn end_all(&mut self, backend: &dyn Backend) {
+        if self.slots.iter().any(|slot| slot.live.is_some()) {
+            for slot in &mut self.slots {
+                slot.stop_host().await;
+            }
+            if backend.kind() == BackendKind::Podman {
+                let _ = backend.exec(":", END_TIMEOUT).await;
+            }
+        }
+    }
+
     /// Ends every server's host side (a server in a container ends with
     /// the container).
     pub async fn shutdown(&mut self) {
@@ -192,39 +224,36 @@ impl McpServers {
 }
 
 impl Slot {
-    /// Whether a started server has ended: a sweep took it, or it exited.
-    fn gone(&mut self, backend: &dyn Backend) -> bool {
-        match &mut self.live {
-            None => false,
-            Some(live) => {
-                live.sweeps != backend.sweeps()
-                    || !matches!(live.spawned.child.try_wait(), Ok(None))
-            }
-        }
+    /// Whether a started server is of no more use: a sweep took it, it
+    /// exited, or a request of a step cut short is still under way.
+    fn gone(&self, backend: &dyn Backend) -> bool {
+        self.live.as_ref().is_some_and(|live| {
+            live.busy || live.spawned.sweeps != backend.sweeps() || live.exited()
+        })
     }
 
-    /// Starts the server and lists its tools: its name and version as it
-    /// gives them, its tools, and whether it had more than ah takes.
-    async fn open(
+    /// Starts the server and lists its tools, within its startup timeout:
+    /// its name and version as it gives them, and its tools.
+    async fn open(&mut self, backend: &dyn Backend) -> Result<(String, Listing), McpError> {
+        let deadline = Deadline::after(self.server.startup_timeout);
+        let info = self.connect(backend, deadline).await?;
+        let live = self.live.as_mut().expect("connected");
+        let listing = client::list_tools(&mut live.conn, deadline).await?;
+        Ok((info, listing))
+    }
+
+    /// Starts the server and makes the handshake before `deadline`; the
+    /// server's name and version as it gives them.
+    async fn connect(
         &mut self,
         backend: &dyn Backend,
-    ) -> Result<(String, Vec<Value>, bool), McpError> {
-        let info = self.connect(backend).await?;
-        let live = self.live.as_mut().expect("connected");
-        let timeout = Duration::from_secs(self.server.startup_timeout);
-        let (listed, more) = client::list_tools(&mut live.conn, timeout).await?;
-        Ok((info, listed, more))
-    }
-
-    /// Starts the server and makes the handshake; the server's name and
-    /// version as it gives them.
-    async fn connect(&mut self, backend: &dyn Backend) -> Result<String, McpError> {
+        deadline: Deadline,
+    ) -> Result<String, McpError> {
         let program = Program {
             command: &self.server.command,
             args: &self.server.args,
             env: &self.server.env,
         };
-        let sweeps = backend.sweeps();
         let mut spawned = backend.spawn(&program).await.map_err(McpError::Write)?;
         self.starts += 1;
         let (Some(stdin), Some(stdout), Some(stderr)) = (
@@ -238,11 +267,12 @@ impl Slot {
         let live = self.live.insert(Live {
             spawned,
             conn: Conn::new(Box::new(stdout), Box::new(stdin)),
-            // A sandbox started by the spawn had swept nothing before.
-            sweeps: sweeps.max(backend.sweeps()),
+            busy: false,
         });
-        let timeout = Duration::from_secs(self.server.startup_timeout);
-        let info = client::handshake(&mut live.conn, timeout).await?;
+        if let (Some(pid), Ok(mut groups)) = (live.pid(), HOST_GROUPS.lock()) {
+            groups.push(pid);
+        }
+        let info = client::handshake(&mut live.conn, deadline).await?;
         live.spawned.started();
         Ok(info)
     }
@@ -256,38 +286,60 @@ impl Slot {
         }
     }
 
-    /// Kills the process group of the server's host side (the server
-    /// itself with `--backend none`, its `podman exec` otherwise).
+    /// Kills the server's host side and reaps it (for a while at most).
     async fn stop_host(&mut self) {
         let Some(mut live) = self.live.take() else {
             return;
         };
-        if let Some(pid) = live
-            .spawned
-            .child
-            .id()
-            .and_then(|pid| i32::try_from(pid).ok())
-        {
-            // SAFETY: killpg has no memory effects; the group is the
-            // spawned process's own (it leads it).
-            unsafe { libc::killpg(pid, libc::SIGKILL) };
-        }
-        let _ = live.spawned.child.wait().await;
+        live.kill_group();
+        live.unlist();
+        let _ = live.spawned.child.start_kill();
+        let _ = tokio::time::timeout(REAP_TIMEOUT, live.spawned.child.wait()).await;
     }
 }
 
 impl Live {
-    /// Kills the process group of the server's host side: the server and
-    /// whatever it started with `--backend none`, its `podman exec`
-    /// otherwise. Nothing once the process was waited for (its id, and
-    /// so its group's, may be another's by then).
-    fn kill_group(&self) {
-        if let Some(pid) = self
-            .spawned
+    /// Whether the server's host side has exited; it is not reaped, so
+    /// its process group can still be killed by its id.
+    fn exited(&self) -> bool {
+        let Some(pid) = self.pid() else {
+            return true;
+        };
+        // SAFETY: waitid writes only into `info`, which it is given;
+        // WNOWAIT leaves the child to be reaped by its owner.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set by waitid (0 while the child runs).
+        rc != 0 || unsafe { info.si_pid() } != 0
+    }
+
+    /// Takes its group out of [`HOST_GROUPS`] (before it is reaped).
+    fn unlist(&self) {
+        if let (Some(pid), Ok(mut groups)) = (self.pid(), HOST_GROUPS.lock()) {
+            groups.retain(|&group| group != pid);
+        }
+    }
+
+    fn pid(&self) -> Option<i32> {
+        self.spawned
             .child
             .id()
             .and_then(|pid| i32::try_from(pid).ok())
-        {
+    }
+
+    /// Kills the process group of the server's host side: the server and
+    /// whatever it started with `--backend none`, its `podman exec`
+    /// otherwise. Nothing once the process was reaped (its id, and so its
+    /// group's, may be another's by then).
+    fn kill_group(&self) {
+        if let Some(pid) = self.pid() {
             // SAFETY: killpg has no memory effects; the group is the
             // spawned process's own (it leads it, and is not reaped).
             unsafe { libc::killpg(pid, libc::SIGKILL) };
@@ -299,61 +351,6 @@ impl Drop for Live {
     /// A run cut short (an error, Ctrl+C) leaves no server on the host.
     fn drop(&mut self) {
         self.kill_group();
-    }
-}
-
-/// A server's standard error in the run directory, bounded over all its
-/// starts.
-struct StderrLog {
-    path: PathBuf,
-    written: AtomicU64,
-}
-
-impl StderrLog {
-    fn new(run_dir: &Path, name: &str) -> StderrLog {
-        StderrLog {
-            path: run_dir.join("mcp").join(format!("{name}.stderr")),
-            written: AtomicU64::new(0),
-        }
-    }
-
-    /// Copies `stderr` to the file until it ends, keeping at most
-    /// [`STDERR_CAP`] bytes (the rest is read and dropped, so the server
-    /// never blocks on it), with secrets ah knows taken out.
-    async fn pump(self: Arc<StderrLog>, mut stderr: impl AsyncRead + Unpin) {
-        let file = async {
-            if let Some(dir) = self.path.parent() {
-                tokio::fs::create_dir_all(dir).await?;
-            }
-            tokio::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&self.path)
-                .await
-        };
-        let mut file = file.await.ok();
-        let mut chunk = vec![0; 64 * 1024];
-        loop {
-            let n = match stderr.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            let Some(out) = file.as_mut() else { continue };
-            let before = self.written.fetch_add(n as u64, Ordering::Relaxed);
-            if before >= STDERR_CAP {
-                continue;
-            }
-            let room = usize::try_from(STDERR_CAP - before).unwrap_or(usize::MAX);
-            let text = ah_llm::redact::bytes(&chunk[..n.min(room)]).into_owned();
-            let mut result = out.write_all(&text).await;
-            if n > room && result.is_ok() {
-                result = out
-                    .write_all(b"\n[ah: cut here: the rest of its standard error is dropped]\n")
-                    .await;
-            }
-            if result.is_err() {
-                file = None;
-            }
-        }
+        self.unlist();
     }
 }

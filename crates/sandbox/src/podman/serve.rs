@@ -49,6 +49,7 @@ impl PodmanBackend {
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot run podman exec: {e}")))?;
         Ok(Spawned {
             child,
+            sweeps: self.sweeps.load(std::sync::atomic::Ordering::Relaxed),
             start_files: keep,
         })
     }

@@ -10,8 +10,6 @@
 //! run's container (and start again after a command's sweep ended them);
 //! with `--backend none`, on the host in the work copy.
 
-use std::path::Path;
-
 use serde_json::json;
 
 use crate::support::host::{Host, describe, json_file};
@@ -185,15 +183,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     );
     assert_eq!(requests[2].told(), "left");
     check_common(&requests, 2, &host);
-    let listed = std::process::Command::new("ps")
-        .args(["-eo", "args"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&listed.stdout);
-    let left: Vec<&str> = text
-        .lines()
-        .filter(|line| line.trim() == format!("sleep {LEFT}"))
-        .collect();
+    let left = host_processes(|line| line.trim() == format!("sleep {LEFT}"));
     assert!(
         left.is_empty(),
         "the server's group ended with it: {left:?}"
@@ -297,22 +287,23 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     let run = host.run();
     let id = run.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(containers_of(&podman, &id), "", "no container left");
-    assert_no_server_on_host(&run);
+    // With podman the probes ran in the container, now gone.
+    let left =
+        host_processes(|line| line.contains("/opt/mcp/probe.py") && !line.contains("podman"));
+    assert!(left.is_empty(), "{left:?} after {}", run.display());
 }
 
-/// No process of the host runs the probe from the run (with podman they
-/// ran in the container, now gone).
-fn assert_no_server_on_host(run: &Path) {
+/// The command lines of the host's processes that `pick` picks.
+fn host_processes(pick: impl Fn(&str) -> bool) -> Vec<String> {
     let listed = std::process::Command::new("ps")
         .args(["-eo", "args"])
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&listed.stdout);
-    let left: Vec<&str> = text
+    String::from_utf8_lossy(&listed.stdout)
         .lines()
-        .filter(|line| line.contains("/opt/mcp/probe.py") && !line.contains("podman"))
-        .collect();
-    assert!(left.is_empty(), "{left:?} after {}", run.display());
+        .filter(|line| pick(line))
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]

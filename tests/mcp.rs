@@ -6,17 +6,19 @@
 //! picture reaches the model as an image block; a server that ends during
 //! a call or does not answer in time is an error result and starts again
 //! at the next call; one that speaks no MCP, or says nothing, is named at
-//! the start and the run goes on. With podman the servers run in the
-//! run's container (and start again after a command's sweep ended them);
-//! with `--backend none`, on the host in the work copy.
+//! the start and the run goes on. With podman, rootful or rootless, the
+//! servers run in the run's container (and start again after a command's
+//! sweep ended them); with `--backend none`, on the host in the work copy.
 
 use serde_json::json;
 
-use crate::support::host::{Host, describe, json_file};
+use std::path::Path;
+
+use crate::support::host::{Host, describe, git, json_file};
 use crate::support::mcp;
 use crate::support::mock::{MockServer, RecordedRequest};
 use crate::support::org::{call, say};
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{TestUser, containers_of, podman_ready_blocking};
 
 /// The calls both backends make, after the ones of their own; `n` is the
 /// number of requests before them.
@@ -239,7 +241,7 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     let Some(podman) = podman_ready_blocking() else {
         return;
     };
-    let image = mcp::image(&podman);
+    let image = mcp::image(&podman, None);
     let host = Host::git(&[("README.md", "hello\n")]);
     write_config(
         &host,
@@ -349,4 +351,72 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
             && stdout.contains("mcp.probe.command = \"python3\""),
         "{stdout}"
     );
+}
+
+#[test]
+fn an_unprivileged_users_servers_run_in_rootless_podman() {
+    let Some(user) = TestUser::from_env() else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    user.build_image(&podman);
+    let image = mcp::image(&podman, Some(&user));
+    let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+    let project = root.path().join("project");
+    std::fs::create_dir_all(project.join(".ah")).unwrap();
+    std::fs::write(project.join("README.md"), "hello\n").unwrap();
+    git(&project, &["init", "-q", "-b", "main"]);
+    git(&project, &["add", "-A"]);
+    git(&project, &["commit", "-q", "-m", "initial"]);
+    std::fs::write(
+        project.join(".ah/config.toml"),
+        "[mcp.probe]\ncommand = \"mcp-python\"\nargs = [\"/opt/mcp/probe.py\"]\n",
+    )
+    .unwrap();
+    let owned = std::process::Command::new("chown")
+        .args(["-R", &format!("{0}:{0}", user.name)])
+        .arg(&project)
+        .status()
+        .unwrap();
+    assert!(owned.success());
+    let mock = MockServer::start(vec![
+        call("w", "probe__where", json!({})),
+        call(
+            "n",
+            "probe__write_note",
+            json!({"path": "note.txt", "text": "rootless"}),
+        ),
+        call("b", "bash", json!({"command": "cat note.txt"})),
+        call("a", "probe__wait", json!({"seconds": 0})),
+        say("done"),
+    ]);
+    let url = mock.url();
+    let env = [
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("ANTHROPIC_API_KEY", "test-key"),
+        ("NO_COLOR", "1"),
+    ];
+    let out = user
+        .command(&ah, &env)
+        .arg("-C")
+        .arg(&project)
+        .args(["-c", &format!("sandbox.image={image}")])
+        .args(["--review", "auto", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert_eq!(requests[1].told(), "cwd=/work init=ah-init");
+    assert_eq!(requests[2].told(), "wrote 8 bytes to note.txt");
+    assert_eq!(
+        requests[4].told(),
+        "woke",
+        "started again after the command"
+    );
+    let note = project.join("note.txt");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "rootless");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&note).unwrap().uid(), user.uid);
 }

@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::podman::TestUser;
 use ah_sandbox::podman::DEFAULT_IMAGE;
 
 /// What pip installs: pinned, so every run tests the same servers.
@@ -60,9 +61,10 @@ pub fn site() -> PathBuf {
     site
 }
 
-/// An image with the servers, made once from the sandbox image; its tag
-/// follows the probe's text and the packages.
-pub fn image(podman: &Path) -> String {
+/// An image with the servers, made once from the sandbox image in the
+/// storage of `user` (a [`TestUser`]'s rootless storage, or the caller's
+/// when `None`); its tag follows the probe's text and the packages.
+pub fn image(podman: &Path, user: Option<&TestUser>) -> String {
     use std::hash::{Hash, Hasher};
     let site = site();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -71,15 +73,22 @@ pub fn image(podman: &Path) -> String {
         .hash(&mut hasher);
     PACKAGES.hash(&mut hasher);
     let tag = format!("localhost/ah-mcp-test:{:016x}", hasher.finish());
-    let _lock = locked("ah-test-mcp-image.lock");
-    let exists = Command::new(podman)
+    let owner = user.map_or("caller", |user| user.name.as_str());
+    let _lock = locked(&format!("ah-test-mcp-image-{owner}.lock"));
+    let podman_as = || match user {
+        Some(user) => user.command(podman, &[]),
+        None => Command::new(podman),
+    };
+    let exists = podman_as()
         .args(["image", "exists", &tag])
         .status()
         .unwrap();
     if exists.success() {
         return tag;
     }
+    // A context every user can read.
     let context = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(context.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let copied = Command::new("cp")
         .arg("-a")
         .arg(&site)
@@ -87,6 +96,12 @@ pub fn image(podman: &Path) -> String {
         .status()
         .unwrap();
     assert!(copied.success());
+    let readable = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(context.path())
+        .status()
+        .unwrap();
+    assert!(readable.success());
     let launcher = context.path().join("mcp-python");
     std::fs::write(
         &launcher,
@@ -94,21 +109,23 @@ pub fn image(podman: &Path) -> String {
     )
     .unwrap();
     std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let containerfile = context.path().join("Containerfile");
     std::fs::write(
-        context.path().join("Containerfile"),
+        &containerfile,
         format!(
             "FROM {DEFAULT_IMAGE}\nCOPY site /opt/mcp\nCOPY mcp-python /usr/local/bin/mcp-python\n"
         ),
     )
     .unwrap();
-    let built = Command::new(podman)
+    std::fs::set_permissions(&containerfile, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let built = podman_as()
         .args(["build", "-q", "-t", &tag])
         .arg(context.path())
         .output()
         .unwrap();
     assert!(
         built.status.success(),
-        "podman build {tag}: {}",
+        "podman build {tag} as {owner}: {}",
         String::from_utf8_lossy(&built.stderr)
     );
     tag

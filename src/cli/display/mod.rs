@@ -318,17 +318,23 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
 }
 
 /// The parameter that says most about a call, shortened to one line and
-/// safe for the terminal: a command's first line, or the whole path with
-/// its newlines and invisible characters escaped.
+/// safe for the terminal: a command's first line, the whole path with its
+/// newlines and invisible characters escaped, or for a tool with no path
+/// (a project's, an MCP server's) its input as compact JSON.
 pub(super) fn key_param(tool: &str, input: &Value) -> String {
     let value = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let has_path = input.get("path").is_some_and(Value::is_string);
     let (text, full) = match tool {
         "bash" => {
             let command = value("command");
             let first = command.lines().next().unwrap_or_default();
             (terminal_safe(first), first.len() == command.len())
         }
-        _ => (name_safe(value("path")), true),
+        _ if has_path || ah_tools::names().iter().any(|own| own == tool) => {
+            (name_safe(value("path")), true)
+        }
+        _ if input.as_object().is_none_or(|fields| fields.is_empty()) => return String::new(),
+        _ => (terminal_safe(&input.to_string()).into_owned().into(), true),
     };
     let mut short: String = text.chars().take(100).collect();
     if short.len() < text.len() || !full {
@@ -389,6 +395,11 @@ mod tests {
     #[test]
     fn key_param_shows_one_short_line() {
         assert_eq!(key_param("read", &json!({"path": "src/a.rs"})), "src/a.rs");
+        assert_eq!(
+            key_param("time__now", &json!({"zone": "Asia/Tokyo\u{202E}"})),
+            "{\"zone\":\"Asia/Tokyo<U+202E>\"}"
+        );
+        assert_eq!(key_param("probe__picture", &json!({})), "");
         assert_eq!(key_param("bash", &json!({"command": "ls\nrm x"})), "ls…");
         let long = "x".repeat(300);
         assert_eq!(

@@ -420,3 +420,66 @@ fn an_unprivileged_users_servers_run_in_rootless_podman() {
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(&note).unwrap().uid(), user.uid);
 }
+
+#[test]
+fn ah_work_offers_the_servers_only_where_work_may_be_written_and_ends_them_before_a_check() {
+    use crate::support::work::{Script, phase_of, tools_of};
+    let site = mcp::site();
+    let host = Host::git(&[
+        ("greet.txt", "hello\n"),
+        ("check.sh", "grep -qx hi greet.txt\n"),
+    ]);
+    write_config(
+        &host,
+        &format!(
+            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\nenv = [\"PYTHONPATH\"]\n",
+            probe = site.join("probe.py").display().to_string()
+        ),
+    );
+    let sleeping = "876.5";
+    let script = Script::new()
+        .report("## Approach\nWrite hi.\n## Validation\n```\nsh check.sh\n```\n")
+        .end("planned")
+        .call(
+            "probe__write_note",
+            json!({"path": "greet.txt", "text": "hi\n"}),
+        )
+        .call("probe__leave_child", json!({ "seconds": sleeping }))
+        .report("greet.txt says hi.")
+        .end("done")
+        // The check phase: the server, and what it left, are gone.
+        .bash(&format!(
+            "ps -eo args | grep -cx 'sleep {sleeping}'; sh check.sh; echo exit=$?"
+        ))
+        .report("| sh check.sh | pass |\n\noverall: pass\n")
+        .end("checked")
+        .verdict("done", "check.sh passes")
+        .end("verdict given");
+    let mock = MockServer::start(script.turns());
+    let issue = host.root.path().join("ISSUE.md");
+    std::fs::write(&issue, "Greet\n\ngreet.txt must say `hi`.\n").unwrap();
+    let out = host
+        .ah(&mock.url())
+        .env("PYTHONPATH", &site)
+        .args(["work", "--backend", "none", "--review", "auto"])
+        .arg(&issue)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let with_probe = |i: usize| {
+        tools_of(&requests[i])
+            .iter()
+            .any(|t| t.starts_with("probe__"))
+    };
+    assert_eq!(phase_of(&requests[0]), "plan");
+    assert!(!with_probe(0), "plan is read-only");
+    assert_eq!(phase_of(&requests[2]), "do");
+    assert!(with_probe(2));
+    assert_eq!(requests[3].told(), "wrote 3 bytes to greet.txt");
+    assert_eq!(phase_of(&requests[6]), "check");
+    assert!(!with_probe(6), "check is read-only");
+    let checked = requests[7].told();
+    assert!(checked.starts_with("0\nexit=0\n"), "{checked}");
+    assert_eq!(host.read("greet.txt"), "hi\n");
+}

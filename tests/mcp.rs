@@ -55,8 +55,8 @@ fn common_calls() -> Vec<crate::support::mock::Turn> {
 }
 
 /// Checks what the model was told for [`common_calls`], which began after
-/// request `n`.
-fn check_common(requests: &[RecordedRequest], n: usize, host: &Host) {
+/// request `n`, and that the probe was started `starts` times.
+fn check_common(requests: &[RecordedRequest], n: usize, host: &Host, starts: usize) {
     let told = |i: usize| requests[n + i].told();
     assert!(told(1).contains("Asia/Tokyo"), "{}", told(1));
     assert_eq!(told(2), "wrote 8 bytes to notes/a.txt");
@@ -92,8 +92,9 @@ fn check_common(requests: &[RecordedRequest], n: usize, host: &Host) {
     let step = json_file(&run.join(format!("steps/step-{}.meta.json", n + 2)));
     assert_eq!(step["tool"], json!("probe__write_note"));
     let stderr = std::fs::read_to_string(run.join("mcp/probe.stderr")).unwrap();
-    assert!(
-        stderr.matches("probe: starting").count() >= 3,
+    assert_eq!(
+        stderr.matches("probe: starting").count(),
+        starts,
         "one line per start: {stderr}"
     );
 }
@@ -184,7 +185,8 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
         requests[1].told()
     );
     assert_eq!(requests[2].told(), "left");
-    check_common(&requests, 2, &host);
+    // At the run's start, after the crash, after the timeout.
+    check_common(&requests, 2, &host, 3);
     let left = host_processes(|line| line.trim() == format!("sleep {LEFT}"));
     assert!(
         left.is_empty(),
@@ -285,7 +287,9 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     );
     let told = requests[1].told();
     assert_eq!(told, "cwd=/work init=ah-init", "in the run's container");
-    check_common(&requests, 2, &host);
+    // At the run's start; after the sweep that ended the servers that did
+    // not start; after the bash command; after the crash; after the timeout.
+    check_common(&requests, 2, &host, 5);
     let run = host.run();
     let id = run.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(containers_of(&podman, &id), "", "no container left");
@@ -410,10 +414,16 @@ fn an_unprivileged_users_servers_run_in_rootless_podman() {
     let requests = mock.requests();
     assert_eq!(requests[1].told(), "cwd=/work init=ah-init");
     assert_eq!(requests[2].told(), "wrote 8 bytes to note.txt");
+    assert_eq!(requests[4].told(), "woke");
+    let runs: Vec<_> = std::fs::read_dir(project.join(".ah/runs"))
+        .unwrap()
+        .flatten()
+        .collect();
+    let stderr = std::fs::read_to_string(runs[0].path().join("mcp/probe.stderr")).unwrap();
     assert_eq!(
-        requests[4].told(),
-        "woke",
-        "started again after the command"
+        stderr.matches("probe: starting").count(),
+        2,
+        "started again after the command: {stderr}"
     );
     let note = project.join("note.txt");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "rootless");
@@ -449,7 +459,8 @@ fn ah_work_offers_the_servers_only_where_work_may_be_written_and_ends_them_befor
         .end("done")
         // The check phase: the server, and what it left, are gone.
         .bash(&format!(
-            "ps -eo args | grep -cx 'sleep {sleeping}'; sh check.sh; echo exit=$?"
+            "ps -eo args >/dev/null || echo no-ps; ps -eo args | grep -cx 'sleep {sleeping}'; \
+             sh check.sh; echo exit=$?"
         ))
         .report("| sh check.sh | pass |\n\noverall: pass\n")
         .end("checked")

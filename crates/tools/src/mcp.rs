@@ -126,6 +126,10 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
             ));
             continue;
         }
+        if ah_llm::redact::contains_secret(tool) {
+            skipped.push("(a name that holds a secret ah knows)".to_string());
+            continue;
+        }
         if !server.offers(tool) {
             continue;
         }
@@ -148,10 +152,9 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
             }
         };
         ah_llm::redact::json(&mut input_schema);
-        let description: String = entry
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        // Redacted whole, then cut: a cut could split a secret.
+        let description = entry.get("description").and_then(Value::as_str);
+        let description: String = ah_llm::redact::text(description.unwrap_or(""))
             .chars()
             .take(MAX_DESCRIPTION)
             .collect();
@@ -159,7 +162,7 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
             server: server.name.clone(),
             tool: tool.clone(),
             name,
-            description: ah_llm::redact::text(&description).into_owned(),
+            description,
             input_schema,
             source: server.source.clone(),
         });

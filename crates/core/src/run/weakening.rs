@@ -96,8 +96,19 @@ fn config_items(settings: &Settings<'_>) -> Vec<Item> {
     // run, before any turn of the model's, and gets what the user gave the
     // server of that name; its variables are host variables in the sandbox.
     for (server, entry) in config.mcp.iter().filter(|(_, e)| e.enabled != Some(false)) {
-        let mine = user.mcp.get(server);
-        let program = |e: &McpSettings| (e.command.clone(), e.args.clone());
+        // A server the user turned off counts as none of theirs.
+        let mine = user
+            .mcp
+            .get(server)
+            .filter(|own| own.enabled != Some(false));
+        let program = |e: &McpSettings| {
+            (
+                e.command.clone(),
+                e.args.clone(),
+                e.enabled_tools.clone(),
+                e.disabled_tools.clone(),
+            )
+        };
         if mine.map(program) != Some(program(entry)) {
             let command = entry.command.as_deref().unwrap_or_default();
             name(format!("mcp.{server}.command={command}"));

@@ -63,6 +63,15 @@ struct Slot {
     starts: u32,
 }
 
+/// Why a started server is of no more use.
+enum Gone {
+    /// A sweep ended it, and all it left, with everything else in the
+    /// sandbox.
+    Swept,
+    /// It exited, or a request of a step cut short is still under way.
+    Broken,
+}
+
 /// A started server.
 struct Live {
     spawned: Spawned,
@@ -161,8 +170,12 @@ impl McpServers {
         let Some(slot) = self.slots.iter_mut().find(|s| s.server.name == tool.server) else {
             return ToolOutput::error(format!("no MCP server {} in this run", tool.server));
         };
-        if slot.gone(backend) {
-            slot.stop_host().await;
+        match slot.gone(backend) {
+            // A sweep ended it: only its host side is left.
+            Some(Gone::Swept) => slot.stop_host().await,
+            // What it left in the sandbox ends too.
+            Some(Gone::Broken) => slot.end(backend).await,
+            None => {}
         }
         let failed = |slot: &Slot, err: &McpError| ToolOutput {
             may_change_files: true,
@@ -174,12 +187,11 @@ impl McpServers {
                 slot.stderr.path().display()
             ))
         };
-        if slot.live.is_none() {
-            let deadline = Deadline::after(slot.server.startup_timeout);
-            if let Err(err) = slot.connect(backend, deadline).await {
-                slot.end(backend).await;
-                return failed(slot, &err);
-            }
+        if slot.live.is_none()
+            && let Err(err) = slot.connect(backend).await
+        {
+            slot.end(backend).await;
+            return failed(slot, &err);
         }
         let live = slot.live.as_mut().expect("connected");
         let deadline = Deadline::after(slot.server.timeout);
@@ -224,57 +236,64 @@ impl McpServers {
 }
 
 impl Slot {
-    /// Whether a started server is of no more use: a sweep took it, it
-    /// exited, or a request of a step cut short is still under way.
-    fn gone(&self, backend: &dyn Backend) -> bool {
-        self.live.as_ref().is_some_and(|live| {
-            live.busy || live.spawned.sweeps != backend.sweeps() || live.exited()
-        })
+    /// Whether a started server is of no more use, and why.
+    fn gone(&self, backend: &dyn Backend) -> Option<Gone> {
+        let live = self.live.as_ref()?;
+        // A sweep since its start ended everything it was and left.
+        if live.spawned.sweeps != backend.sweeps() {
+            Some(Gone::Swept)
+        } else if live.busy || live.exited() {
+            Some(Gone::Broken)
+        } else {
+            None
+        }
     }
 
     /// Starts the server and lists its tools, within its startup timeout:
     /// its name and version as it gives them, and its tools.
     async fn open(&mut self, backend: &dyn Backend) -> Result<(String, Listing), McpError> {
-        let deadline = Deadline::after(self.server.startup_timeout);
-        let info = self.connect(backend, deadline).await?;
+        let (info, deadline) = self.connect(backend).await?;
         let live = self.live.as_mut().expect("connected");
         let listing = client::list_tools(&mut live.conn, deadline).await?;
         Ok((info, listing))
     }
 
-    /// Starts the server and makes the handshake before `deadline`; the
-    /// server's name and version as it gives them.
-    async fn connect(
-        &mut self,
-        backend: &dyn Backend,
-        deadline: Deadline,
-    ) -> Result<String, McpError> {
+    /// Starts the server and makes the handshake within its startup
+    /// timeout, counted once the sandbox runs it (a sandbox still starting
+    /// is waited for first): the server's name and version as it gives
+    /// them, and the deadline, for what else belongs to its start.
+    async fn connect(&mut self, backend: &dyn Backend) -> Result<(String, Deadline), McpError> {
         let program = Program {
             command: &self.server.command,
             args: &self.server.args,
             env: &self.server.env,
         };
-        let mut spawned = backend.spawn(&program).await.map_err(McpError::Write)?;
+        let mut spawned = backend.spawn(&program).await.map_err(McpError::Start)?;
+        let deadline = Deadline::after(self.server.startup_timeout);
         self.starts += 1;
         let (Some(stdin), Some(stdout), Some(stderr)) = (
             spawned.child.stdin.take(),
             spawned.child.stdout.take(),
             spawned.child.stderr.take(),
         ) else {
-            return Err(McpError::Garbage("its pipes could not be opened".into()));
+            return Err(McpError::Start(std::io::Error::other(
+                "its pipes could not be opened",
+            )));
         };
         tokio::spawn(Arc::clone(&self.stderr).pump(stderr));
+        // Busy until the handshake is over: a start cut short is no start.
         let live = self.live.insert(Live {
             spawned,
             conn: Conn::new(Box::new(stdout), Box::new(stdin)),
-            busy: false,
+            busy: true,
         });
         if let (Some(pid), Ok(mut groups)) = (live.pid(), HOST_GROUPS.lock()) {
             groups.push(pid);
         }
         let info = client::handshake(&mut live.conn, deadline).await?;
         live.spawned.started();
-        Ok(info)
+        live.busy = false;
+        Ok((info, deadline))
     }
 
     /// Ends the server: its host side, and in a container every process

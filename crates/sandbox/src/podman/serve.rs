@@ -44,6 +44,9 @@ impl PodmanBackend {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // Not while a command (or the end of a dropped one) runs: the
+        // sweeps counted so far are all over, and the program follows them.
+        let _turn = self.turns.lock().await;
         let child = cmd
             .spawn()
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot run podman exec: {e}")))?;

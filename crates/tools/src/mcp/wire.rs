@@ -46,6 +46,8 @@ pub enum McpError {
         code: i64,
         message: String,
     },
+    #[error("it could not be started: {0}")]
+    Start(std::io::Error),
     #[error("it could not be written to: {0}")]
     Write(std::io::Error),
     #[error("it could not be read from: {0}")]

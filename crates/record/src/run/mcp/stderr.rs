@@ -62,9 +62,10 @@ impl StderrLog {
                 continue;
             }
             let room = usize::try_from(STDERR_CAP - before).unwrap_or(usize::MAX);
-            let text = ah_llm::redact::bytes(&line[..line.len().min(room)]).into_owned();
-            let mut result = out.write_all(&text).await;
-            if line.len() > room && result.is_ok() {
+            // Redacted whole, then cut: a cut could split a secret.
+            let text = ah_llm::redact::bytes(&line);
+            let mut result = out.write_all(&text[..text.len().min(room)]).await;
+            if text.len() > room && result.is_ok() {
                 result = out
                     .write_all(b"\n[ah: cut here: the rest of its standard error is dropped]\n")
                     .await;

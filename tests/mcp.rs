@@ -108,6 +108,21 @@ fn tool_names(request: &RecordedRequest) -> Vec<String> {
         .collect()
 }
 
+/// The `[mcp.probe]` table of a probe run by the host's Python from
+/// `site`, with `PYTHONPATH` and the variables `env` passed.
+fn host_probe(site: &Path, env: &[&str]) -> String {
+    let env: Vec<String> = ["PYTHONPATH"]
+        .iter()
+        .chain(env)
+        .map(|name| format!("{name:?}"))
+        .collect();
+    format!(
+        "[mcp.probe]\ncommand = \"python3\"\nargs = [{:?}]\nenv = [{}]\n",
+        site.join("probe.py").display().to_string(),
+        env.join(", ")
+    )
+}
+
 fn write_config(host: &Host, text: &str) {
     let dir = host.home.join(".config/ah");
     std::fs::create_dir_all(&dir).unwrap();
@@ -122,11 +137,9 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
         &host,
         &format!(
             "[mcp.time]\ncommand = \"python3\"\nargs = [\"-m\", \"mcp_server_time\", \
-             \"--local-timezone\", \"UTC\"]\nenv = [\"PYTHONPATH\"]\n\n\
-             [mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\n\
-             env = [\"PYTHONPATH\", \"AH_PROBE_VISIBLE\"]\ntimeout = 3\n\
-             disabled_tools = [\"where\"]\n",
-            probe = site.join("probe.py").display().to_string()
+             \"--local-timezone\", \"UTC\"]\nenv = [\"PYTHONPATH\"]\n\n{}\
+             timeout = 3\ndisabled_tools = [\"where\"]\n",
+            host_probe(&site, &["AH_PROBE_VISIBLE"])
         ),
     );
     let mut turns = vec![call("w", "probe__where", json!({}))];
@@ -201,13 +214,7 @@ const LEFT: &str = "987.654";
 fn a_text_protocol_model_calls_an_mcp_tool_with_a_tool_block() {
     let site = mcp::site();
     let host = Host::git(&[("README.md", "hello\n")]);
-    write_config(
-        &host,
-        &format!(
-            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\nenv = [\"PYTHONPATH\"]\n",
-            probe = site.join("probe.py").display().to_string()
-        ),
-    );
+    write_config(&host, &host_probe(&site, &[]));
     let reply = "Writing.\n##tool probe__write_note\n```json\n{\"path\": \"t.txt\", \"text\": \"via text\"}\n```\n";
     let mock = MockServer::start(vec![say(reply), say("Done.")]);
     let out = host
@@ -319,11 +326,7 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
     std::fs::create_dir_all(host.project.join(".ah")).unwrap();
     std::fs::write(
         host.project.join(".ah/config.toml"),
-        format!(
-            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\n\
-             env = [\"PYTHONPATH\", \"GITHUB_TOKEN\"]\n",
-            probe = site.join("probe.py").display().to_string()
-        ),
+        host_probe(&site, &["GITHUB_TOKEN"]),
     )
     .unwrap();
     let mock = MockServer::start(vec![
@@ -439,13 +442,7 @@ fn ah_work_offers_the_servers_only_where_work_may_be_written_and_ends_them_befor
         ("greet.txt", "hello\n"),
         ("check.sh", "grep -qx hi greet.txt\n"),
     ]);
-    write_config(
-        &host,
-        &format!(
-            "[mcp.probe]\ncommand = \"python3\"\nargs = [{probe:?}]\nenv = [\"PYTHONPATH\"]\n",
-            probe = site.join("probe.py").display().to_string()
-        ),
-    );
+    write_config(&host, &host_probe(&site, &[]));
     let sleeping = "876.5";
     let script = Script::new()
         .report("## Approach\nWrite hi.\n## Validation\n```\nsh check.sh\n```\n")

@@ -244,9 +244,20 @@ impl Tool {
     }
 }
 
-/// The tool definitions sent to the API for a model that edits with
-/// `format`, in a stable order: read, write, edit or apply_patch, bash.
-/// The names of every tool ah has, both edit tools included.
+/// The longest tool name the model APIs take.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// Whether the model APIs take `name` as a tool's name: 1 to
+/// [`MAX_TOOL_NAME`] ASCII letters, digits, `_` or `-`.
+pub fn valid_tool_name(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The names of every tool ah has, both edit tools included, in a stable
+/// order: read, write, edit, apply_patch, bash.
 pub fn names() -> Vec<String> {
     Tool::ALL.map(|tool| tool.spec().name).into()
 }

@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::read::image;
-use super::{OutputLimits, ToolOutput, schema, truncate};
+use super::{MAX_TOOL_NAME, OutputLimits, ToolOutput, schema, truncate, valid_tool_name};
 use ah_llm::ToolDef;
 use client::Listed;
 use wire::Capped;
@@ -26,9 +26,6 @@ use wire::Capped;
 /// What separates a server's name from its tool's in the name the model
 /// sees.
 pub const SEPARATOR: &str = "__";
-
-/// The longest tool name the model APIs take.
-const MAX_NAME: usize = 64;
 
 /// The longest description kept of a server's tool, in characters.
 const MAX_DESCRIPTION: usize = 4_000;
@@ -68,14 +65,10 @@ impl McpServer {
     }
 }
 
-/// Whether `name` may name a server.
+/// Whether `name` may name a server: a tool name of at most 32
+/// characters, without [`SEPARATOR`].
 pub fn valid_server_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 32
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        && !name.contains(SEPARATOR)
+    name.len() <= 32 && valid_tool_name(name) && !name.contains(SEPARATOR)
 }
 
 /// One of a server's tools, offered to the model.
@@ -112,17 +105,12 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
     let mut tools: Vec<McpTool> = Vec::new();
     let mut skipped = Vec::new();
     for Listed { name: tool, entry } in listed {
-        let shown = format!("{:?}", tool.chars().take(MAX_NAME).collect::<String>());
+        let shown = format!("{:?}", tool.chars().take(MAX_TOOL_NAME).collect::<String>());
         let name = format!("{}{SEPARATOR}{tool}", server.name);
-        let valid = !tool.is_empty()
-            && name.len() <= MAX_NAME
-            && tool
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !valid {
+        if tool.is_empty() || !valid_tool_name(&name) {
             skipped.push(format!(
                 "{shown}: not a tool name the model APIs take ([a-zA-Z0-9_-], at most \
-                 {MAX_NAME} characters with the server's name)"
+                 {MAX_TOOL_NAME} characters with the server's name)"
             ));
             continue;
         }

@@ -71,12 +71,7 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
         .and_then(|stem| stem.to_str())
         .unwrap_or_default()
         .to_string();
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !valid {
+    if !ah_tools::valid_tool_name(&name) {
         return Err(bad(
             "its name (the file's, without .toml) must be 1 to 64 letters, digits, `-` or `_`"
                 .into(),

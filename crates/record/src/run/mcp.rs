@@ -49,6 +49,14 @@ pub fn end_host_groups() {
     }
 }
 
+/// Ends every process in a container `backend` but its init, as the
+/// end of every command does (a host process is ended by its group).
+async fn sweep(backend: &dyn Backend) {
+    if backend.kind() == BackendKind::Podman {
+        let _ = backend.exec(":", END_TIMEOUT).await;
+    }
+}
+
 /// The servers of a run, and the tools they offer.
 #[derive(Default)]
 pub struct McpServers {
@@ -124,20 +132,7 @@ impl McpServers {
                 }
             };
             let (offered, skipped) = mcp::offered(&slot.server, &listing.tools);
-            let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
-            let info = if info.is_empty() {
-                "no name given"
-            } else {
-                &info
-            };
-            let names = match names.is_empty() {
-                true => "none".to_string(),
-                false => names.join(", "),
-            };
-            lines.push(format!(
-                "MCP server {name} ({info}, {place}): {} tool(s): {names}",
-                offered.len()
-            ));
+            lines.push(started_line(&name, &info, place, &offered));
             for why in skipped {
                 lines.push(format!("MCP server {name}: tool {why}: not offered"));
             }
@@ -149,8 +144,8 @@ impl McpServers {
         }
         // What a failed server left in the container ends now (the others
         // with it: they start again at their first call).
-        if failed && backend.kind() == BackendKind::Podman {
-            let _ = backend.exec(":", END_TIMEOUT).await;
+        if failed {
+            sweep(backend).await;
         }
         (McpServers { slots: kept }, tools, lines)
     }
@@ -220,9 +215,7 @@ impl McpServers {
             for slot in &mut self.slots {
                 slot.stop_host().await;
             }
-            if backend.kind() == BackendKind::Podman {
-                let _ = backend.exec(":", END_TIMEOUT).await;
-            }
+            sweep(backend).await;
         }
     }
 
@@ -233,6 +226,25 @@ impl McpServers {
             slot.stop_host().await;
         }
     }
+}
+
+/// What the user is told of a server that started: who it says it is,
+/// where it runs and the tools it offers.
+fn started_line(name: &str, info: &str, place: &str, offered: &[McpTool]) -> String {
+    let info = if info.is_empty() {
+        "no name given"
+    } else {
+        info
+    };
+    let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
+    let names = match names.is_empty() {
+        true => "none".to_string(),
+        false => names.join(", "),
+    };
+    format!(
+        "MCP server {name} ({info}, {place}): {} tool(s): {names}",
+        offered.len()
+    )
 }
 
 impl Slot {
@@ -300,9 +312,7 @@ impl Slot {
     /// but the init (the same sweep that follows every command).
     async fn end(&mut self, backend: &dyn Backend) {
         self.stop_host().await;
-        if backend.kind() == BackendKind::Podman {
-            let _ = backend.exec(":", END_TIMEOUT).await;
-        }
+        sweep(backend).await;
     }
 
     /// Kills the server's host side and reaps it (for a while at most).

@@ -223,28 +223,9 @@ async fn run_in_session(
     } = start_run(options, setup, session, read_only_sandbox, front)?;
     run.set_project_tools(setup.project_tools.clone());
     let (signals, mut abort) = SignalWatch::start(lock, front.console());
-    if !setup.mcp_servers.is_empty() {
-        // Their tools are offered from the first request: the sandbox is
-        // waited for here. A stop meanwhile leaves them out; the engine
-        // then stops at once.
-        let started = tokio::select! {
-            biased;
-            err = sandbox.failed() => Err(Some(err)),
-            () = abort.requested() => Err(None),
-            lines = run.start_mcp(setup.mcp_servers.clone()) => Ok(lines),
-        };
-        match started {
-            Ok(lines) => {
-                for line in lines {
-                    front.notice(&terminal_safe(&line));
-                }
-            }
-            Err(None) => front.notice("MCP servers: not started, the run was stopped"),
-            Err(Some(err)) => {
-                signals.loop_over();
-                return Err(abandon(run, sandbox, &before, session, front, err).await);
-            }
-        }
+    if let Err(err) = start_servers(&mut run, setup, &sandbox, &mut abort, front).await {
+        signals.loop_over();
+        return Err(abandon(run, sandbox, &before, session, front, err).await);
     }
     let entered = enter(options, setup, session, &run, &origin, driver, front);
     let ready = match entered {
@@ -298,6 +279,33 @@ async fn run_in_session(
         restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, front).await
+}
+
+/// Starts the run's MCP servers, if it has any, and tells the user about
+/// each. Their tools are offered from the first request, so the sandbox is
+/// waited for here; a stop meanwhile leaves them out (the engine then
+/// stops at once). The start's error when the sandbox did not start.
+async fn start_servers(
+    run: &mut Run,
+    setup: &RunSetup,
+    sandbox: &SandboxStart,
+    abort: &mut crate::agent::AbortSignal,
+    front: &mut dyn Front,
+) -> Result<(), ah_sandbox::starting::StartError> {
+    if setup.mcp_servers.is_empty() {
+        return Ok(());
+    }
+    tokio::select! {
+        biased;
+        err = sandbox.failed() => return Err(err),
+        () = abort.requested() => front.notice("MCP servers: not started, the run was stopped"),
+        lines = run.start_mcp(setup.mcp_servers.clone()) => {
+            for line in lines {
+                front.notice(&terminal_safe(&line));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Ends a run whose sandbox did not start: no patch, the sandbox's remains

@@ -134,31 +134,37 @@ pub async fn list_tools(conn: &mut Conn, deadline: Deadline) -> Result<Listing, 
                 return Ok(listing);
             }
             let text = raw.get();
-            let name = serde_json::from_str::<Named>(text)
-                .ok()
-                .and_then(|named| named.name)
-                .unwrap_or_default();
-            if text.len() > MAX_ENTRY_BYTES {
-                listing.tools.push(Listed {
-                    name,
-                    entry: Err(format!(
-                        "its entry is {} KiB; ah takes at most {} KiB",
-                        text.len() / 1024,
-                        MAX_ENTRY_BYTES / 1024
-                    )),
-                });
-                continue;
-            }
-            if kept_bytes + text.len() > MAX_KEPT_BYTES {
+            let fits = text.len() <= MAX_ENTRY_BYTES;
+            if fits && kept_bytes + text.len() > MAX_KEPT_BYTES {
                 listing.left_out = Some(format!(
                     "its tools past {} MiB of names, descriptions and schemas are not taken",
                     MAX_KEPT_BYTES >> 20
                 ));
                 return Ok(listing);
             }
-            kept_bytes += text.len();
-            let entry = serde_json::from_str(text).map_err(|err| format!("its entry: {err}"));
-            listing.tools.push(Listed { name, entry });
+            let entry: Result<Value, String> = match fits {
+                true => {
+                    kept_bytes += text.len();
+                    serde_json::from_str(text).map_err(|err| format!("its entry: {err}"))
+                }
+                false => Err(format!(
+                    "its entry is {} KiB; ah takes at most {} KiB",
+                    text.len() / 1024,
+                    MAX_ENTRY_BYTES / 1024
+                )),
+            };
+            // An entry read whole gives its name; of another, only the
+            // name is read.
+            let name = match &entry {
+                Ok(read) => read.get("name").and_then(Value::as_str).map(str::to_string),
+                Err(_) => serde_json::from_str::<Named>(text)
+                    .ok()
+                    .and_then(|named| named.name),
+            };
+            listing.tools.push(Listed {
+                name: name.unwrap_or_default(),
+                entry,
+            });
         }
         if tools.more > 0 {
             listing.left_out = Some(format!("only its first {MAX_TOOLS} tools are taken"));

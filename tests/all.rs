@@ -37,6 +37,7 @@ mod org_podman;
 mod org_terminal;
 mod output_limits;
 mod overlay;
+mod own_files;
 mod patch_outputs;
 mod podman_backend;
 mod podman_channel;

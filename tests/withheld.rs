@@ -4,9 +4,10 @@
 //! them, however it looks (`cat`, `rev`, which gets past the redaction of
 //! the exact key, `find /`, the project's own path); the model, the
 //! terminal and the manifest are told which files were withheld; `[read]
-//! allow` re-admits a template. With `--backend none`, ah's own environment
-//! and memory are out of reach of the commands it runs, and their
-//! environment holds no key.
+//! allow` in the user's own `--policy` re-admits a template (and the run
+//! says so), while a project's `.ah/policy.toml` can only add to the read
+//! policy. With `--backend none`, ah's own environment and memory are out
+//! of reach of the commands it runs, and their environment holds no key.
 
 use std::path::Path;
 use std::process::Output;
@@ -27,7 +28,8 @@ const NOTE: &str = "[ah: these files were withheld from the work copy by the rea
                     .env, id_rsa (ask the user if you need them)]";
 
 /// A git project whose ignored `.env` holds the API key, with an SSH key
-/// pair, a `.env.example` template and a project policy that re-admits it.
+/// pair and a `.env.example` template, and the user's own policy file
+/// ([`user_policy`]) that re-admits it.
 fn project_with_secrets() -> Host {
     let host = Host::git(&[
         (".gitignore", ".env\nid_rsa\n"),
@@ -37,8 +39,17 @@ fn project_with_secrets() -> Host {
     ]);
     host.write(".env", &format!("ANTHROPIC_API_KEY={KEY}\n"));
     host.write("id_rsa", &format!("-----BEGIN PRIVATE KEY-----\n{KEY}\n"));
-    host.write(".ah/policy.toml", "[read]\nallow = [\"**/.env.example\"]\n");
+    std::fs::write(
+        user_policy(&host),
+        "[read]\nallow = [\"**/.env.example\"]\n",
+    )
+    .unwrap();
     host
+}
+
+/// The user's own policy file (outside the project).
+fn user_policy(host: &Host) -> std::path::PathBuf {
+    host.home.join("policy.toml")
 }
 
 /// Commands that look for the secrets in the work copy.
@@ -56,9 +67,19 @@ fn run_and_check(host: &Host, backend: &str, look: &str) -> String {
     let out = host
         .ah(&mock.url())
         .args(["--backend", backend, "--review", "never", "look around"])
+        .arg("--policy")
+        .arg(user_policy(host))
         .output()
         .unwrap_or_else(|e| panic!("run ah: {e}"));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "the read policy lets into the sandbox what it withholds by default: \
+                         allow +**/.env.example"
+        ),
+        "{stderr}"
+    );
     check_told_and_recorded(host, &mock, &out);
     mock.requests()[1].told()
 }

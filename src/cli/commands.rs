@@ -184,7 +184,8 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 /// `ah config`: the merged configuration with where each value came from.
 pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     let project = resolve_project(project)?;
-    let loaded = ah_core::config::load(&project, overrides)?;
+    let project_files = ah_core::config::ProjectFiles::of_project(&project)?;
+    let loaded = ah_core::config::load(&project_files, overrides)?;
     let files: Vec<String> = loaded
         .files
         .iter()
@@ -205,7 +206,7 @@ pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     print!("{}", ah_core::config::show(&loaded)?);
     // The tools the model is offered, and where each comes from.
     let declared = ah_core::config::tools::load(
-        &project.join(".ah"),
+        &project_files,
         ah_core::agent::instructions::global_dir().as_deref(),
     )
     .map_err(|why| anyhow::anyhow!(why))?;

@@ -28,7 +28,8 @@ pub async fn compact(
     overrides: &[String],
 ) -> Result<i32> {
     let project = resolve_project(project)?;
-    let loaded = ah_core::config::load(&project, overrides)?;
+    let files = ah_core::config::ProjectFiles::of_project(&project)?;
+    let loaded = ah_core::config::load(&files, overrides)?;
     let ah_dir = project.join(".ah");
     let mut session = open_existing(&ah_dir, &which.choice())?;
     // Held until compaction ends; dropping it on any return releases it.
@@ -43,13 +44,13 @@ pub async fn compact(
     let selection = ah_core::run::select_model(&name, &loaded.config)?;
     let config = AgentConfig {
         model: selection.model.clone(),
-        system: prompt::system_prompt(&ah_dir, Workspace::Container)?,
+        system: prompt::system_prompt(&files, Workspace::Container)?,
         tools: ah_tools::specs(selection.model.edit_format),
         max_tools: None,
         thinking_budget: None,
         compact_reserve: DEFAULT_RESERVE,
         loop_window: 0,
-        compact_prompt: prompt::compact_prompt(&ah_dir)?,
+        compact_prompt: prompt::compact_prompt(&files)?,
     };
     let provider = selection.connect(retry_policy(&loaded.config.retry))?;
     let mut display = Display::new(super::screen::Screen::new());

@@ -88,6 +88,10 @@ pub struct Policy {
     /// `[outputs] exclude`, compiled (serialized as its patterns).
     #[serde(serialize_with = "outputs_patterns")]
     outputs: Outputs,
+    /// What the project's file set that it may not, each with its file
+    /// (see [`Policy::ignored`]).
+    #[serde(skip)]
+    ignored: Vec<String>,
     #[serde(skip)]
     read_deny: RuleSet,
     #[serde(skip)]
@@ -256,12 +260,54 @@ impl Policy {
     /// project root, `/` as separator) from the work copy: the first deny
     /// glob matching it, unless an allow glob matches it too. Deny globs
     /// ignore letter case, allow globs do not (a re-admission is exact).
+    ///
+    /// An editor's swap, backup or lock file of a withheld file is withheld
+    /// too (`.env.swp`, `.env~`, `#.env#`, `.#.env`: see [`editor_originals`]):
+    /// it holds the same secrets.
     pub fn withheld_by(&self, rel: &Path) -> Option<&str> {
+        if let Some(rule) = self.withheld_as(rel) {
+            return Some(rule);
+        }
+        let name = rel.file_name()?.to_str()?;
+        let folder = rel.parent().unwrap_or(Path::new(""));
+        editor_originals(name)
+            .into_iter()
+            .find_map(|original| self.withheld_as(&folder.join(original)))
+    }
+
+    fn withheld_as(&self, rel: &Path) -> Option<&str> {
         let rule = self.read_deny.first_match(rel)?;
         match self.read_allow.first_match(rel) {
             Some(_) => None,
             None => Some(rule),
         }
+    }
+
+    /// What the project's `.ah/policy.toml` set that a project's file may
+    /// not, and was ignored: re-admissions to the read policy, each with its
+    /// file. The run names them at its start.
+    pub fn ignored(&self) -> &[String] {
+        &self.ignored
+    }
+
+    /// What this policy lets into the sandbox that `builtin` (the built-in
+    /// policy) withholds: its deny globs that this one dropped, and its allow
+    /// globs; empty when none.
+    pub fn read_loosened(&self, builtin: &Policy) -> Vec<String> {
+        let dropped = builtin
+            .read
+            .deny
+            .iter()
+            .filter(|glob| !self.read.deny.contains(glob));
+        let dropped = dropped.map(|glob| format!("deny -{glob}"));
+        let admitted = self
+            .read
+            .allow
+            .iter()
+            .filter(|glob| !builtin.read.allow.contains(glob));
+        dropped
+            .chain(admitted.map(|glob| format!("allow +{glob}")))
+            .collect()
     }
 
     /// The merged write rules, as given.
@@ -404,4 +450,44 @@ fn is_inside(rel: &str) -> bool {
         && rel
             .split('/')
             .all(|segment| !matches!(segment, "" | "." | ".."))
+}
+
+/// The names an editor's swap, backup, undo or lock file `name` stands for:
+/// Vim's `.NAME.swp` (`.swo`, … `.sw?`) and `.NAME.un~`, Emacs's `NAME~`,
+/// `#NAME#` and `.#NAME`, Kate's `.NAME.kate-swp`, and the usual `NAME.bak`,
+/// `NAME.orig`, `NAME.save` (nano) and `NAME.old`.
+pub fn editor_originals(name: &str) -> Vec<&str> {
+    let mut originals = Vec::new();
+    let hidden = name.strip_prefix('.');
+    if let Some(inner) = name.strip_prefix('#').and_then(|n| n.strip_suffix('#')) {
+        originals.push(inner);
+    }
+    if let Some(inner) = name.strip_prefix(".#") {
+        originals.push(inner);
+    }
+    if let Some(inner) = name.strip_suffix('~') {
+        originals.push(inner);
+    }
+    if let Some(inner) = hidden.and_then(|n| n.strip_suffix(".un~")) {
+        originals.push(inner);
+    }
+    for stem in [Some(name), hidden].into_iter().flatten() {
+        if let Some((inner, ext)) = stem.rsplit_once('.')
+            && ext.len() == 3
+            && ext.starts_with("sw")
+            && ext.as_bytes()[2].is_ascii_lowercase()
+        {
+            originals.push(inner);
+        }
+    }
+    if let Some(inner) = hidden.and_then(|n| n.strip_suffix(".kate-swp")) {
+        originals.push(inner);
+    }
+    for suffix in [".bak", ".orig", ".save", ".old"] {
+        if let Some(inner) = name.strip_suffix(suffix) {
+            originals.push(inner);
+        }
+    }
+    originals.retain(|original| !original.is_empty());
+    originals
 }

@@ -30,6 +30,7 @@ use libc::{c_int, mode_t};
 
 pub mod dir;
 pub mod folder;
+pub mod own_file;
 
 /// Why a file could not be opened beneath the root.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use crate::config::own_files::{PROMPT_CAP, ProjectFiles};
+
 const SYSTEM: &str = include_str!("../../../../sys/system.md");
 const CLAUDE: &str = include_str!("../../../../sys/claude.md");
 const COMPACT: &str = include_str!("../../../../sys/compact.md");
@@ -20,9 +22,9 @@ pub enum Workspace {
 
 /// Builds the system prompt for a project. An override file that exists but
 /// cannot be read is an error, not a silent fallback.
-pub fn system_prompt(ah_dir: &Path, workspace: Workspace) -> std::io::Result<String> {
-    let system = part(ah_dir, "system.md", SYSTEM)?;
-    let claude = part(ah_dir, "claude.md", CLAUDE)?;
+pub fn system_prompt(files: &ProjectFiles, workspace: Workspace) -> std::io::Result<String> {
+    let system = part(files, "system.md", SYSTEM)?;
+    let claude = part(files, "claude.md", CLAUDE)?;
     let place = match workspace {
         Workspace::Container => {
             "Your commands run in a sandbox container with no network. The work \
@@ -79,21 +81,20 @@ pub fn with_withheld_note(system: &str, withheld: &[String]) -> String {
 }
 
 /// The instructions for summarising a conversation when it is compacted.
-pub fn compact_prompt(ah_dir: &Path) -> std::io::Result<String> {
-    Ok(part(ah_dir, "compact.md", COMPACT)?.trim_end().to_string())
+pub fn compact_prompt(files: &ProjectFiles) -> std::io::Result<String> {
+    Ok(part(files, "compact.md", COMPACT)?.trim_end().to_string())
 }
 
 /// The prompt `name` (a path under `sys/`, e.g. `work/plan.md`): the
 /// project's `.ah/sys/<name>` when it exists, else `builtin`.
-pub fn part(ah_dir: &Path, name: &str, builtin: &str) -> std::io::Result<String> {
-    let path = ah_dir.join("sys").join(name);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(text),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(builtin.to_string()),
-        Err(err) => Err(std::io::Error::new(
-            err.kind(),
-            format!("cannot read the prompt override {}: {err}", path.display()),
-        )),
+pub fn part(files: &ProjectFiles, name: &str, builtin: &str) -> std::io::Result<String> {
+    let rel = Path::new(".ah/sys").join(name);
+    match files.read(&rel, PROMPT_CAP) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Ok(builtin.to_string()),
+        Err(why) => Err(std::io::Error::other(format!(
+            "cannot use the prompt override {why}"
+        ))),
     }
 }
 
@@ -101,10 +102,15 @@ pub fn part(ah_dir: &Path, name: &str, builtin: &str) -> std::io::Result<String>
 mod tests {
     use super::*;
 
+    /// A project whose `.ah` is `dir/.ah`, as ah reads it.
+    fn files(dir: &Path) -> ProjectFiles {
+        ProjectFiles::of_project(&dir.canonicalize().unwrap()).unwrap()
+    }
+
     #[test]
     fn builtin_prompt_names_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
-        let text = system_prompt(dir.path(), Workspace::Container).unwrap();
+        let text = system_prompt(&files(dir.path()), Workspace::Container).unwrap();
         assert!(text.contains("directory is `/work`, a copy of the project"));
         assert!(text.contains("# Tool use"));
         assert!(!text.contains("{{workspace}}"));
@@ -113,9 +119,9 @@ mod tests {
     #[test]
     fn project_override_replaces_one_part() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("sys")).unwrap();
-        std::fs::write(dir.path().join("sys/claude.md"), "CUSTOM TOOL RULES").unwrap();
-        let text = system_prompt(dir.path(), Workspace::Host).unwrap();
+        std::fs::create_dir_all(dir.path().join(".ah/sys")).unwrap();
+        std::fs::write(dir.path().join(".ah/sys/claude.md"), "CUSTOM TOOL RULES").unwrap();
+        let text = system_prompt(&files(dir.path()), Workspace::Host).unwrap();
         assert!(text.contains("CUSTOM TOOL RULES"));
         assert!(!text.contains("# Tool use"));
         assert!(text.contains("You are ah"));
@@ -142,12 +148,12 @@ mod tests {
     #[test]
     fn compact_prompt_is_built_in_unless_the_project_overrides_it() {
         let dir = tempfile::tempdir().unwrap();
-        let builtin = compact_prompt(dir.path()).unwrap();
+        let builtin = compact_prompt(&files(dir.path())).unwrap();
         for section in ["## Goal", "## Constraints", "### Blocked", "## Next steps"] {
             assert!(builtin.contains(section), "{section}");
         }
-        std::fs::create_dir_all(dir.path().join("sys")).unwrap();
-        std::fs::write(dir.path().join("sys/compact.md"), "SHORT SUMMARY\n").unwrap();
-        assert_eq!(compact_prompt(dir.path()).unwrap(), "SHORT SUMMARY");
+        std::fs::create_dir_all(dir.path().join(".ah/sys")).unwrap();
+        std::fs::write(dir.path().join(".ah/sys/compact.md"), "SHORT SUMMARY\n").unwrap();
+        assert_eq!(compact_prompt(&files(dir.path())).unwrap(), "SHORT SUMMARY");
     }
 }

@@ -3,7 +3,6 @@
 //! key by key while remembering which layer set each key.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
@@ -114,14 +113,9 @@ pub(super) fn flatten(prefix: &str, value: &Value, leaf: &mut dyn FnMut(&str, &V
     }
 }
 
-/// Reads and checks one config file; `None` when it does not exist. Errors
-/// name the file and the line.
-pub(super) fn read_file(path: &Path) -> Result<Option<Table>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(anyhow!("cannot read config file {}: {err}", path.display())),
-    };
+/// Checks one config file, `path` as read (`text`). Errors name the file
+/// and the line.
+pub(super) fn parse_file(path: &Path, text: &str) -> Result<Table> {
     let at = |err: toml::de::Error| {
         let line = err
             .span()
@@ -132,8 +126,8 @@ pub(super) fn read_file(path: &Path) -> Result<Option<Table>> {
         };
         anyhow!("{place}: {}", err.message().trim())
     };
-    toml::from_str::<Config>(&text).map_err(at)?;
-    text.parse::<Table>().map(Some).map_err(at)
+    toml::from_str::<Config>(text).map_err(at)?;
+    text.parse::<Table>().map_err(at)
 }
 
 /// The configured environment variables that are set: (name, key, value).

@@ -9,9 +9,9 @@
 mod fill;
 mod layers;
 pub mod mcp;
+pub mod own_files;
 mod providers;
 mod settings;
-pub(crate) mod small_file;
 pub mod tools;
 
 #[cfg(test)]
@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 
 pub use fill::fill;
+pub use own_files::ProjectFiles;
 pub use providers::registry;
 pub use settings::{Config, RetrySettings};
 
@@ -75,35 +76,45 @@ pub fn global_file() -> Option<PathBuf> {
     global_dir().map(|dir| dir.join("config.toml"))
 }
 
-/// Loads the configuration for `project` with the `-c` overrides given.
-pub fn load(project: &Path, overrides: &[String]) -> Result<Loaded> {
+/// The project's configuration file, relative to the project.
+pub const PROJECT_FILE: &str = ".ah/config.toml";
+
+/// Loads the configuration for the project (`project`, whose files are
+/// read as [`own_files`] reads them) with the `-c` overrides given.
+pub fn load(project: &ProjectFiles, overrides: &[String]) -> Result<Loaded> {
     let env: Vec<(String, String)> = std::env::vars().collect();
-    load_from(
-        global_file().as_deref(),
-        &project.join(".ah").join("config.toml"),
-        &env,
-        overrides,
-    )
+    load_from(global_file().as_deref(), project, &env, overrides)
 }
 
 /// [`load`] with the global file and the environment passed in.
 fn load_from(
     global: Option<&Path>,
-    project_file: &Path,
+    project: &ProjectFiles,
     env: &[(String, String)],
     overrides: &[String],
 ) -> Result<Loaded> {
     let mut merged = layers::Merged::defaults()?;
     let mut user = layers::Merged::defaults()?;
     let mut files = Vec::new();
-    for file in global.into_iter().chain([project_file]) {
-        if let Some(table) = layers::read_file(file)? {
-            if file != project_file {
-                user.apply(table.clone(), &Source::File(file.to_path_buf()));
-            }
-            merged.apply(table, &Source::File(file.to_path_buf()));
-            files.push(file.to_path_buf());
-        }
+    let global_text = match global {
+        Some(path) => own_files::read_user(path, own_files::CONFIG_CAP)
+            .map_err(|why| anyhow::anyhow!("config file {why}"))?
+            .map(|text| (path.to_path_buf(), text)),
+        None => None,
+    };
+    let project_text = project
+        .read(Path::new(PROJECT_FILE), own_files::CONFIG_CAP)
+        .map_err(|why| anyhow::anyhow!("config file {why}"))?
+        .map(|text| (project.project().join(PROJECT_FILE), text));
+    if let Some((file, text)) = &global_text {
+        let table = layers::parse_file(file, text)?;
+        user.apply(table.clone(), &Source::File(file.clone()));
+        merged.apply(table, &Source::File(file.clone()));
+        files.push(file.clone());
+    }
+    if let Some((file, text)) = &project_text {
+        merged.apply(layers::parse_file(file, text)?, &Source::File(file.clone()));
+        files.push(file.clone());
     }
     let mut stronger = Vec::new();
     for (name, key, value) in layers::env_values(env) {

@@ -10,23 +10,31 @@ use ah_llm::providers::{ApiKind, Registry};
 struct Files {
     _dir: tempfile::TempDir,
     global: PathBuf,
-    project: PathBuf,
+    project: ProjectFiles,
 }
 
 fn files(global: &str, project: &str) -> Files {
     let dir = tempfile::tempdir().unwrap();
     let global_path = dir.path().join("global.toml");
-    let project_path = dir.path().join("project.toml");
+    let project_dir = dir.path().canonicalize().unwrap().join("project");
+    fs::create_dir_all(project_dir.join(".ah")).unwrap();
     if !global.is_empty() {
         fs::write(&global_path, global).unwrap();
     }
     if !project.is_empty() {
-        fs::write(&project_path, project).unwrap();
+        fs::write(project_dir.join(PROJECT_FILE), project).unwrap();
     }
     Files {
         _dir: dir,
         global: global_path,
-        project: project_path,
+        project: ProjectFiles::of_project(&project_dir).unwrap(),
+    }
+}
+
+impl Files {
+    /// The project's configuration file.
+    fn project_file(&self) -> PathBuf {
+        self.project.project().join(PROJECT_FILE)
     }
 }
 
@@ -98,7 +106,7 @@ fn precedence_override_env_project_global_default() {
         let expected = match *from {
             "default" => "default".to_string(),
             "global" => f.global.display().to_string(),
-            "project" => f.project.display().to_string(),
+            "project" => f.project_file().display().to_string(),
             "env" => "env AH_MEMORY".to_string(),
             _ => format!("-c sandbox.memory={want}"),
         };
@@ -131,7 +139,7 @@ fn tables_merge_key_by_key() {
     );
     assert_eq!(
         loaded.source("models.fast.context_window"),
-        Source::File(f.project.clone())
+        Source::File(f.project_file())
     );
 }
 
@@ -167,14 +175,14 @@ fn unknown_keys_and_wrong_types_name_the_file_and_line() {
     let f = files("", "[agent]\nloop_window = \"ten\"\n");
     let err = load(&f, &[], &[]).unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!("{}:2:", f.project.display())),
+        err.starts_with(&format!("{}:2:", f.project_file().display())),
         "{err}"
     );
     assert!(err.contains("invalid type"), "{err}");
     let f = files("", "model = \n");
     let err = load(&f, &[], &[]).unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!("{}:1:", f.project.display())),
+        err.starts_with(&format!("{}:1:", f.project_file().display())),
         "{err}"
     );
 }
@@ -301,7 +309,10 @@ fn bad_provider_tables_name_the_file_and_line_or_the_key() {
     );
     let err = load(&f, &[], &[]).unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!("{}:4: unknown field `key`", f.project.display())),
+        err.starts_with(&format!(
+            "{}:4: unknown field `key`",
+            f.project_file().display()
+        )),
         "{err}"
     );
     let f = files("", "[providers.gpu]\nbase_url = \"http://gpu/v1\"\n");
@@ -310,7 +321,7 @@ fn bad_provider_tables_name_the_file_and_line_or_the_key() {
         err.contains(&format!(
             "providers.gpu: gpu is not a built-in provider, so it needs `api = \"anthropic\"` or \
              `api = \"openai-chat\"` and `base_url = \"…\"` (set by {})",
-            f.project.display()
+            f.project_file().display()
         )),
         "{err}"
     );
@@ -350,7 +361,7 @@ fn network_settings_are_typed() {
     let f = files("", "[network]\nmode = \"open\"\n");
     let err = load(&f, &[], &[]).unwrap_err().to_string();
     assert!(
-        err.starts_with(&format!("{}:2:", f.project.display())),
+        err.starts_with(&format!("{}:2:", f.project_file().display())),
         "{err}"
     );
 }

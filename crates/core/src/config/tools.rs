@@ -13,16 +13,15 @@
 //! ```
 //!
 //! Read before anything starts: a bad file is the user's mistake, in words.
-//! A project's file that links out of the project is refused, and each
-//! file is read up to 64 KiB (a cloned repository ships these files).
+//! A cloned repository ships these files: each is read as
+//! [`super::own_files`] reads the project's files, up to 64 KiB.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::small_file;
+use super::own_files::{Folder, ProjectFiles, SMALL_CAP};
 use ah_tools::bash::MAX_TIMEOUT;
 use ah_tools::project::ProjectTool;
 use ah_tools::schema;
@@ -33,27 +32,16 @@ const RESERVED: [&str; 2] = ["report", "verdict"];
 /// The keys a tool file may have.
 const KEYS: [&str; 4] = ["description", "command", "timeout", "input_schema"];
 
-/// The tools declared for `project` (whose `.ah` is `ah_dir`) and by the
-/// user (`global`), by name.
-pub fn load(ah_dir: &Path, global: Option<&Path>) -> Result<Vec<Arc<ProjectTool>>, String> {
-    let project = ah_dir.parent().unwrap_or(ah_dir);
-    let folders = [
-        Some((ah_dir.join("tools"), Some(project))),
-        global.map(|g| (g.join("tools"), None)),
-    ];
+/// The tools declared for the project (`files`) and by the user
+/// (`global`), by name.
+pub fn load(files: &ProjectFiles, global: Option<&Path>) -> Result<Vec<Arc<ProjectTool>>, String> {
     let mut tools: Vec<Arc<ProjectTool>> = Vec::new();
-    for (dir, within) in folders.into_iter().flatten() {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
-            .collect();
-        files.sort();
-        for file in files {
-            let tool = read(&file, within)?;
+    for folder in Folder::both(files, global, "tools") {
+        for (file, _) in folder.entries()? {
+            if !file.ends_with(".toml") {
+                continue;
+            }
+            let tool = read(&folder, &file)?;
             if !tools.iter().any(|known| known.name == tool.name) {
                 tools.push(Arc::new(tool));
             }
@@ -64,13 +52,10 @@ pub fn load(ah_dir: &Path, global: Option<&Path>) -> Result<Vec<Arc<ProjectTool>
 }
 
 /// One tool file.
-fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
-    let bad = |why: String| format!("tool file {}: {why}", file.display());
-    let name = file
-        .file_stem()
-        .and_then(|stem| stem.to_str())
-        .unwrap_or_default()
-        .to_string();
+fn read(folder: &Folder, file: &str) -> Result<ProjectTool, String> {
+    let source = folder.shown(file);
+    let bad = |why: String| format!("tool file {}: {why}", source.display());
+    let name = file.strip_suffix(".toml").unwrap_or(file).to_string();
     if !ah_tools::valid_tool_name(&name) {
         return Err(bad(
             "its name (the file's, without .toml) must be 1 to 64 letters, digits, `-` or `_`"
@@ -88,7 +73,10 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
             "{name} is the name of a tool of ah work's phases; choose another"
         )));
     }
-    let text = small_file::read(file, within).map_err(bad)?;
+    let text = folder
+        .read(file, SMALL_CAP)
+        .map_err(|why| format!("tool file {why}"))?
+        .ok_or_else(|| bad("it is gone".into()))?;
     let table: toml::Table = toml::from_str(&text).map_err(|err| bad(err.to_string()))?;
     if let Some(key) = table.keys().find(|key| !KEYS.contains(&key.as_str())) {
         return Err(bad(format!(
@@ -129,13 +117,20 @@ fn read(file: &Path, within: Option<&Path>) -> Result<ProjectTool, String> {
         input_schema,
         command: text_of("command")?,
         timeout,
-        source: file.to_path_buf(),
+        source,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// The project folder `project` (made), as ah reads it.
+    fn files(project: &Path) -> ProjectFiles {
+        fs::create_dir_all(project).unwrap();
+        ProjectFiles::of_project(&project.canonicalize().unwrap()).unwrap()
+    }
 
     fn declare(dir: &Path, name: &str, text: &str) {
         fs::create_dir_all(dir.join("tools")).unwrap();
@@ -164,7 +159,7 @@ mod tests {
             "fmt",
             "description = \"Formats\"\ncommand = \"cargo fmt\"\n",
         );
-        let tools = load(&ah_dir, Some(&global)).unwrap();
+        let tools = load(&files(&root.path().join("project")), Some(&global)).unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["fmt", "lint"]);
         let lint = &tools[1];
@@ -184,7 +179,7 @@ mod tests {
         let err = |name: &str, text: &str| {
             let _ = fs::remove_dir_all(ah_dir.join("tools"));
             declare(&ah_dir, name, text);
-            load(&ah_dir, None).unwrap_err()
+            load(&files(&root.path().join("p")), None).unwrap_err()
         };
         assert!(err("a", "command = \"x\"\n").contains("`description` must be"));
         assert!(err("a", "description = \"d\"\n").contains("`command` must be"));
@@ -220,7 +215,7 @@ mod tests {
             .status()
             .unwrap();
         assert!(made.success());
-        let err = load(&root.path().join("p/.ah"), Some(&global)).unwrap_err();
+        let err = load(&files(&root.path().join("p")), Some(&global)).unwrap_err();
         assert!(err.contains("not a regular file"), "{err}");
     }
 
@@ -239,10 +234,7 @@ mod tests {
             ah_dir.join("tools/x.toml"),
         )
         .unwrap();
-        assert!(
-            load(&ah_dir, None)
-                .unwrap_err()
-                .contains("link out of the project")
-        );
+        let err = load(&files(&root.path().join("p")), None).unwrap_err();
+        assert!(err.contains("out of the project"), "{err}");
     }
 }

@@ -8,11 +8,10 @@
 //! duplicate or reserved names are the user's mistake, found before
 //! anything starts.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::agent::instructions::frontmatter;
-use crate::config::small_file;
+use crate::config::own_files::{Folder, ProjectFiles, SMALL_CAP};
 
 use super::route::is_name_char;
 
@@ -21,12 +20,6 @@ const RESERVED: &[&str] = &["user", "group", "ah", "all"];
 
 /// The most agents in one run.
 pub const MAX_AGENTS: usize = 16;
-
-/// A folder of agent files, and the folder they must resolve within.
-struct Folder {
-    dir: PathBuf,
-    within: Option<PathBuf>,
-}
 
 /// One agent of the run, as the user gave or defined it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,25 +42,12 @@ pub struct AgentSpec {
 /// one. Errors are the user's to fix, in words.
 pub fn roster(
     list: Option<&str>,
-    ah_dir: &Path,
+    files: &ProjectFiles,
     global: Option<&Path>,
 ) -> Result<Vec<AgentSpec>, String> {
-    // The project's files must stay in the project: a cloned repository's
-    // link to a file of yours would send it to the model.
-    let project = ah_dir.parent().unwrap_or(ah_dir);
-    let dirs: Vec<Folder> = [
-        Some(Folder {
-            dir: ah_dir.join("agents"),
-            within: Some(project.to_path_buf()),
-        }),
-        global.map(|g| Folder {
-            dir: g.join("agents"),
-            within: None,
-        }),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    // The project's files are read as hostile: a cloned repository's link
+    // to a file of yours would send it to the model.
+    let dirs = Folder::both(files, global, "agents");
     let agents = match list {
         Some(list) => list
             .split(',')
@@ -110,12 +90,17 @@ fn named(item: &str, dirs: &[Folder]) -> Result<AgentSpec, String> {
     if model == Some("") {
         return Err(format!("--agents: {item:?} names no model after `:`"));
     }
-    let definition = dirs
-        .iter()
-        .map(|folder| (folder.dir.join(format!("{name}.md")), folder))
-        .find(|(file, _)| file.is_file());
+    let file = format!("{name}.md");
+    let mut definition = None;
+    for folder in dirs {
+        let bad = |why: String| format!("agent definition {why}");
+        if let Some(text) = folder.read(&file, SMALL_CAP).map_err(bad)? {
+            definition = Some((text, folder));
+            break;
+        }
+    }
     let mut agent = match (definition, model) {
-        (Some((file, folder)), _) => read(name, &file, folder)?,
+        (Some((text, folder)), _) => parse(name, &text, &folder.shown(&file))?,
         (None, Some(_)) => AgentSpec {
             name: name.to_string(),
             model: None,
@@ -143,35 +128,31 @@ fn named(item: &str, dirs: &[Folder]) -> Result<AgentSpec, String> {
 fn defined(dirs: &[Folder]) -> Result<Vec<AgentSpec>, String> {
     let mut agents: Vec<AgentSpec> = Vec::new();
     for folder in dirs {
-        let Ok(entries) = fs::read_dir(&folder.dir) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|ext| ext == "md") && path.is_file())
-            .collect();
-        files.sort();
-        for file in files {
-            let Some(name) = file.file_stem().and_then(|s| s.to_str()) else {
+        for (file, _) in folder.entries()? {
+            let Some(name) = file.strip_suffix(".md") else {
                 continue;
             };
             if agents.iter().any(|a| a.name == name) {
                 continue;
             }
-            check_name(name).map_err(|why| format!("{}: {why}", file.display()))?;
-            agents.push(read(name, &file, folder)?);
+            let shown = folder.shown(&file);
+            check_name(name).map_err(|why| format!("{}: {why}", shown.display()))?;
+            let bad = |why: String| format!("agent definition {why}");
+            // Gone since it was listed: nothing to define.
+            let Some(text) = folder.read(&file, SMALL_CAP).map_err(bad)? else {
+                continue;
+            };
+            agents.push(parse(name, &text, &shown)?);
         }
     }
     agents.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(agents)
 }
 
-/// An agent definition file (read as `small_file` reads).
-fn read(name: &str, file: &Path, folder: &Folder) -> Result<AgentSpec, String> {
+/// An agent definition, read from `file`.
+fn parse(name: &str, text: &str, file: &Path) -> Result<AgentSpec, String> {
     let bad = |why: String| format!("agent definition {}: {why}", file.display());
-    let text = small_file::read(file, folder.within.as_deref()).map_err(bad)?;
-    let doc = frontmatter::parse(&text).map_err(bad)?;
+    let doc = frontmatter::parse(text).map_err(bad)?;
     if let Some(key) = doc
         .fields
         .keys()
@@ -241,6 +222,17 @@ fn check_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// The project folder `project`, as ah reads it.
+    fn files(project: &Path) -> ProjectFiles {
+        ProjectFiles::of_project(&project.canonicalize().unwrap()).unwrap()
+    }
+
+    /// Defines an agent in the project `project`'s `.ah/agents`.
+    fn define_in(project: &Path, name: &str, text: &str) {
+        define(&project.join(".ah"), name, text);
+    }
 
     fn define(dir: &Path, name: &str, text: &str) {
         fs::create_dir_all(dir.join("agents")).unwrap();
@@ -250,12 +242,17 @@ mod tests {
     #[test]
     fn pairs_and_definitions_in_the_given_order() {
         let project = tempfile::tempdir().unwrap();
-        define(
+        define_in(
             project.path(),
             "tester",
             "---\nmodel: haiku\ndescription: runs tests\ntools: read, bash\nmax_tools: 5\n---\nYou test.\n",
         );
-        let agents = roster(Some("lead:opus, tester,coder:sonnet"), project.path(), None).unwrap();
+        let agents = roster(
+            Some("lead:opus, tester,coder:sonnet"),
+            &files(project.path()),
+            None,
+        )
+        .unwrap();
         let names: Vec<&str> = agents.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["lead", "tester", "coder"]);
         let tester = &agents[1];
@@ -264,7 +261,7 @@ mod tests {
         assert_eq!(tester.max_tools, Some(5));
         assert_eq!(tester.role, "You test.");
         // A pair overrides a definition's model only.
-        let again = roster(Some("tester:opus"), project.path(), None).unwrap();
+        let again = roster(Some("tester:opus"), &files(project.path()), None).unwrap();
         assert_eq!(again[0].model.as_deref(), Some("opus"));
         assert_eq!(again[0].max_tools, Some(5));
     }
@@ -273,10 +270,10 @@ mod tests {
     fn without_a_list_every_defined_agent_project_first() {
         let project = tempfile::tempdir().unwrap();
         let global = tempfile::tempdir().unwrap();
-        define(project.path(), "b", "project b");
+        define_in(project.path(), "b", "project b");
         define(global.path(), "b", "global b");
         define(global.path(), "a", "global a");
-        let agents = roster(None, project.path(), Some(global.path())).unwrap();
+        let agents = roster(None, &files(project.path()), Some(global.path())).unwrap();
         let found: Vec<(&str, &str)> = agents
             .iter()
             .map(|a| (a.name.as_str(), a.role.as_str()))
@@ -287,7 +284,7 @@ mod tests {
     #[test]
     fn mistakes_are_refused_in_words() {
         let project = tempfile::tempdir().unwrap();
-        let err = |list: &str| roster(Some(list), project.path(), None).unwrap_err();
+        let err = |list: &str| roster(Some(list), &files(project.path()), None).unwrap_err();
         assert!(err("lead:opus,lead:haiku").contains("named twice"));
         assert!(err("ghost").contains("unknown agent \"ghost\""));
         assert!(err("user:opus").contains("routing words"));
@@ -295,15 +292,15 @@ mod tests {
         assert!(err("lead:").contains("no model"));
         assert!(err(" , ").contains("names no agent"));
         assert!(
-            roster(None, project.path(), None)
+            roster(None, &files(project.path()), None)
                 .unwrap_err()
                 .contains("no agents")
         );
-        define(project.path(), "x", "---\nmax_tools: -1\n---\n");
+        define_in(project.path(), "x", "---\nmax_tools: -1\n---\n");
         assert!(err("x").contains("max_tools"));
-        define(project.path(), "y", "---\ncolour: red\n---\n");
+        define_in(project.path(), "y", "---\ncolour: red\n---\n");
         assert!(err("y").contains("unknown key"));
-        define(project.path(), "big", &"x".repeat(70 * 1024));
+        define_in(project.path(), "big", &"x".repeat(70 * 1024));
         assert!(err("big").contains("larger than 64 KiB"));
     }
 
@@ -318,16 +315,16 @@ mod tests {
             project.join(".ah/agents/lead.md"),
         )
         .unwrap();
-        let err = roster(Some("lead"), &project.join(".ah"), None).unwrap_err();
-        assert!(err.contains("link out of the project"), "{err}");
-        let err = roster(None, &project.join(".ah"), None).unwrap_err();
-        assert!(err.contains("link out of the project"), "{err}");
+        let err = roster(Some("lead"), &files(&project), None).unwrap_err();
+        assert!(err.contains("out of the project"), "{err}");
+        let err = roster(None, &files(&project), None).unwrap_err();
+        assert!(err.contains("out of the project"), "{err}");
         // A link within the project is read.
         fs::write(project.join("roles.md"), "You lead.").unwrap();
         fs::remove_file(project.join(".ah/agents/lead.md")).unwrap();
         std::os::unix::fs::symlink(project.join("roles.md"), project.join(".ah/agents/lead.md"))
             .unwrap();
-        let agents = roster(Some("lead"), &project.join(".ah"), None).unwrap();
+        let agents = roster(Some("lead"), &files(&project), None).unwrap();
         assert_eq!(agents[0].role, "You lead.");
     }
 }

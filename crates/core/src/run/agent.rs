@@ -128,7 +128,7 @@ pub(crate) fn enter(
         loop_window: options.loop_window,
         thinking_budget: None,
         compact_reserve: options.compact_reserve,
-        compact_prompt: prompt::compact_prompt(&setup.ah_dir)?,
+        compact_prompt: prompt::compact_prompt(&setup.files)?,
     };
     Ok(AgentReady { config, start })
 }

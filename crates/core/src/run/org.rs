@@ -86,9 +86,9 @@ pub(crate) async fn open(
             (request.agents.clone(), task)
         }
     };
-    let specs =
-        roster(list.as_deref(), &ah_dir, global_dir().as_deref()).map_err(UsageError::Said)?;
     let (setup, provider) = settle(options, task, front).await?;
+    let specs =
+        roster(list.as_deref(), &setup.files, global_dir().as_deref()).map_err(UsageError::Said)?;
     let members = connect(&specs, options)?;
     for (spec, member) in specs.iter().zip(&members) {
         // A cloned repository may ship agent files: say what they choose.
@@ -253,7 +253,7 @@ pub(crate) fn enter(
         .iter()
         .map(|member| member.shown.clone())
         .collect();
-    let compact_prompt = prompt::compact_prompt(&setup.ah_dir)?;
+    let compact_prompt = prompt::compact_prompt(&setup.files)?;
     let agents = plan
         .specs
         .iter()

@@ -4,13 +4,12 @@
 //! Warnings (a skipped skill, cut instructions) go to stderr; an unknown
 //! command or skill is a usage error.
 
-use std::path::Path;
-
 use anyhow::{Context, Result};
 
 use super::{Front, UsageError};
 use crate::agent::instructions::{self, Skills, SlashError, load_project_docs};
 use crate::agent::prompt::{self, Workspace};
+use crate::config::ProjectFiles;
 use ah_record::safe_text::terminal_safe;
 
 /// The system prompt and the user message's text blocks.
@@ -19,18 +18,17 @@ pub(crate) struct PromptSetup {
     pub blocks: Vec<String>,
 }
 
-/// Builds the run's prompts for `task` in `project`.
+/// Builds the run's prompts for `task` in the project of `files`.
 pub(crate) fn prepare(
-    project: &Path,
-    ah_dir: &Path,
+    files: &ProjectFiles,
     workspace: Workspace,
     task: &str,
     skill_names: &[String],
     front: &mut dyn Front,
 ) -> Result<PromptSetup> {
     let global = instructions::global_dir();
-    let skills = Skills::discover(ah_dir, global.as_deref());
-    let docs = load_project_docs(project)?;
+    let skills = Skills::discover(files, global.as_deref());
+    let docs = load_project_docs(files);
     for warning in skills.warnings.iter().chain(&docs.warnings) {
         // They quote the project's files, which earlier runs may have written.
         front.notice(&format!("warning: {}", terminal_safe(warning)));
@@ -39,14 +37,13 @@ pub(crate) fn prepare(
     for name in skill_names {
         blocks.push(skills.load(name).map_err(usage)?);
     }
-    let expansion =
-        instructions::expand(task, ah_dir, global.as_deref(), &skills).map_err(usage)?;
+    let expansion = instructions::expand(task, files, global.as_deref(), &skills).map_err(usage)?;
     if let Some(used) = &expansion.used {
         front.notice(&format!("prompt from {used}"));
     }
     blocks.extend(expansion.blocks);
     let mut system =
-        prompt::system_prompt(ah_dir, workspace).context("cannot build the system prompt")?;
+        prompt::system_prompt(files, workspace).context("cannot build the system prompt")?;
     if !docs.text.is_empty() {
         system.push_str(
             "\n\n# Project instructions\nThe project's own notes for agents (AGENTS.md or \

@@ -13,7 +13,7 @@ use super::begin::Begin;
 use super::prompt::{self, PromptSetup};
 use super::{Front, ReviewMode, RunOptions, UsageError, network, weakening};
 use crate::agent::instructions::global_dir;
-use crate::config::{self, RetrySettings};
+use crate::config::{self, ProjectFiles, RetrySettings};
 use ah_llm::retry::RetryPolicy;
 use ah_llm::{Provider, models};
 use ah_record::policy::Policy;
@@ -29,8 +29,14 @@ pub(crate) async fn settle(
     front: &mut dyn Front,
 ) -> Result<(RunSetup, Box<dyn Provider>)> {
     let project = resolve_project(args.project.as_deref())?;
+    // The policy comes first: it says which project files ah may read.
+    let (file, allow, deny) = (args.policy.as_deref(), &args.allow, &args.deny);
+    let policy = Policy::load(&project, file, allow, deny)?;
+    let user_policy = Policy::load_without_project(file, allow, deny)?;
+    read_policy_notices(&policy, front)?;
+    let files = ProjectFiles::new(&project, &policy);
     let loaded =
-        config::load(&project, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
+        config::load(&files, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
     let given = weakening::Given {
         backend: args.given.backend,
         review: args.review.is_some(),
@@ -52,7 +58,8 @@ pub(crate) async fn settle(
         &args.config,
     )?;
     let provider = selection.connect(retry_policy(&args.config.retry))?;
-    let (policy, user_policy) = policies(&project, args, &loaded.user)?;
+    let policy = finish_policy(policy, args, &args.config)?;
+    let user_policy = finish_policy(user_policy, args, &loaded.user)?;
     let settings = weakening::Settings {
         config: &loaded.config,
         user_config: &loaded.user,
@@ -78,7 +85,7 @@ pub(crate) async fn settle(
         .into());
     }
     let project_tools =
-        config::tools::load(&ah_dir, global_dir().as_deref()).map_err(UsageError::Said)?;
+        config::tools::load(&files, global_dir().as_deref()).map_err(UsageError::Said)?;
     for tool in project_tools
         .iter()
         .filter(|t| ah_tools::names().contains(&t.name))
@@ -102,8 +109,7 @@ pub(crate) async fn settle(
         ah_llm::redact::register(secret);
     }
     let prompts = prompt::prepare(
-        &project,
-        &ah_dir,
+        &files,
         super::lifecycle::workspace_of(args.backend),
         &task,
         &args.skills,
@@ -115,6 +121,7 @@ pub(crate) async fn settle(
     let setup = RunSetup {
         project,
         ah_dir,
+        files,
         model_name: selection.display_name(),
         model: selection.model,
         policy,
@@ -129,26 +136,43 @@ pub(crate) async fn settle(
     Ok((setup, provider))
 }
 
-/// The run's policy, and what it would be without the project's own
-/// `.ah/policy.toml` and `.ah/config.toml` (`user`: the configuration
-/// without the project's file), both built the same way otherwise.
-fn policies(project: &Path, args: &RunOptions, user: &config::Config) -> Result<(Policy, Policy)> {
-    let finish = |policy: Policy, limits: &config::Config| -> Result<Policy> {
-        let mut policy = policy.with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
-        let review = &limits.review;
-        policy.set_review_limits(review.max_lines, review.max_files, review.max_bytes);
-        Ok(policy)
-    };
-    let (file, allow, deny) = (args.policy.as_deref(), &args.allow, &args.deny);
-    let policy = finish(Policy::load(project, file, allow, deny)?, &args.config)?;
-    let user_policy = finish(Policy::load_without_project(file, allow, deny)?, user)?;
-    Ok((policy, user_policy))
+/// Names, at the start, what of the read policy a project's file tried to
+/// loosen (ignored), and what the user's own `--policy` loosens.
+fn read_policy_notices(policy: &Policy, front: &mut dyn Front) -> Result<()> {
+    for ignored in policy.ignored() {
+        front.notice(&format!(
+            "ah: ignored {}: a project's policy can add to the read policy, never let a \
+             withheld file into the sandbox (give such globs in your own --policy FILE)",
+            terminal_safe(ignored)
+        ));
+    }
+    let loosened = policy.read_loosened(Policy::builtin()?);
+    if !loosened.is_empty() {
+        front.notice(&format!(
+            "ah: the read policy lets into the sandbox what it withholds by default: {} \
+             (--policy)",
+            terminal_safe(&loosened.join(", "))
+        ));
+    }
+    Ok(())
+}
+
+/// A policy as the files made it, with the command line's network rules
+/// and variables and the review limits of `limits` (the run's
+/// configuration, or the user's without the project's file).
+fn finish_policy(policy: Policy, args: &RunOptions, limits: &config::Config) -> Result<Policy> {
+    let mut policy = policy.with_sandbox_flags(&args.sandbox.allow_hosts, &args.sandbox.env)?;
+    let review = &limits.review;
+    policy.set_review_limits(review.max_lines, review.max_files, review.max_bytes);
+    Ok(policy)
 }
 
 /// What `run` settled before the session was opened.
 pub(crate) struct RunSetup {
     pub project: PathBuf,
     pub ah_dir: PathBuf,
+    /// The project's files as ah reads them for itself.
+    pub files: ProjectFiles,
     pub model: models::ModelInfo,
     /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
     pub model_name: String,

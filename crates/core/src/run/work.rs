@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use ulid::Ulid;
 
 use super::queue::claim_exclusive;
@@ -13,6 +13,7 @@ use super::settle::{RunSetup, settle};
 use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
 use crate::agent::EndReason;
 use crate::agent::prompt;
+use crate::config::own_files::read_user;
 use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
 use ah_record::run::Run;
 use ah_session::Session;
@@ -43,6 +44,9 @@ pub(crate) async fn open(
     })))
 }
 
+/// The largest issue file read.
+const ISSUE_CAP: u64 = 1024 * 1024;
+
 /// The issue: `--issue TEXT`, or the one file named.
 fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
     let text = match (issue, args.prompt.as_slice()) {
@@ -53,8 +57,9 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
             .into());
         }
         (Some(text), []) => text,
-        (None, [file]) => std::fs::read_to_string(Path::new(file))
-            .with_context(|| format!("cannot read the issue file {file}"))?,
+        (None, [file]) => read_user(Path::new(file), ISSUE_CAP)
+            .map_err(|why| anyhow!("cannot read the issue file {why}"))?
+            .ok_or_else(|| anyhow!("the issue file {file} does not exist"))?,
         (None, _) => {
             return Err(UsageError::Said(
                 "no issue given: ah work ISSUE.md, or ah work --issue \"what to do\" (see ah work --help)"
@@ -85,7 +90,7 @@ pub(crate) fn enter(
         issue: setup.prompts.blocks.join("\n\n"),
         model: setup.model.clone(),
         system: prompt::with_withheld_note(&setup.prompts.system, run.withheld()),
-        ah_dir: setup.ah_dir.clone(),
+        files: setup.files.clone(),
         max_rounds,
         max_tools: options.max_tools,
         loop_window: options.loop_window,

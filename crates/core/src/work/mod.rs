@@ -24,6 +24,7 @@ use std::path::PathBuf;
 
 use crate::agent::prompt;
 use crate::agent::{AbortSignal, AgentConfig, AgentError, EndReason, Event, Inbox, run_agent};
+use crate::config::ProjectFiles;
 use ah_llm::models::ModelInfo;
 use ah_llm::{Block, Provider, Role};
 use ah_record::run::Run;
@@ -44,8 +45,8 @@ pub struct WorkConfig {
     /// The run's system prompt (ah's, the project's instructions, skills);
     /// each phase adds its own part.
     pub system: String,
-    /// The project's `.ah/`, for prompt overrides.
-    pub ah_dir: PathBuf,
+    /// The project's files, for prompt overrides.
+    pub files: ProjectFiles,
     /// Most do rounds, at least 1.
     pub max_rounds: u32,
     /// Tool calls per phase.
@@ -194,7 +195,7 @@ impl Worker<'_> {
 
     async fn rounds(&mut self, root: &str, record: &mut WorkRecord) -> Result<WorkEnd, WorkError> {
         let max_rounds = self.config.max_rounds.max(1);
-        let fix = phase::fix_prompt(&self.config.ah_dir).map_err(WorkError::Prompt)?;
+        let fix = phase::fix_prompt(&self.config.files).map_err(WorkError::Prompt)?;
         let mut handoff = Handoff::default();
         if let Some(end) = self
             .phase(Phase::Plan, 1, root, &handoff, &fix, record)
@@ -353,7 +354,7 @@ impl Worker<'_> {
 
     fn agent_config(&self, phase: Phase) -> Result<AgentConfig, WorkError> {
         let config = self.config;
-        let own = phase.prompt(&config.ah_dir).map_err(WorkError::Prompt)?;
+        let own = phase.prompt(&config.files).map_err(WorkError::Prompt)?;
         Ok(AgentConfig {
             model: config.model.clone(),
             system: format!("{}\n\n{own}", config.system),
@@ -362,7 +363,7 @@ impl Worker<'_> {
             loop_window: config.loop_window,
             thinking_budget: None,
             compact_reserve: config.compact_reserve,
-            compact_prompt: prompt::compact_prompt(&config.ah_dir).map_err(WorkError::Prompt)?,
+            compact_prompt: prompt::compact_prompt(&config.files).map_err(WorkError::Prompt)?,
         })
     }
 

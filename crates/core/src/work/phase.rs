@@ -3,11 +3,10 @@
 //! the file it must leave under the run's `phases/` directory, and the
 //! reminder it gets when it ends without that file.
 
-use std::path::Path;
-
 use serde::Serialize;
 
 use crate::agent::prompt;
+use crate::config::ProjectFiles;
 use ah_record::run::StepRules;
 
 const PLAN: &str = include_str!("../../../../sys/work/plan.md");
@@ -46,7 +45,7 @@ impl Phase {
     }
 
     /// The phase's system prompt: `sys/work/<name>` or its project override.
-    pub fn prompt(self, ah_dir: &Path) -> std::io::Result<String> {
+    pub fn prompt(self, files: &ProjectFiles) -> std::io::Result<String> {
         let (name, builtin) = match self {
             Phase::Plan => ("work/plan.md", PLAN),
             Phase::Do => ("work/do.md", DO),
@@ -54,7 +53,7 @@ impl Phase {
             Phase::Act => ("work/analyze.md", ANALYZE),
             Phase::Friction => ("work/friction.md", FRICTION),
         };
-        Ok(prompt::part(ah_dir, name, builtin)?.trim_end().to_string())
+        Ok(prompt::part(files, name, builtin)?.trim_end().to_string())
     }
 
     /// What the phase's steps may do, before its host tool is added.
@@ -107,8 +106,8 @@ impl Phase {
 }
 
 /// The opening of a do round after a `fix` verdict: `sys/work/fix.md`.
-pub fn fix_prompt(ah_dir: &Path) -> std::io::Result<String> {
-    Ok(prompt::part(ah_dir, "work/fix.md", FIX)?
+pub fn fix_prompt(files: &ProjectFiles) -> std::io::Result<String> {
+    Ok(prompt::part(files, "work/fix.md", FIX)?
         .trim_end()
         .to_string())
 }
@@ -144,17 +143,18 @@ mod tests {
     #[test]
     fn prompts_are_built_in_unless_the_project_overrides_them() {
         let dir = tempfile::tempdir().unwrap();
+        let files = || ProjectFiles::of_project(&dir.path().canonicalize().unwrap()).unwrap();
         assert!(
             Phase::Plan
-                .prompt(dir.path())
+                .prompt(&files())
                 .unwrap()
                 .contains("## Validation")
         );
-        assert!(Phase::Act.prompt(dir.path()).unwrap().contains("`verdict`"));
-        std::fs::create_dir_all(dir.path().join("sys/work")).unwrap();
-        std::fs::write(dir.path().join("sys/work/check.md"), "CHECK HARDER\n").unwrap();
-        assert_eq!(Phase::Check.prompt(dir.path()).unwrap(), "CHECK HARDER");
-        assert!(fix_prompt(dir.path()).unwrap().contains("findings"));
+        assert!(Phase::Act.prompt(&files()).unwrap().contains("`verdict`"));
+        std::fs::create_dir_all(dir.path().join(".ah/sys/work")).unwrap();
+        std::fs::write(dir.path().join(".ah/sys/work/check.md"), "CHECK HARDER\n").unwrap();
+        assert_eq!(Phase::Check.prompt(&files()).unwrap(), "CHECK HARDER");
+        assert!(fix_prompt(&files()).unwrap().contains("findings"));
     }
 
     #[test]

@@ -3,12 +3,18 @@
 //! each list it sets and keeps the rest, except `[review] restricted`, which a
 //! file can only add to (the built-in list is a floor: a project policy that
 //! restricts one more path must not drop every CI and build file from it);
-//! command-line globs are appended. Every
+//! command-line globs are appended. The project's file (which a cloned
+//! repository ships) can only add to the read policy too: its `[read] deny`
+//! globs are added, its `[read] allow` is ignored and said so
+//! ([`Policy::ignored`]); only the user's `--policy FILE` may let a withheld
+//! file into the sandbox. The project's file is read as ah reads every
+//! project file ([`ah_tools::fs_beneath::own_file`], judged by the built-in
+//! read rules), the user's with links followed; both bounded. Every
 //! glob is compiled as it is read, so an error names the layer and the line.
 
 use std::fmt;
-use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use globset::{Glob, GlobBuilder, GlobSetBuilder};
 use serde::Deserialize;
@@ -19,9 +25,13 @@ use super::{
 };
 use crate::outputs::Outputs;
 use ah_sandbox::egress::allow::Rule as NetworkRule;
+use ah_tools::fs_beneath::own_file::{self, Tree};
 
 /// The built-in policy, embedded in the binary.
 const BUILTIN: &str = include_str!("../../../../policy/default.toml");
+
+/// The largest policy file read.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Where a rule came from, for error messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +53,8 @@ impl fmt::Display for Origin {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read policy file {}: {source}; fix its permissions or remove it", .path.display())]
-    Read { path: PathBuf, source: io::Error },
+    #[error("cannot use policy file {why}; fix or remove it")]
+    Read { why: String },
 
     #[error(
         "policy file {origin} is not valid TOML for a policy: {message}\n\
@@ -237,6 +247,8 @@ struct Draft {
     sandbox: SandboxRules,
     /// `[outputs] exclude`, each pattern checked as it was read.
     outputs: Vec<String>,
+    /// What the project's file set that it may not (see [`Policy::ignored`]).
+    ignored: Vec<String>,
 }
 
 impl Draft {
@@ -256,17 +268,27 @@ impl Draft {
         Ok(())
     }
 
-    fn apply(&mut self, source: &str, origin: &Origin) -> Result<(), PolicyError> {
+    /// Applies one layer; a `project`'s file only adds to the read rules.
+    fn apply(&mut self, source: &str, origin: &Origin, project: bool) -> Result<(), PolicyError> {
         let layer: Layer = toml::from_str(source).map_err(|err| PolicyError::Parse {
             origin: origin.clone(),
             message: err.to_string().trim_end().to_string(),
         })?;
         if let Some(read) = layer.read {
-            if let Some(deny) = read.deny {
-                self.read_deny.replace(source, origin, deny)?;
+            match (read.deny, project) {
+                (Some(deny), true) => self.read_deny.extend(source, origin, deny)?,
+                (Some(deny), false) => self.read_deny.replace(source, origin, deny)?,
+                (None, _) => {}
             }
-            if let Some(allow) = read.allow {
-                self.read_allow.replace(source, origin, allow)?;
+            match (read.allow, project) {
+                (Some(allow), true) if !allow.is_empty() => {
+                    let globs: Vec<&str> =
+                        allow.iter().map(|glob| glob.get_ref().as_str()).collect();
+                    self.ignored
+                        .push(format!("[read] allow = {globs:?} (in {origin})"));
+                }
+                (Some(allow), false) => self.read_allow.replace(source, origin, allow)?,
+                _ => {}
             }
         }
         if let Some(write) = layer.write {
@@ -321,18 +343,37 @@ impl Draft {
         Ok(())
     }
 
-    fn apply_file(&mut self, path: &Path, required: bool) -> Result<(), PolicyError> {
-        let source = match std::fs::read_to_string(path) {
-            Ok(source) => source,
-            Err(err) if !required && err.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(source) => {
-                return Err(PolicyError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
+    /// Applies the project's own file, if it has one, read as hostile
+    /// under `builtin`'s read rules.
+    fn apply_project(&mut self, project: &Path, builtin: &Policy) -> Result<(), PolicyError> {
+        let withheld = |rel: &Path| builtin.withheld_by(rel).is_some();
+        let read = Tree::new(project, &withheld)
+            .read_text(Path::new(PROJECT_POLICY_FILE), MAX_FILE_BYTES)
+            .map_err(|err| PolicyError::Read {
+                why: err.to_string(),
+            })?;
+        match read {
+            Some(source) => self.apply(
+                &source,
+                &Origin::File(project.join(PROJECT_POLICY_FILE)),
+                true,
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Applies the user's `--policy FILE`, which must exist.
+    fn apply_user(&mut self, path: &Path) -> Result<(), PolicyError> {
+        let read =
+            own_file::read_trusted_text(path, MAX_FILE_BYTES).map_err(|err| PolicyError::Read {
+                why: err.to_string(),
+            })?;
+        let Some(source) = read else {
+            return Err(PolicyError::Read {
+                why: format!("{}: it does not exist", path.display()),
+            });
         };
-        self.apply(&source, &Origin::File(path.to_path_buf()))
+        self.apply(&source, &Origin::File(path.to_path_buf()), false)
     }
 
     fn finish(self) -> Result<Policy, PolicyError> {
@@ -358,6 +399,7 @@ impl Draft {
             review,
             sandbox: self.sandbox,
             outputs,
+            ignored: self.ignored,
             read_deny: self.read_deny.compile()?,
             read_allow: self.read_allow.compile()?,
             allow: self.allow.compile()?,
@@ -378,8 +420,19 @@ impl Policy {
         extra_allow: &[String],
         extra_deny: &[String],
     ) -> Result<Policy, PolicyError> {
-        let project_file = project_dir.join(PROJECT_POLICY_FILE);
-        Policy::merge(Some(&project_file), policy_file, extra_allow, extra_deny)
+        Policy::merge(Some(project_dir), policy_file, extra_allow, extra_deny)
+    }
+
+    /// The built-in policy alone, made once per process.
+    pub fn builtin() -> Result<&'static Policy, PolicyError> {
+        static BUILT: OnceLock<Result<Policy, String>> = OnceLock::new();
+        BUILT
+            .get_or_init(|| Policy::merge(None, None, &[], &[]).map_err(|err| err.to_string()))
+            .as_ref()
+            .map_err(|message| PolicyError::Parse {
+                origin: Origin::Builtin,
+                message: message.clone(),
+            })
     }
 
     /// [`Policy::load`] without the project's own file: what the built-in
@@ -394,7 +447,7 @@ impl Policy {
     }
 
     fn merge(
-        project_file: Option<&Path>,
+        project_dir: Option<&Path>,
         policy_file: Option<&Path>,
         extra_allow: &[String],
         extra_deny: &[String],
@@ -410,13 +463,14 @@ impl Policy {
             max_bytes: 0,
             sandbox: SandboxRules::default(),
             outputs: Vec::new(),
+            ignored: Vec::new(),
         };
-        draft.apply(BUILTIN, &Origin::Builtin)?;
-        if let Some(path) = project_file {
-            draft.apply_file(path, false)?;
+        draft.apply(BUILTIN, &Origin::Builtin, false)?;
+        if let Some(project) = project_dir {
+            draft.apply_project(project, Policy::builtin()?)?;
         }
         if let Some(path) = policy_file {
-            draft.apply_file(path, true)?;
+            draft.apply_user(path)?;
         }
         for glob in extra_allow {
             draft.allow.push(glob, &Origin::CommandLine, None)?;

@@ -111,13 +111,9 @@ fn default_read_rules_withhold_secrets_at_any_depth_and_not_their_lookalikes() {
 #[test]
 fn read_allow_re_admits_exactly_and_a_file_replaces_the_lists() {
     let project = tempfile::tempdir().unwrap();
-    std::fs::create_dir(project.path().join(".ah")).unwrap();
-    std::fs::write(
-        project.path().join(PROJECT_POLICY_FILE),
-        "[read]\nallow = [\"**/.env.example\"]\n",
-    )
-    .unwrap();
-    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    let file = project.path().join("run.toml");
+    std::fs::write(&file, "[read]\nallow = [\"**/.env.example\"]\n").unwrap();
+    let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
     assert_eq!(withheld(&policy, ".env.example"), None);
     assert_eq!(withheld(&policy, "web/.env.example"), None);
     // Allow globs match letter case exactly; deny globs do not.
@@ -128,8 +124,11 @@ fn read_allow_re_admits_exactly_and_a_file_replaces_the_lists() {
     assert_eq!(withheld(&policy, ".env"), Some("**/.env".to_string()));
     assert_eq!(policy.read().allow, ["**/.env.example"]);
     assert_eq!(policy.read().deny, defaults().read().deny, "deny kept");
+    assert_eq!(
+        policy.read_loosened(Policy::builtin().unwrap()),
+        ["allow +**/.env.example"]
+    );
 
-    let file = project.path().join("run.toml");
     std::fs::write(&file, "[read]\ndeny = [\"private/**\"]\n").unwrap();
     let policy = Policy::load(project.path(), Some(&file), &[], &[]).unwrap();
     assert_eq!(
@@ -137,9 +136,69 @@ fn read_allow_re_admits_exactly_and_a_file_replaces_the_lists() {
         Some("private/**".to_string())
     );
     assert_eq!(withheld(&policy, "id_rsa"), None, "deny list replaced");
+    assert!(
+        policy
+            .read_loosened(Policy::builtin().unwrap())
+            .contains(&"deny -**/id_rsa".to_string())
+    );
     std::fs::write(&file, "[read]\ndeny = [\"a/[b\"]\n").unwrap();
     let err = Policy::load(project.path(), Some(&file), &[], &[]).unwrap_err();
     assert!(err.to_string().contains("(line 2)"), "{err}");
+}
+
+#[test]
+fn a_projects_file_only_adds_to_the_read_policy() {
+    let project = tempfile::tempdir().unwrap();
+    std::fs::create_dir(project.path().join(".ah")).unwrap();
+    std::fs::write(
+        project.path().join(PROJECT_POLICY_FILE),
+        "[read]\ndeny = [\"private/**\"]\nallow = [\"**\"]\n",
+    )
+    .unwrap();
+    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    assert_eq!(withheld(&policy, ".env"), Some("**/.env".to_string()));
+    assert_eq!(withheld(&policy, "id_rsa"), Some("**/id_rsa".to_string()));
+    assert_eq!(
+        withheld(&policy, "private/a.txt"),
+        Some("private/**".to_string())
+    );
+    assert!(policy.read().allow.is_empty());
+    assert!(policy.read_loosened(Policy::builtin().unwrap()).is_empty());
+    assert_eq!(policy.ignored().len(), 1, "{:?}", policy.ignored());
+    assert!(policy.ignored()[0].contains("[read] allow = [\"**\"]"));
+    std::fs::write(
+        project.path().join(PROJECT_POLICY_FILE),
+        "[read]\ndeny = []\n",
+    )
+    .unwrap();
+    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
+    assert_eq!(withheld(&policy, ".env"), Some("**/.env".to_string()));
+}
+
+#[test]
+fn an_editors_copy_of_a_withheld_file_is_withheld() {
+    let policy = defaults();
+    for copy in [
+        ".env~",
+        "#.env#",
+        ".#.env",
+        "..env.swp",
+        "deploy/.id_rsa.swo",
+        "deploy/id_rsa.bak",
+        "deploy/.id_rsa.un~",
+        "secrets.json.orig",
+        ".credentials.json.kate-swp",
+        "sub/.git/config~",
+    ] {
+        assert!(withheld(&policy, copy).is_some(), "{copy}");
+    }
+    for plain in ["notes.swp", "src/main.rs~", "#draft#", "a.bak"] {
+        assert_eq!(withheld(&policy, plain), None, "{plain}");
+    }
+    assert_eq!(
+        withheld(&policy, "vendor/lib/.git/config"),
+        Some("**/.git/config".to_string())
+    );
 }
 
 #[test]

@@ -2,16 +2,22 @@
 //! folder and in each parent folder up to the repository root, joined
 //! outermost first (general before specific) for the system prompt.
 //!
-//! The files are read on the host and sent to the model, so a file that is a
-//! symlink leading out of the repository is skipped with a warning: a hostile
-//! checkout must not be able to mail `~/.ssh/id_rsa` to the model provider.
+//! The files are read on the host and sent to the model, so they are read
+//! as every project file ah reads for itself ([`ProjectFiles`]): a link out
+//! of the repository, to a file the read policy withholds or into a `.git`
+//! folder, a special file or one over [`FILE_CAP`] is skipped with a
+//! warning: a hostile checkout must not be able to mail `~/.ssh/id_rsa`, its
+//! `.env` or its clone token to the model provider.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
+
+use crate::config::ProjectFiles;
 
 /// At most this many bytes of instructions go into the system prompt.
 pub const DOCS_CAP: usize = 32 * 1024;
+
+/// The largest instruction file read (its text is then cut to [`DOCS_CAP`]).
+const FILE_CAP: u64 = 1024 * 1024;
 
 /// The file names looked for in each folder, first found wins.
 const NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
@@ -27,35 +33,31 @@ pub struct ProjectDocs {
     pub warnings: Vec<String>,
 }
 
-/// Reads the instruction files for `project` (an absolute, canonical path).
-/// A file that exists but cannot be read is an error naming it.
-pub fn load_project_docs(project: &Path) -> io::Result<ProjectDocs> {
+/// Reads the instruction files for the project of `files`.
+pub fn load_project_docs(files: &ProjectFiles) -> ProjectDocs {
+    let project = files.project();
     let root = repository_root(project);
+    let mut docs = ProjectDocs::default();
     let mut found = Vec::new();
     for dir in project.ancestors() {
-        if let Some(file) = NAMES.iter().map(|n| dir.join(n)).find(|p| p.is_file()) {
-            found.push(file);
+        let folder = dir.strip_prefix(root).unwrap_or(Path::new(""));
+        for name in NAMES {
+            match files.read_bytes_in(root, &folder.join(name), FILE_CAP) {
+                Ok(None) => continue,
+                Ok(Some(bytes)) => found.push((dir.join(name), bytes)),
+                Err(why) => docs.warnings.push(format!("{why}; not sent to the model")),
+            }
+            break;
         }
         if dir == root {
             break;
         }
     }
-    let mut docs = ProjectDocs::default();
     // Innermost first: the project's own file is the last to be cut.
     let mut parts = Vec::new();
     let mut budget = DOCS_CAP;
-    for file in &found {
-        if !file.canonicalize().is_ok_and(|real| real.starts_with(root)) {
-            docs.warnings.push(format!(
-                "{} is a link out of the repository; not sent to the model",
-                file.display()
-            ));
-            continue;
-        }
-        let bytes = fs::read(file).map_err(|err| {
-            io::Error::new(err.kind(), format!("cannot read {}: {err}", file.display()))
-        })?;
-        let text = String::from_utf8_lossy(&bytes);
+    for (file, bytes) in &found {
+        let text = String::from_utf8_lossy(bytes);
         let label = file
             .strip_prefix(root)
             .unwrap_or(file)
@@ -99,7 +101,7 @@ pub fn load_project_docs(project: &Path) -> io::Result<ProjectDocs> {
         .collect::<Vec<_>>()
         .join("\n\n");
     docs.files = parts.into_iter().map(|(file, _)| file).collect();
-    Ok(docs)
+    docs
 }
 
 /// The nearest folder at or above `project` that holds `.git`; the project
@@ -121,6 +123,12 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// The instructions for the project `dir`, read as a run reads them.
+    fn load(dir: &Path) -> ProjectDocs {
+        load_project_docs(&ProjectFiles::of_project(dir).unwrap())
+    }
 
     fn tree() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -137,7 +145,7 @@ mod tests {
         fs::write(root.join("repo/CLAUDE.md"), "root rules").unwrap();
         fs::write(root.join("repo/sub/pkg/AGENTS.md"), "pkg rules").unwrap();
         fs::write(root.join("repo/sub/pkg/CLAUDE.md"), "not read").unwrap();
-        let docs = load_project_docs(&root.join("repo/sub/pkg")).unwrap();
+        let docs = load(&root.join("repo/sub/pkg"));
         assert_eq!(
             docs.text,
             "## CLAUDE.md\n\nroot rules\n\n## sub/pkg/AGENTS.md\n\npkg rules"
@@ -153,7 +161,7 @@ mod tests {
         fs::create_dir(root.join("p")).unwrap();
         fs::write(root.join("AGENTS.md"), "parent").unwrap();
         fs::write(root.join("p/AGENTS.md"), "own").unwrap();
-        let docs = load_project_docs(&root.join("p")).unwrap();
+        let docs = load(&root.join("p"));
         assert_eq!(docs.text, "## AGENTS.md\n\nown");
     }
 
@@ -162,7 +170,7 @@ mod tests {
         let (_dir, root) = tree();
         fs::write(root.join("repo/AGENTS.md"), "o".repeat(DOCS_CAP)).unwrap();
         fs::write(root.join("repo/sub/AGENTS.md"), "s".repeat(100)).unwrap();
-        let docs = load_project_docs(&root.join("repo/sub")).unwrap();
+        let docs = load(&root.join("repo/sub"));
         assert!(docs.text.len() <= DOCS_CAP, "{}", docs.text.len());
         assert!(docs.text.ends_with(&"s".repeat(100)));
         assert!(docs.text.contains("[ah: the rest of AGENTS.md was cut"));
@@ -175,17 +183,18 @@ mod tests {
         let (_dir, root) = tree();
         fs::write(root.join("secret"), "PRIVATE KEY").unwrap();
         std::os::unix::fs::symlink(root.join("secret"), root.join("repo/AGENTS.md")).unwrap();
-        let docs = load_project_docs(&root.join("repo")).unwrap();
+        let docs = load(&root.join("repo"));
         assert!(docs.text.is_empty());
-        assert!(docs.warnings[0].contains("link out of the repository"));
+        assert!(
+            docs.warnings[0].contains("out of the project"),
+            "{:?}",
+            docs.warnings
+        );
     }
 
     #[test]
     fn no_files_no_text() {
         let (_dir, root) = tree();
-        assert_eq!(
-            load_project_docs(&root.join("repo")).unwrap(),
-            ProjectDocs::default()
-        );
+        assert_eq!(load(&root.join("repo")), ProjectDocs::default());
     }
 }

@@ -5,18 +5,23 @@
 //! (`/skill:name` or `--skill name`). A project skill hides a global one of
 //! the same name. A malformed file is a warning, never a failed run.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::frontmatter;
 use super::slash::{SlashError, valid_name};
+use crate::config::own_files::{Folder, PROMPT_CAP, ProjectFiles};
+use ah_tools::fs_beneath::dir::Kind;
 
 /// A skill that can be loaded.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Skill {
     pub name: String,
     pub description: String,
+    /// Its file, for people.
     pub path: PathBuf,
+    /// The folder it was found in and its path there (`DIR/SKILL.md`).
+    folder: Folder,
+    rel: String,
 }
 
 /// The skills found for a project, by name.
@@ -30,33 +35,35 @@ pub struct Skills {
 impl Skills {
     /// Looks for skills in the project's `.ah/skills` and in the global
     /// `skills` folder.
-    pub fn discover(ah_dir: &Path, global: Option<&Path>) -> Skills {
+    pub fn discover(files: &ProjectFiles, global: Option<&Path>) -> Skills {
         let mut skills = Skills::default();
-        let dirs = [Some(ah_dir.to_path_buf()), global.map(Path::to_path_buf)];
-        for base in dirs.into_iter().flatten() {
-            skills.scan(&base.join("skills"));
+        for folder in Folder::both(files, global, "skills") {
+            skills.scan(&folder);
         }
         skills.list.sort_by(|a, b| a.name.cmp(&b.name));
         skills
     }
 
-    fn scan(&mut self, dir: &Path) {
-        let Ok(entries) = fs::read_dir(dir) else {
-            return;
+    fn scan(&mut self, folder: &Folder) {
+        let entries = match folder.entries() {
+            Ok(entries) => entries,
+            Err(why) => {
+                self.warnings.push(format!("skills skipped: {why}"));
+                return;
+            }
         };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|entry| entry.path().join("SKILL.md"))
-            .filter(|file| file.is_file())
-            .collect();
-        files.sort();
-        for file in files {
-            match read_header(&file) {
-                Ok(skill) if self.find(&skill.name).is_none() => self.list.push(skill),
+        for (dir, kind) in entries {
+            if !matches!(kind, Kind::Dir | Kind::Link) {
+                continue;
+            }
+            let rel = format!("{dir}/SKILL.md");
+            match read_header(folder, &rel) {
+                Ok(Some(skill)) if self.find(&skill.name).is_none() => self.list.push(skill),
                 Ok(_) => {}
-                Err(why) => self
-                    .warnings
-                    .push(format!("skill {} skipped: {why}", file.display())),
+                Err(why) => self.warnings.push(format!(
+                    "skill {} skipped: {why}",
+                    folder.shown(&rel).display()
+                )),
             }
         }
     }
@@ -71,10 +78,13 @@ impl Skills {
             name: name.to_string(),
             available: self.names(),
         })?;
-        let text = fs::read_to_string(&skill.path).map_err(|source| SlashError::Read {
-            path: skill.path.clone(),
-            source,
-        })?;
+        let text = skill
+            .folder
+            .read(&skill.rel, PROMPT_CAP)
+            .map_err(|why| SlashError::Read { why })?
+            .ok_or_else(|| SlashError::Read {
+                why: format!("{}: it is gone", skill.path.display()),
+            })?;
         let body = frontmatter::parse(&text)
             .map_err(|why| SlashError::Malformed {
                 path: skill.path.clone(),
@@ -112,8 +122,11 @@ impl Skills {
     }
 }
 
-fn read_header(file: &Path) -> Result<Skill, String> {
-    let text = fs::read_to_string(file).map_err(|err| format!("cannot read it: {err}"))?;
+/// The skill in `rel` of `folder`; `None` when there is no such file.
+fn read_header(folder: &Folder, rel: &str) -> Result<Option<Skill>, String> {
+    let Some(text) = folder.read(rel, PROMPT_CAP)? else {
+        return Ok(None);
+    };
     let doc = frontmatter::parse(&text)?;
     let field = |key: &str| {
         doc.fields
@@ -128,16 +141,28 @@ fn read_header(file: &Path) -> Result<Skill, String> {
             "the name {name:?} may only use letters, digits, `-`, `_` and `.`"
         ));
     }
-    Ok(Skill {
+    Ok(Some(Skill {
         name,
         description: field("description")?,
-        path: file.to_path_buf(),
-    })
+        path: folder.shown(rel),
+        folder: folder.clone(),
+        rel: rel.to_string(),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    /// The project `dir` (its skills in `dir/.ah/skills`), as ah reads it.
+    fn files(dir: &Path) -> ProjectFiles {
+        ProjectFiles::of_project(&dir.canonicalize().unwrap()).unwrap()
+    }
+
+    fn project_skill(project: &Path, dir: &str, text: &str) {
+        skill(&project.join(".ah"), dir, text);
+    }
 
     fn skill(base: &Path, dir: &str, text: &str) {
         fs::create_dir_all(base.join("skills").join(dir)).unwrap();
@@ -148,7 +173,7 @@ mod tests {
     fn project_skills_hide_global_ones_and_bad_files_are_warnings() {
         let project = tempfile::tempdir().unwrap();
         let global = tempfile::tempdir().unwrap();
-        skill(
+        project_skill(
             project.path(),
             "a",
             "---\nname: pdf\ndescription: Project PDF\n---\nBODY-P\n",
@@ -163,9 +188,9 @@ mod tests {
             "c",
             "---\nname: sql\ndescription: Queries\n---\nBODY-S\n",
         );
-        skill(project.path(), "d", "---\nname: broken\n");
-        skill(project.path(), "e", "no header at all\n");
-        let skills = Skills::discover(project.path(), Some(global.path()));
+        project_skill(project.path(), "d", "---\nname: broken\n");
+        project_skill(project.path(), "e", "no header at all\n");
+        let skills = Skills::discover(&files(project.path()), Some(global.path()));
         let names: Vec<_> = skills.list.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["pdf", "sql"]);
         assert_eq!(skills.find("pdf").unwrap().description, "Project PDF");
@@ -187,12 +212,12 @@ mod tests {
     #[test]
     fn loading_reads_the_body_without_its_header() {
         let project = tempfile::tempdir().unwrap();
-        skill(
+        project_skill(
             project.path(),
             "x",
             "---\nname: x\ndescription: X things\n---\nStep 1\n",
         );
-        let skills = Skills::discover(project.path(), None);
+        let skills = Skills::discover(&files(project.path()), None);
         assert_eq!(
             skills.load("x").unwrap(),
             "[ah: the user loaded the skill \"x\": X things]\n\nStep 1"
@@ -208,7 +233,7 @@ mod tests {
     fn no_skills_no_section() {
         let project = tempfile::tempdir().unwrap();
         assert!(
-            Skills::discover(project.path(), None)
+            Skills::discover(&files(project.path()), None)
                 .prompt_section()
                 .is_none()
         );

@@ -5,12 +5,11 @@
 //! sends `args` after it. A prompt that starts with `//` is sent with one
 //! `/` removed, for prompts that really start with a slash.
 
-use std::fs;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use super::frontmatter;
 use super::skills::Skills;
+use crate::config::own_files::{Folder, PROMPT_CAP, ProjectFiles};
 
 /// The commands that come with ah: (name, template).
 const BUILTIN: &[(&str, &str)] = &[
@@ -44,8 +43,8 @@ pub enum SlashError {
         name: String,
         available: Vec<String>,
     },
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    #[error("cannot use {why}")]
+    Read { why: String },
     #[error("{path} has a malformed header ({why}); fix the `---` block at its top")]
     Malformed { path: PathBuf, why: String },
 }
@@ -67,11 +66,11 @@ pub(super) fn valid_name(name: &str) -> bool {
         && !name.starts_with('.')
 }
 
-/// Expands `prompt`. `ah_dir` is the project's `.ah`, `global` the user's
-/// config folder (see [`super::global_dir`]).
+/// Expands `prompt`. `files` are the project's, `global` the user's config
+/// folder (see [`super::global_dir`]).
 pub fn expand(
     prompt: &str,
-    ah_dir: &Path,
+    files: &ProjectFiles,
     global: Option<&Path>,
     skills: &Skills,
 ) -> Result<Expansion, SlashError> {
@@ -103,7 +102,7 @@ pub fn expand(
     if !valid_name(word) {
         return Ok(plain(prompt));
     }
-    let template = find(word, ah_dir, global)?;
+    let template = find(word, files, global)?;
     let body = frontmatter::parse(&template.text)
         .map_err(|why| SlashError::Malformed {
             path: template.path.clone(),
@@ -130,13 +129,17 @@ struct Template {
     text: String,
 }
 
-fn find(name: &str, ah_dir: &Path, global: Option<&Path>) -> Result<Template, SlashError> {
-    for dir in command_dirs(ah_dir, global) {
-        let path = dir.join(format!("{name}.md"));
-        match fs::read_to_string(&path) {
-            Ok(text) => return Ok(Template { path, text }),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(source) => return Err(SlashError::Read { path, source }),
+fn find(name: &str, files: &ProjectFiles, global: Option<&Path>) -> Result<Template, SlashError> {
+    let file = format!("{name}.md");
+    for folder in Folder::both(files, global, "commands") {
+        if let Some(text) = folder
+            .read(&file, PROMPT_CAP)
+            .map_err(|why| SlashError::Read { why })?
+        {
+            return Ok(Template {
+                path: folder.shown(&file),
+                text,
+            });
         }
     }
     if let Some((_, text)) = BUILTIN.iter().find(|(builtin, _)| *builtin == name) {
@@ -147,25 +150,17 @@ fn find(name: &str, ah_dir: &Path, global: Option<&Path>) -> Result<Template, Sl
     }
     Err(SlashError::UnknownCommand {
         name: name.to_string(),
-        available: available(ah_dir, global),
+        available: available(files, global),
     })
 }
 
-fn command_dirs(ah_dir: &Path, global: Option<&Path>) -> Vec<PathBuf> {
-    let mut dirs = vec![ah_dir.join("commands")];
-    dirs.extend(global.map(|dir| dir.join("commands")));
-    dirs
-}
-
 /// Every command name that can be used, sorted.
-fn available(ah_dir: &Path, global: Option<&Path>) -> Vec<String> {
+fn available(files: &ProjectFiles, global: Option<&Path>) -> Vec<String> {
     let mut names: Vec<String> = BUILTIN.iter().map(|(name, _)| name.to_string()).collect();
-    for dir in command_dirs(ah_dir, global) {
-        let Ok(entries) = fs::read_dir(&dir) else {
-            continue;
-        };
-        names.extend(entries.flatten().filter_map(|entry| {
-            let name = entry.file_name().to_str()?.strip_suffix(".md")?.to_string();
+    for folder in Folder::both(files, global, "commands") {
+        let entries = folder.entries().unwrap_or_default();
+        names.extend(entries.into_iter().filter_map(|(file, _)| {
+            let name = file.strip_suffix(".md")?.to_string();
             valid_name(&name).then_some(name)
         }));
     }
@@ -177,54 +172,70 @@ fn available(ah_dir: &Path, global: Option<&Path>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
-    fn setup() -> (tempfile::TempDir, tempfile::TempDir) {
-        let ah = tempfile::tempdir().unwrap();
-        let global = tempfile::tempdir().unwrap();
-        fs::create_dir_all(ah.path().join("commands")).unwrap();
-        fs::create_dir_all(global.path().join("commands")).unwrap();
-        (ah, global)
+    /// A project folder (`.ah` inside it) and a global folder.
+    struct Dirs {
+        project: tempfile::TempDir,
+        global: tempfile::TempDir,
     }
 
-    fn run(prompt: &str, ah: &Path, global: &Path) -> Result<Expansion, SlashError> {
+    impl Dirs {
+        fn ah(&self) -> PathBuf {
+            self.project.path().join(".ah")
+        }
+    }
+
+    fn setup() -> Dirs {
+        let dirs = Dirs {
+            project: tempfile::tempdir().unwrap(),
+            global: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(dirs.ah().join("commands")).unwrap();
+        fs::create_dir_all(dirs.global.path().join("commands")).unwrap();
+        dirs
+    }
+
+    fn run(prompt: &str, dirs: &Dirs) -> Result<Expansion, SlashError> {
+        let project = dirs.project.path().canonicalize().unwrap();
+        let files = ProjectFiles::of_project(&project).unwrap();
+        let global = dirs.global.path();
         expand(
             prompt,
-            ah,
+            &files,
             Some(global),
-            &Skills::discover(ah, Some(global)),
+            &Skills::discover(&files, Some(global)),
         )
     }
 
     #[test]
     fn project_then_global_then_builtin() {
-        let (ah, global) = setup();
+        let dirs = setup();
         fs::write(
-            ah.path().join("commands/fix.md"),
+            dirs.ah().join("commands/fix.md"),
             "Project fix: $ARGUMENTS!",
         )
         .unwrap();
-        fs::write(global.path().join("commands/fix.md"), "Global fix").unwrap();
+        fs::write(dirs.global.path().join("commands/fix.md"), "Global fix").unwrap();
         fs::write(
-            global.path().join("commands/doc.md"),
+            dirs.global.path().join("commands/doc.md"),
             "---\ndescription: docs\n---\nWrite docs for",
         )
         .unwrap();
-        let fix = run("/fix the parser  ", ah.path(), global.path()).unwrap();
+        let fix = run("/fix the parser  ", &dirs).unwrap();
         assert_eq!(fix.blocks, ["Project fix: the parser!"]);
         assert_eq!(fix.used.as_deref(), Some("/fix"));
-        let doc = run("/doc src/lib.rs", ah.path(), global.path()).unwrap();
+        let doc = run("/doc src/lib.rs", &dirs).unwrap();
         assert_eq!(doc.blocks, ["Write docs for\n\nsrc/lib.rs"]);
-        let test = run("/test", ah.path(), global.path()).unwrap();
+        let test = run("/test", &dirs).unwrap();
         assert!(test.blocks[0].contains("test"), "{:?}", test.blocks);
     }
 
     #[test]
     fn unknown_commands_list_what_exists() {
-        let (ah, global) = setup();
-        fs::write(ah.path().join("commands/fix.md"), "x").unwrap();
-        let err = run("/nope x", ah.path(), global.path())
-            .unwrap_err()
-            .to_string();
+        let dirs = setup();
+        fs::write(dirs.ah().join("commands/fix.md"), "x").unwrap();
+        let err = run("/nope x", &dirs).unwrap_err().to_string();
         assert_eq!(
             err,
             "unknown command /nope: the commands are /fix, /review, /test"
@@ -233,40 +244,38 @@ mod tests {
 
     #[test]
     fn paths_and_double_slashes_are_plain_prompts() {
-        let (ah, global) = setup();
+        let dirs = setup();
         for prompt in ["/etc/hosts is wrong", "fix /tmp use", "plain"] {
-            let out = run(prompt, ah.path(), global.path()).unwrap();
+            let out = run(prompt, &dirs).unwrap();
             assert_eq!(out.blocks, [prompt]);
             assert_eq!(out.used, None);
         }
-        let literal = run("//test is a word", ah.path(), global.path()).unwrap();
+        let literal = run("//test is a word", &dirs).unwrap();
         assert_eq!(literal.blocks, ["/test is a word"]);
     }
 
     #[test]
     fn skills_load_before_the_arguments() {
-        let (ah, global) = setup();
-        fs::create_dir_all(ah.path().join("skills/s")).unwrap();
+        let dirs = setup();
+        fs::create_dir_all(dirs.ah().join("skills/s")).unwrap();
         fs::write(
-            ah.path().join("skills/s/SKILL.md"),
+            dirs.ah().join("skills/s/SKILL.md"),
             "---\nname: pdf\ndescription: PDFs\n---\nUse pdftotext.",
         )
         .unwrap();
-        let out = run("/skill:pdf read a.pdf", ah.path(), global.path()).unwrap();
+        let out = run("/skill:pdf read a.pdf", &dirs).unwrap();
         assert_eq!(out.blocks.len(), 2);
         assert!(out.blocks[0].ends_with("Use pdftotext."));
         assert_eq!(out.blocks[1], "read a.pdf");
-        let err = run("/skill:nope", ah.path(), global.path()).unwrap_err();
+        let err = run("/skill:nope", &dirs).unwrap_err();
         assert!(err.to_string().contains("the skills are pdf"), "{err}");
     }
 
     #[test]
     fn a_malformed_command_header_names_the_file() {
-        let (ah, global) = setup();
-        fs::write(ah.path().join("commands/bad.md"), "---\ndescription x\n").unwrap();
-        let err = run("/bad", ah.path(), global.path())
-            .unwrap_err()
-            .to_string();
+        let dirs = setup();
+        fs::write(dirs.ah().join("commands/bad.md"), "---\ndescription x\n").unwrap();
+        let err = run("/bad", &dirs).unwrap_err().to_string();
         assert!(
             err.contains("commands/bad.md has a malformed header"),
             "{err}"

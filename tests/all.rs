@@ -44,6 +44,7 @@ mod podman_channel;
 mod poison;
 mod project_tools;
 mod queue;
+mod read_policy;
 mod retries;
 mod review_ask;
 mod review_auto;

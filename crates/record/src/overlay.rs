@@ -7,26 +7,29 @@
 //! Before the container starts, whiteouts (character devices 0/0, which
 //! overlayfs reads as "deleted") in the upper folder hide what the container
 //! must not see of the project ([`survey`]): its `.git` and `.ah`, sockets,
-//! FIFOs and devices, the files the read policy withholds, and entries git
-//! cannot record. The folders leading to a whiteout are made in the upper
+//! FIFOs and devices, the files the read policy withholds (and what
+//! withheld links lead to), and entries git cannot record. What appears in
+//! the project later is found and hidden before and after every step
+//! ([`LateFiles`]). The folders leading to a whiteout are made in the upper
 //! folder with the mode and owner of the project's, since the merged view
 //! shows the upper folder's. The baseline is then read from the project on
 //! a thread ([`Taking`]) while the container starts.
 
+mod late;
+mod survey;
 mod taking;
 
+pub use late::{LateFiles, Watch};
+pub use survey::{Reach, Survey, survey, walk};
 pub use taking::{Taken, Taking};
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::shadow::{NameCheck, ShadowRepo};
-use crate::tree::scan::{Limits, refusal};
+use crate::shadow::ShadowRepo;
 use crate::workspace::Withhold;
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
@@ -53,6 +56,8 @@ pub struct Laid {
     pub baseline: git2::Oid,
     /// The withheld files and links, relative to the project, sorted.
     pub withheld: Vec<String>,
+    /// The watch on what appears in the project from now on.
+    pub late: LateFiles,
 }
 
 /// An overlay work copy being laid: its upper folder is ready for the
@@ -62,6 +67,8 @@ pub struct Laying {
     /// The withheld files and links, relative to the project, sorted.
     pub withheld: Vec<String>,
     pub taking: Taking,
+    /// The watch on what appears in the project from now on.
+    pub late: LateFiles,
 }
 
 /// Lays an overlay work copy over `project`: surveys it, makes `dirs`
@@ -74,13 +81,15 @@ pub fn begin(
     dirs: &OverlayDirs,
     withhold: &Withhold<'_>,
 ) -> Result<Laying, String> {
+    let mut watch = Watch::new();
     let survey = {
         let mut names = shadow.name_check().map_err(|e| e.to_string())?;
-        survey(project, withhold, &mut names)
+        survey(project, withhold, &mut names, Some(&mut watch))
             .map_err(|e| format!("could not read the project: {e}"))?
     };
     prepare(project, dirs, &survey.hidden)
         .map_err(|e| format!("could not prepare the overlay work copy: {e}"))?;
+    let late = LateFiles::new(project, watch, &survey.hidden);
     let hidden: HashSet<Vec<u8>> = survey.hidden.into_iter().collect();
     let project = project.to_path_buf();
     let taking = Taking::spawn(move || {
@@ -92,6 +101,7 @@ pub fn begin(
     Ok(Laying {
         withheld: survey.withheld,
         taking,
+        late,
     })
 }
 
@@ -108,6 +118,7 @@ pub fn lay(
         shadow,
         baseline,
         withheld: laying.withheld,
+        late: laying.late,
     })
 }
 
@@ -315,100 +326,4 @@ fn same_owner_and_mode(lower: &impl AsFd, upper: &impl AsFd, mode: Option<u32>) 
     let mode = mode.unwrap_or(stat.st_mode & 0o7777);
     rustix::fs::fchmod(upper, Mode::from_raw_mode(mode))?;
     Ok(())
-}
-
-/// What the container must not see of a project, found by one walk of the
-/// whole project (ignored folders included: they are in the lower layer
-/// too), with folder handles, reading names and types only.
-#[derive(Debug, Default)]
-pub struct Survey {
-    /// Paths to hide, relative to the project: the top-level `.git` and
-    /// `.ah`, every socket, FIFO and device file (a socket in the project
-    /// could connect a command to a host service), and what the read policy
-    /// withholds.
-    pub hidden: Vec<Vec<u8>>,
-    /// The withheld files and links, relative to the project, sorted.
-    pub withheld: Vec<String>,
-}
-
-/// The most entries a survey lists before it gives up.
-const SURVEY_MAX_ENTRIES: usize = 2_000_000;
-
-/// How long a survey may take: the project is the user's, and a large one
-/// is legitimately slow to read.
-const SURVEY_SECONDS: u64 = 600;
-
-/// Walks `project` for what [`Survey`] lists; `withhold` is asked about
-/// files and links, with paths relative to the project, and `names`
-/// about every name (see [`NameCheck`]).
-pub fn survey(
-    project: &Path,
-    withhold: &Withhold<'_>,
-    names: &mut NameCheck<'_>,
-) -> io::Result<Survey> {
-    let limits = Limits::within(SURVEY_SECONDS);
-    let mut found = Survey::default();
-    let mut listed = 0usize;
-    let mut pending = vec![(DirHandle::open_root(project)?, Vec::new(), 0)];
-    while let Some((dir, path, depth)) = pending.pop() {
-        if Instant::now() > limits.deadline {
-            return Err(io::Error::other("reading the project took too long"));
-        }
-        let entries = dir.entries()?;
-        listed += entries.len();
-        if listed > SURVEY_MAX_ENTRIES {
-            return Err(io::Error::other(format!(
-                "the project has over {SURVEY_MAX_ENTRIES} entries"
-            )));
-        }
-        for (name, kind) in entries {
-            let rel = join(&path, &name);
-            let top = path.is_empty() && (name == b".git" || name == b".ah");
-            // As the baseline's walk counts depth: a folder one deeper than
-            // the files beside it.
-            let deep = depth + usize::from(kind == Kind::Dir);
-            // A `.git` below the top is a nested repository's: the
-            // baseline passes over its folder, and it stays as it is.
-            let nested = !path.is_empty() && name == b".git";
-            let hide = top
-                || !nested
-                    && (refusal(&name, &rel, deep, &limits).is_some() || !names.accepts(&name))
-                || match kind {
-                    Kind::Special => true,
-                    Kind::File | Kind::Link => {
-                        let withheld = withhold(Path::new(OsStr::from_bytes(&rel)));
-                        if withheld {
-                            found
-                                .withheld
-                                .push(String::from_utf8_lossy(&rel).into_owned());
-                        }
-                        withheld
-                    }
-                    Kind::Dir => false,
-                };
-            if hide {
-                found.hidden.push(rel);
-            } else if kind == Kind::Dir {
-                match dir.open_dir(&name) {
-                    Ok(sub) => pending.push((sub, rel, depth + 1)),
-                    // Unreadable to ah: unreadable to the container too.
-                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-    }
-    found.hidden.sort();
-    found.withheld.sort();
-    Ok(found)
-}
-
-/// `dir/name`, or `name` at the root.
-fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
-    let mut path = dir.to_vec();
-    if !path.is_empty() {
-        path.push(b'/');
-    }
-    path.extend_from_slice(name);
-    path
 }

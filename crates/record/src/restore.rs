@@ -100,6 +100,7 @@ pub fn restore(
         withheld: copied.withheld,
         overlay: None,
         taking: None,
+        late: None,
     })
 }
 
@@ -143,6 +144,7 @@ pub fn restore_overlay(
             lower: laid.baseline,
         }),
         taking: None,
+        late: Some(laid.late),
     })
 }
 

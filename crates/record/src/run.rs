@@ -9,6 +9,7 @@
 //! stops the backend and builds the patch.
 
 mod finish;
+mod late;
 pub mod mcp;
 mod rules;
 #[cfg(test)]
@@ -111,6 +112,8 @@ pub struct Start {
     /// the thread hands over. The run settles it before its first step
     /// and before it finishes.
     pub taking: Option<overlay::Taking>,
+    /// An overlay's watch on what appears in the project during the run.
+    pub late: Option<overlay::LateFiles>,
 }
 
 /// A prepared run, ready for tool steps.
@@ -151,6 +154,8 @@ pub struct Run {
     stat_cache: StatCache,
     /// The baseline still being taken (see [`Start::taking`]).
     taking: Option<overlay::Taking>,
+    /// What appears in an overlay's project is hidden ([`Start::late`]).
+    late: Option<overlay::LateFiles>,
 }
 
 impl Run {
@@ -175,6 +180,7 @@ impl Run {
             withheld: copied.withheld,
             overlay: None,
             taking: None,
+            late: None,
         })
     }
 
@@ -207,6 +213,7 @@ impl Run {
                 lower: Oid::ZERO_SHA1,
             }),
             taking: Some(laying.taking),
+            late: Some(laying.late),
         })
     }
 
@@ -264,6 +271,7 @@ impl Run {
             overlay: start.overlay,
             stat_cache: StatCache::default(),
             taking: start.taking,
+            late: start.late,
         }
     }
 
@@ -372,11 +380,22 @@ impl Run {
         if self.rules.is_read_only() {
             self.mcp.end_all(self.backend.as_ref()).await;
         }
+        let root = self.work_root().await;
+        // What appeared in the project since the last step is hidden; a
+        // server that ran meanwhile may have read it.
+        let mut appeared = match &root {
+            Ok(root) => self.hide_late(root),
+            Err(_) => Vec::new(),
+        };
+        if !appeared.is_empty() && self.mcp.running() {
+            self.mcp.end_all(self.backend.as_ref()).await;
+        } else {
+            appeared.clear();
+        }
         let backend = match (&self.read_only_backend, self.rules.is_read_only()) {
             (Some(read_only), true) => read_only.as_ref(),
             _ => self.backend.as_ref(),
         };
-        let root = self.work_root().await;
         let view = ExecView {
             root: root
                 .as_ref()
@@ -402,6 +421,16 @@ impl Run {
                 Route::Refused(why) => ToolOutput::error(why),
             },
         };
+        // What appeared while the step ran may have been read by it.
+        if self.late.is_some()
+            && let Ok(root) = self.work_root().await
+        {
+            appeared.extend(self.hide_late(&root));
+            if !appeared.is_empty() {
+                self.mcp.end_all(self.backend.as_ref()).await;
+                self.withhold_step(step, &root, &appeared, &mut output);
+            }
+        }
         let duration_ms = started.elapsed().as_millis() as u64;
         // A secret the sandbox could read (a key in a project file) goes no
         // further: not to the model, the session or the step files.

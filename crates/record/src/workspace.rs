@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 
 use super::safe_text::path_safe;
+use ah_tools::fs_beneath::dir::DirHandle;
+use ah_tools::fs_beneath::own_file::Tree;
 
 /// The most threads that copy at once.
 const MAX_THREADS: usize = 4;
@@ -105,7 +107,75 @@ pub fn copy_project(
         withhold,
         prefix: Path::new(""),
     };
-    copy_dir(project, work, &filter)
+    let mut stats = copy_dir(project, work, &filter)?;
+    // What a withheld link leads to holds the same secret.
+    let links: Vec<&str> = stats
+        .withheld
+        .iter()
+        .filter(|rel| fs::symlink_metadata(project.join(rel)).is_ok_and(|m| m.is_symlink()))
+        .map(String::as_str)
+        .collect();
+    let targets = link_targets(project, &links, &|rel| {
+        stats.withheld.iter().any(|known| known == rel)
+    });
+    if !targets.is_empty() {
+        let root = DirHandle::open_root(work).map_err(|source| WorkspaceError::Write {
+            path: work.to_path_buf(),
+            source,
+        })?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+        for target in targets {
+            remove_beneath(&root, &target, deadline).map_err(|source| WorkspaceError::Write {
+                path: work.join(&target),
+                source,
+            })?;
+            stats.withheld.push(target);
+        }
+        stats.withheld.sort();
+    }
+    Ok(stats)
+}
+
+/// Where the withheld `links` of `project` lead inside it (relative to
+/// it; links out of it lead nowhere the sandbox could see), without those
+/// `known` already, each once: the target of a withheld `.env ->
+/// config/local.env` is withheld too.
+pub fn link_targets(project: &Path, links: &[&str], known: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let anything = |_: &Path| false;
+    let tree = Tree::new(project, &anything);
+    let mut targets: Vec<String> = links
+        .iter()
+        .filter_map(|link| tree.real_path(Path::new(link)).ok().flatten())
+        .filter_map(|path| path.to_str().map(str::to_string))
+        .filter(|path| !path.is_empty() && !known(path))
+        .collect();
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
+/// Removes `rel` (whatever it is, a folder with all it holds) beneath
+/// `root` when it is there, no link followed.
+pub(crate) fn remove_beneath(
+    root: &DirHandle,
+    rel: &str,
+    deadline: std::time::Instant,
+) -> io::Result<()> {
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    let Some(name) = parts.pop() else {
+        return Ok(());
+    };
+    let mut dir = root.open_dir(b".")?;
+    for part in parts {
+        dir = match dir.open_dir(part.as_bytes()) {
+            Ok(inner) => inner,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    dir.remove(name.as_bytes(), deadline)
 }
 
 /// Copies the folder `from`, at `rel` in its project, into `to` (which must

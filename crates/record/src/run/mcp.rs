@@ -208,6 +208,12 @@ impl McpServers {
         output
     }
 
+    /// Whether a server is running (and may have read `/work` since the
+    /// last step).
+    pub fn running(&self) -> bool {
+        self.slots.iter().any(|slot| slot.live.is_some())
+    }
+
     /// Ends every server still running (before a step that must not
     /// change `/work`).
     pub async fn end_all(&mut self, backend: &dyn Backend) {

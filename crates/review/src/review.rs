@@ -6,6 +6,7 @@
 //! invisible characters a patch adds.
 
 mod diffstat;
+mod elsewhere;
 mod hidden;
 #[cfg(test)]
 mod tests;
@@ -18,6 +19,7 @@ use ah_record::safe_text::name_safe;
 use ah_tools::bounds::size;
 
 pub use diffstat::diffstat;
+pub use elsewhere::{Elsewhere, elsewhere};
 pub use hidden::{Hidden, describe_hidden, hidden_chars};
 
 /// The outcome of `--review auto`.

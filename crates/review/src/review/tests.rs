@@ -476,6 +476,29 @@ fn diffstat_adds_git_summary_lines_for_links_submodules_and_modes() {
 }
 
 #[test]
+fn diffstat_marks_files_that_act_outside_the_diff_escaped() {
+    let stats = [
+        stat("src/a.rs", 1, 0),
+        stat(".claude/settings.json", 1, 0),
+        moded("CLAUDE.md", MODE_FILE, 0),
+        stat(".tool/config", 1, 0),
+        stat("x\n mode change/AGENTS.md", 1, 0),
+    ];
+    let text = diffstat(&stats);
+    let summary: Vec<&str> = text.lines().skip(stats.len() + 1).collect();
+    assert_eq!(
+        summary,
+        [
+            " runs code in other tools: .claude/settings.json",
+            " instructions for agents: CLAUDE.md",
+            " dotfile not known to be inert: .tool/config",
+            " instructions for agents: x\\n mode change/AGENTS.md",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
 fn diffstat_summary_uses_singular_and_omits_zero_sides() {
     assert_eq!(
         diffstat(&[stat("a", 0, 1)]),

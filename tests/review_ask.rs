@@ -1,5 +1,6 @@
 //! `--review ask` in a real terminal (tmux): the diffstat and the patch are
-//! shown, then a choice; what the user picks is what happens to the host.
+//! shown, files that act outside the diff marked, then a choice; what the
+//! user picks is what happens to the host.
 
 use crate::support::host::{Host, git, json_file};
 use crate::support::mock::{MockServer, Reply, Turn};
@@ -151,4 +152,47 @@ fn ask_shows_hidden_characters_and_forged_names_escaped_in_the_pager_and_the_pic
     tmux.keys(&["Escape"]);
     assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
     assert_eq!(host.read("a.txt"), "one\n");
+}
+
+#[test]
+fn ask_marks_files_that_run_code_elsewhere_or_instruct_agents() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = writes_in_one_turn(&[
+        (".claude/settings.json", "{\"hooks\": {}}\n"),
+        ("AGENTS.md", "Run ./setup.sh first.\n"),
+        (".tool/config", "x\n"),
+        ("a.txt", "two\n"),
+    ]);
+    let script = ah_script(&host, &mock.url(), "'change a'");
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    let screen = tmux.wait_for("What should happen to this patch?");
+    for mark in [
+        " runs code in other tools: .claude/settings.json",
+        " instructions for agents: AGENTS.md",
+        " dotfile not known to be inert: .tool/config",
+    ] {
+        assert!(screen.contains(mark), "{mark}:\n{screen}");
+    }
+    assert!(
+        !screen.contains(": a.txt"),
+        "a.txt is not marked:\n{screen}"
+    );
+    tmux.keys(&["Down", "Enter"]);
+    let screen = tmux.wait_for("Files to apply");
+    for item in [
+        ".claude/settings.json  +1 −0  (runs code in other tools)",
+        "AGENTS.md  +1 −0  (instructions for agents)",
+        ".tool/config  +1 −0  (dotfile not known to be inert)",
+    ] {
+        assert!(screen.contains(item), "{item}:\n{screen}");
+    }
+    assert!(
+        screen.contains("a.txt  +1 −1\n"),
+        "a.txt unmarked:\n{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
+    assert!(!host.project.join("AGENTS.md").exists());
 }

@@ -1,6 +1,8 @@
 //! "Choose files" in an `ask` review: a multi-select of the patch's files
-//! with their +/− counts; the chosen ones are applied as one patch with the
-//! usual 3-way logic, the others are saved beside it as `rest.patch`.
+//! with their +/− counts, each file that acts outside the diff marked ("runs
+//! code in other tools", "instructions for agents", …); the chosen ones are
+//! applied as one patch with the usual 3-way logic, the others are saved
+//! beside it as `rest.patch`.
 
 use std::path::Path;
 
@@ -12,6 +14,7 @@ use ah_core::run::ReviewOutcome;
 use ah_record::patch::PatchInfo;
 use ah_record::rundir::ReviewDecision;
 use ah_record::safe_text::name_safe;
+use ah_review::review::elsewhere;
 use ah_review::subpatch;
 
 /// Asks which files to apply and applies them. `run_dir` receives
@@ -33,7 +36,10 @@ pub(super) fn pick_and_apply(
             } else {
                 format!("+{} −{}", file.added, file.removed)
             };
-            format!("{}  {counts}", name_safe(&file.path))
+            let mark = elsewhere(&file.path)
+                .map(|kind| format!("  ({})", kind.label()))
+                .unwrap_or_default();
+            format!("{}  {counts}{mark}", name_safe(&file.path))
         })
         .collect();
     let defaults = vec![true; items.len()];

@@ -1,11 +1,13 @@
 //! What `--review auto` does with a session patch: apply it only when it is
-//! small (in lines, files and bytes), text-only, adds no symlink, submodule or executable bit, leaves
-//! restricted paths alone and applies cleanly to the host; otherwise save it
-//! for a human, with every reason listed. Also renders the `git diff
-//! --stat --summary`-like summary the review screen shows, and finds the
-//! invisible characters a patch adds.
+//! small (in lines, files and bytes), text-only, adds no symlink, submodule
+//! or executable bit, leaves restricted paths and files that act outside
+//! the diff ([`elsewhere`]) alone and applies cleanly to the host;
+//! otherwise save it for a human, with every reason listed. Also renders
+//! the `git diff --stat --summary`-like summary the review screen shows,
+//! and finds the invisible characters a patch adds.
 
 mod diffstat;
+mod elsewhere;
 mod hidden;
 #[cfg(test)]
 mod tests;
@@ -18,6 +20,7 @@ use ah_record::safe_text::name_safe;
 use ah_tools::bounds::size;
 
 pub use diffstat::diffstat;
+pub use elsewhere::{Elsewhere, elsewhere};
 pub use hidden::{Hidden, describe_hidden, hidden_chars};
 
 /// The outcome of `--review auto`.
@@ -67,7 +70,10 @@ pub fn decide_patch(
 /// found in it.
 ///
 /// Size is lines, files and bytes: a few one-line files of megabytes each
-/// are not a small patch. Besides size and restricted paths, anything that can run code on the host
+/// are not a small patch. Besides size, restricted paths and files that run
+/// code or steer an agent outside the diff ([`elsewhere`]: agents'
+/// instructions, other tools' configuration, dotfiles not known to be
+/// inert; both sides of a rename), anything that can run code on the host
 /// without reading like a source edit needs a human: binary files, symlinks
 /// (either side), submodule entries, mode changes and new executable files,
 /// and anything that reads differently from what it is: file names with
@@ -130,11 +136,20 @@ pub fn decide(
     for stat in stats.iter().filter(|stat| stat.is_new_executable()) {
         reasons.push(format!("new executable file: {}", name_safe(&stat.path)));
     }
+    // One reason per file: the policy's rule when it restricts the path,
+    // else what the file does outside the diff. A rename is a deletion and
+    // an addition, so both of its sides are here.
     for stat in stats {
         if let Some(rule) = policy.restricted_rule(&stat.path) {
             reasons.push(format!(
                 "touches restricted path {} (rule {rule})",
                 name_safe(&stat.path)
+            ));
+        } else if let Some(kind) = elsewhere(&stat.path) {
+            reasons.push(format!(
+                "needs a human: {} {}",
+                name_safe(&stat.path),
+                kind.reason()
             ));
         }
     }

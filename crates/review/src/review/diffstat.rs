@@ -1,10 +1,11 @@
 //! The `git diff --stat --summary`-like text the review screen shows: one
 //! ` path | N +++--` line per file, the totals, then a `--summary` line for
 //! each file that needs a closer look (a symlink, a submodule, a mode change
-//! or a new executable file). File names are escaped here, once, so that a
+//! or a new executable file), and a mark for each file that acts outside
+//! the diff ([`elsewhere`]). File names are escaped here, once, so that a
 //! name with a newline cannot forge a line of the stat.
 
-use super::FileStat;
+use super::{FileStat, elsewhere};
 use ah_record::safe_text::name_safe;
 
 /// Widest line of the stat, as `git diff --stat` uses without a terminal.
@@ -17,7 +18,9 @@ const MAX_GRAPH: usize = 40;
 /// Renders per-file stats like `git diff --stat --summary`: ` path | N +++--`
 /// lines, a totals line (` 2 files changed, 3 insertions(+), 1 deletion(-)`),
 /// then git's summary line for each symlink, submodule, mode change and new
-/// executable file (` mode change 100644 => 100755 run.sh`).
+/// executable file (` mode change 100644 => 100755 run.sh`), then a mark for
+/// each file that acts outside the diff (` instructions for agents:
+/// AGENTS.md`).
 pub fn diffstat(stats: &[FileStat]) -> String {
     let names: Vec<String> = stats.iter().map(|stat| shorten(&stat.path)).collect();
     let counts: Vec<String> = stats
@@ -64,6 +67,11 @@ pub fn diffstat(stats: &[FileStat]) -> String {
         if let Some(line) = mode_line(stat) {
             out.push_str(&line);
             out.push('\n');
+        }
+    }
+    for stat in stats {
+        if let Some(kind) = elsewhere(&stat.path) {
+            out.push_str(&format!(" {}: {}\n", kind.label(), name_safe(&stat.path)));
         }
     }
     out

@@ -1,6 +1,7 @@
 //! `--review auto` decisions and the diffstat, table by table: every reason
 //! alone and together, what the built-in restricted list catches and what it
-//! lets through, and how the summary marks links and modes.
+//! lets through, files that act outside the diff, and how the summary marks
+//! links and modes.
 
 use super::diffstat::{MAX_NAME, STAT_WIDTH};
 use super::*;
@@ -309,6 +310,37 @@ fn the_built_in_list_restricts_what_runs_on_the_host() {
 }
 
 #[test]
+fn files_acting_outside_the_diff_need_a_human_with_one_reason_each() {
+    let stats = [
+        stat("src/main.rs", 3, 1),
+        stat("Claude.md", 1, 0),
+        // A rename of settings out of `.claude/`: its deleted side counts.
+        moded(".claude/settings.json", MODE_FILE, 0),
+        moded("docs/settings.json", 0, MODE_FILE),
+        stat("mypy.ini", 1, 0),
+        stat(".tool/config", 1, 0),
+        stat("assets/.gitkeep", 0, 0),
+        // Restricted and instructions: the rule is named, once.
+        stat(".github/copilot-instructions.md", 1, 0),
+        stat(".vscode/settings.json", 1, 0),
+        stat("a\nb/AGENTS.md", 1, 0),
+    ];
+    assert_eq!(
+        reasons(decide(&stats, &policy(), true, &[])),
+        vec![
+            "needs a human: Claude.md is instructions for agents",
+            "needs a human: .claude/settings.json runs code in other tools",
+            "needs a human: mypy.ini runs code in other tools",
+            "needs a human: .tool/config is a dotfile not known to be inert",
+            "touches restricted path .github/copilot-instructions.md (rule **/.github/**)",
+            "touches restricted path .vscode/settings.json (rule **/.vscode/**)",
+            "needs a human: a\\nb/AGENTS.md is instructions for agents",
+            "file name with control characters: a\\nb/AGENTS.md",
+        ]
+    );
+}
+
+#[test]
 fn limits_come_from_the_policy() {
     let project = tempfile::tempdir().unwrap();
     let file = project.path().join("p.toml");
@@ -440,6 +472,29 @@ fn diffstat_adds_git_summary_lines_for_links_submodules_and_modes() {
             " delete mode 120000 gone\n",
             " create mode 160000 vendor/lib\n",
         )
+    );
+}
+
+#[test]
+fn diffstat_marks_files_that_act_outside_the_diff_escaped() {
+    let stats = [
+        stat("src/a.rs", 1, 0),
+        stat(".claude/settings.json", 1, 0),
+        moded("CLAUDE.md", MODE_FILE, 0),
+        stat(".tool/config", 1, 0),
+        stat("x\n mode change/AGENTS.md", 1, 0),
+    ];
+    let text = diffstat(&stats);
+    let summary: Vec<&str> = text.lines().skip(stats.len() + 1).collect();
+    assert_eq!(
+        summary,
+        [
+            " runs code in other tools: .claude/settings.json",
+            " instructions for agents: CLAUDE.md",
+            " dotfile not known to be inert: .tool/config",
+            " instructions for agents: x\\n mode change/AGENTS.md",
+        ],
+        "{text}"
     );
 }
 

@@ -182,12 +182,26 @@ impl LateFiles {
     /// What appeared in the project since the last check that the
     /// container must not see and is not hidden yet, relative to the
     /// project; from now on it counts as hidden (the caller hides it).
-    pub fn check(
+    /// `names` is made only when something appeared.
+    pub fn check<'r>(
         &mut self,
+        withhold: &Withhold<'_>,
+        names: impl FnOnce() -> Result<NameCheck<'r>, String>,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let touched = self.watch.drain();
+        if !touched.whole && touched.folders.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.walk(&touched, withhold, &mut names()?)
+            .map_err(|e| e.to_string())
+    }
+
+    fn walk(
+        &mut self,
+        touched: &Touched,
         withhold: &Withhold<'_>,
         names: &mut NameCheck<'_>,
     ) -> io::Result<Vec<Vec<u8>>> {
-        let touched = self.watch.drain();
         let mut found = Survey::default();
         let mut add = |more: Survey| found.hidden.extend(more.hidden);
         if touched.whole {

@@ -30,11 +30,8 @@ impl Run {
         };
         let policy = &self.policy;
         let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
-        let found = self
-            .shadow
-            .name_check()
-            .map_err(|e| e.to_string())
-            .and_then(|mut names| late.check(&withhold, &mut names).map_err(|e| e.to_string()));
+        let shadow = &self.shadow;
+        let found = late.check(&withhold, || shadow.name_check().map_err(|e| e.to_string()));
         let paths = match found {
             Ok(paths) => paths,
             Err(err) => {

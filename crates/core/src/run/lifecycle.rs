@@ -83,6 +83,13 @@ pub(crate) fn start_run(
             terminal_safe(&list)
         ));
     }
+    if let Some(why) = start.late.as_ref().and_then(|late| late.blind()) {
+        front.notice(&format!(
+            "warning: {}; each step reads the whole project to keep new secret files out of \
+             the sandbox (slower)",
+            terminal_safe(why)
+        ));
+    }
     let notices = Notices::default();
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
         BackendKind::None => (

@@ -254,3 +254,6 @@ impl LateFiles {
         Ok(late)
     }
 }
+
+#[cfg(test)]
+mod tests;

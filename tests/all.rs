@@ -46,6 +46,7 @@ mod queue;
 mod retries;
 mod review_ask;
 mod review_auto;
+mod run_folder;
 mod run_none;
 mod run_podman;
 mod run_rootless;

@@ -31,11 +31,7 @@ pub(crate) async fn settle(
     let project = resolve_project(args.project.as_deref())?;
     let loaded =
         config::load(&project, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
-    let given = weakening::Given {
-        backend: args.given.backend,
-        review: args.review.is_some(),
-        network: args.sandbox.network.is_some(),
-    };
+    let given = weakening::Given::of(args);
     config::fill(args, &loaded.config);
     let image = args
         .image

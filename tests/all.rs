@@ -15,6 +15,7 @@ mod compaction;
 mod config;
 mod confinement;
 mod continuity;
+mod disk_budget;
 mod egress_podman;
 mod host_boundary;
 mod host_git;

@@ -2,9 +2,9 @@
 //! take almost nothing in the work copy (sparse files, one file under many
 //! hard links) are written out whole as artifacts and in the patch, so each
 //! is counted by the bytes it will take, every link on its own, and writing
-//! stops at the budget. Through the real binary (`--backend none`, a
-//! scripted model); the run folder is measured by its allocated blocks, as
-//! `du` does.
+//! stops at the budget. Through the real binary (`--backend none`, and
+//! podman's overlay for the sparse files), a scripted model; the run folder
+//! is measured by its allocated blocks, as `du` does.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::support::host::{Host, describe, json_file};
 use crate::support::mock::MockServer;
+use crate::support::podman::podman_ready_blocking;
 use crate::support::steps::{bash, script};
 
 /// The budget of these runs.
@@ -24,16 +25,17 @@ const BUDGET_BYTES: u64 = 100 << 20;
 /// Exit code of a run stopped by one of its limits.
 const LIMIT: i32 = 4;
 
-/// Runs one bash step `command` on `host` with the budget, to the end.
+/// Runs one bash step `command` on `host` with the budget, to the end,
+/// with `--backend none`.
 fn run(host: &Host, command: &str) -> Output {
-    run_within(host, command, BUDGET)
+    run_within(host, command, BUDGET, "none")
 }
 
-/// [`run`] with a budget of `budget`.
-fn run_within(host: &Host, command: &str, budget: &str) -> Output {
+/// [`run`] with a budget of `budget` and the backend `backend`.
+fn run_within(host: &Host, command: &str, budget: &str, backend: &str) -> Output {
     let mock = MockServer::start(script(vec![bash(command)]));
     host.ah(&mock.url())
-        .args(["--backend", "none", "--review", "never"])
+        .args(["--backend", backend, "--review", "never"])
         .args(["--disk-budget", budget, "make files"])
         .output()
         .unwrap_or_else(|e| panic!("run ah: {e}"))
@@ -72,10 +74,26 @@ fn over_budget(manifest: &Value) -> Vec<String> {
 
 #[test]
 fn sparse_files_are_kept_as_artifacts_only_up_to_the_disk_budget() {
+    sparse_files_within_the_budget("none");
+}
+
+#[test]
+fn sparse_files_in_the_overlay_are_kept_only_up_to_the_disk_budget() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    sparse_files_within_the_budget("podman");
+}
+
+/// 40 sparse files of 10 MiB each, made with `backend`: 400 MiB if all
+/// were kept.
+fn sparse_files_within_the_budget(backend: &str) {
     let host = Host::git(&[("a.txt", "one\n")]);
-    let out = run(
+    let out = run_within(
         &host,
         "for i in $(seq 40); do truncate -s 10M sparse$i; done",
+        BUDGET,
+        backend,
     );
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let run = host.run();
@@ -149,7 +167,7 @@ fn a_run_stopped_at_its_budget_keeps_the_patch_that_fits() {
     let host = Host::git(&[("a.txt", "one\n")]);
     // 8 MiB written out in the work copy stop the run at a 5M budget; in
     // the shadow repo and the patch they take a few KiB.
-    let out = run_within(&host, "head -c 8M /dev/zero > zeros", "5M");
+    let out = run_within(&host, "head -c 8M /dev/zero > zeros", "5M", "none");
     assert_eq!(out.status.code(), Some(LIMIT), "{}", describe(&out));
     let run = host.run();
     assert!(allocated(&run) < 5 << 20, "{}", describe(&out));

@@ -121,8 +121,8 @@ enum Bound {
 }
 
 impl Room {
-    /// A room of `left` bytes in blocks of `block` (for tests and callers
-    /// that set no budget).
+    /// A room of `left` bytes in blocks of `block`, measured from no run
+    /// directory (the tests of what takes from a room use it).
     pub fn of(left: u64, block: u64) -> Room {
         Room {
             left,

@@ -250,11 +250,17 @@ fn a_run_past_its_disk_budget_stops_and_its_patch_is_not_applied() {
             && told.contains("over its disk budget of 5.0 MiB (raise it with --disk-budget"),
         "{told}"
     );
-    // A limit, not a taint: the patch is kept for a look and `ah apply`
-    // may still take it.
+    // A limit, not a taint. The run's folder already holds more than the
+    // budget (the blob in the shadow repo), so the patch, which would take
+    // more, is not saved: the run says how to make it from the shadow repo.
     let manifest = json_file(&host.run().join("manifest.json"));
     assert!(manifest["poisoned"].is_null(), "{manifest}");
     assert_eq!(manifest["applied"], serde_json::json!(false), "{manifest}");
-    assert!(stderr.contains("passed its disk budget"), "{stderr}");
+    assert!(manifest["patch_not_saved"].is_string(), "{manifest}");
+    assert!(
+        stderr.contains("passed its disk budget; its patch was not saved (see above)"),
+        "{stderr}"
+    );
+    assert!(!host.run().join("session.patch").exists());
     assert!(!host.project.join("blob").exists());
 }

@@ -3,11 +3,12 @@
 //! the files it writes belong to that user. Needs root to switch users and
 //! `AH_TEST_USER` naming the user (CI sets both).
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
-use crate::support::host::{describe, git};
+use crate::support::host::{describe, git, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, podman_ready_blocking};
 use serde_json::json;
@@ -36,6 +37,11 @@ impl UserProject {
     /// `ah -C PROJECT ARGS` run as the user, the model at `mock`, with
     /// `env` besides what every run here needs.
     fn ah(&self, mock: &MockServer, env: &[(&str, &str)], args: &[&str]) -> Output {
+        self.command(mock, env, args).output().unwrap()
+    }
+
+    /// [`UserProject::ah`], not started yet.
+    fn command(&self, mock: &MockServer, env: &[(&str, &str)], args: &[&str]) -> Command {
         let url = mock.url();
         let mut all = vec![
             ("ANTHROPIC_BASE_URL", url.as_str()),
@@ -43,13 +49,9 @@ impl UserProject {
             ("NO_COLOR", "1"),
         ];
         all.extend_from_slice(env);
-        self.user
-            .command(&self.ah, &all)
-            .arg("-C")
-            .arg(&self.project)
-            .args(args)
-            .output()
-            .unwrap()
+        let mut command = self.user.command(&self.ah, &all);
+        command.arg("-C").arg(&self.project).args(args);
+        command
     }
 }
 
@@ -235,4 +237,58 @@ fn a_project_file_the_user_cannot_read_fails_the_start_after_the_model_was_asked
         "no tool result reached the model"
     );
     assert!(!project.join("b.txt").exists());
+}
+
+#[test]
+fn another_user_cannot_run_what_the_users_sandbox_made_set_uid() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    // The project's folder is open to every user (the temp folder is 0755).
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "cp /usr/bin/id ./id && chmod 4755 ./id && sleep 15"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let child = p
+        .command(&mock, &[], &["--review", "never", "make an id"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = p.project.join(".ah/runs");
+    let planted = || {
+        std::fs::read_dir(&runs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|run| run.path().join("upper/id"))
+            .find(|id| {
+                std::fs::symlink_metadata(id).is_ok_and(|m| m.permissions().mode() & 0o4000 != 0)
+            })
+    };
+    wait_until("the set-uid copy of id", Duration::from_secs(120), || {
+        planted().is_some()
+    });
+    let planted = planted().unwrap();
+    assert_eq!(
+        std::fs::metadata(&planted).unwrap().uid(),
+        p.user.uid,
+        "the user's own"
+    );
+    let tried = Command::new("runuser")
+        .args(["-u", "nobody", "--"])
+        .arg(&planted)
+        .output()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = describe(&tried);
+    assert!(
+        !said.contains("euid=") && said.contains("Permission denied"),
+        "another user ran it: {said}"
+    );
 }

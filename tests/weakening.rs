@@ -109,3 +109,62 @@ fn the_same_settings_from_the_users_config_are_not_named() {
         "{line}"
     );
 }
+
+#[test]
+fn raised_limits_are_named_and_lowered_ones_are_not() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // A server of the user's own, whose call timeout the project raises.
+    let home_config = host.home.join(".config/ah/config.toml");
+    std::fs::create_dir_all(home_config.parent().unwrap()).unwrap();
+    std::fs::write(&home_config, "[mcp.mine]\ncommand = \"true\"\n").unwrap();
+    host.write(
+        ".ah/config.toml",
+        "[sandbox]\nmemory = \"512g\"\npids_limit = 4000000\ndisk_budget = \"900T\"\n\
+         nproc = 4000000\n[agent]\nmax_artifact_size = 100000\nloop_window = 0\n\
+         [tools.output]\nbash = 9999999\n[work]\nmax_rounds = 99\n\
+         [mcp.mine]\ntimeout = 600\n",
+    );
+    let out = run(&host, &[], &[]);
+    let line = warning_line(&out).unwrap_or_else(|| panic!("no warning:\n{}", describe(&out)));
+    for named in [
+        "sandbox.memory=512g (.ah/config.toml)",
+        "sandbox.pids_limit=4000000 (.ah/config.toml)",
+        "sandbox.disk_budget=900T (.ah/config.toml)",
+        "agent.max_artifact_size=100000 (.ah/config.toml)",
+        "sandbox.nproc=4000000 (.ah/config.toml)",
+        "agent.loop_window=0 (.ah/config.toml)",
+        "work.max_rounds=99 (.ah/config.toml)",
+        "mcp.mine.timeout=600 (.ah/config.toml)",
+        "tools.output.bash=9999999 (.ah/config.toml)",
+    ] {
+        assert!(line.contains(named), "{named} missing from:\n{line}");
+    }
+
+    // Tighter than the defaults: nothing weakened.
+    host.write(
+        ".ah/config.toml",
+        "[sandbox]\nmemory = \"1g\"\npids_limit = 100\ndisk_budget = \"1G\"\n\
+         [agent]\nmax_artifact_size = 1\n",
+    );
+    let out = run(&host, &[], &[]);
+    assert_eq!(warning_line(&out), None, "{}", describe(&out));
+
+    // The user's own flags win over the project's values: nothing to name.
+    host.write(
+        ".ah/config.toml",
+        "[sandbox]\nmemory = \"512g\"\npids_limit = 4000000\ndisk_budget = \"900T\"\n",
+    );
+    let out = run(
+        &host,
+        &[
+            "--memory",
+            "2g",
+            "--pids-limit",
+            "10",
+            "--disk-budget",
+            "1G",
+        ],
+        &[],
+    );
+    assert_eq!(warning_line(&out), None, "{}", describe(&out));
+}

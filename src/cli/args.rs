@@ -178,9 +178,10 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "SIZE", default_value = "4g")]
     pub memory: String,
 
-    /// Disk the run directory (work copy, shadow repo, step files) may take
-    /// (e.g. 10G); the run stops when it passes this or when less than 1 GiB
-    /// stays free [config: sandbox.disk_budget; default: 10G].
+    /// Disk the run directory (work copy, shadow repo, step files, and at the
+    /// end the patch and artifacts) may take (e.g. 10G); the run stops when it
+    /// passes this or when less than 1 GiB stays free [config:
+    /// sandbox.disk_budget; default: 10G].
     #[arg(long, value_name = "SIZE", value_parser = ah_sandbox::disk::parse_size)]
     pub disk_budget: Option<u64>,
 

@@ -49,6 +49,9 @@ pub enum PatchError {
     Diff(#[from] git2::Error),
     #[error("cannot write the session patch to {path}: {source}; check the disk has room")]
     Write { path: PathBuf, source: io::Error },
+    /// The patch would pass the bytes it was given: nothing of it is kept.
+    #[error("the session patch would take more than the {limit} bytes left for it")]
+    TooBig { limit: u64 },
 }
 
 /// What is in a session patch written to disk.
@@ -103,18 +106,74 @@ impl PatchInfo {
 /// is made and printed into the file, and the counts come from the same
 /// lines, so the patch text is never held whole. A file over
 /// [`MAX_LINE_DIFF_BYTES`] on either side gets a binary hunk. A file the
-/// baseline did not have that `outputs` names is left out and listed.
+/// baseline did not have that `outputs` names is left out and listed. A
+/// patch that would pass `max_bytes` stops there and is removed
+/// ([`PatchError::TooBig`]): a binary hunk of a sparse file, or of one
+/// file under many names, is written out whole.
 pub fn session_patch(
     repo: &ShadowRepo,
     baseline: Oid,
     head: Oid,
     outputs: &Outputs,
     out: &Path,
+    max_bytes: u64,
 ) -> Result<PatchInfo, PatchError> {
     let write_err = |source| PatchError::Write {
         path: out.to_path_buf(),
         source,
     };
+    let file = Capped {
+        file: File::create(out).map_err(write_err)?,
+        left: max_bytes,
+        over: false,
+    };
+    let mut writer = BufWriter::new(file);
+    let written = print_patch(repo, baseline, head, outputs, &mut writer, out)
+        .and_then(|info| writer.flush().map(|()| info).map_err(write_err));
+    if writer.get_ref().over {
+        drop(writer);
+        // Nothing of a patch cut short is kept; a file that cannot be
+        // removed is at worst its first `max_bytes`.
+        let _ = std::fs::remove_file(out);
+        return Err(PatchError::TooBig { limit: max_bytes });
+    }
+    written
+}
+
+/// The patch file, refusing to grow past `left` more bytes.
+struct Capped {
+    file: File,
+    left: u64,
+    /// A write was refused for the cap.
+    over: bool,
+}
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.len() as u64 > self.left {
+            self.over = true;
+            return Err(io::Error::other("the patch passes the bytes it may take"));
+        }
+        let written = self.file.write(buf)?;
+        self.left -= written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// [`session_patch`]'s work: the patch printed into `writer` (the file
+/// `out`), and counted.
+fn print_patch(
+    repo: &ShadowRepo,
+    baseline: Oid,
+    head: Oid,
+    outputs: &Outputs,
+    writer: &mut impl Write,
+    out: &Path,
+) -> Result<PatchInfo, PatchError> {
     let old = repo.commit_tree(baseline)?;
     let new = repo.commit_tree(head)?;
     let git = repo.for_diffs()?;
@@ -139,7 +198,6 @@ pub fn session_patch(
                 .is_ok_and(|(size, _)| size as u64 > MAX_LINE_DIFF_BYTES)
     };
 
-    let mut writer = BufWriter::new(File::create(out).map_err(write_err)?);
     let mut info = PatchInfo::empty();
     let mut failed = None;
     let in_baseline = |path: &str| old.get_path(Path::new(path)).is_ok();
@@ -165,7 +223,7 @@ pub fn session_patch(
             continue;
         };
         patch.print(
-            &mut |delta, _, line| match print_line(&mut writer, &mut info, &delta, &line) {
+            &mut |delta, _, line| match print_line(writer, &mut info, &delta, &line) {
                 Ok(()) => true,
                 Err(e) => {
                     failed = Some(e);
@@ -174,13 +232,12 @@ pub fn session_patch(
             },
         )?;
         if let Some(e) = failed.take() {
-            return Err(write_err(e));
+            return Err(PatchError::Write {
+                path: out.to_path_buf(),
+                source: e,
+            });
         }
     }
-    writer
-        .into_inner()
-        .map_err(|e| e.into_error())
-        .map_err(write_err)?;
     info.added_lines = info.files.iter().map(|f| f.added).sum();
     info.removed_lines = info.files.iter().map(|f| f.removed).sum();
     Ok(info)
@@ -243,7 +300,7 @@ pub fn patch_text(
         source,
     })?;
     let file = dir.path().join("session.patch");
-    let info = session_patch(repo, baseline, head, &Outputs::none(), &file)?;
+    let info = session_patch(repo, baseline, head, &Outputs::none(), &file, u64::MAX)?;
     let bytes = std::fs::read(&file).map_err(|source| PatchError::Write { path: file, source })?;
     Ok((info, String::from_utf8_lossy(&bytes).into_owned()))
 }
@@ -318,6 +375,7 @@ mod tests {
                 head,
                 &Outputs::none(),
                 &self.patch_file(),
+                u64::MAX,
             )
             .unwrap()
         }
@@ -574,9 +632,44 @@ mod tests {
         );
         assert_eq!(run.text().trim_end(), expected);
         let missing = run.dir.path().join("missing/session.patch");
-        let err =
-            session_patch(&run.repo, run.baseline, head, &Outputs::none(), &missing).unwrap_err();
+        let err = session_patch(
+            &run.repo,
+            run.baseline,
+            head,
+            &Outputs::none(),
+            &missing,
+            u64::MAX,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("missing/session.patch"), "{err}");
+    }
+
+    #[test]
+    fn a_patch_past_its_bytes_is_not_kept() {
+        let run = run();
+        fs::write(run.work().join("README.md"), "changed\n").unwrap();
+        let (head, info) = run.patch();
+        let err = session_patch(
+            &run.repo,
+            run.baseline,
+            head,
+            &Outputs::none(),
+            &run.patch_file(),
+            info.bytes - 1,
+        )
+        .unwrap_err();
+        assert!(matches!(err, PatchError::TooBig { .. }), "{err}");
+        assert!(!run.patch_file().exists(), "nothing of it is left");
+        let fits = session_patch(
+            &run.repo,
+            run.baseline,
+            head,
+            &Outputs::none(),
+            &run.patch_file(),
+            info.bytes,
+        )
+        .unwrap();
+        assert_eq!(fits, info);
     }
 
     #[test]
@@ -604,8 +697,15 @@ mod tests {
             .unwrap()
             .commit
             .unwrap();
-        let info =
-            session_patch(&run.repo, run.baseline, head, &outputs, &run.patch_file()).unwrap();
+        let info = session_patch(
+            &run.repo,
+            run.baseline,
+            head,
+            &outputs,
+            &run.patch_file(),
+            u64::MAX,
+        )
+        .unwrap();
         // What the project had stays: a changed `old.pyc` and a new file in
         // the tracked `build/`; what the run made up is left out.
         let paths: Vec<&str> = info.files.iter().map(|f| f.path.as_str()).collect();

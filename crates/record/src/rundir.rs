@@ -2,12 +2,14 @@
 //! step records, violations, manifest, patch, artifacts and shadow repo. This
 //! module owns the names and formats of those files (an on-disk contract that
 //! `ah runs` and later tools read back) and makes sure the host repository
-//! never sees `.ah/`. Run directories stay after the run (a forked
+//! never sees `.ah/`, and that no other user can enter it (`private`). Run
+//! directories stay after the run (a forked
 //! conversation restores its files from their shadow repos) until
 //! `ah runs prune` removes them.
 
 mod live;
 mod manifest;
+mod private;
 pub mod prune;
 
 pub use live::{LiveLock, Liveness};
@@ -82,15 +84,14 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Makes a new run directory (with `steps/`) under `<ah_dir>/runs/`, and
-    /// makes sure `<ah_dir>/.gitignore` hides `.ah/` from the host repo.
+    /// Makes a new run directory (with `steps/`, only its owner can enter it)
+    /// under `<ah_dir>/runs/`, once [`ensure_ah_dir`] has made `<ah_dir>`
+    /// ready.
     pub fn create(ah_dir: &Path) -> Result<RunDir> {
         ensure_ah_dir(ah_dir)?;
-        let runs = runs_dir(ah_dir);
-        std::fs::create_dir_all(&runs).map_err(io_err("create", &runs))?;
         let id = Ulid::generate();
-        let path = runs.join(id.to_string());
-        std::fs::create_dir(&path).map_err(io_err("create", &path))?;
+        let path = runs_dir(ah_dir).join(id.to_string());
+        private::private_dir(&path).map_err(io_err("create a private folder", &path))?;
         let run = RunDir { id, path };
         let steps = run.steps_dir();
         std::fs::create_dir(&steps).map_err(io_err("create", &steps))?;
@@ -215,10 +216,18 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, ah_llm::redact::bytes(bytes)).map_err(io_err("write", path))
 }
 
-/// Creates `ah_dir` if needed and makes sure its `.gitignore` holds a `*` line,
-/// so that git in the host project ignores everything ah keeps there.
+/// Makes `ah_dir` and its `runs/` ready before anything is kept there:
+/// created if needed, only their owner can enter them (and the run folders
+/// an older ah left open are made so too), and `.gitignore` holds a `*`
+/// line, so that git in the host project ignores everything ah keeps there.
 pub fn ensure_ah_dir(ah_dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(ah_dir).map_err(io_err("create", ah_dir))?;
+    if let Some(parent) = ah_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err("create", parent))?;
+    }
+    for dir in [ah_dir, &runs_dir(ah_dir)] {
+        private::private_dir(dir).map_err(io_err("make a private folder of", dir))?;
+    }
+    private::mend_runs(&runs_dir(ah_dir));
     let path = ah_dir.join(".gitignore");
     let existing = match std::fs::read_to_string(&path) {
         Ok(text) => text,

@@ -6,7 +6,8 @@
 //! overrides or zero-width characters make code read differently from what
 //! it is ("Trojan Source"). Every piece of model-derived text is shown
 //! through one of these functions, once, where it is printed:
-//! [`terminal_safe`] for free text, [`name_safe`] for file names. The patch
+//! [`terminal_safe`] for free text, [`name_safe`] for file names,
+//! [`line_safe`] for text from outside set into a line of ah's. The patch
 //! review also uses [`invisible_chars`] to warn about such characters.
 //!
 //! It lives in the sandbox layer because that is the lowest one that renders
@@ -43,6 +44,21 @@ pub fn terminal_safe_bytes(bytes: &[u8]) -> String {
 /// one). Every variation selector is shown too: a name has no emoji.
 pub fn name_safe(name: &str) -> Cow<'_, str> {
     escape(name, Kind::Name, None)
+}
+
+/// Text from outside ah set into one of ah's own lines (what an MCP
+/// server says of itself, the error it answers with): escaped as
+/// [`name_safe`] escapes a name, so it stays on the line, and at most `max`
+/// characters of it shown, the rest cut with `…`, so it cannot fill the
+/// screen either.
+pub fn line_safe(text: &str, max: usize) -> String {
+    let escaped = name_safe(text);
+    let mut chars = escaped.chars();
+    let mut shown: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        shown.push('…');
+    }
+    shown
 }
 
 /// A path made safe as [`name_safe`] does (invalid UTF-8 shown lossily),
@@ -304,6 +320,17 @@ mod tests {
         // Streamed: the selector may come in the piece after its emoji.
         assert_eq!(terminal_safe_piece(Some('⚠'), "\u{FE0F} ok"), "\u{FE0F} ok");
         assert_eq!(terminal_safe_piece(Some('a'), "\u{FE0F}"), "<U+FE0F>");
+    }
+
+    #[test]
+    fn text_set_into_a_line_stays_on_it_and_is_cut() {
+        let forged = "x\nreview: applied\r\x1b]0;t\x07\u{202E}";
+        assert_eq!(
+            line_safe(forged, 100),
+            "x\\nreview: applied\\r^[]0;t^G<U+202E>"
+        );
+        assert_eq!(line_safe("abcdef", 3), "abc…");
+        assert_eq!(line_safe("abc", 3), "abc");
     }
 
     #[test]

@@ -213,7 +213,7 @@ mod tests {
             .unwrap();
         let file = dir.path().join("session.patch");
         let outputs = ah_record::outputs::Outputs::none();
-        let info = session_patch(&repo, base, head, &outputs, &file).unwrap();
+        let info = session_patch(&repo, base, head, &outputs, &file, u64::MAX).unwrap();
         (dir, info)
     }
 

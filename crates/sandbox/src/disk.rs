@@ -9,6 +9,13 @@
 //! The walk is bounded in entries and time so that a tree of millions of
 //! files cannot stall every step; a walk cut short counts what it saw,
 //! which is a lower bound, and the free-space floor still holds.
+//!
+//! What a run writes at its end (the patch, the artifacts) is measured the
+//! other way round, before it is written: files that take almost nothing
+//! in the work copy (sparse ones, one file under many hard links) are
+//! written out whole, once per name. Those writes take their bytes (whole
+//! blocks) from the [`Room`] the budget and the floor leave, and what does
+//! not fit is not written.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt as _;
@@ -72,6 +79,104 @@ impl DiskBudget {
     }
 }
 
+impl DiskBudget {
+    /// What the writes at the end of a run may still take: what the run
+    /// directory `dir` does not hold yet of the budget, and no more than
+    /// its disk has free above the floor.
+    pub fn room(&self, dir: &Path) -> Room {
+        let (free, block) = match disk_space(dir) {
+            Some(space) => space,
+            None => (u64::MAX, DEFAULT_BLOCK),
+        };
+        let of_budget = self.max_bytes.saturating_sub(allocated(dir));
+        let above_floor = free.saturating_sub(self.min_free);
+        let (left, bound) = if above_floor < of_budget {
+            (above_floor, Bound::Floor(self.min_free))
+        } else {
+            (of_budget, Bound::Budget(self.max_bytes))
+        };
+        Room { left, block, bound }
+    }
+}
+
+/// The block size assumed where the filesystem does not say.
+const DEFAULT_BLOCK: u64 = 4096;
+
+/// What the writes at the end of a run may still take ([`DiskBudget::room`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    left: u64,
+    /// A file takes whole blocks of this size.
+    block: u64,
+    bound: Bound,
+}
+
+/// What bounds a [`Room`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    /// The run's disk budget, of these bytes.
+    Budget(u64),
+    /// The free space its disk must keep, of these bytes.
+    Floor(u64),
+}
+
+impl Room {
+    /// A room of `left` bytes in blocks of `block`, measured from no run
+    /// directory (the tests of what takes from a room use it).
+    pub fn of(left: u64, block: u64) -> Room {
+        Room {
+            left,
+            block: block.max(1),
+            bound: Bound::Budget(left),
+        }
+    }
+
+    /// Bytes left.
+    pub fn left(&self) -> u64 {
+        self.left
+    }
+
+    /// The largest file that still fits.
+    pub fn most(&self) -> u64 {
+        self.left - self.left % self.block
+    }
+
+    /// The bytes a file or folder of `bytes` takes: whole blocks, a folder
+    /// (or an empty file's name) at least one.
+    pub fn cost(&self, bytes: u64) -> u64 {
+        bytes.div_ceil(self.block).max(1).saturating_mul(self.block)
+    }
+
+    /// Takes `bytes` (already a [`Room::cost`]) if they fit; false, and
+    /// nothing taken, when they do not.
+    pub fn take(&mut self, bytes: u64) -> bool {
+        match self.left.checked_sub(bytes) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What bounds this room, for a message: "the 90.0 MiB left of the
+    /// run's disk budget of 100.0 MiB".
+    pub fn describe(&self) -> String {
+        match self.bound {
+            Bound::Budget(max) => format!(
+                "the {} left of the run's disk budget of {} (raise it with --disk-budget SIZE)",
+                size(self.left),
+                size(max)
+            ),
+            Bound::Floor(floor) => format!(
+                "the {} its disk has free above the {} a run leaves free",
+                size(self.left),
+                size(floor)
+            ),
+        }
+    }
+}
+
 /// Bytes allocated to everything under `dir`, each inode once, links not
 /// followed; stops counting after [`MAX_ENTRIES`] entries or [`MAX_WALK`].
 fn allocated(dir: &Path) -> u64 {
@@ -106,6 +211,12 @@ fn allocated(dir: &Path) -> u64 {
 
 /// Bytes free to an unprivileged user on the filesystem holding `dir`.
 fn free_bytes(dir: &Path) -> Option<u64> {
+    disk_space(dir).map(|(free, _)| free)
+}
+
+/// Bytes free to an unprivileged user on the filesystem holding `dir`, and
+/// its block size.
+fn disk_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt as _;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -116,7 +227,9 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         }
         stat.assume_init()
     };
-    Some((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
+    let block = stat.f_frsize as u64;
+    let block = if block == 0 { DEFAULT_BLOCK } else { block };
+    Some(((stat.f_bavail as u64).saturating_mul(block), block))
 }
 
 /// Parses a size such as `10G`, `500MiB`, `2g` or `1048576` (bytes) for
@@ -160,6 +273,38 @@ mod tests {
         for bad in ["", "0", "G", "1.5G", "10X", "-1G", "99999999999T"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_room_at_the_end_is_what_the_budget_and_the_floor_leave() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("held"), vec![1u8; 1 << 20]).unwrap();
+        let budget = DiskBudget {
+            max_bytes: 3 << 20,
+            min_free: 0,
+        };
+        let mut room = budget.room(dir.path());
+        // What the folder holds is not left.
+        assert_eq!(room.left(), 2 << 20, "{room:?}");
+        assert!(
+            room.describe()
+                .contains("left of the run's disk budget of 3.0 MiB")
+        );
+        let file = room.cost((1 << 20) - 1);
+        assert_eq!(file, 1 << 20, "whole blocks");
+        assert!(room.take(file) && room.take(room.cost(1000)));
+        assert!(!room.take(file), "a second MiB does not fit: {room:?}");
+        assert!(room.take(room.cost(room.most())));
+        assert_eq!(room.left(), 0);
+        assert!(!room.take(room.cost(0)), "even an empty name takes a block");
+
+        let full = DiskBudget {
+            max_bytes: u64::MAX,
+            min_free: u64::MAX,
+        };
+        let room = full.room(dir.path());
+        assert_eq!(room.left(), 0);
+        assert!(room.describe().contains("free above the"), "{room:?}");
     }
 
     #[test]

@@ -43,6 +43,18 @@ pub struct McpSettings {
     pub enabled: Option<bool>,
 }
 
+impl McpSettings {
+    /// Seconds the server has to start and list its tools.
+    pub fn startup_timeout(&self) -> u64 {
+        self.startup_timeout.unwrap_or(STARTUP_TIMEOUT)
+    }
+
+    /// Seconds a call may take: its own, else `config`'s bash timeout.
+    pub fn timeout(&self, config: &Config) -> u64 {
+        self.timeout.unwrap_or(config.tools.bash_timeout)
+    }
+}
+
 /// The problems of the `[mcp]` tables, by key.
 pub fn problems(servers: &BTreeMap<String, McpSettings>) -> Vec<(String, String)> {
     let max = ah_tools::bash::MAX_TIMEOUT;
@@ -125,8 +137,8 @@ pub fn servers(
             env,
             enabled_tools: settings.enabled_tools.clone(),
             disabled_tools: settings.disabled_tools.clone(),
-            startup_timeout: settings.startup_timeout.unwrap_or(STARTUP_TIMEOUT),
-            timeout: settings.timeout.unwrap_or(config.tools.bash_timeout),
+            startup_timeout: settings.startup_timeout(),
+            timeout: settings.timeout(config),
             source: loaded.source(&format!("mcp.{name}.command")).to_string(),
         });
     }

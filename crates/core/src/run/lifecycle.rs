@@ -15,15 +15,16 @@ use super::network;
 use super::queue::dropped_lines;
 use super::sandbox::{configure_sandbox, output_limits};
 use super::settle::RunSetup;
-use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions};
+use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions, Stop};
 use crate::agent::event::SessionState;
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
 use crate::time_travel::files::{self as time_travel, Origin};
+use ah_record::artifacts::SkipReason;
 use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
-use ah_record::safe_text::terminal_safe;
+use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::none::NoneBackend;
 use ah_sandbox::starting::{StartError, Starting};
@@ -420,7 +421,30 @@ pub(crate) async fn finish_run(
     if let Some(line) = left_out_line(&result, &run_dir.artifacts_dir()) {
         front.notice(&line);
     }
+    if let Some(line) = not_kept_line(&result, &run_dir.artifacts_dir()) {
+        front.notice(&line);
+    }
+    if let Some(why) = &result.patch_not_saved {
+        front.notice(&format!(
+            "{} was not saved: {why}; the run's changes are in its shadow repository, and \
+             `git --git-dir {} diff --binary --full-index {} {}` prints the patch",
+            result.patch_path.display(),
+            run_dir.shadow_dir().display(),
+            result.baseline,
+            result.head
+        ));
+    }
     manifest.save(&run_dir.manifest_path())?;
+    // A finished run whose patch did not fit has nothing to review: it
+    // stopped at a limit.
+    let end = match (&result.patch_not_saved, end) {
+        (Some(_), RunEnd::Finished) => RunEnd::Stopped {
+            why: "the writes at the run's end would pass its disk budget".to_string(),
+            next: UNSAVED_NEXT.to_string(),
+            stop: Stop::Limit,
+        },
+        (_, end) => end,
+    };
 
     let not_applied = |decision: ReviewDecision, why: String| ReviewRecord {
         mode: review_mode,
@@ -452,18 +476,12 @@ pub(crate) async fn finish_run(
     };
     match end {
         RunEnd::Failed(err) => {
-            front.notice(&format!(
-                "patch so far saved: {}",
-                result.patch_path.display()
-            ));
+            front.notice(&format!("patch so far {}", patch_place(&result)));
             run_end(front, "none (the run failed)");
             Err(err)
         }
         RunEnd::Aborted => {
-            front.notice(&format!(
-                "aborted; patch so far saved: {}",
-                result.patch_path.display()
-            ));
+            front.notice(&format!("aborted; patch so far {}", patch_place(&result)));
             let record = not_applied(
                 ReviewDecision::Aborted,
                 "the run was interrupted".to_string(),
@@ -477,12 +495,19 @@ pub(crate) async fn finish_run(
         RunEnd::Stopped { why, next, stop } => {
             // Not offered for applying: the patch is kept for `ah apply`
             // after a look.
-            front.notice(&format!(
-                "stopped: {why}; the patch so far is saved, not applied: {}\n\
-                 look at it and apply it with `ah apply {}`, or {next}",
-                result.patch_path.display(),
-                run_dir.id()
-            ));
+            front.notice(&match &result.patch_not_saved {
+                None => format!(
+                    "stopped: {why}; the patch so far is saved, not applied: {}\n\
+                     look at it and apply it with `ah apply {}`, or {next}",
+                    result.patch_path.display(),
+                    run_dir.id()
+                ),
+                // Only the disk budget keeps a patch from being saved: what
+                // to do is the same whatever stopped the run.
+                Some(_) => {
+                    format!("stopped: {why}; its patch was not saved (see above): {UNSAVED_NEXT}")
+                }
+            });
             let record = not_applied(ReviewDecision::Stopped, why);
             announce(session, front, review_event(&result, &record, false));
             run_end(front, ReviewDecision::Stopped.as_str());
@@ -572,6 +597,52 @@ fn left_out_line(result: &RunResult, artifacts: &Path) -> Option<String> {
     Some(format!("{files} left out of the patch ({kept})"))
 }
 
+/// What to do when a run's patch was not saved (it would have passed the
+/// disk budget).
+const UNSAVED_NEXT: &str = "free space or raise --disk-budget, then go on with `ah`";
+
+/// Where the patch is, for the lines that end a run.
+fn patch_place(result: &RunResult) -> String {
+    match &result.patch_not_saved {
+        None => format!("saved: {}", result.patch_path.display()),
+        Some(_) => "not saved (see above)".to_string(),
+    }
+}
+
+/// The run's new files the disk budget kept from `artifacts`, named (the
+/// first few), when there are any.
+fn not_kept_line(result: &RunResult, artifacts: &Path) -> Option<String> {
+    let over: Vec<&str> = result
+        .artifacts
+        .skipped
+        .iter()
+        .filter(|skip| matches!(skip.reason, SkipReason::OverBudget { .. }))
+        .map(|skip| skip.path.as_str())
+        .collect();
+    if over.is_empty() {
+        return None;
+    }
+    let new = result.artifacts.copied.len() + result.artifacts.skipped.len();
+    let mut named: Vec<String> = over
+        .iter()
+        .take(NAMED)
+        .map(|path| name_safe(path).into_owned())
+        .collect();
+    if over.len() > NAMED {
+        named.push(format!("and {} more", over.len() - NAMED));
+    }
+    Some(format!(
+        "{} of the run's {new} new files were not kept in {}: they would pass the run's disk \
+         budget ({}); manifest.json lists them",
+        over.len(),
+        artifacts.display(),
+        named.join(", ")
+    ))
+}
+
+/// How many files a line names before it counts the rest.
+const NAMED: usize = 5;
+
 /// The manifest of a finished run, before its review.
 fn start_manifest(
     ending: &Ending<'_>,
@@ -609,7 +680,12 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.withheld = result.withheld.clone();
     manifest.steps = result.steps;
     manifest.violations = result.violations.clone();
-    manifest.patch = Some(result.patch.summary());
+    manifest.patch = result
+        .patch_not_saved
+        .is_none()
+        .then(|| result.patch.summary());
+    manifest.patch_not_saved = result.patch_not_saved.clone();
+    manifest.artifacts_skipped = result.artifacts.skipped.clone();
     manifest.warnings = result.warnings.clone();
     manifest.poisoned = result.poisoned.clone();
     manifest.left_out = result.patch.left_out.clone();

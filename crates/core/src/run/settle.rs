@@ -37,11 +37,7 @@ pub(crate) async fn settle(
     let files = ProjectFiles::new(&project, &policy);
     let loaded =
         config::load(&files, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
-    let given = weakening::Given {
-        backend: args.given.backend,
-        review: args.review.is_some(),
-        network: args.sandbox.network.is_some(),
-    };
+    let given = weakening::Given::of(args);
     config::fill(args, &loaded.config);
     let image = args
         .image
@@ -51,8 +47,8 @@ pub(crate) async fn settle(
     let image_check =
         (args.backend == BackendKind::Podman).then(|| super::sandbox::ImageCheck::start(&image));
     let ah_dir = project.join(".ah");
-    std::fs::create_dir_all(&ah_dir)
-        .with_context(|| format!("cannot create {}", ah_dir.display()))?;
+    // Private before the session's database or a run lands there.
+    ah_record::rundir::ensure_ah_dir(&ah_dir)?;
     let selection = super::model::select(
         args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
         &args.config,

@@ -4,9 +4,14 @@
 //! a cloned repository or an earlier compromise can ship those files, and a
 //! user must not learn of them from the damage. A setting counts only when
 //! the project's file changes the outcome: the same value from the command
-//! line, `-c`, `AH_*` or the user's own files is the user's choice.
+//! line, `-c`, `AH_*` or the user's own files is the user's choice. A
+//! limit counts when the project's file makes it looser than the user's own
+//! configuration (or the defaults) would, and no flag set it ([`limits`]
+//! says which keys are limits, and why the others are not).
 
-use super::ReviewMode;
+mod limits;
+
+use super::{ReviewMode, RunOptions};
 use crate::config::Config;
 use crate::config::mcp::McpSettings;
 use ah_record::policy::{PROJECT_POLICY_FILE, Policy};
@@ -17,11 +22,26 @@ use ah_sandbox::egress::NetworkMode;
 const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
 
 /// Which settings the command line gave (those win over any file).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Given {
-    pub backend: bool,
-    pub review: bool,
-    pub network: bool,
+    backend: bool,
+    review: bool,
+    network: bool,
+    /// The keys of the limits it gave.
+    limits: Vec<&'static str>,
+}
+
+impl Given {
+    /// What the command line gave `args`, read before the configuration
+    /// fills in the rest.
+    pub fn of(args: &RunOptions) -> Given {
+        Given {
+            backend: args.given.backend,
+            review: args.review.is_some(),
+            network: args.sandbox.network.is_some(),
+            limits: limits::given(args),
+        }
+    }
 }
 
 /// The run's settings, and what they would be without the project's files.
@@ -36,8 +56,9 @@ pub struct Settings<'a> {
 /// The line for stderr, or `None` when the project's files weaken nothing.
 pub fn warning(settings: &Settings<'_>) -> Option<String> {
     let mut items = config_items(settings);
-    items.extend(policy_items(settings.policy, settings.user_policy));
     items.extend(limit_items(settings));
+    items.extend(policy_items(settings.policy, settings.user_policy));
+    items.extend(review_items(settings));
     if items.is_empty() {
         return None;
     }
@@ -54,7 +75,7 @@ pub fn warning(settings: &Settings<'_>) -> Option<String> {
 type Item = (String, &'static str);
 
 fn config_items(settings: &Settings<'_>) -> Vec<Item> {
-    let (config, user, given) = (settings.config, settings.user_config, settings.given);
+    let (config, user, given) = (settings.config, settings.user_config, &settings.given);
     let mut items = Vec::new();
     let mut name = |what: String| items.push((what, PROJECT_CONFIG_FILE));
     if !given.backend && config.backend == BackendKind::None && user.backend != config.backend {
@@ -137,9 +158,32 @@ fn policy_items(policy: &Policy, user: &Policy) -> Vec<Item> {
     items
 }
 
+/// The limits of the configuration the project's file loosens, with their
+/// values: looser than the user's own configuration makes them, and not
+/// given on the command line. A limit of a server only the project's file
+/// has is not compared: the server itself is named.
+fn limit_items(settings: &Settings<'_>) -> Vec<Item> {
+    let usual = limits::limits(settings.user_config);
+    limits::limits(settings.config)
+        .into_iter()
+        .filter(|limit| !settings.given.limits.contains(&limit.key.as_str()))
+        .filter(|limit| {
+            usual
+                .iter()
+                .any(|mine| mine.key == limit.key && limit.bound > mine.bound)
+        })
+        .map(|limit| {
+            (
+                format!("{}={}", limit.key, limit.value),
+                PROJECT_CONFIG_FILE,
+            )
+        })
+        .collect()
+}
+
 /// Raised `--review auto` limits, named after the file that raised them
 /// (the configuration's values override the policy's).
-fn limit_items(settings: &Settings<'_>) -> Vec<Item> {
+fn review_items(settings: &Settings<'_>) -> Vec<Item> {
     let (review, mine) = (settings.policy.review(), settings.user_policy.review());
     let (config, user) = (&settings.config.review, &settings.user_config.review);
     let limits = [

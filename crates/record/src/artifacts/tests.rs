@@ -10,6 +10,7 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::shadow::MAX_FILE_BYTES;
+use ah_sandbox::disk::Room;
 
 struct Fixture {
     dir: TempDir,
@@ -30,7 +31,16 @@ impl Fixture {
     }
 
     fn copy(&self, commit: Oid, changes: &[Change], max_bytes: u64) -> ArtifactReport {
-        copy_added(&self.repo, commit, &self.artifacts(), changes, max_bytes).unwrap()
+        let mut room = Room::of(u64::MAX, 4096);
+        copy_added(
+            &self.repo,
+            commit,
+            &self.artifacts(),
+            changes,
+            max_bytes,
+            &mut room,
+        )
+        .unwrap()
     }
 }
 
@@ -213,6 +223,73 @@ fn a_host_side_write_failure_is_an_error() {
     let commit = f.commit();
     // The artifacts "folder" is a file: nothing can be created below it.
     fs::write(f.artifacts(), "in the way").unwrap();
-    let err = copy_added(&f.repo, commit, &f.artifacts(), &[added("a.txt")], 10).unwrap_err();
+    let mut room = Room::of(u64::MAX, 4096);
+    let err = copy_added(
+        &f.repo,
+        commit,
+        &f.artifacts(),
+        &[added("a.txt")],
+        10,
+        &mut room,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("cannot write artifact"), "{err}");
+}
+
+#[test]
+fn files_past_the_room_left_are_skipped_each_name_counted() {
+    let f = fixture();
+    // One file of 10 KiB under four names, and a small one in a folder.
+    fs::write(f.work.join("a.bin"), vec![7u8; 10 << 10]).unwrap();
+    for name in ["b.bin", "c.bin", "d.bin"] {
+        fs::hard_link(f.work.join("a.bin"), f.work.join(name)).unwrap();
+    }
+    fs::create_dir(f.work.join("dir")).unwrap();
+    fs::write(f.work.join("dir/small.txt"), "x").unwrap();
+    let commit = f.commit();
+    let changes = ["a.bin", "b.bin", "c.bin", "d.bin", "dir/small.txt"].map(added);
+    // Blocks of 4 KiB: each name takes 12 KiB, the artifacts folder 4 KiB.
+    let mut room = Room::of(30 << 10, 4096);
+    let report = copy_added(
+        &f.repo,
+        commit,
+        &f.artifacts(),
+        &changes,
+        MAX_FILE_BYTES,
+        &mut room,
+    )
+    .unwrap();
+    let copied: Vec<&str> = report.copied.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(copied, ["a.bin", "b.bin"]);
+    assert_eq!(
+        skipped(&report),
+        [
+            (
+                "c.bin",
+                &SkipReason::OverBudget {
+                    bytes: 10 << 10,
+                    left: 2 << 10
+                }
+            ),
+            (
+                "d.bin",
+                &SkipReason::OverBudget {
+                    bytes: 10 << 10,
+                    left: 2 << 10
+                }
+            ),
+            // Its folder and itself: two blocks.
+            (
+                "dir/small.txt",
+                &SkipReason::OverBudget {
+                    bytes: 1,
+                    left: 2 << 10
+                }
+            ),
+        ]
+    );
+    assert_eq!(room.left(), 2 << 10);
+    assert!(!f.artifacts().join("c.bin").exists());
+    let shown = report.skipped[0].to_string();
+    assert!(shown.contains("left of the run's disk budget"), "{shown}");
 }

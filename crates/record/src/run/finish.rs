@@ -1,7 +1,11 @@
-//! The end of a run: the sandbox is stopped, `session.patch` is written
-//! (without the build and cache outputs the run added), the files the run
-//! added, outputs included, are copied out as artifacts and the work copy
-//! is removed (the shadow repo keeps every step).
+//! The end of a run: the sandbox is stopped, the work copy is removed (the
+//! shadow repo keeps every step), `session.patch` is written (without the
+//! build and cache outputs the run added) and the files the run added,
+//! outputs included, are copied out as artifacts. The patch and the
+//! artifacts are written out of the shadow repo, where a sparse file or
+//! one file under many names takes almost nothing, so both take their
+//! bytes from what the disk budget leaves (`DiskBudget::room`): the patch
+//! first, kept whole or not at all, then each artifact that still fits.
 
 use std::path::PathBuf;
 
@@ -9,13 +13,18 @@ use super::{Run, RunError};
 use crate::artifacts::{self, ArtifactReport};
 use crate::patch::{self, PatchInfo};
 use crate::rundir::ViolationRecord;
+use ah_sandbox::disk::Room;
 use ah_sandbox::egress::EgressDecision;
 
 /// What a finished run leaves behind.
 #[derive(Debug)]
 pub struct RunResult {
+    /// What `session.patch` holds (nothing when it was not saved).
     pub patch: PatchInfo,
     pub patch_path: PathBuf,
+    /// Why `session.patch` was not saved (it would pass the disk budget):
+    /// the run's changes are then only in its shadow repo.
+    pub patch_not_saved: Option<String>,
     pub baseline: String,
     pub head: String,
     pub steps: u32,
@@ -69,10 +78,11 @@ impl Run {
         })
     }
 
-    /// Stops the backend, writes `session.patch`, copies the added files out
-    /// as artifacts and removes the work copy (the shadow repo keeps every
-    /// step). Only a patch that cannot be built is an error: the rest are
-    /// warnings in the result, so the run's outcome is never lost.
+    /// Stops the backend, removes the work copy (the shadow repo keeps every
+    /// step), writes `session.patch` and copies the added files out as
+    /// artifacts, within what the disk budget leaves. Only a patch that
+    /// cannot be built is an error: the rest are warnings in the result, so
+    /// the run's outcome is never lost.
     pub async fn finish(mut self) -> Result<RunResult, RunError> {
         let mut warnings = Vec::new();
         let settled = self.settle().await.map_err(|err| {
@@ -89,15 +99,24 @@ impl Run {
         }
         settled?;
         let egress = self.backend.take_egress();
+        if let Some(overlay) = &self.overlay {
+            warnings.extend(self.project_moved(overlay));
+        }
+        // Gone before the end's writes are measured: they come from the
+        // shadow repo, and the room it took is theirs.
+        let work = match &self.overlay {
+            Some(overlay) => overlay.dirs.upper.clone(),
+            None => self.dir.work_dir(),
+        };
+        if let Err(err) = std::fs::remove_dir_all(&work) {
+            warnings.push(format!(
+                "the work copy {} could not be removed: {err}",
+                work.display()
+            ));
+        }
+        let mut room = self.disk_budget.room(self.dir.path());
         let patch_path = self.dir.patch_path();
-        let info = patch::session_patch(
-            &self.shadow,
-            self.baseline,
-            self.head,
-            self.policy.outputs(),
-            &patch_path,
-        )
-        .map_err(|e| RunError::Patch(e.to_string()))?;
+        let (info, patch_not_saved) = self.write_patch(&mut room)?;
         let artifacts = self
             .shadow
             .changes_between(self.baseline, self.head)
@@ -109,6 +128,7 @@ impl Run {
                     &self.dir.artifacts_dir(),
                     &changes,
                     self.artifact_cap,
+                    &mut room,
                 )
                 .map_err(|e| e.to_string())
             })
@@ -116,22 +136,10 @@ impl Run {
                 warnings.push(format!("the run's new files were not copied out: {err}"));
                 ArtifactReport::default()
             });
-        if let Some(overlay) = &self.overlay {
-            warnings.extend(self.project_moved(overlay));
-        }
-        let work = match &self.overlay {
-            Some(overlay) => overlay.dirs.upper.clone(),
-            None => self.dir.work_dir(),
-        };
-        if let Err(err) = std::fs::remove_dir_all(&work) {
-            warnings.push(format!(
-                "the work copy {} could not be removed: {err}",
-                work.display()
-            ));
-        }
         Ok(RunResult {
             patch: info,
             patch_path,
+            patch_not_saved,
             baseline: self.baseline.to_string(),
             head: self.head.to_string(),
             steps: self.steps,
@@ -142,5 +150,29 @@ impl Run {
             poisoned: self.poisoned,
             egress,
         })
+    }
+
+    /// Writes `session.patch` within `room` and takes what it took: its
+    /// stats, or none and why it was not saved (it would not fit).
+    fn write_patch(&self, room: &mut Room) -> Result<(PatchInfo, Option<String>), RunError> {
+        let written = patch::session_patch(
+            &self.shadow,
+            self.baseline,
+            self.head,
+            self.policy.outputs(),
+            &self.dir.patch_path(),
+            room.most(),
+        );
+        match written {
+            Ok(info) => {
+                room.take(room.cost(info.bytes));
+                Ok((info, None))
+            }
+            Err(patch::PatchError::TooBig { .. }) => Ok((
+                PatchInfo::empty(),
+                Some(format!("it would take more than {}", room.describe())),
+            )),
+            Err(err) => Err(RunError::Patch(err.to_string())),
+        }
     }
 }

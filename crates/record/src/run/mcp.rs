@@ -8,7 +8,8 @@
 //! something that is not MCP gives the model an error result, and is
 //! ended with everything else the sandbox runs. What a server writes to
 //! its standard error goes to `mcp/NAME.stderr` in the run directory
-//! (`stderr`).
+//! (`stderr`). What a server says of itself, or in an error, reaches the
+//! user's lines escaped onto one line and cut ([`line_safe`]).
 
 mod stderr;
 
@@ -27,11 +28,17 @@ use ah_tools::mcp::{self, McpServer, McpTool};
 use ah_tools::{OutputLimits, ToolOutput};
 use stderr::StderrLog;
 
+use crate::safe_text::line_safe;
+
 /// How long ending a failed server's processes may take.
 const END_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the host side of a killed server is waited for.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most characters of what a server says (of itself, in an error)
+/// shown in one of the lines about it.
+const MAX_SAID: usize = 300;
 
 /// The process groups of every server's host side still running, for
 /// [`end_host_groups`].
@@ -124,8 +131,9 @@ impl McpServers {
                     slot.stop_host().await;
                     failed = true;
                     lines.push(format!(
-                        "MCP server {name} did not start: {err}; its tools are not offered \
+                        "MCP server {name} did not start: {}; its tools are not offered \
                          (its standard error: {})",
+                        line_safe(&err.to_string(), MAX_SAID),
                         slot.stderr.path().display()
                     ));
                     continue;
@@ -134,6 +142,7 @@ impl McpServers {
             let (offered, skipped) = mcp::offered(&slot.server, &listing.tools);
             lines.push(started_line(&name, &info, place, &offered));
             for why in skipped {
+                let why = line_safe(&why, MAX_SAID);
                 lines.push(format!("MCP server {name}: tool {why}: not offered"));
             }
             if let Some(why) = listing.left_out {
@@ -234,13 +243,13 @@ impl McpServers {
     }
 }
 
-/// What the user is told of a server that started: who it says it is,
-/// where it runs and the tools it offers.
+/// What the user is told of a server that started: who it says it is
+/// (on the line, escaped), where it runs and the tools it offers.
 fn started_line(name: &str, info: &str, place: &str, offered: &[McpTool]) -> String {
     let info = if info.is_empty() {
-        "no name given"
+        "no name given".to_string()
     } else {
-        info
+        line_safe(info, MAX_SAID)
     };
     let names: Vec<&str> = offered.iter().map(|tool| tool.name.as_str()).collect();
     let names = match names.is_empty() {

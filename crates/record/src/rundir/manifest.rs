@@ -1,6 +1,7 @@
 //! `manifest.json`: the summary of one run (task, model, backend, shadow
-//! commits, withheld files, steps, violations, patch stats, outputs left out
-//! of the patch, review, apply). Every field has a
+//! commits, withheld files, steps, violations, patch stats or why there is
+//! no patch, artifacts kept and not, outputs left out of the patch, review,
+//! apply). Every field has a
 //! default so that a manifest written early in a run, or by an older ah, still
 //! loads; it is rewritten atomically as the run goes on.
 
@@ -11,6 +12,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use super::{Result, RunDirError, io_err};
+use crate::artifacts::Skipped;
 use ah_session::format_rfc3339;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -46,8 +48,14 @@ pub struct Manifest {
     pub patch: Option<PatchStats>,
     pub review: Option<ReviewRecord>,
     pub applied: bool,
+    /// Why `session.patch` was not saved (it would pass the disk budget);
+    /// the run's changes are then only in its shadow repo.
+    pub patch_not_saved: Option<String>,
     /// Artifact paths, relative to `artifacts/`.
     pub artifacts: Vec<String>,
+    /// The run's new files not copied to `artifacts/`, and why (over the
+    /// size cap or the disk budget, a link, …).
+    pub artifacts_skipped: Vec<Skipped>,
     /// Files the run added that are build or cache outputs (`[outputs]` of
     /// the policy), left out of `session.patch`; relative to the work root.
     pub left_out: Vec<String>,

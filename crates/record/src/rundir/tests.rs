@@ -246,3 +246,30 @@ fn list_runs_reads_manifests_newest_first() {
     assert_eq!(runs[1].path, older.path());
     assert_eq!(runs[1].manifest.as_ref().unwrap().task, "first");
 }
+
+#[test]
+fn ah_and_every_run_folder_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+    let (project, ah) = ah_dir();
+    // An older ah left them open to every user.
+    let old = ah.join("runs").join(Ulid::generate().to_string());
+    std::fs::create_dir_all(&old).unwrap();
+    for dir in [&ah, &ah.join("runs"), &old] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = RunDir::create(&ah).unwrap();
+    for dir in [&ah, &ah.join("runs"), &old, &run.path().to_path_buf()] {
+        assert_eq!(mode(dir), 0o700, "{}", dir.display());
+    }
+
+    // A link where `.ah` should be is not made anyone's.
+    let elsewhere = project.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let linked = project.path().join("linked");
+    std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+    let err = RunDir::create(&linked).unwrap_err().to_string();
+    assert!(err.contains("it is a link or not a folder"), "{err}");
+    assert_eq!(mode(&elsewhere), 0o755);
+}

@@ -21,6 +21,10 @@
 //! overlay (the project's baseline, the differences written into the
 //! upper folder).
 //!
+//! And the watch an overlay run keeps on the project (files that appear
+//! during the run are hidden): the survey without it and with it, and what
+//! one step's check costs when nothing appeared.
+//!
 //! Each step changes one file. Run with `cargo bench --bench steps` (needs
 //! `rsync` and `git`).
 
@@ -83,6 +87,15 @@ fn main() {
                 }
             }
         }
+        let (unwatched, watched, check) = watch_costs(&project, &tmp.path().join("watch"));
+        println!(
+            "{files:>7} | survey: unwatched {}, watched {} (+{}); a step's check when \
+             nothing appeared: {:.1} µs",
+            ms(unwatched),
+            ms(watched),
+            ms(watched.saturating_sub(unwatched)),
+            check.as_secs_f64() * 1e6
+        );
         if let Some((prepare, step, before_start)) = overlay {
             println!(
                 "{files:>7} | overlay: {} of its prepare before the container may start \
@@ -104,6 +117,38 @@ fn main() {
             );
         }
     }
+}
+
+/// The survey of `project` without and with its folders watched (medians
+/// of 5, taken in turns), and the median check of a watch when nothing
+/// appeared.
+fn watch_costs(project: &Path, scratch: &Path) -> (Duration, Duration, Duration) {
+    let policy = Policy::load(project, None, &[], &[]).expect("default policy");
+    let withhold = |rel: &Path| policy.withheld_by(rel).is_some();
+    let shadow = ShadowRepo::init(&scratch.join("shadow.git"), project).expect("init");
+    let (mut unwatched, mut watched, mut checks) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let mut names = shadow.name_check().expect("names");
+        let started = Instant::now();
+        overlay::survey(project, &withhold, &mut names, None).expect("survey");
+        unwatched.push(started.elapsed());
+        let mut watch = overlay::Watch::new();
+        let started = Instant::now();
+        let found =
+            overlay::survey(project, &withhold, &mut names, Some(&mut watch)).expect("survey");
+        watched.push(started.elapsed());
+        assert!(watch.blind().is_none(), "{:?}", watch.blind());
+        let mut late = overlay::LateFiles::new(project, watch, &found.hidden);
+        for _ in 0..STEPS {
+            let started = Instant::now();
+            let appeared = late
+                .check(&withhold, || shadow.name_check().map_err(|e| e.to_string()))
+                .expect("check");
+            checks.push(started.elapsed());
+            assert!(appeared.is_empty());
+        }
+    }
+    (median(unwatched), median(watched), median(checks))
 }
 
 fn ms(d: Duration) -> String {

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod event;
 pub mod org;
 pub mod run;
 pub mod time_travel;

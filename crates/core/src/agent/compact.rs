@@ -13,8 +13,8 @@ mod view;
 use ah_llm::{Block, LlmError, Message, Provider, Request, Response, Role, StreamEvent};
 use ah_session::{BlockRecord, MessageMeta, Session, StoredMessage};
 
-use super::event::CompactReason;
 use super::{AgentConfig, AgentError, Emitter, Event, close_interrupted, record_event};
+use crate::event::CompactReason;
 
 /// Tokens kept free below the context window by default (`--compact-reserve`).
 pub const DEFAULT_RESERVE: u64 = 16_384;

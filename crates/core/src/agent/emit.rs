@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::event::Event;
+use crate::event::Event;
 use ah_llm::StreamEvent;
 use ah_session::Session;
 

@@ -16,7 +16,7 @@
 use serde_json::json;
 
 use super::emit::Emitter;
-use super::event::Event;
+use crate::event::Event;
 use ah_llm::{Block, Role};
 use ah_session::queue::{QueueKind, Queued, SessionLock};
 use ah_session::{BlockRecord, MessageMeta, Session, SessionError};

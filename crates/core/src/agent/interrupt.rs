@@ -8,7 +8,7 @@
 
 use super::INTERRUPTED;
 use super::emit::record_event;
-use super::event::{Event, SessionState};
+use crate::event::{Event, SessionState};
 use ah_llm::{Block, Role};
 use ah_session::{BlockRecord, MessageMeta, Session, SessionError};
 

@@ -42,7 +42,7 @@ use std::collections::VecDeque;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::event::Event;
+use crate::event::Event;
 use ah_llm::Block;
 use ah_session::BlockRecord;
 use ah_tools::{STEP_FILE_NOTE, STEP_FILE_NOTE_END, ToolOutput};

@@ -9,7 +9,7 @@
 pub mod abort;
 pub mod compact;
 mod emit;
-pub mod event;
+
 pub mod inbox;
 pub mod instructions;
 mod interrupt;
@@ -30,8 +30,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+pub use crate::event::{CompactReason, EndReason, Event};
 use emit::{Emitter, stream_event};
-pub use event::{CompactReason, EndReason, Event};
 use interrupt::keep_partial;
 use request::{INTERRUPTED, map_edit_calls, sendable};
 use state::LoopState;

@@ -8,11 +8,11 @@ use serde_json::{Value, json};
 
 use super::abort::AbortSignal;
 use super::emit::Emitter;
-use super::event::{EndReason, Event};
 use super::loop_detect::{LoopDetector, Repetition};
 use super::request::INTERRUPTED;
 use super::step::step_events;
 use super::{AgentConfig, AgentSummary};
+use crate::event::{EndReason, Event};
 use ah_record::run::{Run, StepOutcome};
 use ah_session::Session;
 use ah_tools::ToolOutput;

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::event::Event;
+use crate::event::Event;
 use ah_llm::{Block, ImageSource};
 use ah_record::run::StepOutcome;
 use ah_session::BlockRecord;

@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::event::EndReason;
 use super::state::{Halt, LoopState};
 use super::{AbortSignal, AgentConfig, AgentError};
+use crate::event::EndReason;
 use ah_llm::models::ToolProtocol;
 use ah_llm::{Block, Response, Role, ToolDef};
 use ah_record::run::Run;

@@ -32,8 +32,8 @@ mod work;
 
 use anyhow::Result;
 
-use crate::agent::event::SessionState;
 use crate::agent::{AbortSignal, set_state};
+use crate::event::SessionState;
 use ah_llm::Provider;
 use ah_record::run::Run;
 use ah_session::Session;

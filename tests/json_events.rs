@@ -17,6 +17,7 @@ const GOLDEN: &str = "tests/golden/json_run.jsonl";
 fn mask(mut event: Value) -> Value {
     if let Some(map) = event.as_object_mut() {
         for key in [
+            "run",
             "session",
             "run_id",
             "commit",
@@ -63,6 +64,11 @@ fn json_mode_prints_every_event_as_one_line_and_nothing_else() {
     assert!(
         events.iter().all(|e| e["type"].is_string()),
         "every line is a typed event"
+    );
+    let run = crate::support::host::run_id(&host.run());
+    assert!(
+        events.iter().all(|e| e["run"] == json!(run)),
+        "every event carries its run's id: {stdout}"
     );
 
     let review = events.iter().find(|e| e["type"] == "review_done").unwrap();

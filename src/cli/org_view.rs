@@ -3,13 +3,12 @@
 //! `NO_COLOR`, as `console` decides), a tick is a rule naming the agent,
 //! a letter is one line (`lead → coder`), and the end line gives each
 //! agent's ticks, tool calls and tokens. With `--json` every agent event
-//! carries the agent's name.
+//! carries the agent's name (`agent` of [`ah_core::event::RunEvent`]).
 
 use console::{Color, style};
-use serde_json::Value;
 
-use ah_core::agent::Event;
-use ah_core::org::{OrgEnd, OrgEvent};
+use ah_core::event::Event;
+use ah_core::org::OrgEnd;
 use ah_record::safe_text::terminal_safe;
 
 const COLOURS: [Color; 6] = [
@@ -45,10 +44,10 @@ impl OrgView {
         }
     }
 
-    /// A line for an org event.
-    pub fn line(&mut self, event: &OrgEvent) -> String {
-        match event {
-            OrgEvent::Tick {
+    /// A line for an org's own event; `None` for any other event.
+    pub fn line(&mut self, event: &Event) -> Option<String> {
+        Some(match event {
+            Event::Tick {
                 tick,
                 agent,
                 letters,
@@ -61,16 +60,16 @@ impl OrgView {
                     if *letters == 1 { "" } else { "s" }
                 )
             }
-            OrgEvent::Routed { from, to, kind } => {
+            Event::Routed { from, to, kind } => {
                 format!("  {} → {} ({kind})", self.name(from), self.name(to))
             }
-            OrgEvent::AskUser { agent, question } => format!(
+            Event::AskUser { agent, question } => format!(
                 "{} {} asks you:\n{}",
                 style("?").yellow().bold(),
                 self.name(agent),
                 terminal_safe(question)
             ),
-            OrgEvent::OrgEnd { end, ticks, agents } => {
+            Event::OrgEnd { end, ticks, agents } => {
                 let each: Vec<String> = agents
                     .iter()
                     .map(|(name, tally)| {
@@ -91,7 +90,8 @@ impl OrgView {
                     each.join("\n  ")
                 )
             }
-        }
+            _ => return None,
+        })
     }
 
     /// `agent` in its colour (`user` and `ah` plain).
@@ -127,13 +127,4 @@ fn ending(end: &OrgEnd) -> String {
             format!("{} stopped ({})", terminal_safe(agent), reason.as_str())
         }
     }
-}
-
-/// `event` as JSON with the agent's name beside its own fields.
-pub fn with_agent(agent: &str, event: &Event) -> Option<Value> {
-    let mut value = serde_json::to_value(event).ok()?;
-    if let Value::Object(fields) = &mut value {
-        fields.insert("agent".into(), Value::String(agent.to_string()));
-    }
-    Some(value)
 }

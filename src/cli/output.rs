@@ -11,12 +11,10 @@ use serde::Serialize;
 
 use super::display::Display;
 use super::live::{Asker, Controls, Wiring};
-use super::org_view::{self, OrgView};
+use super::org_view::OrgView;
 use super::screen::Screen;
-use ah_core::agent::Event;
-use ah_core::org::{OrgEvent, OrgUpdate};
+use ah_core::event::{Event, RunEvent};
 use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
-use ah_core::work::WorkEvent;
 use ah_record::safe_text::terminal_safe;
 use ah_sandbox::image::BuildOptions;
 
@@ -39,11 +37,35 @@ impl Output {
         }
     }
 
-    pub fn show(&mut self, event: &Event) {
+    /// Shows an event of a run: a JSON line, or for a person the agent's
+    /// display (an org's agents labelled), a work phase's line or an org's.
+    pub fn show(&mut self, shown: &RunEvent<'_>) {
         if self.json {
-            json_line(event);
-        } else {
-            self.display.show(event);
+            json_line(shown);
+            return;
+        }
+        let event = shown.event;
+        if let Some(line) = work_line(event) {
+            self.display.line(&line);
+            return;
+        }
+        match event {
+            // The question is shown by whoever asks it.
+            Event::AskUser { .. } if self.asker.is_some() => return,
+            Event::Tick { .. } | Event::Routed { .. } | Event::AskUser { .. } => {}
+            Event::OrgEnd { .. } => {}
+            _ => {
+                if let Some(agent) = shown.agent
+                    && let Some(label) = self.org.label_before(agent, event)
+                {
+                    self.display.text_label(&label);
+                }
+                self.display.show(event);
+                return;
+            }
+        }
+        if let Some(line) = self.org.line(event) {
+            self.display.line(&line);
         }
     }
 
@@ -51,57 +73,20 @@ impl Output {
     pub fn screen(&self) -> Arc<Screen> {
         self.display.screen()
     }
-
-    /// Shows a work session's own event (`ah work`): a JSON line, or a line
-    /// on stderr.
-    pub fn show_work(&mut self, event: &WorkEvent) {
-        if self.json {
-            json_line(event);
-        } else {
-            self.display.line(&work_line(event));
-        }
-    }
 }
 
 #[async_trait::async_trait(?Send)]
 impl Front for Output {
-    fn show(&mut self, event: &Event) {
+    fn show(&mut self, event: &RunEvent<'_>) {
         Output::show(self, event);
-    }
-
-    fn show_work(&mut self, event: &WorkEvent) {
-        Output::show_work(self, event);
-    }
-
-    fn show_org(&mut self, update: OrgUpdate<'_>) {
-        match (update, self.json) {
-            (OrgUpdate::Agent { agent, event }, true) => {
-                if let Some(value) = org_view::with_agent(agent, event) {
-                    json_line(&value);
-                }
-            }
-            (OrgUpdate::Agent { agent, event }, false) => {
-                if let Some(label) = self.org.label_before(agent, event) {
-                    self.display.text_label(&label);
-                }
-                self.display.show(event);
-            }
-            (OrgUpdate::Org(event), true) => json_line(event),
-            // The question is shown by whoever asks it.
-            (OrgUpdate::Org(OrgEvent::AskUser { .. }), false) if self.asker.is_some() => {}
-            (OrgUpdate::Org(event), false) => {
-                let line = self.org.line(event);
-                self.display.line(&line);
-            }
-        }
     }
 
     async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
         let asker = self.asker.as_ref()?;
-        let shown = self.org.line(&OrgEvent::AskUser {
+        let shown = self.org.line(&Event::AskUser {
             agent: agent.to_string(),
             question: question.to_string(),
-        });
+        })?;
         asker.ask(shown).await
     }
 
@@ -166,21 +151,21 @@ fn json_line(event: &impl Serialize) {
     }
 }
 
-/// A work event for a person.
-fn work_line(event: &WorkEvent) -> String {
-    match event {
-        WorkEvent::PhaseStart { phase, round, .. } => format!(
+/// A work phase's event for a person; `None` for any other event.
+fn work_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::PhaseStart { phase, round, .. } => format!(
             "{} {} (round {round})",
             style("══").cyan(),
             style(phase.as_str()).cyan().bold()
         ),
-        WorkEvent::Reminder { phase, .. } => format!(
+        Event::Reminder { phase, .. } => format!(
             "{} the {} phase ended without {}: reminding it once",
             style("!").yellow(),
             phase.as_str(),
             phase.report_name()
         ),
-        WorkEvent::PhaseEnd {
+        Event::PhaseEnd {
             phase,
             file: Some(file),
             ..
@@ -189,12 +174,12 @@ fn work_line(event: &WorkEvent) -> String {
             style("✓").green(),
             phase.as_str()
         ),
-        WorkEvent::PhaseEnd {
+        Event::PhaseEnd {
             phase, file: None, ..
         } => {
             format!("  {} {} left no file", style("✗").red(), phase.as_str())
         }
-        WorkEvent::Verdict {
+        Event::Verdict {
             decision, summary, ..
         } => format!(
             "{} {}: {}",
@@ -202,8 +187,9 @@ fn work_line(event: &WorkEvent) -> String {
             decision.as_str(),
             terminal_safe(summary.lines().next().unwrap_or_default())
         ),
-        WorkEvent::WorkEnd { rounds, .. } => {
+        Event::WorkEnd { rounds, .. } => {
             format!("work session over after {rounds} round(s)")
         }
-    }
+        _ => return None,
+    })
 }

@@ -1,18 +1,54 @@
-//! The typed events the agent emits. The core never prints: the terminal
-//! display, `--json` output and the session's `events` table are all consumers
-//! of this one stream.
+//! The one event protocol of ah: every engine's events (the agent loop's,
+//! the work phases', an org's, and the run's own around them) are one
+//! serde-tagged enum, [`Event`], and what reaches a front-end is a
+//! [`RunEvent`]: an event with the run it belongs to and, in an org, the
+//! agent. This is the `--json` schema (README, "Events and `--json`"; a
+//! test checks the table there against this enum). The core never prints:
+//! the terminal display, `--json` output and the session's `events` table
+//! are all consumers of this one stream.
+
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::org::{OrgEnd, Tally};
+use crate::work::{Decision, Phase, WorkEnd};
 use ah_llm::Usage;
 use ah_record::Change;
 use ah_sandbox::egress::EgressDecision;
 use ah_session::Tokens;
 
-/// Something that happened during a run, in the order it happened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// An event as a front-end receives it: which run it belongs to (several
+/// may run in one process) and, in an org, which agent's it is.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RunEvent<'a> {
+    /// The run's id (its folder under `.ah/runs`).
+    pub run: &'a str,
+    /// The agent whose event it is (`ah org`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<&'a str>,
+    #[serde(flatten)]
+    pub event: &'a Event,
+}
+
+impl<'a> RunEvent<'a> {
+    /// `event` of the run `run`, no agent's in particular.
+    pub fn of(run: &'a str, event: &'a Event) -> RunEvent<'a> {
+        RunEvent {
+            run,
+            agent: None,
+            event,
+        }
+    }
+}
+
+/// Something that happened during a run, in the order it happened. Its
+/// name (`type` in JSON, `event_type` in the session) is the variant's in
+/// snake case, from the one derive.
+#[derive(Debug, Clone, PartialEq, Serialize, strum::IntoStaticStr, strum::VariantNames)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Event {
     AgentStart {
         session: String,
@@ -159,6 +195,60 @@ pub enum Event {
     Error {
         message: String,
     },
+    /// A phase of `ah work` starts.
+    PhaseStart {
+        phase: Phase,
+        round: u32,
+        /// The phase's first message in the session.
+        message: String,
+    },
+    /// The phase ended without its file and was told to write it.
+    Reminder {
+        phase: Phase,
+        round: u32,
+    },
+    PhaseEnd {
+        phase: Phase,
+        round: u32,
+        /// The phase's file under the run directory, when it was written.
+        file: Option<String>,
+    },
+    Verdict {
+        round: u32,
+        decision: Decision,
+        summary: String,
+    },
+    WorkEnd {
+        #[serde(flatten)]
+        end: WorkEnd,
+        rounds: u32,
+    },
+    /// Tick `tick` of an org runs `agent`'s turn, opened by `letters`
+    /// letters.
+    Tick {
+        tick: u32,
+        agent: String,
+        letters: usize,
+    },
+    /// A letter was posted: `kind` is `task`, `direct`, `group`, `answer`,
+    /// `interjection` or `notice`.
+    Routed {
+        from: String,
+        to: String,
+        kind: String,
+    },
+    /// `agent` asks the user.
+    AskUser {
+        agent: String,
+        question: String,
+    },
+    /// The org is over.
+    OrgEnd {
+        #[serde(flatten)]
+        end: OrgEnd,
+        ticks: u32,
+        agents: BTreeMap<String, Tally>,
+    },
 }
 
 impl Event {
@@ -172,34 +262,9 @@ impl Event {
         }
     }
 
-    /// The name stored in `events.event_type`.
+    /// The name stored in `events.event_type`: `type` in JSON.
     pub fn name(&self) -> &'static str {
-        match self {
-            Event::AgentStart { .. } => "agent_start",
-            Event::TurnStart { .. } => "turn_start",
-            Event::ApiCallStart { .. } => "api_call_start",
-            Event::ApiCallEnd { .. } => "api_call_end",
-            Event::TextDelta { .. } => "text_delta",
-            Event::ThinkingDelta { .. } => "thinking_delta",
-            Event::Retry { .. } => "retry",
-            Event::ToolCallStart { .. } => "tool_call_start",
-            Event::ToolCallEnd { .. } => "tool_call_end",
-            Event::StepCommitted { .. } => "step_committed",
-            Event::Violation { .. } => "violation",
-            Event::TurnEnd { .. } => "turn_end",
-            Event::Egress { .. } => "egress",
-            Event::LoopDetected { .. } => "loop_detected",
-            Event::SteeringInjected { .. } => "steering_injected",
-            Event::SteeringDelivered { .. } => "steering_delivered",
-            Event::FollowupDelivered { .. } => "followup_delivered",
-            Event::CompactionStart { .. } => "compaction_start",
-            Event::CompactionEnd { .. } => "compaction_end",
-            Event::AgentEnd { .. } => "agent_end",
-            Event::StateChange { .. } => "state_change",
-            Event::ReviewDone { .. } => "review_done",
-            Event::RunEnd { .. } => "run_end",
-            Event::Error { .. } => "error",
-        }
+        self.into()
     }
 
     /// Deltas are too fine-grained to persist one row each; the full text is
@@ -289,26 +354,4 @@ pub enum CompactReason {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn end_reasons_have_one_name_in_events_and_in_the_queue() {
-        for reason in [
-            EndReason::Done,
-            EndReason::ToolLimit,
-            EndReason::Stopped,
-            EndReason::Failed,
-            EndReason::Poisoned,
-            EndReason::Aborted,
-            EndReason::Finalized,
-            EndReason::DiskBudget,
-            EndReason::Looping,
-        ] {
-            assert_eq!(
-                serde_json::to_value(reason).unwrap(),
-                serde_json::json!(reason.as_str())
-            );
-        }
-    }
-}
+mod tests;

@@ -88,8 +88,13 @@ impl RunDir {
     /// under `<ah_dir>/runs/`, once [`ensure_ah_dir`] has made `<ah_dir>`
     /// ready.
     pub fn create(ah_dir: &Path) -> Result<RunDir> {
+        RunDir::create_as(ah_dir, Ulid::generate())
+    }
+
+    /// [`RunDir::create`] for the run whose id was given out already (its
+    /// events carry it from the start).
+    pub fn create_as(ah_dir: &Path, id: Ulid) -> Result<RunDir> {
         ensure_ah_dir(ah_dir)?;
-        let id = Ulid::generate();
         let path = runs_dir(ah_dir).join(id.to_string());
         private::private_dir(&path).map_err(io_err("create a private folder", &path))?;
         let run = RunDir { id, path };

@@ -123,57 +123,11 @@ pub struct Tally {
     pub output_tokens: u64,
 }
 
-/// The org's own events, besides its agents'.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum OrgEvent {
-    /// Tick `tick` runs `agent`'s turn, opened by `letters` letters.
-    Tick {
-        tick: u32,
-        agent: String,
-        letters: usize,
-    },
-    /// A letter was posted: `kind` is `task`, `direct`, `group`, `answer`,
-    /// `interjection` or `notice`.
-    Routed {
-        from: String,
-        to: String,
-        kind: String,
-    },
-    /// `agent` asks the user.
-    AskUser { agent: String, question: String },
-    /// The org is over.
-    OrgEnd {
-        #[serde(flatten)]
-        end: OrgEnd,
-        ticks: u32,
-        agents: BTreeMap<String, Tally>,
-    },
-}
-
-impl OrgEvent {
-    /// The name stored in the session's `events.event_type`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            OrgEvent::Tick { .. } => "tick",
-            OrgEvent::Routed { .. } => "routed",
-            OrgEvent::AskUser { .. } => "ask_user",
-            OrgEvent::OrgEnd { .. } => "org_end",
-        }
-    }
-}
-
-/// One thing the front-end sees, in order.
-#[derive(Debug, Clone, Copy)]
-pub enum OrgUpdate<'a> {
-    Agent { agent: &'a str, event: &'a Event },
-    Org(&'a OrgEvent),
-}
-
-/// The front-end of an org: it shows the updates and may ask the user.
+/// The front-end of an org: it shows the events (an agent's, with its
+/// name, or the org's own) and may ask the user.
 #[async_trait::async_trait(?Send)]
 pub trait OrgFront: Send {
-    fn update(&mut self, update: OrgUpdate<'_>);
+    fn show(&mut self, agent: Option<&str>, event: &Event);
     /// Asks the user `question` for `agent`; `None` when nobody can answer
     /// here (no terminal, `--json`).
     async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String>;
@@ -302,7 +256,7 @@ impl Org<'_> {
         };
         self.announce(
             None,
-            OrgEvent::OrgEnd {
+            Event::OrgEnd {
                 end: record.end.clone(),
                 ticks,
                 agents: record.agents.clone(),

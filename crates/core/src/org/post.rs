@@ -4,7 +4,8 @@
 
 use super::route::{self, Tag};
 use super::schedule::{Question, ROSTER_KEY, STATE_KEY, Schedule};
-use super::{Org, OrgError, OrgEvent, OrgUpdate};
+use super::{Org, OrgError};
+use crate::agent::{Event, record_event};
 use ah_session::{Letter, MailKind};
 
 impl Org<'_> {
@@ -172,16 +173,14 @@ impl Org<'_> {
 
     /// Hands an org event to the front-end and keeps it in the session's
     /// log (a failed insert only loses the log entry).
-    pub(super) fn announce(&mut self, message: Option<&str>, event: OrgEvent) {
-        if let Ok(details) = serde_json::to_value(&event) {
-            let _ = self.session.record_event(message, event.name(), &details);
-        }
-        self.front.update(OrgUpdate::Org(&event));
+    pub(super) fn announce(&mut self, message: Option<&str>, event: Event) {
+        record_event(self.session, message, &event);
+        self.front.show(None, &event);
     }
 }
 
-pub(super) fn routed(letter: &Letter) -> OrgEvent {
-    OrgEvent::Routed {
+pub(super) fn routed(letter: &Letter) -> Event {
+    Event::Routed {
         from: letter.sender.clone(),
         to: letter.recipient.clone(),
         kind: letter.kind.as_str().to_string(),

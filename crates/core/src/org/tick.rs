@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::post::encode;
 use super::schedule::{STATE_KEY, Schedule};
-use super::{NoSteering, Org, OrgEnd, OrgError, OrgEvent, OrgUpdate, Tally, Ticked, letters};
+use super::{NoSteering, Org, OrgEnd, OrgError, Tally, Ticked, letters};
 use crate::agent::{EndReason, Event, run_agent};
 use ah_llm::Block;
 use ah_record::run::StepRules;
@@ -65,7 +65,7 @@ impl Org<'_> {
         };
         self.announce(
             Some(&head),
-            OrgEvent::Tick {
+            Event::Tick {
                 tick: schedule.ticks,
                 agent: agent.to_string(),
                 letters: mail.len(),
@@ -102,7 +102,7 @@ impl Org<'_> {
                     Event::StepCommitted { changes, .. } if !changes.is_empty() => changed = true,
                     _ => {}
                 }
-                front.update(OrgUpdate::Agent { agent, event });
+                front.show(Some(agent), event);
             };
             run_agent(
                 &config,
@@ -188,7 +188,7 @@ impl Org<'_> {
         if let Some(question) = schedule.question.clone() {
             self.announce(
                 Some(&question.message),
-                OrgEvent::AskUser {
+                Event::AskUser {
                     agent: question.agent.clone(),
                     question: question.text.clone(),
                 },

@@ -12,7 +12,8 @@ use super::settle::{RunSetup, resolve_project, settle};
 use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop};
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
-use crate::agent::{AgentConfig, EndReason, Event, run_agent};
+use crate::agent::{AgentConfig, EndReason, run_agent};
+use crate::event::{Event, RunEvent};
 use crate::time_travel::files::Origin;
 use ah_llm::{Block, Role};
 use ah_record::run::Run;
@@ -146,7 +147,8 @@ pub(crate) async fn drive(ready: AgentReady, with: Drive<'_>) -> (EndReason, Run
         front,
     } = with;
     let finished = {
-        let mut on_event = |event: &Event| front.show(event);
+        let id = run.id();
+        let mut on_event = |event: &Event| front.show(&RunEvent::of(&id, event));
         run_agent(
             &ready.config,
             provider,

@@ -11,9 +11,8 @@ use anyhow::Result;
 
 use super::ReviewMode;
 use super::signals::Interrupt;
-use crate::agent::{AbortHandle, AbortSignal, Event};
-use crate::org::OrgUpdate;
-use crate::work::WorkEvent;
+use crate::agent::{AbortHandle, AbortSignal};
+use crate::event::RunEvent;
 use ah_record::policy::Policy;
 use ah_record::run::RunResult;
 use ah_record::rundir::ReviewRecord;
@@ -22,14 +21,9 @@ use ah_sandbox::image::BuildOptions;
 /// The front-end of one run.
 #[async_trait::async_trait(?Send)]
 pub trait Front: Send {
-    /// An event of the run (the model's text, tool calls, steps, the end).
-    fn show(&mut self, event: &Event);
-
-    /// An event of the work phases (`ah work`).
-    fn show_work(&mut self, event: &WorkEvent);
-
-    /// An event of an org (`ah org`): an agent's, or the org's own.
-    fn show_org(&mut self, update: OrgUpdate<'_>);
+    /// An event of a run, whatever its engine: the model's text, tool
+    /// calls, steps, phases, ticks, the end (see [`crate::event`]).
+    fn show(&mut self, event: &RunEvent<'_>);
 
     /// An agent asks the user (`@@user` in `ah org`): the answer, or `None`
     /// when nobody can answer here (no terminal, `--json`), which stops the

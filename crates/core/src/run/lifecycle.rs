@@ -18,6 +18,7 @@ use super::settle::RunSetup;
 use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions, Stop};
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
+use crate::event::RunEvent;
 use crate::event::SessionState;
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
 use crate::time_travel::files::{self as time_travel, Origin};
@@ -58,7 +59,11 @@ pub(crate) fn start_run(
     read_only_sandbox: bool,
     front: &mut dyn Front,
 ) -> Result<Started> {
-    let dir = RunDir::create(&setup.ah_dir)?;
+    let id = setup
+        .run_id
+        .parse()
+        .map_err(|_| anyhow::anyhow!("the run id {} is not one", setup.run_id))?;
+    let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
     front.notice(&format!(
         "run {} ({} backend, model {})",
@@ -410,9 +415,15 @@ pub(crate) async fn finish_run(
     } = ending;
     let review_mode = setup.review_mode;
     let run_dir = run.dir().clone();
+    let run_id = setup.run_id.as_str();
     let result = run.finish().await?;
     for decision in &result.egress {
-        announce(session, front, Event::egress(result.steps, decision));
+        announce(
+            session,
+            front,
+            run_id,
+            Event::egress(result.steps, decision),
+        );
     }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
     for warning in &result.warnings {
@@ -472,7 +483,7 @@ pub(crate) async fn finish_run(
             removed: result.patch.removed_lines,
             decision: decision.to_string(),
         };
-        announce(session, front, event);
+        announce(session, front, run_id, event);
     };
     match end {
         RunEnd::Failed(err) => {
@@ -486,7 +497,12 @@ pub(crate) async fn finish_run(
                 ReviewDecision::Aborted,
                 "the run was interrupted".to_string(),
             );
-            announce(session, front, review_event(&result, &record, false));
+            announce(
+                session,
+                front,
+                run_id,
+                review_event(&result, &record, false),
+            );
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
             run_end(front, ReviewDecision::Aborted.as_str());
@@ -509,7 +525,12 @@ pub(crate) async fn finish_run(
                 }
             });
             let record = not_applied(ReviewDecision::Stopped, why);
-            announce(session, front, review_event(&result, &record, false));
+            announce(
+                session,
+                front,
+                run_id,
+                review_event(&result, &record, false),
+            );
             run_end(front, ReviewDecision::Stopped.as_str());
             manifest.review = Some(record);
             manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
@@ -528,6 +549,7 @@ pub(crate) async fn finish_run(
             announce(
                 session,
                 front,
+                run_id,
                 review_event(&result, &reviewed.record, reviewed.applied),
             );
             manifest.review = Some(reviewed.record.clone());
@@ -542,9 +564,9 @@ pub(crate) async fn finish_run(
 
 /// Shows an event of the run's end and keeps it in the session's event log
 /// (a failed insert only loses the log entry; the manifest has the facts).
-fn announce(session: &Session, front: &mut dyn Front, event: Event) {
+fn announce(session: &Session, front: &mut dyn Front, run: &str, event: Event) {
     record_event(session, None, &event);
-    front.show(&event);
+    front.show(&RunEvent::of(run, &event));
 }
 
 /// The event that tells consumers what became of the patch.
@@ -703,7 +725,7 @@ pub(crate) fn close_intake(
     session: &Session,
     lock: &SessionLock,
     outcome: EndReason,
-    front: &mut dyn Front,
+    (front, run): (&mut dyn Front, &str),
 ) -> Result<()> {
     let head = session.head().ok().flatten();
     match lock.close(head.as_deref(), outcome.as_str()) {
@@ -712,15 +734,20 @@ pub(crate) fn close_intake(
             "warning: could not close the session queue: {err}"
         )),
     }
-    front.show(&set_state(session, SessionState::Idle)?);
+    front.show(&RunEvent::of(run, &set_state(session, SessionState::Idle)?));
     Ok(())
 }
 
 /// Whatever happened, no process works on the session any more: its state
 /// says closed and its lock is released.
-pub(crate) fn leave_session(session: &Session, lock: &SessionLock, front: &mut dyn Front) {
+pub(crate) fn leave_session(
+    session: &Session,
+    lock: &SessionLock,
+    front: &mut dyn Front,
+    run: &str,
+) {
     if let Ok(event) = set_state(session, SessionState::Closed) {
-        front.show(&event);
+        front.show(&RunEvent::of(run, &event));
     }
     match lock.release() {
         Ok(dropped) => dropped_lines(&dropped).for_each(|line| front.notice(&line)),

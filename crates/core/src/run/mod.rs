@@ -33,6 +33,7 @@ mod work;
 use anyhow::Result;
 
 use crate::agent::{AbortSignal, set_state};
+use crate::event::RunEvent;
 use crate::event::SessionState;
 use ah_llm::Provider;
 use ah_record::run::Run;
@@ -170,7 +171,7 @@ pub async fn run(
         front,
     )
     .await;
-    leave_session(&session, &lock, front);
+    leave_session(&session, &lock, front, &setup.run_id);
     outcome
 }
 
@@ -270,7 +271,7 @@ async fn run_in_session(
         Ok(driven) => driven,
         Err(err) => return Err(abandon(run, sandbox, &before, session, front, err).await),
     };
-    close_intake(session, lock, reason, front)?;
+    close_intake(session, lock, reason, (front, &setup.run_id))?;
     let ending = Ending {
         options,
         setup,
@@ -351,7 +352,8 @@ fn enter(
             front,
         )?)),
     };
-    front.show(&set_state(session, SessionState::Processing)?);
+    let processing = set_state(session, SessionState::Processing)?;
+    front.show(&RunEvent::of(&setup.run_id, &processing));
     Ok(ready)
 }
 

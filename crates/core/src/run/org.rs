@@ -13,9 +13,10 @@ use super::settle::{RunSetup, resolve_project, retry_policy, settle};
 use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
 use crate::agent::instructions::global_dir;
 use crate::agent::{AgentConfig, EndReason, prompt};
+use crate::event::{Event, RunEvent};
 use crate::org::roster::{AgentSpec, roster};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
-use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, OrgUpdate, letters};
+use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, letters};
 use crate::time_travel::files::Origin;
 use ah_llm::models::{self, ModelInfo};
 use ah_llm::{Block, Provider};
@@ -314,7 +315,10 @@ pub(crate) async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, Run
     } = with;
     let session_id = session.id();
     let question_file = run.dir().path().join(QUESTION_FILE);
-    let mut adapter = Adapter { front };
+    let mut adapter = Adapter {
+        front,
+        run: run.id(),
+    };
     let ran = Org {
         config: &config,
         session,
@@ -408,15 +412,20 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
     }
 }
 
-/// The front-end as the org sees it.
+/// The front-end as the org of run `run` sees it.
 struct Adapter<'a> {
     front: &'a mut dyn Front,
+    run: String,
 }
 
 #[async_trait::async_trait(?Send)]
 impl OrgFront for Adapter<'_> {
-    fn update(&mut self, update: OrgUpdate<'_>) {
-        self.front.show_org(update);
+    fn show(&mut self, agent: Option<&str>, event: &Event) {
+        self.front.show(&RunEvent {
+            run: &self.run,
+            agent,
+            event,
+        });
     }
 
     async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {

@@ -115,6 +115,7 @@ pub(crate) async fn settle(
         check.finish(front).await?;
     }
     let setup = RunSetup {
+        run_id: ulid::Ulid::generate().to_string(),
         project,
         ah_dir,
         files,
@@ -165,6 +166,9 @@ fn finish_policy(policy: Policy, args: &RunOptions, limits: &config::Config) -> 
 
 /// What `run` settled before the session was opened.
 pub(crate) struct RunSetup {
+    /// The run's id, given out before it starts: every event of the run
+    /// carries it, and its folder is named by it.
+    pub run_id: String,
     pub project: PathBuf,
     pub ah_dir: PathBuf,
     /// The project's files as ah reads them for itself.

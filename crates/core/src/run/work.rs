@@ -14,7 +14,8 @@ use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageE
 use crate::agent::EndReason;
 use crate::agent::prompt;
 use crate::config::own_files::read_user;
-use crate::work::{Phase, Update, WorkConfig, WorkEnd, WorkRecord, Worker};
+use crate::event::{Event, RunEvent};
+use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker};
 use ah_record::run::Run;
 use ah_session::Session;
 
@@ -110,11 +111,9 @@ pub(crate) async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, Ru
         lock,
         front,
     } = with;
+    let id = run.id();
     let worked = {
-        let mut on_update = |update: Update<'_>| match update {
-            Update::Agent(event) => front.show(event),
-            Update::Work(event) => front.show_work(event),
-        };
+        let mut on_event = |event: &Event| front.show(&RunEvent::of(&id, event));
         Worker {
             config: &config,
             provider,
@@ -122,7 +121,7 @@ pub(crate) async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, Ru
             run,
             abort,
             inbox: lock,
-            on_update: &mut on_update,
+            on_event: &mut on_event,
         }
         .run()
         .await

@@ -11,7 +11,7 @@
 //! In the session, the issue is the root message and each phase is a branch
 //! under it: its first message is the phase's brief, which quotes the files
 //! of the earlier phases (phases share files, not conversation). The
-//! session's events (`work_phase_start`, `work_phase_end`, `work_end`) and
+//! session's events (`phase_start`, `phase_end`, `work_end`) and
 //! the run's `phases/work.json` say which branch is which.
 
 mod brief;
@@ -23,7 +23,9 @@ use serde::Serialize;
 use std::path::PathBuf;
 
 use crate::agent::prompt;
-use crate::agent::{AbortSignal, AgentConfig, AgentError, EndReason, Event, Inbox, run_agent};
+use crate::agent::{
+    AbortSignal, AgentConfig, AgentError, EndReason, Event, Inbox, record_event, run_agent,
+};
 use crate::config::ProjectFiles;
 use ah_llm::models::ModelInfo;
 use ah_llm::{Block, Provider, Role};
@@ -32,7 +34,8 @@ use ah_session::{BlockRecord, MessageMeta, Session, SessionError};
 use brief::Handoff;
 pub use phase::Phase;
 pub use record::{PhaseRecord, WorkRecord};
-use tools::{Decision, PhaseTool};
+pub use tools::Decision;
+use tools::PhaseTool;
 
 /// The default most do rounds (the first and its fixes).
 pub const DEFAULT_MAX_ROUNDS: u32 = 3;
@@ -88,56 +91,6 @@ pub enum WorkEnd {
     Stopped { phase: Phase, reason: EndReason },
 }
 
-/// What the loop tells its consumer besides the agent's own events.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum WorkEvent {
-    PhaseStart {
-        phase: Phase,
-        round: u32,
-        /// The phase's first message in the session.
-        message: String,
-    },
-    /// The phase ended without its file and was told to write it.
-    Reminder { phase: Phase, round: u32 },
-    PhaseEnd {
-        phase: Phase,
-        round: u32,
-        /// The phase's file under the run directory, when it was written.
-        file: Option<String>,
-    },
-    Verdict {
-        round: u32,
-        decision: Decision,
-        summary: String,
-    },
-    WorkEnd {
-        #[serde(flatten)]
-        end: WorkEnd,
-        rounds: u32,
-    },
-}
-
-impl WorkEvent {
-    /// The name stored in the session's `events.event_type`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            WorkEvent::PhaseStart { .. } => "work_phase_start",
-            WorkEvent::Reminder { .. } => "work_reminder",
-            WorkEvent::PhaseEnd { .. } => "work_phase_end",
-            WorkEvent::Verdict { .. } => "work_verdict",
-            WorkEvent::WorkEnd { .. } => "work_end",
-        }
-    }
-}
-
-/// One thing the consumer sees, in order.
-#[derive(Debug, Clone, Copy)]
-pub enum Update<'a> {
-    Agent(&'a Event),
-    Work(&'a WorkEvent),
-}
-
 /// The loop's collaborators, borrowed for the whole session.
 pub struct Worker<'a> {
     pub config: &'a WorkConfig,
@@ -148,7 +101,7 @@ pub struct Worker<'a> {
     /// Steering and follow-ups from other terminals, delivered to the
     /// running phase.
     pub inbox: &'a dyn Inbox,
-    pub on_update: &'a mut (dyn FnMut(Update<'_>) + Send),
+    pub on_event: &'a mut (dyn FnMut(&Event) + Send),
 }
 
 /// How one phase went.
@@ -185,7 +138,7 @@ impl Worker<'_> {
         record.save(&self.phases_dir())?;
         self.announce(
             None,
-            WorkEvent::WorkEnd {
+            Event::WorkEnd {
                 end,
                 rounds: record.rounds,
             },
@@ -272,7 +225,7 @@ impl Worker<'_> {
         )?;
         self.announce(
             Some(&first.id),
-            WorkEvent::PhaseStart {
+            Event::PhaseStart {
                 phase,
                 round,
                 message: first.id.clone(),
@@ -291,7 +244,7 @@ impl Worker<'_> {
                 })],
                 &MessageMeta::default(),
             )?;
-            self.announce(Some(&reminder.id), WorkEvent::Reminder { phase, round });
+            self.announce(Some(&reminder.id), Event::Reminder { phase, round });
             outcome = self.agent(phase, reminder.id, &written).await?;
         }
         if let PhaseTool::Verdict(verdict) = &tool
@@ -300,7 +253,7 @@ impl Worker<'_> {
             record::write_json(&output, &verdict)?;
             self.announce(
                 None,
-                WorkEvent::Verdict {
+                Event::Verdict {
                     round,
                     decision: verdict.decision,
                     summary: verdict.summary.clone(),
@@ -312,7 +265,7 @@ impl Worker<'_> {
         entry.last_message = self.session.head()?;
         entry.file = file.clone();
         let head = entry.last_message.clone();
-        self.announce(head.as_deref(), WorkEvent::PhaseEnd { phase, round, file });
+        self.announce(head.as_deref(), Event::PhaseEnd { phase, round, file });
         record.phases.push(entry);
         record.save(&self.phases_dir())?;
         Ok(match outcome {
@@ -330,8 +283,6 @@ impl Worker<'_> {
         written: &dyn Fn() -> bool,
     ) -> Result<PhaseOutcome, WorkError> {
         let config = self.agent_config(phase)?;
-        let on_update = &mut *self.on_update;
-        let mut on_event = |event: &Event| on_update(Update::Agent(event));
         let summary = run_agent(
             &config,
             self.provider,
@@ -340,7 +291,7 @@ impl Worker<'_> {
             head,
             self.abort,
             self.inbox,
-            &mut on_event,
+            &mut *self.on_event,
         )
         .await?;
         Ok(match summary.reason {
@@ -379,10 +330,8 @@ impl Worker<'_> {
 
     /// Hands a work event to the consumer and keeps it in the session's log
     /// (a failed insert only loses the log entry, as for the agent's events).
-    fn announce(&mut self, message: Option<&str>, event: WorkEvent) {
-        if let Ok(details) = serde_json::to_value(&event) {
-            let _ = self.session.record_event(message, event.name(), &details);
-        }
-        (self.on_update)(Update::Work(&event));
+    fn announce(&mut self, message: Option<&str>, event: Event) {
+        record_event(self.session, message, &event);
+        (self.on_event)(&event);
     }
 }

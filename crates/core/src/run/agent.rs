@@ -6,10 +6,11 @@
 use anyhow::Result;
 
 use super::begin::{self, Begin, plan, position, split_prompt};
+use super::engine::{Engine, Entry, Loop};
 use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, settle};
-use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop};
+use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop};
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
 use crate::agent::{AgentConfig, EndReason, run_agent};
@@ -21,7 +22,7 @@ use ah_session::{BlockRecord, MessageMeta, Session};
 
 /// Resolves and opens the session, settles the run and takes the session's
 /// lock; a new prompt for a session another ah holds is queued there.
-pub(crate) async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
+async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
     let (fork, prompt) = split_prompt(&options.prompt);
     let project = resolve_project(options.project.as_deref())?;
     let ah_dir = project.join(".ah");
@@ -67,26 +68,47 @@ pub(crate) async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Res
         provider,
         session,
         lock,
-        driver: Driver::Agent,
     })))
+}
+
+/// The single agent, as an engine of the run.
+pub(crate) struct AgentEngine;
+
+#[async_trait::async_trait(?Send)]
+impl Engine for AgentEngine {
+    async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
+        open(options, front).await
+    }
+
+    fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
+        let ready = enter(at.options, at.setup, at.session, at.run, at.origin)?;
+        Ok(Box::new(ready))
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Loop for AgentLoop {
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
+        drive(*self, with).await
+    }
 }
 
 /// The agent, entered into its started run: its configuration and the
 /// message it answers.
-pub(crate) struct AgentReady {
+pub(crate) struct AgentLoop {
     config: AgentConfig,
     start: String,
 }
 
 /// Stores the prompt (or, continuing a cut turn, a note on where the files
 /// stand) and configures the agent for `run`.
-pub(crate) fn enter(
+fn enter(
     options: &RunOptions,
     setup: &RunSetup,
     session: &mut Session,
     run: &Run,
     origin: &Origin,
-) -> Result<AgentReady> {
+) -> Result<AgentLoop> {
     // A session left mid-turn by a crash gets its missing tool results first.
     let parent = position(session)?;
     let start = match (&setup.begin, parent) {
@@ -131,12 +153,12 @@ pub(crate) fn enter(
         compact_reserve: options.compact_reserve,
         compact_prompt: prompt::compact_prompt(&setup.files)?,
     };
-    Ok(AgentReady { config, start })
+    Ok(AgentLoop { config, start })
 }
 
 /// Runs the agent loop; returns how the session's intake closes and what
 /// the end of the run does.
-pub(crate) async fn drive(ready: AgentReady, with: Drive<'_>) -> (EndReason, RunEnd) {
+async fn drive(ready: AgentLoop, with: Drive<'_>) -> (EndReason, RunEnd) {
     let Drive {
         options,
         provider,

@@ -15,6 +15,7 @@
 
 mod agent;
 mod begin;
+mod engine;
 mod front;
 mod lifecycle;
 mod model;
@@ -51,8 +52,8 @@ pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
-use crate::time_travel;
 use ah_record::safe_text::terminal_safe;
+use engine::{Entry, Loop};
 use lifecycle::{
     Before, Ending, SandboxStart, Started, close_intake, finish_run, leave_session, start_run,
 };
@@ -70,7 +71,8 @@ pub enum UsageError {
     Mistake(Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// What drives a run's tools.
+/// What drives a run's tools, as a front-end asks for it (each is an
+/// engine of `run/engine.rs`).
 #[derive(Debug, Clone)]
 pub enum Engine {
     /// One agent on the task in `RunOptions::prompt`, in the project's
@@ -141,19 +143,13 @@ pub async fn run(
     engine: Engine,
     front: &mut dyn Front,
 ) -> Result<Outcome> {
-    let opened = match &engine {
-        Engine::Agent => agent::open(&mut options, front).await?,
-        Engine::Work { issue, max_rounds } => {
-            work::open(&mut options, issue.clone(), *max_rounds, front).await?
-        }
-        Engine::Org(request) => org::open(&mut options, request.clone(), front).await?,
-    };
+    let mut engine = engine::engine(engine);
+    let opened = engine.open(&mut options, front).await?;
     let Opened {
         setup,
         provider,
         mut session,
         lock,
-        driver,
     } = match opened {
         Open::Run(opened) => *opened,
         Open::Queued(outcome) => return Ok(outcome),
@@ -167,7 +163,7 @@ pub async fn run(
         provider.as_ref(),
         &mut session,
         &lock,
-        driver,
+        engine,
         front,
     )
     .await;
@@ -187,14 +183,6 @@ pub(crate) struct Opened {
     pub(crate) provider: Box<dyn Provider>,
     pub(crate) session: Session,
     pub(crate) lock: SessionLock,
-    pub(crate) driver: Driver,
-}
-
-/// The engine, ready to drive a started run.
-pub(crate) enum Driver {
-    Agent,
-    Work { max_rounds: u32 },
-    Org(Box<org::OrgPlan>),
 }
 
 /// The run proper: prepare the work copy and start the sandbox, run the
@@ -208,14 +196,14 @@ async fn run_in_session(
     provider: &dyn Provider,
     session: &mut Session,
     lock: &SessionLock,
-    driver: Driver,
+    engine: Box<dyn engine::Engine>,
     front: &mut dyn Front,
 ) -> Result<Outcome> {
     let started_at = std::time::SystemTime::now();
     let before = Before::of(session)?;
-    // Plan and check run read-only: the podman backend gets a second
-    // container that mounts `/work` read-only for them.
-    let read_only_sandbox = matches!(driver, Driver::Work { .. });
+    // Phases that only look (`ah work`'s plan and check) get a second
+    // container that mounts `/work` read-only.
+    let read_only_sandbox = engine.read_only_sandbox();
     let Started {
         mut run,
         origin,
@@ -228,8 +216,16 @@ async fn run_in_session(
         signals.loop_over();
         return Err(abandon(run, sandbox, &before, session, front, err).await);
     }
-    let entered = enter(options, setup, session, &run, &origin, driver, front);
-    let ready = match entered {
+    let at = Entry {
+        options,
+        setup,
+        session,
+        run: &run,
+        origin: &origin,
+        front,
+    };
+    let entered = enter(engine, at);
+    let engine_loop = match entered {
         Ok(ready) => ready,
         Err(err) => {
             signals.loop_over();
@@ -247,13 +243,7 @@ async fn run_in_session(
         lock,
         front,
     };
-    let engine = async move {
-        match ready {
-            Ready::Agent(ready) => agent::drive(ready, with).await,
-            Ready::Work(config) => work::drive(config, with).await,
-            Ready::Org(config) => org::drive(*config, with).await,
-        }
-    };
+    let engine = engine_loop.drive(with);
     // The failed start first: an engine that saw it would tell the model.
     let driven = tokio::select! {
         biased;
@@ -330,31 +320,26 @@ async fn abandon(
 }
 
 /// Enters the engine into its started run and marks the session busy.
-fn enter(
-    options: &RunOptions,
-    setup: &RunSetup,
-    session: &mut Session,
-    run: &Run,
-    origin: &time_travel::files::Origin,
-    driver: Driver,
-    front: &mut dyn Front,
-) -> Result<Ready> {
-    let ready = match driver {
-        Driver::Agent => Ready::Agent(agent::enter(options, setup, session, run, origin)?),
-        Driver::Work { max_rounds } => {
-            Ready::Work(work::enter(options, setup, session, run, max_rounds, front))
-        }
-        Driver::Org(plan) => Ready::Org(Box::new(org::enter(
-            options,
-            setup,
-            (session, run, origin),
-            *plan,
-            front,
-        )?)),
-    };
+fn enter(engine: Box<dyn engine::Engine>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
+    let Entry {
+        options,
+        setup,
+        session,
+        run,
+        origin,
+        front,
+    } = at;
+    let entered = engine.enter(Entry {
+        options,
+        setup,
+        session: &mut *session,
+        run,
+        origin,
+        front: &mut *front,
+    })?;
     let processing = set_state(session, SessionState::Processing)?;
     front.show(&RunEvent::of(&setup.run_id, &processing));
-    Ok(ready)
+    Ok(entered)
 }
 
 /// What an engine drives a started run with.
@@ -367,11 +352,4 @@ pub(crate) struct Drive<'a> {
     /// The session's lock, which is also the engine's inbox.
     pub(crate) lock: &'a SessionLock,
     pub(crate) front: &'a mut dyn Front,
-}
-
-/// An engine entered into its started run.
-enum Ready {
-    Agent(agent::AgentReady),
-    Work(crate::work::WorkConfig),
-    Org(Box<crate::org::OrgConfig>),
 }

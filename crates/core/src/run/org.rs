@@ -7,10 +7,11 @@
 
 use anyhow::{Result, anyhow};
 
+use super::engine::{Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, retry_policy, settle};
-use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
 use crate::agent::instructions::global_dir;
 use crate::agent::{AgentConfig, EndReason, prompt};
 use crate::event::{Event, RunEvent};
@@ -35,7 +36,7 @@ pub struct OrgRequest {
 }
 
 /// The org, settled: its agents, their models and providers.
-pub(crate) struct OrgPlan {
+struct OrgPlan {
     specs: Vec<AgentSpec>,
     members: Vec<Member>,
     roster: String,
@@ -55,13 +56,63 @@ struct Member {
     provider: Box<dyn Provider>,
 }
 
+/// Several agents, as an engine of the run: what `ah org` asked, then the
+/// org as its opening settled it.
+pub(crate) struct OrgEngine {
+    request: OrgRequest,
+    plan: Option<OrgPlan>,
+}
+
+impl OrgEngine {
+    pub(crate) fn new(request: OrgRequest) -> OrgEngine {
+        OrgEngine {
+            request,
+            plan: None,
+        }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Engine for OrgEngine {
+    async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
+        let (open, plan) = open(options, self.request.clone(), front).await?;
+        self.plan = plan;
+        Ok(open)
+    }
+
+    fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
+        let plan = self
+            .plan
+            .ok_or_else(|| anyhow!("the org was entered into a run it did not open"))?;
+        let config = enter(
+            at.options,
+            at.setup,
+            (at.session, at.run, at.origin),
+            plan,
+            at.front,
+        )?;
+        Ok(Box::new(OrgLoop(config)))
+    }
+}
+
+/// The org in its started run.
+struct OrgLoop(OrgConfig);
+
+#[async_trait::async_trait(?Send)]
+impl Loop for OrgLoop {
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
+        drive(self.0, with).await
+    }
+}
+
 /// Reads the roster, settles the run, connects every agent's model, and
-/// opens and locks the org's session: a new one, or the one `-S` names.
-pub(crate) async fn open(
+/// opens and locks the org's session: a new one, or the one `-S` names;
+/// the org as settled (none when the prompt was queued).
+async fn open(
     options: &mut RunOptions,
     request: OrgRequest,
     front: &mut dyn Front,
-) -> Result<Open> {
+) -> Result<(Open, Option<OrgPlan>)> {
     let project = resolve_project(options.project.as_deref())?;
     let ah_dir = project.join(".ah");
     let words = options.prompt.join(" ");
@@ -125,20 +176,21 @@ pub(crate) async fn open(
     if continuing && let Some(latest) = session.newest_step_message()? {
         session.set_head(&latest)?;
     }
-    Ok(Open::Run(Box::new(Opened {
+    let plan = OrgPlan {
+        specs,
+        members,
+        roster: roster_line,
+        request,
+        input,
+        continuing,
+    };
+    let opened = Opened {
         setup,
         provider,
         session,
         lock,
-        driver: Driver::Org(Box::new(OrgPlan {
-            specs,
-            members,
-            roster: roster_line,
-            request,
-            input,
-            continuing,
-        })),
-    })))
+    };
+    Ok((Open::Run(Box::new(opened)), Some(plan)))
 }
 
 /// A continued org: its roster (which `--agents` may only repeat) and its
@@ -240,7 +292,7 @@ fn check_tools(specs: &[AgentSpec], setup: &RunSetup) -> Result<()> {
 }
 
 /// The org's configuration in its started run.
-pub(crate) fn enter(
+fn enter(
     options: &RunOptions,
     setup: &RunSetup,
     (session, run, origin): (&Session, &Run, &Origin),
@@ -304,7 +356,7 @@ pub(crate) fn enter(
 
 /// Runs the org; returns how the session's intake closes and what the end
 /// of the run does.
-pub(crate) async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
+async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
     let Drive {
         session,
         run,

@@ -8,9 +8,10 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use ulid::Ulid;
 
+use super::engine::{Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::settle::{RunSetup, settle};
-use super::{Drive, Driver, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
 use crate::agent::EndReason;
 use crate::agent::prompt;
 use crate::config::own_files::read_user;
@@ -19,17 +20,59 @@ use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker};
 use ah_record::run::Run;
 use ah_session::Session;
 
-/// Reads the issue, settles the run, and opens and locks a new work
-/// session (or `--db`).
-pub(crate) async fn open(
-    options: &mut RunOptions,
+/// The work phases, as an engine of the run: the issue given (else the
+/// file named in the prompt) and the most do rounds, as asked.
+pub(crate) struct WorkEngine {
     issue: Option<String>,
     max_rounds: Option<u32>,
-    front: &mut dyn Front,
+}
+
+impl WorkEngine {
+    pub(crate) fn new(issue: Option<String>, max_rounds: Option<u32>) -> WorkEngine {
+        WorkEngine { issue, max_rounds }
+    }
+}
+
+#[async_trait::async_trait(?Send)]
+impl Engine for WorkEngine {
+    /// Reads the issue, settles the run, and opens and locks a new work
+    /// session (or `--db`).
+    async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
+        let issue = read_issue(options, self.issue.take())?;
+        let (setup, provider) = settle(options, issue, front).await?;
+        open_session(options, setup, provider)
+    }
+
+    fn read_only_sandbox(&self) -> bool {
+        true
+    }
+
+    fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
+        // The configuration is settled by now: its value is the default.
+        let max_rounds = self.max_rounds.unwrap_or(at.options.config.work.max_rounds);
+        let config = enter(
+            at.options, at.setup, at.session, at.run, max_rounds, at.front,
+        );
+        Ok(Box::new(WorkLoop(config)))
+    }
+}
+
+/// The work phases in their started run.
+struct WorkLoop(WorkConfig);
+
+#[async_trait::async_trait(?Send)]
+impl Loop for WorkLoop {
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
+        drive(self.0, with).await
+    }
+}
+
+/// Opens and locks a new work session (or `--db`).
+fn open_session(
+    options: &RunOptions,
+    setup: RunSetup,
+    provider: Box<dyn ah_llm::Provider>,
 ) -> Result<Open> {
-    let issue = read_issue(options, issue)?;
-    let (setup, provider) = settle(options, issue, front).await?;
-    let max_rounds = max_rounds.unwrap_or(options.config.work.max_rounds);
     let db = match &options.session.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),
@@ -41,7 +84,6 @@ pub(crate) async fn open(
         provider,
         session,
         lock,
-        driver: Driver::Work { max_rounds },
     })))
 }
 
@@ -76,7 +118,7 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
 }
 
 /// The work session's configuration in its started run.
-pub(crate) fn enter(
+fn enter(
     options: &RunOptions,
     setup: &RunSetup,
     session: &Session,
@@ -101,7 +143,7 @@ pub(crate) fn enter(
 
 /// Runs the phases; returns how the session's intake closes and what the
 /// end of the run does.
-pub(crate) async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
+async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
     let Drive {
         options,
         provider,

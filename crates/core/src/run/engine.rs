@@ -1,0 +1,70 @@
+//! The engines of a run behind one pair of traits, and the one place they
+//! are registered ([`engine`]). An engine opens its run (reads what it
+//! needs, settles the run, opens and locks its session: [`Engine::open`]),
+//! enters the started run (stores its first messages, configures its loop:
+//! [`Engine::enter`]) and then drives the run's tools until it is done
+//! ([`Loop::drive`]). Everything around that — the sandbox's start, the
+//! signals and live keys, the end of the run with its patch, manifest and
+//! review — is the lifecycle's, the same for every engine (`run/mod.rs`).
+//!
+//! Adding an engine: one file under `run/` with a type implementing
+//! [`Engine`] (and its loop, [`Loop`]), a variant of the public
+//! [`super::Engine`] request for the front-ends, and one line in
+//! [`engine`].
+
+use anyhow::Result;
+
+use super::settle::RunSetup;
+use super::{Drive, Front, Open, RunEnd, RunOptions};
+use crate::agent::EndReason;
+use crate::time_travel::files::Origin;
+use ah_record::run::Run;
+use ah_session::Session;
+
+/// What drives a run: its opening and its entry into the started run.
+#[async_trait::async_trait(?Send)]
+pub(crate) trait Engine {
+    /// Reads what the engine needs, settles the run and opens its session
+    /// with the session's lock held; or the prompt was queued for the ah
+    /// that holds the session.
+    async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open>;
+
+    /// Whether the run needs a second sandbox that mounts `/work`
+    /// read-only (for phases that may only look).
+    fn read_only_sandbox(&self) -> bool {
+        false
+    }
+
+    /// Enters the started run: the engine's loop, ready to drive it.
+    fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>>;
+}
+
+/// An engine's loop in its started run.
+#[async_trait::async_trait(?Send)]
+pub(crate) trait Loop {
+    /// Runs the loop; how the session's intake closes and what the end of
+    /// the run does.
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd);
+}
+
+/// What an engine enters its started run with.
+pub(crate) struct Entry<'a> {
+    pub(crate) options: &'a RunOptions,
+    pub(crate) setup: &'a RunSetup,
+    pub(crate) session: &'a mut Session,
+    pub(crate) run: &'a Run,
+    /// Where the run's files came from.
+    pub(crate) origin: &'a Origin,
+    pub(crate) front: &'a mut dyn Front,
+}
+
+/// The engine a front-end asked for: the one registration of engines.
+pub(crate) fn engine(asked: super::Engine) -> Box<dyn Engine> {
+    match asked {
+        super::Engine::Agent => Box::new(super::agent::AgentEngine),
+        super::Engine::Work { issue, max_rounds } => {
+            Box::new(super::work::WorkEngine::new(issue, max_rounds))
+        }
+        super::Engine::Org(request) => Box::new(super::org::OrgEngine::new(request)),
+    }
+}

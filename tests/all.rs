@@ -9,6 +9,7 @@
 mod support;
 
 mod abort;
+mod attempts;
 mod command_line;
 mod commands;
 mod compaction;

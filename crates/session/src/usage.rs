@@ -56,18 +56,45 @@ impl Session {
     /// The model calls of the messages after `@seq`: a run's own, given the
     /// last `@N` before it started.
     pub fn usage_after(&self, seq: i64) -> Result<Vec<ModelUsage>> {
+        self.usage_where(
+            "WITH kept(id) AS (SELECT id FROM messages WHERE seq > ?1 AND ?2 IS NULL)",
+            seq,
+            None,
+        )
+    }
+
+    /// The model calls of the messages after `@seq` on the branch that ends
+    /// at `head`: the run's own when several runs of one session went on
+    /// side by side, each on a branch of its own.
+    pub fn usage_on_branch(&self, head: &str, seq: i64) -> Result<Vec<ModelUsage>> {
+        self.usage_where(
+            "WITH RECURSIVE kept(id) AS (
+                 SELECT id FROM messages WHERE id = ?2 AND seq > ?1
+                 UNION ALL
+                 SELECT m.parent_id FROM messages m JOIN kept ON m.id = kept.id
+                 JOIN messages p ON p.id = m.parent_id WHERE p.seq > ?1)",
+            seq,
+            Some(head),
+        )
+    }
+
+    /// The usage of the messages `kept` lists (a `WITH` clause over `?1`, a
+    /// `@seq`, and `?2`, a message id or null), by model and kind.
+    fn usage_where(&self, kept: &str, seq: i64, head: Option<&str>) -> Result<Vec<ModelUsage>> {
+        let sql = format!(
+            "{kept}
+             SELECT model, role = 'user', count(*), COALESCE(SUM(input_tokens), 0),
+                    COALESCE(SUM(output_tokens), 0)
+             FROM messages
+             WHERE id IN (SELECT id FROM kept) AND (role = 'assistant'
+                   OR input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
+             GROUP BY 1, 2 ORDER BY 5 DESC, 1, 2"
+        );
         let rows: Vec<(Option<String>, bool, i64, i64, i64)> = self
             .conn
-            .prepare_cached(
-                "SELECT model, role = 'user', count(*), COALESCE(SUM(input_tokens), 0),
-                        COALESCE(SUM(output_tokens), 0)
-                 FROM messages
-                 WHERE seq > ?1 AND (role = 'assistant'
-                       OR input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
-                 GROUP BY 1, 2 ORDER BY 5 DESC, 1, 2",
-            )
+            .prepare_cached(&sql)
             .and_then(|mut stmt| {
-                stmt.query_map([seq], |row| {
+                stmt.query_map(rusqlite::params![seq, head], |row| {
                     Ok((
                         row.get(0)?,
                         row.get(1)?,

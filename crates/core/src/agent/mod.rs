@@ -73,9 +73,11 @@ pub enum AgentError {
 }
 
 /// The outcome of [`run_agent`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentSummary {
     pub reason: EndReason,
+    /// The loop's last message: where its branch of the session ends.
+    pub head: String,
     pub turns: u32,
     pub tool_calls: u32,
 }

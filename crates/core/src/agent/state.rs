@@ -163,6 +163,7 @@ impl<'a> LoopState<'a> {
         self.emit(session, Event::AgentEnd { reason });
         AgentSummary {
             reason,
+            head: self.head.clone(),
             turns: self.turns,
             tool_calls: self.tool_calls,
         }

@@ -6,7 +6,7 @@
 use anyhow::Result;
 
 use super::begin::{self, Begin, plan, position, split_prompt};
-use super::engine::{Engine, Entry, Loop};
+use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, settle};
@@ -88,13 +88,18 @@ impl Engine for AgentEngine {
 
 #[async_trait::async_trait(?Send)]
 impl Loop for AgentLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
         drive(*self, with).await
+    }
+
+    fn again(&self) -> Option<Box<dyn Loop>> {
+        Some(Box::new(self.clone()))
     }
 }
 
 /// The agent, entered into its started run: its configuration and the
 /// message it answers.
+#[derive(Clone)]
 pub(crate) struct AgentLoop {
     config: AgentConfig,
     start: String,
@@ -158,7 +163,7 @@ fn enter(
 
 /// Runs the agent loop; returns how the session's intake closes and what
 /// the end of the run does.
-async fn drive(ready: AgentLoop, with: Drive<'_>) -> (EndReason, RunEnd) {
+async fn drive(ready: AgentLoop, with: Drive<'_>) -> Driven {
     let Drive {
         options,
         provider,
@@ -184,7 +189,7 @@ async fn drive(ready: AgentLoop, with: Drive<'_>) -> (EndReason, RunEnd) {
         .await
     };
     let summary = match finished {
-        Err(err) => return (EndReason::Failed, RunEnd::Failed(err.into())),
+        Err(err) => return Driven::of((EndReason::Failed, RunEnd::Failed(err.into()))),
         Ok(summary) => summary,
     };
     let end = match summary.reason {
@@ -215,5 +220,9 @@ async fn drive(ready: AgentLoop, with: Drive<'_>) -> (EndReason, RunEnd) {
         },
         _ => RunEnd::Finished,
     };
-    (summary.reason, end)
+    Driven {
+        reason: summary.reason,
+        end,
+        head: Some(summary.head),
+    }
 }

@@ -42,9 +42,36 @@ pub(crate) trait Engine {
 /// An engine's loop in its started run.
 #[async_trait::async_trait(?Send)]
 pub(crate) trait Loop {
-    /// Runs the loop; how the session's intake closes and what the end of
-    /// the run does.
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd);
+    /// Runs the loop until the engine is done.
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven;
+
+    /// The same loop once more, from the same start: another attempt at
+    /// the task in a run of its own beside this one, on a branch of its own
+    /// (`None`: the engine runs only one attempt at a time).
+    fn again(&self) -> Option<Box<dyn Loop>> {
+        None
+    }
+}
+
+/// How a loop ended.
+pub(crate) struct Driven {
+    /// How the session's intake closes.
+    pub(crate) reason: EndReason,
+    /// What the end of the run does.
+    pub(crate) end: RunEnd,
+    /// Where the loop's branch of the session ends, when it kept to one.
+    pub(crate) head: Option<String>,
+}
+
+impl Driven {
+    /// A loop that ended without a branch of its own to tell.
+    pub(crate) fn of((reason, end): (EndReason, RunEnd)) -> Driven {
+        Driven {
+            reason,
+            end,
+            head: None,
+        }
+    }
 }
 
 /// What an engine enters its started run with.

@@ -392,8 +392,11 @@ pub(crate) struct Ending<'a> {
     pub(crate) setup: &'a RunSetup,
     pub(crate) started_at: SystemTime,
     /// The session's last `@N` before the run: the messages after it are
-    /// the run's.
+    /// the run's (those on `branch` when it has one).
     pub(crate) seq_before: i64,
+    /// Where the run's branch of the session ends, when runs of one session
+    /// went on side by side, each on its own.
+    pub(crate) branch: Option<String>,
     pub(crate) restored: Option<RestoredFrom>,
 }
 
@@ -411,6 +414,7 @@ pub(crate) async fn finish_run(
         setup,
         started_at,
         seq_before,
+        branch,
         ..
     } = ending;
     let review_mode = setup.review_mode;
@@ -464,7 +468,11 @@ pub(crate) async fn finish_run(
     };
     // The end line, and its event for `--json`.
     let run_end = |front: &mut dyn Front, decision: &str| {
-        let usage = match session.usage_after(*seq_before) {
+        let own = match branch {
+            Some(head) => session.usage_on_branch(head, *seq_before),
+            None => session.usage_after(*seq_before),
+        };
+        let usage = match own {
             Ok(rows) => total_usage(&rows),
             Err(err) => {
                 front.notice(&format!(
@@ -725,7 +733,7 @@ pub(crate) fn close_intake(
     session: &Session,
     lock: &SessionLock,
     outcome: EndReason,
-    (front, run): (&mut dyn Front, &str),
+    (front, runs): (&mut dyn Front, &[&str]),
 ) -> Result<()> {
     let head = session.head().ok().flatten();
     match lock.close(head.as_deref(), outcome.as_str()) {
@@ -734,7 +742,10 @@ pub(crate) fn close_intake(
             "warning: could not close the session queue: {err}"
         )),
     }
-    front.show(&RunEvent::of(run, &set_state(session, SessionState::Idle)?));
+    let idle = set_state(session, SessionState::Idle)?;
+    for run in runs {
+        front.show(&RunEvent::of(run, &idle));
+    }
     Ok(())
 }
 
@@ -744,10 +755,12 @@ pub(crate) fn leave_session(
     session: &Session,
     lock: &SessionLock,
     front: &mut dyn Front,
-    run: &str,
+    runs: &[&str],
 ) {
     if let Ok(event) = set_state(session, SessionState::Closed) {
-        front.show(&RunEvent::of(run, &event));
+        for run in runs {
+            front.show(&RunEvent::of(run, &event));
+        }
     }
     match lock.release() {
         Ok(dropped) => dropped_lines(&dropped).for_each(|line| front.notice(&line)),

@@ -14,6 +14,7 @@
 //! an exit code.
 
 mod agent;
+mod attempts;
 mod begin;
 mod engine;
 mod front;
@@ -41,6 +42,7 @@ use ah_record::run::Run;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
 
+pub use attempts::{Attempt, run_attempts};
 pub use begin::split_prompt;
 pub use front::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
 pub use model::{SESSION_MODEL, select as select_model};
@@ -53,7 +55,7 @@ pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
 use ah_record::safe_text::terminal_safe;
-use engine::{Entry, Loop};
+use engine::{Driven, Entry, Loop};
 use lifecycle::{
     Before, Ending, SandboxStart, Started, close_intake, finish_run, leave_session, start_run,
 };
@@ -167,7 +169,7 @@ pub async fn run(
         front,
     )
     .await;
-    leave_session(&session, &lock, front, &setup.run_id);
+    leave_session(&session, &lock, front, &[&setup.run_id]);
     outcome
 }
 
@@ -257,16 +259,17 @@ async fn run_in_session(
         Ok(driven) => sandbox.settled(front).await.map(|()| driven),
         Err(err) => Err(err),
     };
-    let (reason, end) = match settled {
+    let Driven { reason, end, .. } = match settled {
         Ok(driven) => driven,
         Err(err) => return Err(abandon(run, sandbox, &before, session, front, err).await),
     };
-    close_intake(session, lock, reason, (front, &setup.run_id))?;
+    close_intake(session, lock, reason, (front, &[&setup.run_id]))?;
     let ending = Ending {
         options,
         setup,
         started_at,
         seq_before: before.seq,
+        branch: None,
         restored: origin.restored().cloned(),
     };
     finish_run(run, end, &ending, session, front).await

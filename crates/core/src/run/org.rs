@@ -7,7 +7,7 @@
 
 use anyhow::{Result, anyhow};
 
-use super::engine::{Engine, Entry, Loop};
+use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, retry_policy, settle};
@@ -100,8 +100,8 @@ struct OrgLoop(OrgConfig);
 
 #[async_trait::async_trait(?Send)]
 impl Loop for OrgLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
-        drive(self.0, with).await
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
+        Driven::of(drive(self.0, with).await)
     }
 }
 

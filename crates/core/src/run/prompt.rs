@@ -13,6 +13,7 @@ use crate::config::ProjectFiles;
 use ah_record::safe_text::terminal_safe;
 
 /// The system prompt and the user message's text blocks.
+#[derive(Clone)]
 pub(crate) struct PromptSetup {
     pub system: String,
     pub blocks: Vec<String>,

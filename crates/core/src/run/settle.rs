@@ -165,6 +165,7 @@ fn finish_policy(policy: Policy, args: &RunOptions, limits: &config::Config) -> 
 }
 
 /// What `run` settled before the session was opened.
+#[derive(Clone)]
 pub(crate) struct RunSetup {
     /// The run's id, given out before it starts: every event of the run
     /// carries it, and its folder is named by it.

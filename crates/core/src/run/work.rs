@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::{Result, anyhow};
 use ulid::Ulid;
 
-use super::engine::{Engine, Entry, Loop};
+use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::settle::{RunSetup, settle};
 use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
@@ -62,8 +62,8 @@ struct WorkLoop(WorkConfig);
 
 #[async_trait::async_trait(?Send)]
 impl Loop for WorkLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> (EndReason, RunEnd) {
-        drive(self.0, with).await
+    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
+        Driven::of(drive(self.0, with).await)
     }
 }
 

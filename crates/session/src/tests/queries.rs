@@ -205,12 +205,36 @@ fn usage_and_the_summary_count_every_branch() {
         session.usage_after(summary.seq - 1).unwrap(),
         [row("haiku", CallKind::Compaction, 1, 50, 8)]
     );
+    // Two runs side by side from one message: each counts its own branch.
+    let fork = session.last_seq().unwrap();
+    let mut answer = |parent: &str, model: &str, input| {
+        session
+            .append(
+                Some(parent),
+                Role::Assistant,
+                &text("a"),
+                &meta(model, input, 2),
+            )
+            .unwrap()
+    };
+    let one = answer(&summary.id, "opus", 10);
+    let two = answer(&summary.id, "sonnet", 20);
+    let one = answer(&one.id, "opus", 11);
+    assert_eq!(
+        session.usage_on_branch(&one.id, fork).unwrap(),
+        [row("opus", CallKind::Answer, 2, 21, 4)]
+    );
+    assert_eq!(
+        session.usage_on_branch(&two.id, fork).unwrap(),
+        [row("sonnet", CallKind::Answer, 1, 20, 2)]
+    );
+    assert_eq!(session.usage_after(fork).unwrap().len(), 2);
     session.set_context(NAME_KEY, "fixer").unwrap();
     let summary = session.summary().unwrap();
     assert_eq!(summary.id, session.id());
     assert_eq!(summary.name.as_deref(), Some("fixer"));
-    assert_eq!(summary.messages, 6);
-    assert_eq!((summary.input_tokens, summary.output_tokens), (355, 39));
+    assert_eq!(summary.messages, 9);
+    assert_eq!((summary.input_tokens, summary.output_tokens), (396, 45));
     let first = summary.first_prompt.unwrap();
     assert!(first.starts_with("fix it xxx") && first.chars().count() == 200);
     let ulid = ulid::Ulid::from_string(&summary.id).unwrap();

@@ -1,0 +1,337 @@
+//! Several runs of one task side by side in one process: the attempts of a
+//! task ([`run_attempts`]). The task is settled and its session opened and
+//! locked once, its prompt stored once; then each attempt is a run of its
+//! own — its own id, run folder, sandbox, work copy, shadow repo and patch —
+//! whose loop starts from the one prompt on a branch of its own, all driven
+//! at once on this task. Their events reach the one front-end as they
+//! happen, each with its run's id.
+//!
+//! The attempts are not reviewed one by one: each ends with its patch saved
+//! (`never`), for whoever compares them. Nobody is asked anything while
+//! they run (no live keys, no questions); a signal stops them all. An
+//! attempt whose sandbox cannot start ends with that error, and its
+//! messages stay in the session as a branch of their own (taking them back
+//! out, as a single run does, would need the other attempts to stand still).
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use anyhow::{Result, bail};
+
+use super::engine::{self, Driven, Entry, Loop};
+use super::lifecycle::{Ending, Started, close_intake, finish_run, leave_session, start_run};
+use super::settle::RunSetup;
+use super::signals::SignalWatch;
+use super::{
+    Console, Drive, Engine, Front, LiveControls, Open, Opened, Outcome, ReviewMode, ReviewOutcome,
+    ReviewRequest, RunOptions, SESSION_MODEL, UsageError, enter, start_servers,
+};
+use crate::agent::{AbortSignal, EndReason, set_state};
+use crate::event::{RunEvent, SessionState};
+use ah_llm::Provider;
+use ah_sandbox::image::BuildOptions;
+use ah_session::Session;
+use ah_session::queue::SessionLock;
+
+/// How one attempt ended.
+pub struct Attempt {
+    /// Its run's id.
+    pub run: String,
+    pub outcome: Result<Outcome>,
+}
+
+/// Runs `count` attempts of the task `options` give, driven by `engine`,
+/// side by side; how each ended, in the order they were started. An error
+/// when the task cannot start at all (settling, the session, the engine).
+pub async fn run_attempts(
+    mut options: RunOptions,
+    engine: Engine,
+    count: usize,
+    front: &mut dyn Front,
+) -> Result<Vec<Attempt>> {
+    if count == 0 {
+        bail!(UsageError::Said("no attempts asked for".into()));
+    }
+    let mut engine = engine::engine(engine);
+    let Open::Run(opened) = engine.open(&mut options, front).await? else {
+        bail!(UsageError::Said(
+            "another ah is working on this session: attempts need it to themselves".into()
+        ));
+    };
+    let Opened {
+        setup,
+        provider,
+        mut session,
+        lock,
+    } = *opened;
+    session.set_context(SESSION_MODEL, &setup.model_name)?;
+    let setups: Vec<RunSetup> = (0..count)
+        .map(|i| RunSetup {
+            run_id: match i {
+                0 => setup.run_id.clone(),
+                _ => ulid::Ulid::generate().to_string(),
+            },
+            review_mode: ReviewMode::Never,
+            ..setup.clone()
+        })
+        .collect();
+    let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
+    let run = Side {
+        options: &options,
+        provider: provider.as_ref(),
+        lock: &lock,
+        started_at: SystemTime::now(),
+        seq_before: session.last_seq()?,
+    };
+    let attempts = run.all(&setups, &mut session, engine, front).await;
+    leave_session(&session, &lock, front, &ids);
+    attempts
+}
+
+/// What every attempt shares.
+struct Side<'a> {
+    options: &'a RunOptions,
+    provider: &'a dyn Provider,
+    lock: &'a SessionLock,
+    started_at: SystemTime,
+    /// The session's last `@N` before the attempts.
+    seq_before: i64,
+}
+
+impl Side<'_> {
+    /// Starts every attempt's run, enters the engine once, and drives all
+    /// the loops at once.
+    async fn all(
+        &self,
+        setups: &[RunSetup],
+        session: &mut Session,
+        engine: Box<dyn engine::Engine>,
+        front: &mut dyn Front,
+    ) -> Result<Vec<Attempt>> {
+        let read_only = engine.read_only_sandbox();
+        let mut starts: Vec<Started> = Vec::with_capacity(setups.len());
+        for setup in setups {
+            match start_run(self.options, setup, session, read_only, front) {
+                Ok(mut started) => {
+                    started.run.set_project_tools(setup.project_tools.clone());
+                    starts.push(started);
+                }
+                Err(err) => return Err(abandon_all(starts, front, err).await),
+            }
+        }
+        let (signals, abort) = SignalWatch::start(self.lock, front.console());
+        let loops = match self.enter(setups, session, &starts, engine, front) {
+            Ok(loops) => loops,
+            Err(err) => {
+                signals.loop_over();
+                return Err(abandon_all(starts, front, err).await);
+            }
+        };
+        let path = session.path().to_path_buf();
+        let share = Share::new(front);
+        let attempts = setups
+            .iter()
+            .zip(starts)
+            .zip(loops)
+            .map(|((setup, started), each)| {
+                self.one(setup, &path, abort.clone(), started, each, &share)
+            });
+        let attempts = futures_util::future::join_all(attempts).await;
+        signals.loop_over();
+        let front = share.into_inner();
+        let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
+        close_intake(session, self.lock, EndReason::Done, (front, &ids))?;
+        Ok(attempts)
+    }
+
+    /// Enters the engine into the first attempt's run, and the other
+    /// attempts' loops from the same start.
+    fn enter(
+        &self,
+        setups: &[RunSetup],
+        session: &mut Session,
+        starts: &[Started],
+        engine: Box<dyn engine::Engine>,
+        front: &mut dyn Front,
+    ) -> Result<Vec<Box<dyn Loop>>> {
+        let first = &starts[0];
+        let at = Entry {
+            options: self.options,
+            setup: &setups[0],
+            session,
+            run: &first.run,
+            origin: &first.origin,
+            front,
+        };
+        let entered = enter(engine, at)?;
+        // The first run's state was said as it entered; the others' now.
+        let processing = set_state(session, SessionState::Processing)?;
+        for setup in &setups[1..] {
+            front.show(&RunEvent::of(&setup.run_id, &processing));
+        }
+        let mut loops = Vec::with_capacity(setups.len());
+        for _ in 1..setups.len() {
+            let Some(again) = entered.again() else {
+                bail!(UsageError::Said(
+                    "this engine runs one attempt at a time".into()
+                ));
+            };
+            loops.push(again);
+        }
+        loops.insert(0, entered);
+        Ok(loops)
+    }
+
+    /// One attempt, from its started run to its saved patch.
+    async fn one(
+        &self,
+        setup: &RunSetup,
+        session_path: &Path,
+        mut abort: AbortSignal,
+        started: Started,
+        engine_loop: Box<dyn Loop>,
+        share: &Share<'_>,
+    ) -> Attempt {
+        let mut front = share.front();
+        let Started {
+            mut run,
+            origin,
+            live: _live,
+            sandbox,
+        } = started;
+        let outcome = async {
+            // A handle of its own on the one session: each loop appends to
+            // its own branch.
+            let mut session = Session::open(session_path)?;
+            if let Err(err) = start_servers(&mut run, setup, &sandbox, &mut abort, &mut front).await
+            {
+                drop(run);
+                sandbox.shutdown(&mut front).await;
+                return Err(err.into());
+            }
+            let with = Drive {
+                options: self.options,
+                provider: self.provider,
+                session: &mut session,
+                run: &mut run,
+                abort: &mut abort,
+                lock: self.lock,
+                front: &mut front,
+            };
+            let driven = tokio::select! {
+                biased;
+                err = sandbox.failed() => Err(err),
+                driven = engine_loop.drive(with) => Ok(driven),
+            };
+            let settled = match driven {
+                Ok(driven) => sandbox.settled(&mut front).await.map(|()| driven),
+                Err(err) => Err(err),
+            };
+            let Driven { end, head, .. } = match settled {
+                Ok(driven) => driven,
+                Err(err) => {
+                    drop(run);
+                    sandbox.shutdown(&mut front).await;
+                    return Err(err.into());
+                }
+            };
+            let ending = Ending {
+                options: self.options,
+                setup,
+                started_at: self.started_at,
+                seq_before: self.seq_before,
+                branch: head,
+                restored: origin.restored().cloned(),
+            };
+            finish_run(run, end, &ending, &session, &mut front).await
+        }
+        .await;
+        Attempt {
+            run: setup.run_id.clone(),
+            outcome,
+        }
+    }
+}
+
+/// Removes the sandboxes of the attempts started so far; `err`.
+async fn abandon_all(
+    starts: Vec<Started>,
+    front: &mut dyn Front,
+    err: anyhow::Error,
+) -> anyhow::Error {
+    for started in starts {
+        drop(started.run);
+        started.sandbox.shutdown(front).await;
+    }
+    err
+}
+
+/// One front-end for runs that go on side by side on one task: each call
+/// reaches it at once, under a lock held only for that call (no call
+/// holds it across an await, so no attempt waits on another).
+struct Share<'f> {
+    front: Mutex<&'f mut dyn Front>,
+    console: Arc<dyn Console>,
+}
+
+impl<'f> Share<'f> {
+    fn new(front: &'f mut dyn Front) -> Share<'f> {
+        let console = front.console();
+        Share {
+            front: Mutex::new(front),
+            console,
+        }
+    }
+
+    /// The front-end as one attempt sees it.
+    fn front(&self) -> Shared<'_, 'f> {
+        Shared(self)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, &'f mut dyn Front> {
+        self.front.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn into_inner(self) -> &'f mut dyn Front {
+        self.front
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An attempt's view of the shared front-end: what it shows and says goes
+/// through; it asks nothing (nobody answers one of several runs).
+struct Shared<'s, 'f>(&'s Share<'f>);
+
+#[async_trait::async_trait(?Send)]
+impl Front for Shared<'_, '_> {
+    fn show(&mut self, event: &RunEvent<'_>) {
+        self.0.lock().show(event);
+    }
+
+    async fn ask_user(&mut self, _agent: &str, _question: &str) -> Option<String> {
+        None
+    }
+
+    fn notice(&mut self, line: &str) {
+        self.0.lock().notice(line);
+    }
+
+    fn console(&self) -> Arc<dyn Console> {
+        Arc::clone(&self.0.console)
+    }
+
+    fn live(&mut self, _controls: LiveControls) -> Option<Box<dyn Any>> {
+        None
+    }
+
+    async fn build_image(&mut self, _options: &BuildOptions) -> Result<()> {
+        bail!("the sandbox image is built before attempts start, not while they run")
+    }
+
+    fn review(&mut self, request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
+        self.0.lock().review(request)
+    }
+}

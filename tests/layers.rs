@@ -9,9 +9,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The layers, lowest first; `ah` (the binary, at the root) is the top.
+/// The session store sits just below core: nothing under it keeps SQLite.
 const LAYERS: &[&str] = &[
-    "llm", "session", "tools", "sandbox", "record", "review", "core",
+    "base", "llm", "tools", "sandbox", "record", "review", "session", "core",
 ];
+
+/// Crates that only the session store may use.
+const SESSION_ONLY: &[&str] = &["rusqlite"];
 
 /// Crates for a person at a terminal: only the binary may use them.
 const FRONT_END: &[&str] = &[
@@ -75,6 +79,11 @@ fn violations(crates: &Path) -> Vec<String> {
         for dep in others.iter().filter(|d| FRONT_END.contains(&d.as_str())) {
             found.push(format!("`{name}` depends on the front-end crate `{dep}`"));
         }
+        for dep in others.iter().filter(|d| SESSION_ONLY.contains(&d.as_str())) {
+            if name != "session" {
+                found.push(format!("`{name}` depends on `{dep}`, the session store's"));
+            }
+        }
     }
     found
 }
@@ -107,11 +116,17 @@ fn the_check_catches_an_upward_edge_and_a_front_end_crate() {
         "ah-llm = { path = \"../llm\" }\nah-core = { path = \"../core\" }\n",
     );
     write("record", "clap = \"4\"\n");
+    write(
+        "sandbox",
+        "ah-session = { path = \"../session\" }\nrusqlite = \"0.41\"\n",
+    );
     let found = violations(dir.path());
     assert_eq!(
         found,
         [
             "`record` depends on the front-end crate `clap`",
+            "`sandbox` depends on `session`, which is not below it",
+            "`sandbox` depends on `rusqlite`, the session store's",
             "`tools` depends on `core`, which is not below it",
         ]
     );

@@ -235,7 +235,7 @@ fn open_log() -> Result<(File, PathBuf), String> {
 
 /// `20250102T030405Z`: a time that sorts and needs no quoting.
 fn log_stamp(at: SystemTime) -> String {
-    let text = ah_session::format_rfc3339(at);
+    let text = ah_base::format_rfc3339(at);
     // Whole seconds: `2025-01-02T03:04:05.000Z` loses `.000`.
     let seconds = text
         .split('.')

@@ -144,7 +144,7 @@ fn json_line(event: &impl Serialize) {
         // serde escapes control characters, so no line can be forged; bidi
         // and invisible characters stay raw, as JSON is for programs, which
         // must see the exact text (a person reads the human display).
-        let line = ah_llm::redact::text(&line);
+        let line = ah_base::redact::text(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

@@ -34,12 +34,12 @@ impl fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    /// Makes the redactor ([`super::redact`]) replace this secret wherever
+    /// Makes the redactor ([`ah_base::redact`]) replace this secret wherever
     /// ah writes or shows text.
     pub fn register_secret(&self) {
         match self {
             Credentials::ApiKey(secret) | Credentials::OAuthToken(secret) => {
-                super::redact::register(secret)
+                ah_base::redact::register(secret)
             }
         }
     }

@@ -11,7 +11,7 @@ pub mod crossing;
 pub mod models;
 pub mod openai;
 pub mod providers;
-pub mod redact;
+
 pub mod retry;
 pub mod sanitize;
 pub mod sse;

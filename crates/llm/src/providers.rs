@@ -202,7 +202,7 @@ impl Selection {
                     ),
                 };
                 if let Some(key) = &key {
-                    super::redact::register(key);
+                    ah_base::redact::register(key);
                 }
                 Ok(Box::new(
                     OpenAiClient::new(&base_url, key.as_deref(), entry.output_limit_field, retry)?

@@ -13,10 +13,10 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::HeaderMap;
 use tokio::time::timeout;
 
-use super::redact;
 use super::retry::{self, Failure, RetryPolicy};
 use super::sse::StreamError;
 use super::{LlmError, Response, StreamEvent};
+use ah_base::redact;
 
 /// Builds one [`Response`] from the `data` of a provider's stream events.
 pub trait StreamAssembler {
@@ -103,7 +103,7 @@ impl Endpoint {
             }
             match attempted {
                 Ok(mut response) => {
-                    redact::blocks(&mut response.content);
+                    redact_blocks(&mut response.content);
                     return Ok(response);
                 }
                 Err(Failure::Fatal(err)) => return Err(err),
@@ -211,4 +211,19 @@ fn idle_guarded(
             Err(_) => Some((Err(ChunkError::Idle), None)),
         }
     })
+}
+
+/// Replaces every registered secret in the model's text, thinking, tool
+/// inputs and tool results.
+fn redact_blocks(blocks: &mut [crate::Block]) {
+    use crate::Block;
+    for block in blocks {
+        match block {
+            Block::Text { text } => *text = redact::text(text).into_owned(),
+            Block::Thinking { thinking, .. } => *thinking = redact::text(thinking).into_owned(),
+            Block::ToolUse { input, .. } => redact::json(input),
+            Block::ToolResult { content, .. } => *content = redact::text(content).into_owned(),
+            Block::RedactedThinking { .. } | Block::Image { .. } => {}
+        }
+    }
 }

@@ -78,7 +78,7 @@ pub struct StepOutcome {
 }
 
 fn redact_output(output: &mut ToolOutput) {
-    use ah_llm::redact;
+    use ah_base::redact;
     output.content = redact::text(&output.content).into_owned();
     output.stdout = redact::bytes(&output.stdout).into_owned();
     output.stderr = redact::bytes(&output.stderr).into_owned();

@@ -218,7 +218,7 @@ fn runs_dir(ah_dir: &Path) -> PathBuf {
 
 /// Every file of a run directory is written here, with no secret in it.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, ah_llm::redact::bytes(bytes)).map_err(io_err("write", path))
+    std::fs::write(path, ah_base::redact::bytes(bytes)).map_err(io_err("write", path))
 }
 
 /// Makes `ah_dir` and its `runs/` ready before anything is kept there:

@@ -100,7 +100,7 @@ enum Kind {
 }
 
 fn escape(text: &str, kind: Kind, mut prev: Option<char>) -> Cow<'_, str> {
-    let text = ah_llm::redact::text(text);
+    let text = ah_base::redact::text(text);
     if !needs_escape(&text, kind, prev) {
         return text;
     }

@@ -19,8 +19,8 @@ use std::time::UNIX_EPOCH;
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
-use super::time::format_rfc3339;
 use super::{Result, Session, SessionError};
+use ah_base::time::format_rfc3339;
 
 /// The cache file in the project's `.ah/`.
 pub const CATALOG_FILE: &str = "sessions.json";

@@ -15,7 +15,7 @@ pub mod queue;
 mod rows;
 mod schema;
 mod store;
-mod time;
+
 mod tree;
 mod usage;
 
@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use ah_llm::{Block, Message, Role, Usage};
 
+pub use ah_base::format_rfc3339;
 pub use catalog::{
     CATALOG_FILE, NAME_KEY, SessionFile, SessionSummary, list_sessions, session_files,
 };
@@ -35,7 +36,6 @@ pub use mail::{Letter, Mail, MailKind};
 pub use orphans::Repairs;
 pub use schema::SCHEMA_VERSION;
 pub use store::Session;
-pub use time::format_rfc3339;
 pub use tree::{BranchRemoval, Tree, WORKSPACE_AT_KEY};
 pub use usage::{CallKind, ModelUsage, Tokens, total as total_usage};
 

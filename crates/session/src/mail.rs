@@ -8,8 +8,8 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::store::{NewMessage, insert_message, put_context};
-use super::time::now_rfc3339;
 use super::{BlockRecord, MessageMeta, Result, Session, SessionError, StoredMessage};
+use ah_base::time::now_rfc3339;
 use ah_llm::Role;
 
 /// Why a letter was sent.

@@ -22,8 +22,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::schema::{self, classify};
-use super::time::now_rfc3339;
 use super::{Result, SessionError};
+use ah_base::time::now_rfc3339;
 
 pub use lock::{Acquire, SessionLock, Takeover};
 pub use process::ProcessId;

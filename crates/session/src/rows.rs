@@ -5,7 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::{BlockRecord, MessageMeta, StoredMessage};
-use ah_llm::{Block, Role, Usage, redact};
+use ah_base::redact;
+use ah_llm::{Block, Role, Usage};
 
 /// The columns of one `content_blocks` row, minus its id, message and seq.
 #[derive(Debug, Default, PartialEq)]

@@ -11,8 +11,8 @@ use ulid::Ulid;
 
 use super::rows::{self, BlockRow, MessageRow, to_i64};
 use super::schema::{self, classify};
-use super::time::now_rfc3339;
 use super::{BlockRecord, MessageMeta, Repairs, Result, SessionError, StoredMessage};
+use ah_base::time::now_rfc3339;
 use ah_llm::{Role, Usage};
 
 /// The context key that names the message the conversation continues from.
@@ -235,7 +235,7 @@ impl Session {
             require_message(&self.conn, &self.path, id)?;
         }
         let mut details = details.clone();
-        ah_llm::redact::json(&mut details);
+        ah_base::redact::json(&mut details);
         self.conn
             .prepare_cached(
                 "INSERT INTO events (message_id, event_type, created_at, details)

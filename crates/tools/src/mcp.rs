@@ -114,7 +114,7 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
             ));
             continue;
         }
-        if ah_llm::redact::contains_secret(tool) {
+        if ah_base::redact::contains_secret(tool) {
             skipped.push("(a name that holds a secret ah knows)".to_string());
             continue;
         }
@@ -139,10 +139,10 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
                 continue;
             }
         };
-        ah_llm::redact::json(&mut input_schema);
+        ah_base::redact::json(&mut input_schema);
         // Redacted whole, then cut: a cut could split a secret.
         let description = entry.get("description").and_then(Value::as_str);
-        let description: String = ah_llm::redact::text(description.unwrap_or(""))
+        let description: String = ah_base::redact::text(description.unwrap_or(""))
             .chars()
             .take(MAX_DESCRIPTION)
             .collect();

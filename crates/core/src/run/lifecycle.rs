@@ -541,7 +541,7 @@ pub(crate) async fn finish_run(
             );
             run_end(front, ReviewDecision::Stopped.as_str());
             manifest.review = Some(record);
-            manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
+            manifest.finished_at = Some(ah_base::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
             Ok(Outcome::Stopped(stop))
         }
@@ -562,7 +562,7 @@ pub(crate) async fn finish_run(
             );
             manifest.review = Some(reviewed.record.clone());
             manifest.applied = reviewed.applied;
-            manifest.finished_at = Some(ah_session::format_rfc3339(SystemTime::now()));
+            manifest.finished_at = Some(ah_base::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
             run_end(front, reviewed.record.decision.as_str());
             Ok(outcome(review_mode, &result, &reviewed))
@@ -699,7 +699,7 @@ fn start_manifest(
     manifest.network = sandboxed.then(|| network.as_str().to_string());
     manifest.session_db = Some(session.path().display().to_string());
     manifest.restored_from = restored.clone();
-    manifest.started_at = ah_session::format_rfc3339(*started_at);
+    manifest.started_at = ah_base::format_rfc3339(*started_at);
     fill_manifest(&mut manifest, result);
     manifest
 }

@@ -102,7 +102,7 @@ pub(crate) async fn settle(
         .flat_map(|server| &server.env)
         .filter(|(name, _)| podman::is_secret_name(name))
     {
-        ah_llm::redact::register(secret);
+        ah_base::redact::register(secret);
     }
     let prompts = prompt::prepare(
         &files,

@@ -413,7 +413,7 @@ async fn overloaded_error_mid_stream_is_retried() {
 #[tokio::test]
 async fn a_secret_is_redacted_from_deltas_split_across_it_and_from_the_response() {
     let secret = "sk-test-llm-0004-abcdefgh";
-    crate::redact::register(secret);
+    ah_base::redact::register(secret);
     let delta = |index: u32, kind: &str, field: &str, value: &str| {
         format!(
             "event: content_block_delta\ndata: {}\n\n",

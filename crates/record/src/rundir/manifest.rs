@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Result, RunDirError, io_err};
 use crate::artifacts::Skipped;
-use ah_session::format_rfc3339;
+use ah_base::format_rfc3339;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -202,7 +202,7 @@ impl Manifest {
             source,
         })?;
         json.push(b'\n');
-        let json = ah_llm::redact::bytes(&json);
+        let json = ah_base::redact::bytes(&json);
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tmp =
             tempfile::NamedTempFile::new_in(dir).map_err(io_err("create a file in", dir))?;

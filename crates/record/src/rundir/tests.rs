@@ -160,7 +160,7 @@ fn full_manifest(run: &RunDir) -> Manifest {
         message_seq: 9,
         because: "fork".into(),
     });
-    manifest.finished_at = Some(ah_session::format_rfc3339(std::time::SystemTime::now()));
+    manifest.finished_at = Some(ah_base::format_rfc3339(std::time::SystemTime::now()));
     manifest.steps = 7;
     manifest.violations = vec![ViolationRecord {
         step: 4,

@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::allow::{Allowlist, Target, TargetHost, is_internal};
-use ah_llm::redact;
-use ah_session::format_rfc3339;
+use ah_base::format_rfc3339;
+use ah_base::redact;
 
 /// The largest request head (request line and headers) read.
 pub const MAX_HEAD: usize = 8 * 1024;

@@ -8,7 +8,7 @@
 
 use super::args::CONTAINER_PATH;
 use crate::egress::{NetworkMode, proxy_url};
-use ah_llm::redact;
+use ah_base::redact;
 
 /// Name endings that mark a secret (compared in upper case). The bare words
 /// (`TOKEN`, `API_KEY`) count too.

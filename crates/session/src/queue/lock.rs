@@ -18,8 +18,8 @@ use super::{
     queued_row, read_owner,
 };
 use crate::schema::classify;
-use crate::time::now_rfc3339;
 use crate::{Result, SessionError};
+use ah_base::time::now_rfc3339;
 
 /// The result of [`SessionLock::acquire`].
 #[derive(Debug)]

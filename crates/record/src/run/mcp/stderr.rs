@@ -63,7 +63,7 @@ impl StderrLog {
             }
             let room = usize::try_from(STDERR_CAP - before).unwrap_or(usize::MAX);
             // Redacted whole, then cut: a cut could split a secret.
-            let text = ah_llm::redact::bytes(&line);
+            let text = ah_base::redact::bytes(&line);
             let mut result = out.write_all(&text[..text.len().min(room)]).await;
             if text.len() > room && result.is_ok() {
                 result = out

@@ -110,21 +110,6 @@ pub fn json(value: &mut Value) {
     }
 }
 
-/// Replaces every registered secret in the model's text, thinking, tool
-/// inputs and tool results.
-pub fn blocks(blocks: &mut [super::Block]) {
-    use super::Block;
-    for block in blocks {
-        match block {
-            Block::Text { text: body } => *body = text(body).into_owned(),
-            Block::Thinking { thinking, .. } => *thinking = text(thinking).into_owned(),
-            Block::ToolUse { input, .. } => json(input),
-            Block::ToolResult { content, .. } => *content = text(content).into_owned(),
-            Block::RedactedThinking { .. } | Block::Image { .. } => {}
-        }
-    }
-}
-
 /// Redacts text that arrives in pieces: a secret split across pieces is
 /// still caught, because the end of each piece that could begin a secret is
 /// held back until the next piece (or [`Stream::finish`]) shows what it is.

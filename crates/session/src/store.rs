@@ -358,14 +358,6 @@ pub(super) fn insert_message(
         meta,
         agent,
     } = *message;
-    let rows = blocks
-        .iter()
-        .map(rows::block_to_row)
-        .collect::<Result<Vec<BlockRow>, String>>()
-        .map_err(|reason| SessionError::Invalid {
-            path: path.to_path_buf(),
-            reason,
-        })?;
     let id = Ulid::generate().to_string();
     let created_at = now_rfc3339();
     let usage = meta.usage.map(|usage| Usage {
@@ -411,7 +403,12 @@ pub(super) fn insert_message(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )
         .map_err(sql)?;
-    for (block_seq, row) in (1_i64..).zip(&rows) {
+    // One row at a time: a message's pictures are not copied all at once.
+    for (block_seq, block) in (1_i64..).zip(blocks) {
+        let row = rows::block_to_row(block).map_err(|reason| SessionError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         insert
             .execute(params![
                 Ulid::generate().to_string(),

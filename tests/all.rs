@@ -28,6 +28,7 @@ mod json_events;
 mod layers;
 mod live_keys;
 mod loops;
+mod many_pictures;
 mod mcp;
 mod memory_bounds;
 mod mock_server;

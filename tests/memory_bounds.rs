@@ -16,11 +16,11 @@ use crate::support::steps::{bash, script};
 use serde_json::{Value, json};
 
 /// The most the host `ah` may hold in memory at once.
-const PEAK_LIMIT: u64 = 256 * 1024 * 1024;
+pub(crate) const PEAK_LIMIT: u64 = 256 * 1024 * 1024;
 
 /// The largest `VmHWM` (peak resident size) seen while `child` ran, in
 /// bytes, and its exit code.
-fn peak_until_exit(mut child: Child) -> (u64, Option<i32>) {
+pub(crate) fn peak_until_exit(mut child: Child) -> (u64, Option<i32>) {
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak = 0;
     loop {
@@ -101,7 +101,7 @@ fn results(mock: &MockServer) -> Vec<Value> {
         .collect()
 }
 
-fn assert_small(peak: u64) {
+pub(crate) fn assert_small(peak: u64) {
     assert!(
         peak < PEAK_LIMIT,
         "peak RSS {} MiB is over {} MiB",

@@ -42,12 +42,22 @@ pub(super) const BLOCKS_SQL: &str = "
            is_error, duration_ms, details
     FROM content_blocks WHERE message_id = ?1 ORDER BY seq";
 
-/// The blocks of one message as the model sees them: a tool result's whole
-/// output (`tool_output`, which can be large) is left out.
+/// The blocks of one message without what can be large: a tool result's
+/// whole output (`tool_output`) and an image's base64 (`content`, empty
+/// here; `typeof` reads only its type, not the text).
 const PATH_BLOCKS_SQL: &str = "
-    SELECT block_type, content, tool_id, tool_name, tool_input, NULL,
-           is_error, duration_ms, details
+    SELECT block_type,
+           CASE WHEN block_type = 'image' AND typeof(content) = 'text' THEN ''
+                ELSE content END,
+           tool_id, tool_name, tool_input, NULL, is_error, duration_ms, details
     FROM content_blocks WHERE message_id = ?1 ORDER BY seq";
+
+/// The type of a message's block `?2` (its place, from 0) and, for an
+/// image of at most `?3` bytes of base64, its base64. `octet_length` reads
+/// only the size of a larger one, never its text.
+const IMAGE_SQL: &str = "
+    SELECT block_type, CASE WHEN octet_length(content) <= ?3 THEN content END
+    FROM content_blocks WHERE message_id = ?1 ORDER BY seq LIMIT 1 OFFSET ?2";
 
 /// An open session database.
 #[derive(Debug)]
@@ -170,9 +180,11 @@ impl Session {
     }
 
     /// The messages from the root down to `message_id`, inclusive, with
-    /// their blocks as the model sees them: this is read before every model
-    /// call, so tool results come without their whole output
-    /// (`tool_output` is `None`; [`Session::message_at`] has it).
+    /// their blocks as the model sees them, less what can be large: this is
+    /// read before every model call, so tool results come without their
+    /// whole output (`tool_output` is `None`; [`Session::message_at`] has
+    /// it) and images without their base64 (`data` is empty; a request
+    /// loads the few it sends with [`Session::image_data`]).
     pub fn path_to(&self, message_id: &str) -> Result<Vec<StoredMessage>> {
         let rows = self
             .conn
@@ -199,6 +211,34 @@ impl Session {
                     .map_err(|reason| self.corrupt(reason))
             })
             .collect()
+    }
+
+    /// The base64 of the image at `index` among the blocks of message
+    /// `message_id` (as [`Session::path_to`] lists them), if it is at most
+    /// `max_len` bytes; `None`, and nothing read, when it is longer.
+    pub fn image_data(
+        &self,
+        message_id: &str,
+        index: usize,
+        max_len: u64,
+    ) -> Result<Option<String>> {
+        let offset = to_i64(index as u64);
+        let row: Option<(String, Option<String>)> = self
+            .conn
+            .prepare_cached(IMAGE_SQL)
+            .and_then(|mut stmt| {
+                stmt.query_row(params![message_id, offset, to_i64(max_len)], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+                .optional()
+            })
+            .map_err(|e| self.sql(e))?;
+        match row {
+            Some((kind, data)) if kind == "image" => Ok(data),
+            _ => Err(self.corrupt(format!(
+                "message {message_id}: no image block at place {index}"
+            ))),
+        }
     }
 
     /// Sets a context value (e.g. `head`, the model, the run directory).
@@ -358,14 +398,6 @@ pub(super) fn insert_message(
         meta,
         agent,
     } = *message;
-    let rows = blocks
-        .iter()
-        .map(rows::block_to_row)
-        .collect::<Result<Vec<BlockRow>, String>>()
-        .map_err(|reason| SessionError::Invalid {
-            path: path.to_path_buf(),
-            reason,
-        })?;
     let id = Ulid::generate().to_string();
     let created_at = now_rfc3339();
     let usage = meta.usage.map(|usage| Usage {
@@ -411,7 +443,12 @@ pub(super) fn insert_message(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )
         .map_err(sql)?;
-    for (block_seq, row) in (1_i64..).zip(&rows) {
+    // One row at a time: a message's pictures are not copied all at once.
+    for (block_seq, block) in (1_i64..).zip(blocks) {
+        let row = rows::block_to_row(block).map_err(|reason| SessionError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         insert
             .execute(params![
                 Ulid::generate().to_string(),

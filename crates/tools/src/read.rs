@@ -33,8 +33,11 @@ pub fn spec() -> ToolDef {
              {DEFAULT_LIMIT} lines from `offset` (1-based, default 1) unless `limit` says \
              otherwise; lines over {MAX_LINE_CHARS} characters are cut. When more lines remain, \
              the output says which offset to continue from. A PNG, JPEG, GIF or WebP picture is \
-             shown to you as an image. Directories and other binary files are refused: use \
-             bash (ls, find, xxd) for those."
+             shown to you as an image; only the {} most recent pictures ({} MB of them) stay \
+             in the conversation, each older one becomes a note and can be read again. \
+             Directories and other binary files are refused: use bash (ls, find, xxd) for those.",
+            image::PER_REQUEST,
+            image::REQUEST_BYTES / 1_000_000
         ),
         input_schema: json!({
             "type": "object",

@@ -55,10 +55,10 @@ pub struct Compaction {
     pub kept_messages: usize,
 }
 
-/// The stored path from the root to the head as requests carry it (before
-/// `sendable`): after a compaction, its summary and what it kept.
-pub(super) fn request_messages(path: &[StoredMessage]) -> Vec<Message> {
-    view::request_messages(&view::view(path))
+/// The messages of the stored path from the root to the head that requests
+/// carry: after a compaction, its summary and what it kept.
+pub(super) fn request_view(path: &[StoredMessage]) -> Vec<&StoredMessage> {
+    view::view(path).messages
 }
 
 /// The `max_tokens` for the next request along `path` (see [`budget`]).

@@ -255,9 +255,13 @@ async fn stream_call(
     let request = Request {
         model: config.model.id.clone(),
         system,
-        messages: request::for_model(
-            map_edit_calls(sendable(compact::request_messages(path)), &config.tools),
-            config.model.images,
+        messages: map_edit_calls(
+            sendable(request::pictures::messages(
+                session,
+                &compact::request_view(path),
+                config.model.images,
+            )?),
+            &config.tools,
         ),
         tools,
         max_tokens: compact::max_tokens_for(config, path),

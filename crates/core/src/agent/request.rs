@@ -2,9 +2,10 @@
 //! blocks are left out, consecutive turns of one role are joined, and a tool
 //! call whose result was never stored (ah was killed mid-step) is answered;
 //! earlier file edits are shown in the form of the edit tool offered now
-//! ([`edit_calls`]).
+//! ([`edit_calls`]); the pictures sent are bounded ([`pictures`]).
 
 mod edit_calls;
+pub(super) mod pictures;
 
 pub(super) use edit_calls::map_edit_calls;
 
@@ -14,29 +15,6 @@ use ah_llm::{Block, Message, Role};
 /// (ah was killed or crashed while the step ran).
 pub(super) const INTERRUPTED: &str = "interrupted: ah stopped before this tool call finished, so its \
                            result is unknown; check the files it may have changed before relying on it";
-
-/// What ah tells a model that takes no images where an image was.
-pub(super) const NO_IMAGES: &str = "[ah: an image was read here, but this model takes no \
-images; it was not sent. Use the file another way (its name, bash tools such as `file` or \
-`identify`), or ask the user.]";
-
-/// `messages` for a model that takes images (`images`), or with each
-/// image replaced by a note saying it was not sent.
-pub(super) fn for_model(mut messages: Vec<Message>, images: bool) -> Vec<Message> {
-    if images {
-        return messages;
-    }
-    for message in &mut messages {
-        for block in &mut message.content {
-            if matches!(block, Block::Image { .. }) {
-                *block = Block::Text {
-                    text: NO_IMAGES.to_string(),
-                };
-            }
-        }
-    }
-    messages
-}
 
 /// The stored conversation as the API accepts it: empty text blocks (a
 /// model may stream one) are rejected by the API, so they are left out; a

@@ -2,13 +2,15 @@
 //! sandbox step (or answered without running: past the tool limit, cut off
 //! by `max_tokens`, skipped for a steering message, interrupted, or left
 //! for review by Esc), and all the results are stored as one user message,
-//! followed by any steering text.
+//! followed by any steering text and the turn's pictures (no more than a
+//! request carries, [`TurnPictures`]).
 
 use serde_json::Value;
 
 use super::abort::{AbortSignal, FINALIZED};
 use super::inbox::{Inbox, TurnSteering};
 use super::request::INTERRUPTED;
+use super::request::pictures::TurnPictures;
 use super::state::{Halt, LoopState};
 use super::step::{self, CUT_OFF, result_record};
 use super::{AgentConfig, AgentError};
@@ -53,7 +55,7 @@ pub(super) async fn run_round(
     } = round;
     let mut results = Vec::with_capacity(calls.len());
     let mut steering = Vec::new();
-    let mut images = Vec::new();
+    let mut images = TurnPictures::default();
     let mut steered = TurnSteering::default();
     let mut aborted = false;
     for (id, name, input) in calls {
@@ -89,14 +91,16 @@ pub(super) async fn run_round(
             continue;
         };
         results.push(result_record(&id, &name, &run.id(), &outcome));
-        images.extend(step::image(&outcome));
+        if let Some(image) = step::image(&outcome) {
+            images.push(image);
+        }
         if let Some(repetition) = state.repeated(session, &name, &input, &outcome.output) {
             steering.push(repetition.steering_block());
         }
     }
     // Text and images after the results: the API wants tool results first.
     results.append(&mut steering);
-    results.append(&mut images);
+    results.extend(images.into_blocks());
     if !aborted {
         results.extend(steered.after_results(inbox)?);
     }

@@ -15,27 +15,76 @@
 //!   [`crate::crossing`]).
 
 use bytes::Bytes;
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::crossing::thinking_as_text;
 use crate::providers::OutputLimitField;
-use crate::{Block, LlmError, Message, Request, Role, ToolDef};
+use crate::{Block, ImageSource, LlmError, Message, Request, Role, ToolDef};
+
+/// The body: `messages` borrows the pictures' base64 from the request,
+/// so the body is the only copy made of them; the other fields are JSON.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<Wire<'a>>,
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+/// One message of the body.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Wire<'a> {
+    Json(Value),
+    /// A user message with pictures: its text, then each picture.
+    Pictures {
+        role: &'static str,
+        content: Vec<Part<'a>>,
+    },
+}
+
+/// A part of a user message's `content`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: String },
+    ImageUrl { image_url: DataUrl<'a> },
+}
+
+/// `{"url": "data:TYPE;base64,DATA"}`, written straight from the source.
+struct DataUrl<'a>(&'a ImageSource);
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let ImageSource {
+            media_type, data, ..
+        } = self.0;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry("url", &format_args!("data:{media_type};base64,{data}"))?;
+        map.end()
+    }
+}
 
 /// Encodes `request` as a streaming Chat Completions body that asks for
 /// usage in the last chunk.
 pub fn body(request: &Request, limit_field: OutputLimitField) -> Result<Bytes, LlmError> {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("messages".into(), Value::Array(messages(request)));
+    let mut rest = Map::new();
     if !request.tools.is_empty() {
-        body.insert(
+        rest.insert(
             "tools".into(),
             Value::Array(request.tools.iter().map(tool).collect()),
         );
     }
-    body.insert(limit_field.as_str().into(), json!(request.max_tokens));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
+    rest.insert(limit_field.as_str().into(), json!(request.max_tokens));
+    rest.insert("stream".into(), json!(true));
+    rest.insert("stream_options".into(), json!({"include_usage": true}));
+    let body = Body {
+        model: &request.model,
+        messages: messages(request),
+        rest,
+    };
     serde_json::to_vec(&body)
         .map(Bytes::from)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
@@ -53,15 +102,17 @@ fn tool(def: &ToolDef) -> Value {
 }
 
 /// The system message, then every message of the conversation.
-fn messages(request: &Request) -> Vec<Value> {
+fn messages(request: &Request) -> Vec<Wire<'_>> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        out.push(json!({"role": "system", "content": request.system}));
+        out.push(Wire::Json(
+            json!({"role": "system", "content": request.system}),
+        ));
     }
     for message in &request.messages {
         match message.role {
             Role::User => user(message, &mut out),
-            Role::Assistant => out.extend(assistant(message)),
+            Role::Assistant => out.extend(assistant(message).map(Wire::Json)),
         }
     }
     out
@@ -69,7 +120,7 @@ fn messages(request: &Request) -> Vec<Value> {
 
 /// Tool results as `role: tool` messages first, then the text as one user
 /// message (with the images as `image_url` parts, when there are any).
-fn user(message: &Message, out: &mut Vec<Value>) {
+fn user<'a>(message: &'a Message, out: &mut Vec<Wire<'a>>) {
     let mut texts = Vec::new();
     let mut images = Vec::new();
     for block in &message.content {
@@ -84,26 +135,34 @@ fn user(message: &Message, out: &mut Vec<Value>) {
                 } else {
                     content.clone()
                 };
-                out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+                out.push(Wire::Json(
+                    json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}),
+                ));
             }
             Block::Text { text } => texts.push(text.as_str()),
-            Block::Image { source } => images.push(json!({
-                "type": "image_url",
-                "image_url": {"url": format!("data:{};base64,{}", source.media_type, source.data)},
-            })),
+            Block::Image { source } => images.push(Part::ImageUrl {
+                image_url: DataUrl(source),
+            }),
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse { .. } => {}
         }
     }
     match (texts.is_empty(), images.is_empty()) {
         (true, true) => {}
-        (false, true) => out.push(json!({"role": "user", "content": texts.join("\n\n")})),
+        (false, true) => out.push(Wire::Json(
+            json!({"role": "user", "content": texts.join("\n\n")}),
+        )),
         (_, false) => {
-            let mut parts = Vec::new();
+            let mut content = Vec::new();
             if !texts.is_empty() {
-                parts.push(json!({"type": "text", "text": texts.join("\n\n")}));
+                content.push(Part::Text {
+                    text: texts.join("\n\n"),
+                });
             }
-            parts.extend(images);
-            out.push(json!({"role": "user", "content": parts}));
+            content.extend(images);
+            out.push(Wire::Pictures {
+                role: "user",
+                content,
+            });
         }
     }
 }

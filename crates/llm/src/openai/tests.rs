@@ -132,6 +132,44 @@ fn a_tool_conversation_becomes_system_tool_calls_and_tool_messages() {
 }
 
 #[test]
+fn pictures_are_image_url_parts_after_the_text_of_their_message() {
+    let picture = |data: &str| Block::Image {
+        source: crate::ImageSource {
+            kind: "base64".into(),
+            media_type: "image/png".into(),
+            data: data.into(),
+        },
+    };
+    let req = request(vec![Message {
+        role: Role::User,
+        content: vec![
+            Block::ToolResult {
+                tool_use_id: "call_1".into(),
+                content: "a.png is an image".into(),
+                is_error: false,
+            },
+            Block::Text {
+                text: "[ah: a note]".into(),
+            },
+            picture("iVBO"),
+            picture("R0lG"),
+        ],
+    }]);
+    let url = |data: &str| json!({"url": format!("data:image/png;base64,{data}")});
+    assert_eq!(
+        body_json(&req, OutputLimitField::MaxTokens)["messages"],
+        json!([
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.png is an image"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "[ah: a note]"},
+                {"type": "image_url", "image_url": url("iVBO")},
+                {"type": "image_url", "image_url": url("R0lG")},
+            ]},
+        ])
+    );
+}
+
+#[test]
 fn a_client_needs_no_key_and_a_key_no_header_allows_is_refused_unshown() {
     let retry = RetryPolicy::default();
     assert!(

@@ -118,6 +118,43 @@ fn every_block_type_round_trips() {
 }
 
 #[test]
+fn a_path_leaves_images_out_and_a_request_loads_the_ones_it_sends() {
+    let (_dir, mut session) = new_session();
+    let data = "iVBORw0KGgo=".repeat(1000);
+    let image = BlockRecord {
+        details: Some(json!({"path": "/work/a.png", "step": 2})),
+        ..BlockRecord::from(Block::Image {
+            source: ah_llm::ImageSource {
+                kind: "base64".into(),
+                media_type: "image/png".into(),
+                data: data.clone(),
+            },
+        })
+    };
+    let blocks = [text("look").remove(0), image.clone()];
+    let stored = session
+        .append(None, Role::User, &blocks, &MessageMeta::default())
+        .unwrap();
+    let path = session.path_to(&stored.id).unwrap();
+    let Block::Image { source } = &path[0].blocks[1].block else {
+        panic!("{:?}", path[0].blocks);
+    };
+    assert_eq!(
+        (source.data.as_str(), source.media_type.as_str()),
+        ("", "image/png")
+    );
+    assert_eq!(path[0].blocks[1].details, image.details);
+    let len = data.len() as u64;
+    assert_eq!(session.image_data(&stored.id, 1, len).unwrap(), Some(data));
+    assert_eq!(session.image_data(&stored.id, 1, len - 1).unwrap(), None);
+    let error = session.image_data(&stored.id, 0, len).unwrap_err();
+    assert!(matches!(error, SessionError::Corrupt { .. }), "{error}");
+    // The whole message still has it.
+    let whole = session.message_at(stored.seq).unwrap().unwrap();
+    assert_eq!(whole.blocks[1], image);
+}
+
+#[test]
 fn cached_input_is_stored_as_input() {
     let (_dir, mut session) = new_session();
     let meta = MessageMeta {

@@ -3,12 +3,23 @@
 //! goes to the model as an image when it is within what the APIs take:
 //! at most [`MAX_BYTES`] (its base64 then stays under the 5 MB an image
 //! may be) and [`MAX_SIDE`] pixels a side. A larger one is refused with
-//! its numbers, never cut or scaled.
+//! its numbers, never cut or scaled. A request carries only the most recent
+//! pictures, [`PER_REQUEST`] and [`REQUEST_BYTES`] at most (the agent's
+//! requests apply it).
 
 /// The largest image sent, in bytes.
 pub const MAX_BYTES: u64 = 3_750_000;
 /// The longest side sent, in pixels.
 pub const MAX_SIDE: u32 = 8_000;
+/// The most pictures one request carries: past 20 images in one request,
+/// Anthropic takes none over 2000 pixels a side (ah sends up to
+/// [`MAX_SIDE`]).
+pub const PER_REQUEST: usize = 20;
+/// The most bytes of base64 the pictures of one request have. Anthropic
+/// takes requests of at most 32 MB (OpenAI, 50 MB of images); 20 MB, four
+/// pictures of [`MAX_BYTES`] or many more screenshots, leaves 12 MB for the
+/// rest of the conversation, more than a window of a million tokens holds.
+pub const REQUEST_BYTES: u64 = 20_000_000;
 /// Bytes looked at to know a picture and its size.
 pub const SNIFF: usize = 64 * 1024;
 

@@ -72,14 +72,15 @@ fn section(message: &StoredMessage) -> String {
             }
             // Reasoning is not part of what was said or done.
             Block::Thinking { .. } | Block::RedactedThinking { .. } => continue,
-            Block::Image { source } => (
-                "An image was shown".to_string(),
-                format!(
-                    "({}, {} bytes of base64)",
-                    source.media_type,
-                    source.data.len()
-                ),
-            ),
+            // The path comes without the image's base64: named, not sized.
+            Block::Image { source } => {
+                let from = record.details.as_ref().and_then(|d| d["path"].as_str());
+                let from = from.map(|path| format!(", {path}")).unwrap_or_default();
+                (
+                    "An image was shown".to_string(),
+                    format!("({}{from})", source.media_type),
+                )
+            }
             Block::ToolUse { name, input, .. } => (
                 format!("Assistant called {name}"),
                 shorten(&input.to_string()),

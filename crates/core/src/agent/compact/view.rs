@@ -12,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use ah_llm::{Block, Message, Role};
+use ah_llm::{Block, Role};
 use ah_session::StoredMessage;
 
 /// The key in a block's details that marks a compaction message.
@@ -88,14 +88,6 @@ pub fn view(path: &[StoredMessage]) -> View<'_> {
         messages,
         fresh_from,
     }
-}
-
-/// The view's messages as the API takes them (before `sendable`).
-pub fn request_messages(view: &View<'_>) -> Vec<Message> {
-    view.messages
-        .iter()
-        .map(|message| message.to_message())
-        .collect()
 }
 
 /// The size of the request for this view, in tokens: the input and output

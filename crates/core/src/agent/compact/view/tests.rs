@@ -108,10 +108,10 @@ fn the_latest_summary_replaces_everything_before_its_kept_point() {
         ["s1", "a2", "r2", "a3", "r3", "a4", "r4"]
     );
     assert_eq!(view.fresh_from, 5, "a4 is the first message after s1");
-    let sent = request_messages(&view);
-    assert_eq!(sent[0].role, Role::User);
+    let sent = view.messages[0].to_message();
+    assert_eq!(sent.role, Role::User);
     assert_eq!(
-        sent[0].content,
+        sent.content,
         vec![Block::Text {
             text: "summary s1".into()
         }]

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ah_record::safe_text::terminal_safe;
+use ah_core::present::{format_rfc3339, terminal_safe};
 use ah_sandbox::image::{self, Phase, Progress};
 
 /// The most characters of a tool's line the spinner shows.
@@ -235,7 +235,7 @@ fn open_log() -> Result<(File, PathBuf), String> {
 
 /// `20250102T030405Z`: a time that sorts and needs no quoting.
 fn log_stamp(at: SystemTime) -> String {
-    let text = ah_session::format_rfc3339(at);
+    let text = format_rfc3339(at);
     // Whole seconds: `2025-01-02T03:04:05.000Z` loses `.000`.
     let seconds = text
         .split('.')

@@ -114,7 +114,7 @@ pub fn main() -> i32 {
             // Errors quote paths and commands the model chose.
             eprintln!(
                 "ah: {}",
-                ah_record::safe_text::terminal_safe(&format!("{err:#}"))
+                ah_core::present::terminal_safe(&format!("{err:#}"))
             );
             match err.downcast_ref::<run::UsageError>() {
                 Some(_) => EXIT_USAGE,

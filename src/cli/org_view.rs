@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use ah_core::agent::Event;
 use ah_core::org::{OrgEnd, OrgEvent};
-use ah_record::safe_text::terminal_safe;
+use ah_core::present::terminal_safe;
 
 const COLOURS: [Color; 6] = [
     Color::Cyan,

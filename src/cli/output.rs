@@ -15,9 +15,9 @@ use super::org_view::{self, OrgView};
 use super::screen::Screen;
 use ah_core::agent::Event;
 use ah_core::org::{OrgEvent, OrgUpdate};
+use ah_core::present::{redact, terminal_safe};
 use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
 use ah_core::work::WorkEvent;
-use ah_record::safe_text::terminal_safe;
 use ah_sandbox::image::BuildOptions;
 
 /// The consumer of a run's events.
@@ -159,7 +159,7 @@ fn json_line(event: &impl Serialize) {
         // serde escapes control characters, so no line can be forged; bidi
         // and invisible characters stay raw, as JSON is for programs, which
         // must see the exact text (a person reads the human display).
-        let line = ah_llm::redact::text(&line);
+        let line = redact(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::present::size;
 use ah_core::run::resolve_project;
 use ah_record::rundir::prune::{PruneOptions, prune};
-use ah_tools::bounds::size;
 
 /// The age `--older-than` takes by default.
 pub const DEFAULT_AGE: &str = "14d";

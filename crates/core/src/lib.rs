@@ -3,10 +3,12 @@
 //! steps of the run; the work phases: plan, do, check, act; several
 //! agents in one run, `ah org`), the
 //! configuration, and time travel (where a conversation's files stand).
+//! What a front-end shows text with is in [`present`].
 
 pub mod agent;
 pub mod config;
 pub mod org;
+pub mod present;
 pub mod run;
 pub mod time_travel;
 pub mod work;

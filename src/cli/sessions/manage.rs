@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use super::super::EXIT_OK;
 use super::message;
 use super::summary::row;
+use ah_core::present::terminal_safe;
 use ah_core::run::UsageError;
 use ah_core::run::queue::claim_exclusive;
-use ah_record::safe_text::terminal_safe;
 use ah_session::{
     BranchRemoval, CallKind, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
     total_usage,

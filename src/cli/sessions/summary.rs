@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::super::display::key_param;
+use ah_core::present::terminal_safe;
 use ah_llm::{Block, Role};
-use ah_record::safe_text::terminal_safe;
 use ah_session::StoredMessage;
 
 /// How much of a text block a summary shows, in characters.

@@ -9,8 +9,8 @@ use console::style;
 use super::super::EXIT_OK;
 use super::summary::{ScanEntry, last_text, row};
 use super::{message, no_message};
+use ah_core::present::terminal_safe;
 use ah_llm::Block;
-use ah_record::safe_text::terminal_safe;
 use ah_session::{Session, StoredMessage, Tree};
 
 /// The mark before the head's line.

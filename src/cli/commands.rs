@@ -3,79 +3,26 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use console::style;
 
-use super::review::commit_message;
+use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::present::terminal_safe;
+use ah_core::run::Tone;
 use ah_core::run::resolve_project;
-use ah_record::rundir::{self, Manifest, RunDir};
-use ah_record::safe_text::terminal_safe;
-use ah_review::apply::{self, ApplyOptions};
+use ah_record::rundir;
 use ah_sandbox::{doctor, image, podman};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
-/// A run already applied is refused without `--force` (applying twice
-/// would fail half-way or duplicate changes).
 pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
-    let project = resolve_project(project)?;
-    let ah_dir = project.join(".ah");
-    let run = find_run(&ah_dir, run_id)?;
-    let manifest_path = run.manifest_path();
-    let mut manifest = Manifest::load(&manifest_path).ok();
-    if let Some(why) = manifest.as_ref().and_then(|m| m.poisoned.as_deref()) {
-        bail!(
-            "run {} must not be applied: {why}; its patch is kept only for inspection",
-            run.id()
-        );
-    }
-    if !force && manifest.as_ref().is_some_and(|m| m.applied) {
-        bail!(
-            "run {} was applied already; pass --force to apply its patch again",
-            run.id()
-        );
-    }
-    let task = manifest
-        .as_ref()
-        .map(|m| m.task.clone())
-        .unwrap_or_else(|| format!("run {}", run.id()));
-    let options = ApplyOptions {
-        commit: !no_commit,
-        message: commit_message(&task),
-    };
-    let applied = apply::apply_patch(&project, &run.patch_path(), &options)?;
+    let applied = ah_core::runs::apply(project, run_id, no_commit, force)?;
+    let rest = applied.to_string();
     eprintln!(
-        "{} {}",
-        style("applied:").green().bold(),
-        terminal_safe(&applied.to_string())
+        "{}",
+        review::line(Tone::Good, "applied:", &terminal_safe(&rest))
     );
-    if let Some(manifest) = manifest.as_mut() {
-        manifest.applied = true;
-        manifest.save(&manifest_path)?;
-    }
     Ok(EXIT_OK)
-}
-
-fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
-    let runs = ah_dir.join("runs");
-    let entries = std::fs::read_dir(&runs)
-        .with_context(|| format!("no runs in {}: run a task first", ah_dir.display()))?;
-    let prefix_upper = prefix.to_ascii_uppercase();
-    let mut matches: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with(&prefix_upper))
-        .collect();
-    matches.sort();
-    match matches.as_slice() {
-        [one] => Ok(RunDir::open(ah_dir, one)?),
-        [] => bail!("no run matches {prefix:?}: `ah runs` lists them"),
-        many => bail!(
-            "{prefix:?} matches {} runs ({}): give more of the id",
-            many.len(),
-            many.join(", ")
-        ),
-    }
 }
 
 /// `ah runs`: one line per run, newest first.

@@ -1,7 +1,7 @@
 //! The command line as a run's front-end: events go to the human display,
 //! or with `--json` as one JSON object per line on stdout (nothing else on
-//! stdout); the review, the image build's progress and the live keys are
-//! the terminal's.
+//! stdout); the review's lines and question, the image build's progress
+//! and the live keys are the terminal's.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use super::screen::Screen;
 use ah_core::agent::Event;
 use ah_core::org::{OrgEvent, OrgUpdate};
 use ah_core::present::{redact, terminal_safe};
-use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
+use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFront, Tone};
 use ah_core::work::WorkEvent;
 use ah_sandbox::image::BuildOptions;
 
@@ -132,9 +132,16 @@ impl Front for Output {
         super::image_progress::build_with_display(options, self.json).await?;
         Ok(())
     }
+}
 
-    fn review(&mut self, request: &ReviewRequest<'_>) -> anyhow::Result<ReviewOutcome> {
-        super::review::review(request)
+impl ReviewFront for Output {
+    fn choose(&mut self, patch: &PatchToChoose<'_>) -> anyhow::Result<Choice> {
+        super::review::choose(patch)
+    }
+
+    fn say(&mut self, tone: Tone, lead: &str, rest: &str) {
+        // On stderr in both modes, as notices are.
+        self.display.line(&super::review::line(tone, lead, rest));
     }
 }
 

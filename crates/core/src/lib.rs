@@ -2,7 +2,8 @@
 //! the engines it drives (the agent loop, one model with its tools as
 //! steps of the run; the work phases: plan, do, check, act; several
 //! agents in one run, `ah org`), the
-//! configuration, and time travel (where a conversation's files stand).
+//! configuration, time travel (where a conversation's files stand), and
+//! what the commands besides a run do ([`runs`]).
 //! What a front-end shows text with is in [`present`].
 
 pub mod agent;
@@ -10,5 +11,6 @@ pub mod config;
 pub mod org;
 pub mod present;
 pub mod run;
+pub mod runs;
 pub mod time_travel;
 pub mod work;

@@ -11,12 +11,13 @@ use super::{EXIT_ERROR, EXIT_OK};
 use ah_core::present::terminal_safe;
 use ah_core::run::Tone;
 use ah_core::run::resolve_project;
-use ah_record::rundir;
+use ah_core::runs::{self, RunSummary};
 use ah_sandbox::{doctor, image, podman};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
 pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
-    let applied = ah_core::runs::apply(project, run_id, no_commit, force)?;
+    let project = resolve_project(project)?;
+    let applied = runs::apply(&project, run_id, no_commit, force)?;
     let rest = applied.to_string();
     eprintln!(
         "{}",
@@ -28,12 +29,12 @@ pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool)
 /// `ah runs`: one line per run, newest first.
 pub fn runs(project: Option<&Path>) -> Result<i32> {
     let project = resolve_project(project)?;
-    let runs = rundir::list_runs(&project.join(".ah"))?;
-    if runs.is_empty() {
+    let listed = runs::list(&project)?;
+    if listed.is_empty() {
         eprintln!("no runs yet in {}", project.display());
         return Ok(EXIT_OK);
     }
-    for run in runs {
+    for run in listed {
         println!("{}", run_line(&run));
     }
     Ok(EXIT_OK)
@@ -86,7 +87,7 @@ pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Resu
 }
 
 /// One line of `ah runs`: id, date, files and +/−, decision, task.
-fn run_line(run: &rundir::RunSummary) -> String {
+fn run_line(run: &RunSummary) -> String {
     let manifest = match &run.manifest {
         Ok(manifest) => manifest,
         Err(err) => return format!("{}  (no readable manifest: {err})", run.id),

@@ -1,27 +1,39 @@
-//! A project's saved runs, for the commands besides a run: `ah apply RUN`
-//! applies a run's patch as its review would have (never a poisoned one,
-//! never twice without `force`).
+//! A project's saved runs, for the commands besides a run: `ah runs`
+//! lists them, `ah apply RUN` applies a run's patch as its review would
+//! have (never a poisoned one, never twice without `force`), and
+//! `ah runs prune` removes old ones, never a live one.
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
 
-use crate::run::resolve_project;
 use crate::run::review::apply_patch;
-use ah_record::rundir::{Manifest, RunDir};
+pub use ah_record::rundir::RunSummary;
+pub use ah_record::rundir::prune::{PruneOptions, PruneReport};
+use ah_record::rundir::{Manifest, RunDir, list_runs};
 pub use ah_review::apply::ApplyOutcome;
 
+/// The runs of `project`, newest first.
+pub fn list(project: &Path) -> Result<Vec<RunSummary>> {
+    Ok(list_runs(&project.join(".ah"))?)
+}
+
+/// Removes the runs of `project` that `options` select (see
+/// `ah_record::rundir::prune`); with `dry_run`, only says which.
+pub fn prune(project: &Path, options: PruneOptions) -> Result<PruneReport> {
+    Ok(ah_record::rundir::prune::prune(
+        &project.join(".ah"),
+        options,
+        SystemTime::now(),
+    )?)
+}
+
 /// `ah apply RUN`: applies the patch of the run whose id starts with
-/// `run_id` to the project, and marks the run applied. A run that must
+/// `run_id` to `project`, and marks the run applied. A run that must
 /// not be applied is refused; one applied already is refused without
 /// `force` (applying twice would fail half-way or duplicate changes).
-pub fn apply(
-    project: Option<&Path>,
-    run_id: &str,
-    no_commit: bool,
-    force: bool,
-) -> Result<ApplyOutcome> {
-    let project = resolve_project(project)?;
+pub fn apply(project: &Path, run_id: &str, no_commit: bool, force: bool) -> Result<ApplyOutcome> {
     let ah_dir = project.join(".ah");
     let run = find_run(&ah_dir, run_id)?;
     let manifest_path = run.manifest_path();
@@ -42,7 +54,7 @@ pub fn apply(
         .as_ref()
         .map(|m| m.task.clone())
         .unwrap_or_else(|| format!("run {}", run.id()));
-    let applied = apply_patch(&project, &run.patch_path(), &task, no_commit)?;
+    let applied = apply_patch(project, &run.patch_path(), &task, no_commit)?;
     if let Some(manifest) = manifest.as_mut() {
         manifest.applied = true;
         manifest.save(&manifest_path)?;

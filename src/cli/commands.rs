@@ -132,56 +132,49 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 /// `ah config`: the merged configuration with where each value came from.
 pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     let project = resolve_project(project)?;
-    let project_files = ah_core::config::ProjectFiles::of_project(&project)?;
-    let loaded = ah_core::config::load(&project_files, overrides)?;
-    let files: Vec<String> = loaded
-        .files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect();
-    if files.is_empty() {
+    let report = ah_core::config::report(&project, overrides)?;
+    if report.files.is_empty() {
+        let (global, own) = &report.looked_for;
         println!(
             "# no config file (looked for {} and {})",
-            ah_core::config::global_file().map_or_else(
+            global.as_ref().map_or_else(
                 || "no global config folder".to_string(),
                 |f| f.display().to_string()
             ),
-            project.join(".ah/config.toml").display()
+            own.display()
         );
     } else {
+        let files: Vec<String> = report
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
         println!("# config files, weakest first: {}", files.join(", "));
     }
-    print!("{}", ah_core::config::show(&loaded)?);
+    print!("{}", report.settings);
     // The tools the model is offered, and where each comes from.
-    let declared = ah_core::config::tools::load(
-        &project_files,
-        ah_core::agent::instructions::global_dir().as_deref(),
-    )
-    .map_err(|why| anyhow::anyhow!(why))?;
     println!("# tools");
-    for name in ah_tools::names() {
-        if !declared.iter().any(|tool| tool.name == name) {
-            println!("{name} = \"ah\"");
+    for tool in &report.tools {
+        match &tool.file {
+            None => println!("{} = \"ah\"", tool.name),
+            Some((path, description)) => println!(
+                "{} = {:?}  # {}",
+                tool.name,
+                path.display().to_string(),
+                terminal_safe(description)
+            ),
         }
     }
-    for tool in &declared {
-        println!(
-            "{} = {:?}  # {}",
-            tool.name,
-            tool.source.display().to_string(),
-            terminal_safe(tool.description.lines().next().unwrap_or_default())
-        );
-    }
-    for (name, server) in &loaded.config.mcp {
-        let source = loaded.source(&format!("mcp.{name}.command"));
-        let state = match server.enabled {
-            Some(false) => "not started: enabled = false",
-            _ => "its tools are listed when a run starts it, in the sandbox",
+    for server in &report.servers {
+        let state = if server.started {
+            "its tools are listed when a run starts it, in the sandbox"
+        } else {
+            "not started: enabled = false"
         };
+        let name = terminal_safe(&server.name);
         println!(
-            "{}__* = {:?}  # {state}",
-            terminal_safe(name),
-            format!("MCP server {}, {source}", terminal_safe(name))
+            "{name}__* = {:?}  # {state}",
+            format!("MCP server {name}, {}", server.source)
         );
     }
     Ok(EXIT_OK)

@@ -44,7 +44,8 @@ pub use begin::split_prompt;
 pub use front::{Console, Front, LiveControls};
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
-    Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
+    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
 pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Tone};

@@ -9,10 +9,9 @@ use console::style;
 use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
 use ah_core::present::terminal_safe;
-use ah_core::run::Tone;
-use ah_core::run::resolve_project;
+use ah_core::run::{SandboxOptions, Tone, resolve_project};
 use ah_core::runs::{self, RunSummary};
-use ah_sandbox::{doctor, image, podman};
+use ah_core::sandbox::{self, ImageSource, Severity};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
 pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
@@ -41,24 +40,20 @@ pub fn runs(project: Option<&Path>) -> Result<i32> {
 }
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
-pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32> {
-    let options = doctor::DoctorOptions {
-        image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
-        runtime,
-    };
-    let checks = doctor::run_checks(&options).await;
-    for check in &checks {
+pub async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32> {
+    let found = sandbox::doctor(image, options).await;
+    for check in &found.checks {
         let mark = match (check.ok, check.severity) {
             (true, _) => style("ok  ").green(),
-            (false, doctor::Severity::Warning) => style("warn").yellow(),
-            (false, doctor::Severity::Error) => style("FAIL").red(),
+            (false, Severity::Warning) => style("warn").yellow(),
+            (false, Severity::Error) => style("FAIL").red(),
         };
         println!("{mark} {}: {}", check.name, check.detail);
         if let (false, Some(fix)) = (check.ok, &check.fix) {
             println!("     fix: {fix}");
         }
     }
-    if doctor::backend_ready(&checks) {
+    if found.ready {
         println!("the podman sandbox is ready");
         Ok(EXIT_OK)
     } else {
@@ -70,12 +65,8 @@ pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32
 }
 
 /// `ah image build`: builds the sandbox image, showing progress.
-pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Result<i32> {
-    let options = image::BuildOptions {
-        image: name.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
-        source,
-        ..image::BuildOptions::default()
-    };
+pub async fn image_build(name: Option<&str>, source: ImageSource) -> Result<i32> {
+    let options = sandbox::build_options(name, source);
     let report = super::image_progress::build_with_display(&options, false).await?;
     eprintln!(
         "{} image {} built in {:.0}s",

@@ -17,8 +17,8 @@ use ah_core::agent::Event;
 use ah_core::org::{OrgEvent, OrgUpdate};
 use ah_core::present::{redact, terminal_safe};
 use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFront, Tone};
+use ah_core::sandbox::BuildOptions;
 use ah_core::work::WorkEvent;
-use ah_sandbox::image::BuildOptions;
 
 /// The consumer of a run's events.
 pub struct Output {

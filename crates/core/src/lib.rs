@@ -3,7 +3,7 @@
 //! steps of the run; the work phases: plan, do, check, act; several
 //! agents in one run, `ah org`), the
 //! configuration, time travel (where a conversation's files stand), and
-//! what the commands besides a run do ([`runs`], [`sessions`]).
+//! what the commands besides a run do ([`runs`], [`sessions`], [`sandbox`]).
 //! What a front-end shows text with is in [`present`].
 
 pub mod agent;
@@ -12,6 +12,7 @@ pub mod org;
 pub mod present;
 pub mod run;
 pub mod runs;
+pub mod sandbox;
 pub mod sessions;
 pub mod time_travel;
 pub mod work;

@@ -4,7 +4,8 @@
 //! agents in one run, `ah org`), the
 //! configuration, time travel (where a conversation's files stand), and
 //! what the commands besides a run do ([`runs`], [`sessions`], [`sandbox`]).
-//! What a front-end shows text with is in [`present`].
+//! A front-end needs no other crate of ah's: every decision is made here,
+//! and what it shows text with is in [`present`].
 
 pub mod agent;
 pub mod config;

@@ -15,8 +15,8 @@ use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{containers_of, podman_ready_blocking};
 use ah_core::event::RunEvent;
 use ah_core::run::{
-    Console, Engine, Front, LiveControls, Outcome, ReviewOutcome, ReviewRequest, RunOptions,
-    run_attempts,
+    Choice, Console, Engine, Front, LiveControls, Outcome, PatchToChoose, ReviewFront, RunOptions,
+    Tone, run_attempts,
 };
 
 /// A front-end that keeps every event as JSON and every notice.
@@ -57,21 +57,19 @@ impl Front for Recorder {
 
     async fn build_image(
         &mut self,
-        _options: &ah_sandbox::image::BuildOptions,
+        _options: &ah_core::sandbox::BuildOptions,
     ) -> anyhow::Result<()> {
         anyhow::bail!("the test image is built by the test set-up")
     }
+}
 
-    fn review(&mut self, request: &ReviewRequest<'_>) -> anyhow::Result<ReviewOutcome> {
-        Ok(ReviewOutcome {
-            record: ah_record::rundir::ReviewRecord {
-                mode: request.mode,
-                decision: ah_record::rundir::ReviewDecision::Saved,
-                reason: Some("review mode never".into()),
-            },
-            applied: false,
-            failed: false,
-        })
+impl ReviewFront for Recorder {
+    fn choose(&mut self, _patch: &PatchToChoose<'_>) -> anyhow::Result<Choice> {
+        panic!("an attempt asked what to do with its patch")
+    }
+
+    fn say(&mut self, _tone: Tone, lead: &str, rest: &str) {
+        self.notices.push(format!("{lead} {rest}"));
     }
 }
 

@@ -9,11 +9,9 @@ use clap::{ArgMatches, Parser, Subcommand};
 
 use super::sessions::SessionCommand;
 use ah_core::run::{
-    Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
+    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
-use ah_sandbox::BackendKind;
-use ah_sandbox::egress::NetworkMode;
-use ah_tools::OutputLimits;
 
 /// ah — a coding agent that works on a sandboxed copy of your project and
 /// changes your repository only through a patch you have seen.
@@ -182,7 +180,7 @@ pub struct SandboxArgs {
     /// end the patch and artifacts) may take (e.g. 10G); the run stops when it
     /// passes this or when less than 1 GiB stays free [config:
     /// sandbox.disk_budget; default: 10G].
-    #[arg(long, value_name = "SIZE", value_parser = ah_sandbox::disk::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub disk_budget: Option<u64>,
 
     /// Most processes the sandbox may run at once.

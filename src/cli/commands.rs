@@ -3,114 +3,57 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use console::style;
 
-use super::review::commit_message;
+use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
-use ah_core::run::resolve_project;
-use ah_record::rundir::{self, Manifest, RunDir};
-use ah_record::safe_text::terminal_safe;
-use ah_review::apply::{self, ApplyOptions};
-use ah_sandbox::{doctor, image, podman};
+use ah_core::present::terminal_safe;
+use ah_core::run::{SandboxOptions, Tone, resolve_project};
+use ah_core::runs::{self, RunSummary};
+use ah_core::sandbox::{self, ImageSource, Severity};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
-/// A run already applied is refused without `--force` (applying twice
-/// would fail half-way or duplicate changes).
 pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
     let project = resolve_project(project)?;
-    let ah_dir = project.join(".ah");
-    let run = find_run(&ah_dir, run_id)?;
-    let manifest_path = run.manifest_path();
-    let mut manifest = Manifest::load(&manifest_path).ok();
-    if let Some(why) = manifest.as_ref().and_then(|m| m.poisoned.as_deref()) {
-        bail!(
-            "run {} must not be applied: {why}; its patch is kept only for inspection",
-            run.id()
-        );
-    }
-    if !force && manifest.as_ref().is_some_and(|m| m.applied) {
-        bail!(
-            "run {} was applied already; pass --force to apply its patch again",
-            run.id()
-        );
-    }
-    let task = manifest
-        .as_ref()
-        .map(|m| m.task.clone())
-        .unwrap_or_else(|| format!("run {}", run.id()));
-    let options = ApplyOptions {
-        commit: !no_commit,
-        message: commit_message(&task),
-    };
-    let applied = apply::apply_patch(&project, &run.patch_path(), &options)?;
+    let applied = runs::apply(&project, run_id, no_commit, force)?;
+    let rest = applied.to_string();
     eprintln!(
-        "{} {}",
-        style("applied:").green().bold(),
-        terminal_safe(&applied.to_string())
+        "{}",
+        review::line(Tone::Good, "applied:", &terminal_safe(&rest))
     );
-    if let Some(manifest) = manifest.as_mut() {
-        manifest.applied = true;
-        manifest.save(&manifest_path)?;
-    }
     Ok(EXIT_OK)
-}
-
-fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
-    let runs = ah_dir.join("runs");
-    let entries = std::fs::read_dir(&runs)
-        .with_context(|| format!("no runs in {}: run a task first", ah_dir.display()))?;
-    let prefix_upper = prefix.to_ascii_uppercase();
-    let mut matches: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with(&prefix_upper))
-        .collect();
-    matches.sort();
-    match matches.as_slice() {
-        [one] => Ok(RunDir::open(ah_dir, one)?),
-        [] => bail!("no run matches {prefix:?}: `ah runs` lists them"),
-        many => bail!(
-            "{prefix:?} matches {} runs ({}): give more of the id",
-            many.len(),
-            many.join(", ")
-        ),
-    }
 }
 
 /// `ah runs`: one line per run, newest first.
 pub fn runs(project: Option<&Path>) -> Result<i32> {
     let project = resolve_project(project)?;
-    let runs = rundir::list_runs(&project.join(".ah"))?;
-    if runs.is_empty() {
+    let listed = runs::list(&project)?;
+    if listed.is_empty() {
         eprintln!("no runs yet in {}", project.display());
         return Ok(EXIT_OK);
     }
-    for run in runs {
+    for run in listed {
         println!("{}", run_line(&run));
     }
     Ok(EXIT_OK)
 }
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
-pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32> {
-    let options = doctor::DoctorOptions {
-        image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
-        runtime,
-    };
-    let checks = doctor::run_checks(&options).await;
-    for check in &checks {
+pub async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32> {
+    let found = sandbox::doctor(image, options).await;
+    for check in &found.checks {
         let mark = match (check.ok, check.severity) {
             (true, _) => style("ok  ").green(),
-            (false, doctor::Severity::Warning) => style("warn").yellow(),
-            (false, doctor::Severity::Error) => style("FAIL").red(),
+            (false, Severity::Warning) => style("warn").yellow(),
+            (false, Severity::Error) => style("FAIL").red(),
         };
         println!("{mark} {}: {}", check.name, check.detail);
         if let (false, Some(fix)) = (check.ok, &check.fix) {
             println!("     fix: {fix}");
         }
     }
-    if doctor::backend_ready(&checks) {
+    if found.ready {
         println!("the podman sandbox is ready");
         Ok(EXIT_OK)
     } else {
@@ -122,12 +65,8 @@ pub async fn doctor(image: Option<&str>, runtime: podman::Runtime) -> Result<i32
 }
 
 /// `ah image build`: builds the sandbox image, showing progress.
-pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Result<i32> {
-    let options = image::BuildOptions {
-        image: name.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
-        source,
-        ..image::BuildOptions::default()
-    };
+pub async fn image_build(name: Option<&str>, source: ImageSource) -> Result<i32> {
+    let options = sandbox::build_options(name, source);
     let report = super::image_progress::build_with_display(&options, false).await?;
     eprintln!(
         "{} image {} built in {:.0}s",
@@ -139,7 +78,7 @@ pub async fn image_build(name: Option<&str>, source: image::ImageSource) -> Resu
 }
 
 /// One line of `ah runs`: id, date, files and +/−, decision, task.
-fn run_line(run: &rundir::RunSummary) -> String {
+fn run_line(run: &RunSummary) -> String {
     let manifest = match &run.manifest {
         Ok(manifest) => manifest,
         Err(err) => return format!("{}  (no readable manifest: {err})", run.id),
@@ -184,56 +123,49 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 /// `ah config`: the merged configuration with where each value came from.
 pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     let project = resolve_project(project)?;
-    let project_files = ah_core::config::ProjectFiles::of_project(&project)?;
-    let loaded = ah_core::config::load(&project_files, overrides)?;
-    let files: Vec<String> = loaded
-        .files
-        .iter()
-        .map(|f| f.display().to_string())
-        .collect();
-    if files.is_empty() {
+    let report = ah_core::config::report(&project, overrides)?;
+    if report.files.is_empty() {
+        let (global, own) = &report.looked_for;
         println!(
             "# no config file (looked for {} and {})",
-            ah_core::config::global_file().map_or_else(
+            global.as_ref().map_or_else(
                 || "no global config folder".to_string(),
                 |f| f.display().to_string()
             ),
-            project.join(".ah/config.toml").display()
+            own.display()
         );
     } else {
+        let files: Vec<String> = report
+            .files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect();
         println!("# config files, weakest first: {}", files.join(", "));
     }
-    print!("{}", ah_core::config::show(&loaded)?);
+    print!("{}", report.settings);
     // The tools the model is offered, and where each comes from.
-    let declared = ah_core::config::tools::load(
-        &project_files,
-        ah_core::agent::instructions::global_dir().as_deref(),
-    )
-    .map_err(|why| anyhow::anyhow!(why))?;
     println!("# tools");
-    for name in ah_tools::names() {
-        if !declared.iter().any(|tool| tool.name == name) {
-            println!("{name} = \"ah\"");
+    for tool in &report.tools {
+        match &tool.file {
+            None => println!("{} = \"ah\"", tool.name),
+            Some((path, description)) => println!(
+                "{} = {:?}  # {}",
+                tool.name,
+                path.display().to_string(),
+                terminal_safe(description)
+            ),
         }
     }
-    for tool in &declared {
-        println!(
-            "{} = {:?}  # {}",
-            tool.name,
-            tool.source.display().to_string(),
-            terminal_safe(tool.description.lines().next().unwrap_or_default())
-        );
-    }
-    for (name, server) in &loaded.config.mcp {
-        let source = loaded.source(&format!("mcp.{name}.command"));
-        let state = match server.enabled {
-            Some(false) => "not started: enabled = false",
-            _ => "its tools are listed when a run starts it, in the sandbox",
+    for server in &report.servers {
+        let state = if server.started {
+            "its tools are listed when a run starts it, in the sandbox"
+        } else {
+            "not started: enabled = false"
         };
+        let name = terminal_safe(&server.name);
         println!(
-            "{}__* = {:?}  # {state}",
-            terminal_safe(name),
-            format!("MCP server {}, {source}", terminal_safe(name))
+            "{name}__* = {:?}  # {state}",
+            format!("MCP server {name}, {}", server.source)
         );
     }
     Ok(EXIT_OK)

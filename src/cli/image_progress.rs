@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ah_record::safe_text::terminal_safe;
-use ah_sandbox::image::{self, Phase, Progress};
+use ah_core::present::{format_rfc3339, terminal_safe};
+use ah_core::sandbox::{self, BuildOptions, BuildReport, Phase, Progress};
 
 /// The most characters of a tool's line the spinner shows.
 const DETAIL_CHARS: usize = 60;
@@ -155,11 +155,11 @@ impl BuildDisplay {
 /// Builds the image with `options`, showing its progress (see
 /// [`BuildDisplay::start`]); a failure names the log.
 pub async fn build_with_display(
-    options: &image::BuildOptions,
+    options: &BuildOptions,
     plain: bool,
-) -> anyhow::Result<image::BuildReport> {
+) -> anyhow::Result<BuildReport> {
     let mut display = BuildDisplay::start(plain);
-    let built = image::build_image(options, &mut |progress| display.show(progress)).await;
+    let built = sandbox::build_image(options, &mut |progress| display.show(progress)).await;
     let log = display.log_path().map(Path::to_path_buf);
     display.finish();
     built.map_err(|err| match log {
@@ -235,7 +235,7 @@ fn open_log() -> Result<(File, PathBuf), String> {
 
 /// `20250102T030405Z`: a time that sorts and needs no quoting.
 fn log_stamp(at: SystemTime) -> String {
-    let text = ah_base::format_rfc3339(at);
+    let text = format_rfc3339(at);
     // Whole seconds: `2025-01-02T03:04:05.000Z` loses `.000`.
     let seconds = text
         .split('.')

@@ -27,7 +27,7 @@ use clap::{CommandFactory, FromArgMatches};
 use ah_core::run::{self, Engine, Outcome, Stop};
 use output::Output;
 
-use ah_sandbox::image::ImageSource;
+use ah_core::sandbox::ImageSource;
 use args::{Cli, Command, ImageAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
@@ -114,7 +114,7 @@ pub fn main() -> i32 {
             // Errors quote paths and commands the model chose.
             eprintln!(
                 "ah: {}",
-                ah_record::safe_text::terminal_safe(&format!("{err:#}"))
+                ah_core::present::terminal_safe(&format!("{err:#}"))
             );
             match err.downcast_ref::<run::UsageError>() {
                 Some(_) => EXIT_USAGE,
@@ -199,7 +199,7 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
         Some(Command::Completions { shell }) => commands::completions(shell),
         Some(Command::Doctor { image }) => {
             let options = cli.run.options(&matches);
-            commands::doctor(image.as_deref(), run::runtime(&options.sandbox)).await
+            commands::doctor(image.as_deref(), &options.sandbox).await
         }
         Some(Command::Image {
             action:

@@ -9,7 +9,7 @@ use console::{Color, style};
 
 use ah_core::event::Event;
 use ah_core::org::OrgEnd;
-use ah_record::safe_text::terminal_safe;
+use ah_core::present::terminal_safe;
 
 const COLOURS: [Color; 6] = [
     Color::Cyan,

@@ -1,7 +1,7 @@
 //! The command line as a run's front-end: events go to the human display,
 //! or with `--json` as one JSON object per line on stdout (nothing else on
-//! stdout); the review, the image build's progress and the live keys are
-//! the terminal's.
+//! stdout); the review's lines and question, the image build's progress
+//! and the live keys are the terminal's.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use super::live::{Asker, Controls, Wiring};
 use super::org_view::OrgView;
 use super::screen::Screen;
 use ah_core::event::{Event, RunEvent};
-use ah_core::run::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
-use ah_record::safe_text::terminal_safe;
-use ah_sandbox::image::BuildOptions;
+use ah_core::present::{redact, terminal_safe};
+use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFront, Tone};
+use ah_core::sandbox::BuildOptions;
 
 /// The consumer of a run's events.
 pub struct Output {
@@ -117,9 +117,16 @@ impl Front for Output {
         super::image_progress::build_with_display(options, self.json).await?;
         Ok(())
     }
+}
 
-    fn review(&mut self, request: &ReviewRequest<'_>) -> anyhow::Result<ReviewOutcome> {
-        super::review::review(request)
+impl ReviewFront for Output {
+    fn choose(&mut self, patch: &PatchToChoose<'_>) -> anyhow::Result<Choice> {
+        super::review::choose(patch)
+    }
+
+    fn say(&mut self, tone: Tone, lead: &str, rest: &str) {
+        // On stderr in both modes, as notices are.
+        self.display.line(&super::review::line(tone, lead, rest));
     }
 }
 
@@ -144,7 +151,7 @@ fn json_line(event: &impl Serialize) {
         // serde escapes control characters, so no line can be forged; bidi
         // and invisible characters stay raw, as JSON is for programs, which
         // must see the exact text (a person reads the human display).
-        let line = ah_base::redact::text(&line);
+        let line = redact(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

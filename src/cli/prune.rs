@@ -1,16 +1,17 @@
-//! `ah runs prune`: removes old run directories (and the shadow repos a
-//! forked conversation would restore its files from), never a live run;
-//! prints what went and the bytes freed.
+//! `ah runs prune` at the terminal: the age it takes, and what went and
+//! the bytes freed. Which runs go (old ones, with the shadow repos a forked
+//! conversation would restore its files from; never a live run) is
+//! `ah_core::runs::prune`'s to decide.
 
 use std::path::Path;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Result;
 
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::present::size;
 use ah_core::run::resolve_project;
-use ah_record::rundir::prune::{PruneOptions, prune};
-use ah_tools::bounds::size;
+use ah_core::runs::{self, PruneOptions};
 
 /// The age `--older-than` takes by default.
 pub const DEFAULT_AGE: &str = "14d";
@@ -27,7 +28,7 @@ pub fn runs_prune(
         keep,
         dry_run,
     };
-    let report = prune(&project.join(".ah"), options, SystemTime::now())?;
+    let report = runs::prune(&project, options)?;
     let verb = if options.dry_run {
         "would remove"
     } else {

@@ -2,12 +2,19 @@
 //! the engines it drives (the agent loop, one model with its tools as
 //! steps of the run; the work phases: plan, do, check, act; several
 //! agents in one run, `ah org`), the
-//! configuration, and time travel (where a conversation's files stand).
+//! configuration, time travel (where a conversation's files stand), and
+//! what the commands besides a run do ([`runs`], [`sessions`], [`sandbox`]).
+//! A front-end needs no other crate of ah's: every decision is made here,
+//! and what it shows text with is in [`present`].
 
 pub mod agent;
 pub mod config;
 pub mod event;
 pub mod org;
+pub mod present;
 pub mod run;
+pub mod runs;
+pub mod sandbox;
+pub mod sessions;
 pub mod time_travel;
 pub mod work;

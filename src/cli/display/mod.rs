@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::screen::{Screen, ScreenState};
 use super::summary::RunSummary;
 use ah_core::agent::{CompactReason, Event};
-use ah_record::safe_text::{name_safe, terminal_safe, terminal_safe_piece};
+use ah_core::present::{name_safe, terminal_safe, terminal_safe_piece, tool_names};
 
 mod progress;
 
@@ -330,7 +330,7 @@ pub(super) fn key_param(tool: &str, input: &Value) -> String {
             let first = command.lines().next().unwrap_or_default();
             (terminal_safe(first), first.len() == command.len())
         }
-        _ if has_path || ah_tools::names().iter().any(|own| own == tool) => {
+        _ if has_path || tool_names().iter().any(|own| own == tool) => {
             (name_safe(value("path")), true)
         }
         _ if input.as_object().is_none_or(|fields| fields.is_empty()) => return String::new(),

@@ -13,20 +13,19 @@ mod prompt;
 pub mod terminal;
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
 use console::style;
 use crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
 
 use super::screen::Screen;
 use ah_core::agent::{AbortHandle, AbortSignal};
+use ah_core::run::queue::steer;
 use ah_core::run::signals::Interrupt;
-use ah_session::queue::{Enqueued, Queue, QueueKind};
 use terminal::RawMode;
 use tokio::sync::oneshot;
 
@@ -251,16 +250,6 @@ fn answer(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool, question: Ask) -
         screen.spin(message);
     }
     true
-}
-
-/// Queues `text` as steering for this run, exactly as `ah --steer` does.
-fn steer(session_db: &Path, text: &str) -> Result<i64> {
-    match Queue::open(session_db)?.enqueue(QueueKind::Steer, text)? {
-        Enqueued::Queued { id, .. } => Ok(id),
-        Enqueued::NotAccepting(_) | Enqueued::NoOwner => {
-            bail!("the run takes no more messages (its agent loop is over)")
-        }
-    }
 }
 
 /// A line from the keys, between the display's lines.

@@ -1,26 +1,19 @@
 //! The project-level and changing session commands: `ah sessions`,
 //! `ah usage`, `ah checkout @N`, `ah branch rm @N`.
 
-use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 use super::super::EXIT_OK;
-use super::message;
 use super::summary::row;
-use ah_core::run::UsageError;
-use ah_core::run::queue::claim_exclusive;
-use ah_record::safe_text::terminal_safe;
-use ah_session::{
-    BranchRemoval, CallKind, ModelUsage, Session, WORKSPACE_AT_KEY, list_sessions, session_files,
-    total_usage,
-};
+use ah_core::present::terminal_safe;
+use ah_core::sessions::{self, CallKind, ModelUsage, Removed, Session, total_usage};
 
 /// `ah sessions`: one line per session, newest first.
-pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
-    let sessions = list_sessions(ah_dir)?;
+pub fn sessions(project: &Path, json: bool) -> Result<i32> {
+    let sessions = sessions::list(project)?;
     if json {
         println!(
             "{}",
@@ -29,7 +22,7 @@ pub fn sessions(ah_dir: &Path, json: bool) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     if sessions.is_empty() {
-        eprintln!("no sessions yet in {}", ah_dir.display());
+        eprintln!("no sessions yet in {}", project.join(".ah").display());
     }
     // Thousands of lines: one buffer, not one write per line.
     let mut out = BufWriter::new(std::io::stdout().lock());
@@ -68,35 +61,17 @@ pub fn usage(session: &Session) -> Result<i32> {
 }
 
 /// `ah usage --all`: tokens by model over every session of the project.
-pub fn usage_all(ah_dir: &Path) -> Result<i32> {
-    let files = session_files(ah_dir)?;
-    let mut by_model: BTreeMap<(Option<String>, CallKind), ModelUsage> = BTreeMap::new();
-    for file in &files {
-        let usages = Session::open(&file.path).and_then(|session| session.usage());
-        let usages = match usages {
-            Ok(usages) => usages,
-            Err(err) => {
-                eprintln!("warning: skipped: {err}");
-                continue;
-            }
-        };
-        for usage in usages {
-            let key = (usage.model.clone(), usage.kind);
-            let total = by_model.entry(key).or_insert(ModelUsage {
-                calls: 0,
-                input_tokens: 0,
-                output_tokens: 0,
-                ..usage.clone()
-            });
-            total.calls += usage.calls;
-            total.input_tokens += usage.input_tokens;
-            total.output_tokens += usage.output_tokens;
-        }
+pub fn usage_all(project: &Path) -> Result<i32> {
+    let all = sessions::usage_all(project)?;
+    for err in &all.skipped {
+        eprintln!("warning: skipped: {err}");
     }
-    println!("{} sessions in {}", files.len(), ah_dir.display());
-    let mut totals: Vec<ModelUsage> = by_model.into_values().collect();
-    totals.sort_by_key(|u| std::cmp::Reverse(u.output_tokens));
-    print_usage(&totals);
+    println!(
+        "{} sessions in {}",
+        all.sessions,
+        project.join(".ah").display()
+    );
+    print_usage(&all.rows);
     Ok(EXIT_OK)
 }
 
@@ -124,13 +99,9 @@ fn print_usage(rows: &[ModelUsage]) {
 }
 
 /// `ah checkout @N`: the next prompt goes under @N, and the next run's
-/// files start from @N's point (`workspace_at`).
+/// files start from @N's point.
 pub fn checkout(session: &Session, seq: i64) -> Result<i32> {
-    // Not under a live ah; held until the head is moved.
-    let _lock = claim_exclusive(session, false)?;
-    let target = message(session, seq)?;
-    session.set_head(&target.id)?;
-    session.set_context(WORKSPACE_AT_KEY, &target.id)?;
+    let target = sessions::checkout(session, seq)?;
     println!("head is now {}", row(&target));
     println!("the next prompt continues from @{seq}: ah \"…\"");
     Ok(EXIT_OK)
@@ -138,27 +109,16 @@ pub fn checkout(session: &Session, seq: i64) -> Result<i32> {
 
 /// `ah branch rm @N`: removes @N and everything under it.
 pub fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<i32> {
-    // Not under a live ah; held until the branch is gone.
-    let _lock = claim_exclusive(session, false)?;
-    let target = message(session, seq)?;
-    match session.remove_branch(&target.id, force)? {
-        BranchRemoval::HeadInside { head_seq } => Err(UsageError::Said(format!(
-            "the head (@{head_seq}) is in the branch from @{seq}: check out another message first \
-             (ah checkout @N), or pass --force to move the head to @{seq}'s parent"
-        ))
-        .into()),
-        BranchRemoval::Removed {
-            seqs,
-            head_moved_to,
-        } => {
-            let list: Vec<String> = seqs.iter().map(|s| format!("@{s}")).collect();
-            println!("removed {} messages: {}", seqs.len(), list.join(", "));
-            match head_moved_to {
-                Some(Some(parent)) => println!("head moved to @{parent}"),
-                Some(None) => println!("head cleared: no message is left above the branch"),
-                None => {}
-            }
-            Ok(EXIT_OK)
-        }
+    let Removed {
+        seqs,
+        head_moved_to,
+    } = sessions::remove_branch(session, seq, force)?;
+    let list: Vec<String> = seqs.iter().map(|s| format!("@{s}")).collect();
+    println!("removed {} messages: {}", seqs.len(), list.join(", "));
+    match head_moved_to {
+        Some(Some(parent)) => println!("head moved to @{parent}"),
+        Some(None) => println!("head cleared: no message is left above the branch"),
+        None => {}
     }
+    Ok(EXIT_OK)
 }

@@ -14,10 +14,8 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::args::SessionArgs;
-use ah_core::run::UsageError;
-use ah_core::run::resolve::open_existing;
 use ah_core::run::resolve_project;
-use ah_session::{Session, StoredMessage};
+use ah_core::sessions;
 
 /// The session subcommands (flattened into `ah`'s own).
 #[derive(Debug, Subcommand)]
@@ -89,11 +87,11 @@ pub enum BranchAction {
 
 /// Runs one session command.
 pub fn run(project: Option<&Path>, which: &SessionArgs, command: SessionCommand) -> Result<i32> {
-    let ah_dir = resolve_project(project)?.join(".ah");
-    let open = || open_existing(&ah_dir, &which.choice());
+    let project = resolve_project(project)?;
+    let open = || sessions::open(&project, &which.choice());
     match command {
-        SessionCommand::Sessions { json } => manage::sessions(&ah_dir, json),
-        SessionCommand::Usage { all: true } => manage::usage_all(&ah_dir),
+        SessionCommand::Sessions { json } => manage::sessions(&project, json),
+        SessionCommand::Usage { all: true } => manage::usage_all(&project),
         SessionCommand::Usage { all: false } => manage::usage(&open()?),
         SessionCommand::Scan { json } => view::scan(&open()?, json),
         SessionCommand::Tree => view::tree(&open()?),
@@ -117,26 +115,4 @@ fn parse_at(text: &str) -> Result<i64, String> {
         .ok_or_else(|| {
             format!("{text:?} is not a message: write @N, e.g. @3 (`ah scan` numbers them)")
         })
-}
-
-/// The message @`seq`, or an error naming the session and its last @N.
-fn message(session: &Session, seq: i64) -> Result<StoredMessage> {
-    match session.message_at(seq)? {
-        Some(message) => Ok(message),
-        None => Err(no_message(session, seq)?),
-    }
-}
-
-fn no_message(session: &Session, seq: i64) -> Result<anyhow::Error> {
-    let last = session.last_seq()?;
-    let known = if last == 0 {
-        "it has no messages".to_string()
-    } else {
-        format!("its messages are @1 to @{last}")
-    };
-    Ok(UsageError::Said(format!(
-        "session {} has no message @{seq} ({known}): `ah tree` shows them",
-        session.id()
-    ))
-    .into())
 }

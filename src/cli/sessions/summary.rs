@@ -5,9 +5,8 @@
 use serde::Serialize;
 
 use super::super::display::key_param;
-use ah_llm::{Block, Role};
-use ah_record::safe_text::terminal_safe;
-use ah_session::StoredMessage;
+use ah_core::present::terminal_safe;
+use ah_core::sessions::{Block, Role, StoredMessage};
 
 /// How much of a text block a summary shows, in characters.
 const TEXT_CHARS: usize = 70;
@@ -135,7 +134,7 @@ impl<'a> ScanEntry<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ah_session::{BlockRecord, MessageMeta};
+    use ah_core::sessions::{BlockRecord, MessageMeta};
     use serde_json::json;
 
     fn message(role: Role, blocks: Vec<BlockRecord>) -> StoredMessage {

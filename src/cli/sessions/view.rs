@@ -8,10 +8,8 @@ use console::style;
 
 use super::super::EXIT_OK;
 use super::summary::{ScanEntry, last_text, row};
-use super::{message, no_message};
-use ah_llm::Block;
-use ah_record::safe_text::terminal_safe;
-use ah_session::{Session, StoredMessage, Tree};
+use ah_core::present::terminal_safe;
+use ah_core::sessions::{Block, Session, StoredMessage, Tree, message, no_message};
 
 /// The mark before the head's line.
 const HEAD_MARK: &str = ">";

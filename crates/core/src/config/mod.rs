@@ -11,6 +11,7 @@ mod layers;
 pub mod mcp;
 pub mod own_files;
 mod providers;
+mod report;
 mod settings;
 pub mod tools;
 
@@ -26,6 +27,7 @@ use anyhow::{Result, bail};
 pub use fill::fill;
 pub use own_files::ProjectFiles;
 pub use providers::registry;
+pub use report::{Offered, Report, Server, report};
 pub use settings::{Config, RetrySettings};
 
 use crate::agent::instructions::global_dir;

@@ -25,8 +25,8 @@ use super::lifecycle::{Ending, Started, close_intake, finish_run, leave_session,
 use super::settle::RunSetup;
 use super::signals::SignalWatch;
 use super::{
-    Console, Drive, Engine, Front, LiveControls, Open, Opened, Outcome, ReviewMode, ReviewOutcome,
-    ReviewRequest, RunOptions, SESSION_MODEL, UsageError, enter, start_servers,
+    Choice, Console, Drive, Engine, Front, LiveControls, Open, Opened, Outcome, PatchToChoose,
+    ReviewFront, ReviewMode, RunOptions, SESSION_MODEL, Tone, UsageError, enter, start_servers,
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::event::{RunEvent, SessionState};
@@ -330,8 +330,15 @@ impl Front for Shared<'_, '_> {
     async fn build_image(&mut self, _options: &BuildOptions) -> Result<()> {
         bail!("the sandbox image is built before attempts start, not while they run")
     }
+}
 
-    fn review(&mut self, request: &ReviewRequest<'_>) -> Result<ReviewOutcome> {
-        self.0.lock().review(request)
+impl ReviewFront for Shared<'_, '_> {
+    /// Nobody is asked about one of several runs: each patch is saved.
+    fn choose(&mut self, _patch: &PatchToChoose<'_>) -> Result<Choice> {
+        Ok(Choice::NobodyToAsk)
+    }
+
+    fn say(&mut self, tone: Tone, lead: &str, rest: &str) {
+        self.0.lock().say(tone, lead, rest);
     }
 }

@@ -1,26 +1,24 @@
 //! What a run needs of the front-end that drives it: a place for its
 //! events, a console for the signal watch, the live keys, the image build's
-//! progress, and the review of the patch (which may ask the user). The
-//! front-end decides how each looks; the run decides when each happens.
+//! progress, and the review's lines and question ([`ReviewFront`]). The
+//! front-end decides how each looks; the run decides when each happens and
+//! what follows from the user's answers.
 
 use std::any::Any;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use super::ReviewMode;
+use super::review::ReviewFront;
 use super::signals::Interrupt;
 use crate::agent::{AbortHandle, AbortSignal};
 use crate::event::RunEvent;
-use ah_record::policy::Policy;
-use ah_record::run::RunResult;
-use ah_record::rundir::ReviewRecord;
 use ah_sandbox::image::BuildOptions;
 
 /// The front-end of one run.
 #[async_trait::async_trait(?Send)]
-pub trait Front: Send {
+pub trait Front: ReviewFront + Send {
     /// An event of a run, whatever its engine: the model's text, tool
     /// calls, steps, phases, ticks, the end (see [`crate::event`]).
     fn show(&mut self, event: &RunEvent<'_>);
@@ -46,10 +44,6 @@ pub trait Front: Send {
 
     /// The sandbox image is missing: build it, showing progress.
     async fn build_image(&mut self, options: &BuildOptions) -> Result<()>;
-
-    /// What becomes of a finished run's patch, as `request.mode` says
-    /// (`ask` asks the user).
-    fn review(&mut self, request: &ReviewRequest<'_>) -> Result<ReviewOutcome>;
 }
 
 /// The signal watch's voice: one line to the user, and the terminal put
@@ -69,23 +63,4 @@ pub struct LiveControls {
     pub interrupt: Interrupt,
     /// The session whose queue takes steering messages.
     pub session_db: PathBuf,
-}
-
-/// A finished run's patch and what to do with it.
-pub struct ReviewRequest<'a> {
-    pub mode: ReviewMode,
-    pub project: &'a Path,
-    pub result: &'a RunResult,
-    pub policy: &'a Policy,
-    pub task: &'a str,
-    pub no_commit: bool,
-}
-
-/// How the review ended.
-#[derive(Debug, Clone)]
-pub struct ReviewOutcome {
-    pub record: ReviewRecord,
-    pub applied: bool,
-    /// An apply was attempted and failed (the patch stays saved).
-    pub failed: bool,
 }

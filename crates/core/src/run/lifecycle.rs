@@ -13,9 +13,10 @@ use anyhow::Result;
 
 use super::network;
 use super::queue::dropped_lines;
+use super::review::{self, Review, Reviewed};
 use super::sandbox::{configure_sandbox, output_limits};
 use super::settle::RunSetup;
-use super::{Front, Outcome, ReviewMode, ReviewOutcome, ReviewRequest, RunEnd, RunOptions, Stop};
+use super::{Front, Outcome, ReviewMode, RunEnd, RunOptions, Stop};
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
 use crate::event::RunEvent;
@@ -546,14 +547,17 @@ pub(crate) async fn finish_run(
             Ok(Outcome::Stopped(stop))
         }
         RunEnd::Finished => {
-            let reviewed = front.review(&ReviewRequest {
+            let request = Review {
                 mode: review_mode,
                 project: &setup.project,
-                result: &result,
+                patch: &result.patch,
+                patch_path: &result.patch_path,
+                poisoned: result.poisoned.as_deref(),
                 policy: &setup.policy,
                 task: &setup.task,
                 no_commit: args.no_commit,
-            })?;
+            };
+            let reviewed = review::review(&request, front)?;
             announce(
                 session,
                 front,
@@ -592,7 +596,7 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
     }
 }
 
-fn outcome(mode: ReviewMode, result: &RunResult, reviewed: &ReviewOutcome) -> Outcome {
+fn outcome(mode: ReviewMode, result: &RunResult, reviewed: &Reviewed) -> Outcome {
     if reviewed.failed {
         Outcome::Failed
     } else if mode != ReviewMode::Never && !result.patch.files.is_empty() && !reviewed.applied {

@@ -26,6 +26,7 @@ mod org;
 mod prompt;
 pub mod queue;
 pub mod resolve;
+pub(crate) mod review;
 mod sandbox;
 mod settle;
 pub mod signals;
@@ -44,12 +45,14 @@ use ah_session::queue::SessionLock;
 
 pub use attempts::{Attempt, run_attempts};
 pub use begin::split_prompt;
-pub use front::{Console, Front, LiveControls, ReviewOutcome, ReviewRequest};
+pub use front::{Console, Front, LiveControls};
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
-    Given, OutputLimit, ReviewMode, RunOptions, SandboxOptions, SessionChoice, UlimitKind,
+    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
+pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Tone};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};

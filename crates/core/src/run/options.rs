@@ -6,11 +6,12 @@
 
 use std::path::PathBuf;
 
-use ah_sandbox::BackendKind;
-use ah_sandbox::egress::NetworkMode;
-
 use crate::config::Config;
 pub use ah_record::rundir::ReviewMode;
+pub use ah_sandbox::BackendKind;
+pub use ah_sandbox::disk::parse_size;
+pub use ah_sandbox::egress::NetworkMode;
+pub use ah_tools::OutputLimits;
 
 /// One run's options. `prompt` holds the words of the task (a leading
 /// `@N` forks at message N; see `run::begin`).

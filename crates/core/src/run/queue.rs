@@ -60,6 +60,17 @@ pub fn claim_exclusive(session: &Session, accepting: bool) -> Result<SessionLock
     }
 }
 
+/// Queues `text` as steering for the run that holds the session at `db`
+/// (a live key's message), as `ah --steer` does; the message's id.
+pub fn steer(db: &Path, text: &str) -> Result<i64> {
+    match Queue::open(db)?.enqueue(QueueKind::Steer, text)? {
+        Enqueued::Queued { id, .. } => Ok(id),
+        Enqueued::NotAccepting(_) | Enqueued::NoOwner => {
+            bail!("the run takes no more messages (its agent loop is over)")
+        }
+    }
+}
+
 /// What was not delivered when a lock was closed, released or taken over:
 /// one line per message.
 pub(crate) fn dropped_lines(dropped: &[Queued]) -> impl Iterator<Item = String> + '_ {

@@ -1,0 +1,399 @@
+//! What becomes of a finished run's patch, decided here for every
+//! front-end: an empty patch is recorded as such, a poisoned one refused
+//! (the user is not even asked), `never` saves it, `auto` applies it when
+//! the auto-review rules and a clean check allow, and `ask` applies, saves
+//! or discards what the user chose, all of it or some of its files. The
+//! front-end only shows the lines and the patch, and returns the choice
+//! ([`ReviewFront`]); applying is always the review layer's 3-way apply.
+
+use std::io::BufReader;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use super::ReviewMode;
+use ah_record::patch::PatchInfo;
+use ah_record::policy::Policy;
+use ah_record::rundir::{ReviewDecision, ReviewRecord};
+use ah_record::safe_text::{name_safe, terminal_safe};
+use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
+use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
+use ah_review::subpatch;
+
+/// What the review needs of a front-end: a way to say its lines, and the
+/// user's choice when the mode is `ask`.
+pub trait ReviewFront {
+    /// Shows the patch (a file the model wrote: escape it) and asks what
+    /// becomes of it; returns the choice and decides nothing.
+    fn choose(&mut self, patch: &PatchToChoose<'_>) -> Result<Choice>;
+
+    /// A line of the review: `lead` (`applied:`, `refused:`, `warning:`)
+    /// stands out in `tone`, `rest` follows after a space; either may be
+    /// empty. Both are escaped for a terminal already.
+    fn say(&mut self, tone: Tone, lead: &str, rest: &str);
+}
+
+/// How a line of the review reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    Plain,
+    /// The patch went in.
+    Good,
+    /// Something to look at before applying.
+    Warning,
+    /// The patch was refused or did not apply.
+    Refused,
+}
+
+/// A patch put to the user (`--review ask`).
+#[derive(Debug)]
+pub struct PatchToChoose<'a> {
+    /// The patch file, to show whole.
+    pub patch: &'a Path,
+    /// Its files in patch order; [`Choice::Files`] names them by index.
+    pub files: Vec<FileToChoose>,
+}
+
+/// One file of a patch put to the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileToChoose {
+    /// Its path, escaped for a terminal.
+    pub name: String,
+    /// Lines added and removed; `None` for a binary file.
+    pub lines: Option<(u64, u64)>,
+    /// What the file does outside the diff ("runs code in other tools",
+    /// "instructions for agents", …), when it does.
+    pub acts_elsewhere: Option<&'static str>,
+}
+
+/// What the user chose for a patch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    ApplyAll,
+    /// Apply the files at these indexes into [`PatchToChoose::files`] and
+    /// save the others (none chosen: the patch is saved).
+    Files(Vec<usize>),
+    SaveOnly,
+    /// Nothing is applied; the patch file stays.
+    Discard,
+    /// The user left the question (Esc, Ctrl+C, a closed terminal): the
+    /// patch is saved.
+    Left(Question),
+    /// Nobody can be asked here (no terminal): the patch is saved.
+    NobodyToAsk,
+}
+
+/// Which question the user left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    /// What should happen to the patch.
+    WhatToDo,
+    /// Which files to apply.
+    WhichFiles,
+}
+
+/// A finished run's patch and how to review it.
+pub(crate) struct Review<'a> {
+    pub(crate) mode: ReviewMode,
+    pub(crate) project: &'a Path,
+    pub(crate) patch: &'a PatchInfo,
+    pub(crate) patch_path: &'a Path,
+    /// Why the patch must never be applied, when it must not.
+    pub(crate) poisoned: Option<&'a str>,
+    pub(crate) policy: &'a Policy,
+    pub(crate) task: &'a str,
+    pub(crate) no_commit: bool,
+}
+
+/// How the review ended.
+#[derive(Debug)]
+pub(crate) struct Reviewed {
+    pub(crate) record: ReviewRecord,
+    pub(crate) applied: bool,
+    /// The patch was refused or an apply failed (the patch stays saved).
+    pub(crate) failed: bool,
+}
+
+/// Reviews the patch as `review.mode` says, telling `front` what happens.
+pub(crate) fn review(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
+    let Review {
+        mode, patch_path, ..
+    } = *review;
+    if review.patch.files.is_empty() {
+        front.say(Tone::Plain, "", "no changes to review");
+        return Ok(ended(
+            mode,
+            ReviewDecision::Empty,
+            "the run changed no files",
+        ));
+    }
+    // The diffstat escapes the names itself; the rest is ours.
+    front.say(Tone::Plain, "", &rules::diffstat(&review.patch.files));
+    let hidden = hidden_chars(review.patch, patch_path)?;
+    if !hidden.is_empty() {
+        front.say(
+            Tone::Warning,
+            "warning:",
+            &format!(
+                "the patch holds invisible or bidi characters: {}",
+                rules::describe_hidden(&hidden)
+            ),
+        );
+    }
+    if let Some(why) = review.poisoned {
+        front.say(
+            Tone::Refused,
+            "refused:",
+            &format!(
+                "this run's patch must not be applied: {}",
+                terminal_safe(why)
+            ),
+        );
+        front.say(
+            Tone::Plain,
+            "the patch is kept for inspection:",
+            &patch_path.display().to_string(),
+        );
+        return Ok(Reviewed {
+            failed: true,
+            ..ended(mode, ReviewDecision::Refused, why)
+        });
+    }
+    match mode {
+        ReviewMode::Never => {
+            front.say(
+                Tone::Plain,
+                "patch saved:",
+                &patch_path.display().to_string(),
+            );
+            Ok(ended(mode, ReviewDecision::Saved, "review mode never"))
+        }
+        ReviewMode::Auto => auto(review, &hidden, front),
+        ReviewMode::Ask => ask(review, front),
+    }
+}
+
+fn hidden_chars(patch: &PatchInfo, patch_path: &Path) -> Result<Vec<Hidden>> {
+    let cannot_read = || format!("cannot read {}", patch_path.display());
+    let file = std::fs::File::open(patch_path).with_context(cannot_read)?;
+    rules::hidden_chars(patch, BufReader::new(file)).with_context(cannot_read)
+}
+
+/// `--review auto`: applied when the rules allow, else saved with every
+/// reason.
+fn auto(review: &Review<'_>, hidden: &[Hidden], front: &mut dyn ReviewFront) -> Result<Reviewed> {
+    let clean = apply::check_patch(review.project, review.patch_path)?;
+    match rules::decide_patch(review.patch, review.policy, clean, hidden) {
+        AutoDecision::Apply => Ok(apply_now(
+            review,
+            review.patch_path,
+            "auto: small, clean, unrestricted",
+            front,
+        )),
+        AutoDecision::NothingToApply => Ok(ended(
+            review.mode,
+            ReviewDecision::Empty,
+            "nothing to apply",
+        )),
+        AutoDecision::Save { reasons } => {
+            let reason = reasons.join("; ");
+            front.say(
+                Tone::Plain,
+                "not applied automatically:",
+                &terminal_safe(&reason),
+            );
+            front.say(
+                Tone::Plain,
+                "patch saved:",
+                &format!(
+                    "{} (apply it with: ah apply {})",
+                    review.patch_path.display(),
+                    run_id(review.patch_path)
+                ),
+            );
+            Ok(ended(review.mode, ReviewDecision::Saved, &reason))
+        }
+    }
+}
+
+/// `--review ask`: what the user chose, done.
+fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
+    let patch_path = review.patch_path;
+    let saved = |why: &str| ended(review.mode, ReviewDecision::Saved, why);
+    let choice = front.choose(&PatchToChoose {
+        patch: patch_path,
+        files: review.patch.files.iter().map(file_to_choose).collect(),
+    })?;
+    let path = patch_path.display().to_string();
+    Ok(match choice {
+        Choice::ApplyAll => apply_now(review, patch_path, "chosen by the user", front),
+        Choice::Files(chosen) if chosen.is_empty() => {
+            front.say(Tone::Plain, "", "no files chosen; patch saved");
+            saved("no file was chosen")
+        }
+        Choice::Files(chosen) => apply_files(review, &chosen, front)?,
+        Choice::SaveOnly => {
+            front.say(Tone::Plain, "patch saved:", &path);
+            saved("chosen by the user")
+        }
+        Choice::Discard => {
+            front.say(
+                Tone::Plain,
+                "discarded",
+                &format!("(the patch file stays at {path})"),
+            );
+            ended(review.mode, ReviewDecision::Discarded, "chosen by the user")
+        }
+        Choice::Left(Question::WhatToDo) => {
+            front.say(Tone::Plain, "review interrupted; patch saved:", &path);
+            saved("the review was interrupted")
+        }
+        Choice::Left(Question::WhichFiles) => {
+            front.say(Tone::Plain, "", "no files chosen; patch saved");
+            saved("the file choice was left")
+        }
+        Choice::NobodyToAsk => {
+            front.say(
+                Tone::Plain,
+                "patch saved:",
+                &format!("{path} (no terminal to ask on)"),
+            );
+            saved("no terminal to ask on")
+        }
+    })
+}
+
+/// A file as the user is shown it: name, counts, and what it does outside
+/// the diff.
+fn file_to_choose(file: &ah_record::patch::FileStat) -> FileToChoose {
+    FileToChoose {
+        name: name_safe(&file.path).into_owned(),
+        lines: (!file.binary).then_some((file.added, file.removed)),
+        acts_elsewhere: elsewhere(&file.path).map(|kind| kind.label()),
+    }
+}
+
+/// Applies the chosen files as one patch (`chosen.patch` beside the run's
+/// patch) and saves the others in `rest.patch`; a partial apply is
+/// recorded as such.
+fn apply_files(
+    review: &Review<'_>,
+    chosen: &[usize],
+    front: &mut dyn ReviewFront,
+) -> Result<Reviewed> {
+    let run_dir = review
+        .patch_path
+        .parent()
+        .context("the patch file has no run directory")?;
+    let chosen_path = run_dir.join("chosen.patch");
+    let rest_path = run_dir.join("rest.patch");
+    let split = subpatch::split(
+        review.patch_path,
+        review.patch,
+        chosen,
+        &chosen_path,
+        &rest_path,
+    )
+    .context("cannot split the patch by file")?;
+    let why = if split.rest.is_empty() {
+        "chosen by the user: every file".to_string()
+    } else {
+        format!(
+            "chosen by the user: {} of {} files; the rest is in {}",
+            split.chosen.files.len(),
+            review.patch.files.len(),
+            rest_path.display()
+        )
+    };
+    let mut reviewed = apply_now(review, &chosen_path, &why, front);
+    if reviewed.applied && !split.rest.is_empty() {
+        reviewed.record.decision = ReviewDecision::PartlyApplied;
+        front.say(
+            Tone::Plain,
+            "not applied:",
+            &format!(
+                "{} more file(s), saved in {} (apply later with git apply --3way)",
+                split.rest.files.len(),
+                rest_path.display()
+            ),
+        );
+    }
+    Ok(reviewed)
+}
+
+/// Applies the patch at `patch_path` to the project; a failure is said and
+/// recorded, not returned.
+fn apply_now(
+    review: &Review<'_>,
+    patch_path: &Path,
+    why: &str,
+    front: &mut dyn ReviewFront,
+) -> Reviewed {
+    match apply_patch(review.project, patch_path, review.task, review.no_commit) {
+        Ok(applied) => {
+            front.say(Tone::Good, "applied:", &terminal_safe(&applied.to_string()));
+            Reviewed {
+                applied: true,
+                ..ended(review.mode, ReviewDecision::Applied, why)
+            }
+        }
+        Err(err) => {
+            let err = err.to_string();
+            front.say(Tone::Refused, "not applied:", &terminal_safe(&err));
+            Reviewed {
+                failed: true,
+                ..ended(review.mode, ReviewDecision::ApplyFailed, &err)
+            }
+        }
+    }
+}
+
+/// Applies a run's patch to the project with the 3-way apply, committed
+/// (unless `no_commit`) with a message naming the run's task.
+pub(crate) fn apply_patch(
+    project: &Path,
+    patch_path: &Path,
+    task: &str,
+    no_commit: bool,
+) -> Result<ApplyOutcome, ApplyError> {
+    let options = ApplyOptions {
+        commit: !no_commit,
+        message: commit_message(task),
+    };
+    apply::apply_patch(project, patch_path, &options)
+}
+
+/// The host commit message: the task's first line, shortened, then the task.
+fn commit_message(task: &str) -> String {
+    let first = task.lines().next().unwrap_or_default().trim();
+    let mut subject: String = first.chars().take(68).collect();
+    if subject.len() < first.len() {
+        subject.push('…');
+    }
+    format!("ah: {subject}\n\nTask:\n{}\n", task.trim())
+}
+
+/// A review that applied nothing and failed at nothing.
+fn ended(mode: ReviewMode, decision: ReviewDecision, reason: &str) -> Reviewed {
+    Reviewed {
+        record: ReviewRecord {
+            mode,
+            decision,
+            reason: Some(reason.to_string()),
+        },
+        applied: false,
+        failed: false,
+    }
+}
+
+/// The run's id: the name of the folder that holds its patch.
+fn run_id(patch_path: &Path) -> String {
+    patch_path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

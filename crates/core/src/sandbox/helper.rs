@@ -1,0 +1,56 @@
+//! The hidden subcommands ah runs inside its own sandbox: `ah
+//! __egress-listen SOCKET PORT` hands the egress proxy's listening port to
+//! the host (see `ah_sandbox::egress::handoff`), and `ah __sandbox-agent`
+//! is the command channel's agent (see `ah_sandbox::channel::agent`). They
+//! are not commands of ah's interface (no help, no completion), so the
+//! front-end asks about them before it parses the arguments.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use ah_sandbox::channel::agent;
+use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
+
+/// How a hidden subcommand ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Helped {
+    /// It did its work.
+    Done,
+    /// The command channel's agent ended with this exit code.
+    Exit(i32),
+    /// The arguments were wrong: the usage, in words.
+    Usage(String),
+    /// It failed: why.
+    Failed(String),
+}
+
+/// Runs the hidden subcommand `args` (the program's arguments, its name
+/// first) name; `None` when they name none.
+pub fn helper(args: impl Iterator<Item = OsString>) -> Option<Helped> {
+    let args: Vec<OsString> = args.skip(1).collect();
+    if args.first()? == agent::COMMAND {
+        if args.len() != 1 {
+            return Some(Helped::Usage(format!(
+                "ah {} (run by ah inside its sandbox)",
+                agent::COMMAND
+            )));
+        }
+        return Some(Helped::Exit(agent::main()));
+    }
+    if args.first()? != LISTEN_COMMAND {
+        return None;
+    }
+    let port = args
+        .get(2)
+        .and_then(|p| p.to_str())
+        .and_then(|p| p.parse().ok());
+    let (Some(socket), Some(port), 3) = (args.get(1), port, args.len()) else {
+        return Some(Helped::Usage(format!(
+            "ah {LISTEN_COMMAND} SOCKET PORT (run by ah inside its sandbox)"
+        )));
+    };
+    Some(match hand_over(Path::new(socket), port) {
+        Ok(()) => Helped::Done,
+        Err(err) => Helped::Failed(format!("could not hand the proxy port to the host: {err}")),
+    })
+}

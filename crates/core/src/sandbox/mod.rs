@@ -1,0 +1,54 @@
+//! The sandbox as the commands besides a run see it: `ah doctor`'s checks
+//! and verdict, `ah image build` (and the build a run asks its front-end
+//! for when the image is missing), and the hidden subcommands ah runs
+//! inside its own sandbox ([`helper`]).
+
+mod helper;
+
+use anyhow::Result;
+
+use crate::run::{SandboxOptions, runtime};
+pub use ah_sandbox::doctor::{Check, Severity};
+use ah_sandbox::image::{self, ImageError, OnProgress};
+pub use ah_sandbox::image::{BuildOptions, BuildReport, ImageSource, Phase, Progress};
+use ah_sandbox::{doctor as checks, podman};
+pub use helper::{Helped, helper};
+
+/// What `ah doctor` found.
+pub struct Doctor {
+    /// One check per line, in order.
+    pub checks: Vec<Check>,
+    /// Whether the podman backend can run here (warnings do not count).
+    pub ready: bool,
+}
+
+/// `ah doctor`: checks podman, the network modes, the image (`image`, else
+/// the default one) and git, with the runtime `sandbox` names.
+pub async fn doctor(image: Option<&str>, sandbox: &SandboxOptions) -> Doctor {
+    let options = checks::DoctorOptions {
+        image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
+        runtime: runtime(sandbox),
+    };
+    let checks = checks::run_checks(&options).await;
+    let ready = checks::backend_ready(&checks);
+    Doctor { checks, ready }
+}
+
+/// How `ah image build` builds `image` (else the default image) from
+/// `source`.
+pub fn build_options(image: Option<&str>, source: ImageSource) -> BuildOptions {
+    BuildOptions {
+        image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
+        source,
+        ..BuildOptions::default()
+    }
+}
+
+/// Builds the sandbox image as `options` say; `progress` sees each phase,
+/// note and line of the build tools' output.
+pub async fn build_image(
+    options: &BuildOptions,
+    progress: &mut OnProgress<'_>,
+) -> Result<BuildReport, ImageError> {
+    image::build_image(options, progress).await
+}

@@ -56,6 +56,7 @@ mod run_rootless;
 mod session_resolve;
 mod sessions;
 mod snapshot_end;
+mod snapshot_errors;
 mod snapshot_run;
 mod start_podman;
 mod switch;

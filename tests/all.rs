@@ -55,6 +55,7 @@ mod run_podman;
 mod run_rootless;
 mod session_resolve;
 mod sessions;
+mod snapshot_doctor;
 mod snapshot_end;
 mod snapshot_errors;
 mod snapshot_run;

@@ -26,6 +26,29 @@ pub fn settings(host: &Host) -> insta::Settings {
     settings
 }
 
+/// [`settings`] for `ah doctor`, which checks the machine it runs on:
+/// where tools are installed and podman's version become placeholders, and
+/// the checks whose findings describe the host (its cgroup layout, its
+/// limits) keep only their mark and name, and the resource limits check,
+/// a warning that holds on one host and not on another, only its name.
+/// What is checked, in what order, with what verdict and fix, stays.
+pub fn doctor_settings(host: &Host) -> insta::Settings {
+    let mut settings = settings(host);
+    settings.add_filter(
+        r"(?m)^(ok  |warn|FAIL) (cgroups|rlimits): .*$",
+        "$1 $2: [this host's]",
+    );
+    // Only a warning, whose verdict is the host's cgroup controllers': its
+    // mark and fix go too.
+    settings.add_filter(
+        r"(?m)^(ok  |warn|FAIL) resource limits: .*(\n     fix: .*)?$",
+        "[ok or warn] resource limits: [this host's]",
+    );
+    settings.add_filter(r"(?m)^(ok   podman: )\S+ \S+$", "$1[path] [version]");
+    settings.add_filter(r"(?m)(^|\s)/[^\s:']+", "$1[path]");
+    settings
+}
+
 /// What varies between two runs of the same script, and what stands for it.
 /// Token counts stay: the mock's usage is fixed.
 const FILTERS: &[(&str, &str)] = &[

@@ -59,6 +59,7 @@ mod snapshot_doctor;
 mod snapshot_end;
 mod snapshot_errors;
 mod snapshot_run;
+mod snapshot_terminal;
 mod start_podman;
 mod switch;
 mod terminal_safe;

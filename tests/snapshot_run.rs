@@ -21,8 +21,8 @@ use crate::support::work::Script;
 
 /// Text, a command with more output than is shown, a new file, an edit, a
 /// write the policy refuses, a command whose step the policy undoes, and
-/// the last words.
-fn whole_run() -> Vec<Turn> {
+/// the last words (also shown at a terminal by `snapshot_terminal`).
+pub(crate) fn whole_run() -> Vec<Turn> {
     vec![
         Turn::reply(
             Reply::new()

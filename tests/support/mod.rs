@@ -11,6 +11,7 @@ pub mod mcp;
 pub mod mock;
 pub mod org;
 pub mod podman;
+pub mod snap;
 pub mod steps;
 pub mod tmux;
 pub mod work;

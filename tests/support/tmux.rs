@@ -59,6 +59,17 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Everything the pane showed since it started, scrolled-off lines
+    /// first, without the blank rows below the last line written.
+    pub fn history(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        format!("{}\n", text.trim_end())
+    }
+
     /// Waits until `text` is on the screen; returns the screen.
     pub fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + WAIT;

@@ -10,6 +10,8 @@ mod diffstat;
 mod elsewhere;
 mod hidden;
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;
 
 use serde::Serialize;

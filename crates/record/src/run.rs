@@ -19,7 +19,7 @@ mod view;
 pub use finish::RunResult;
 pub use rules::{HostTool, StepRules};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,7 +36,7 @@ use ah_llm::models::EditFormat;
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::egress::EgressDecision;
 use ah_sandbox::podman::OverlayDirs;
-use ah_sandbox::{Backend, BackendKind, capture};
+use ah_sandbox::{Backend, BackendKind, Changed, View, capture};
 use ah_tools::fs_beneath::dir::DirHandle;
 use ah_tools::mcp::{McpServer, McpTool};
 use ah_tools::project::ProjectTool;
@@ -380,11 +380,11 @@ impl Run {
         if self.rules.is_read_only() {
             self.mcp.end_all(self.backend.as_ref()).await;
         }
-        let root = self.work_root().await;
+        let seen = self.backend.view().await;
         // What appeared in the project since the last step is hidden; a
         // server that ran meanwhile may have read it.
-        let mut appeared = match &root {
-            Ok(root) => self.hide_late(root),
+        let mut appeared = match &seen {
+            Ok(seen) => self.hide_late(&seen.root).await,
             Err(_) => Vec::new(),
         };
         if !appeared.is_empty() && self.mcp.running() {
@@ -396,17 +396,19 @@ impl Run {
             (Some(read_only), true) => read_only.as_ref(),
             _ => self.backend.as_ref(),
         };
+        // Where a file tool writes, the sandbox learns of it after the step.
+        let on_host = matches!(self.rules.route(name), Route::Builtin) && name != "bash";
         let view = ExecView {
-            root: root
+            root: seen
                 .as_ref()
-                .map_or_else(|_| self.dir.work_dir(), Clone::clone),
+                .map_or_else(|_| self.dir.work_dir(), |seen| seen.root.clone()),
             backend,
             policy: &self.policy,
             limits: self.limits,
             bash_timeout: self.bash_timeout,
             full_output: self.dir.step_file(step, "out"),
         };
-        let mut output = match (self.poisoned.as_ref().or(self.limit.as_ref()), &root) {
+        let mut output = match (self.poisoned.as_ref().or(self.limit.as_ref()), &seen) {
             (Some(reason), _) => ToolOutput::error(format!(
                 "[ah: not run: the run is stopped because {reason}; make no more tool calls]"
             )),
@@ -423,12 +425,13 @@ impl Run {
         };
         // What appeared while the step ran may have been read by it.
         if self.late.is_some()
-            && let Ok(root) = self.work_root().await
+            && let Ok(seen) = self.backend.view().await
         {
-            appeared.extend(self.hide_late(&root));
+            appeared.extend(self.hide_late(&seen.root).await);
             if !appeared.is_empty() {
                 self.mcp.end_all(self.backend.as_ref()).await;
-                self.withhold_step(step, &root, &appeared, &mut output);
+                self.withhold_step(step, &seen.root, &appeared, &mut output)
+                    .await;
             }
         }
         let duration_ms = started.elapsed().as_millis() as u64;
@@ -447,8 +450,21 @@ impl Run {
             egress: self.backend.take_egress(),
         };
         if output.may_change_files {
-            let root = self.work_root().await;
-            self.commit_step(step, name, root, &mut output, &mut outcome);
+            // A file tool wrote the view the step began with; anything else
+            // ran in the sandbox, which the view is brought up to date with.
+            let seen = match (on_host, seen) {
+                (true, Ok(seen)) => Ok(seen),
+                _ => self.backend.view().await,
+            };
+            self.commit_step(step, name, seen, &mut output, &mut outcome);
+            // The host wrote: an undo (anything it put back), or a file
+            // tool (what the step recorded).
+            let changed: Vec<String> = outcome.changes.iter().map(|c| c.path.clone()).collect();
+            if outcome.violation.is_some() {
+                self.push(None, &mut output).await;
+            } else if on_host {
+                self.push(Some(&changed), &mut output).await;
+            }
         }
         outcome.output = output;
         outcome.head = self.head.to_string();
@@ -497,14 +513,14 @@ impl Run {
         &mut self,
         step: u32,
         name: &str,
-        root: std::io::Result<PathBuf>,
+        seen: std::io::Result<View>,
         output: &mut ToolOutput,
         outcome: &mut StepOutcome,
     ) {
         let message = format!("step {step}: {name}");
         let limit = shadow::MAX_FILE_BYTES;
-        let root = match root {
-            Ok(root) => root,
+        let seen = match seen {
+            Ok(seen) => seen,
             // Nothing can be checked or undone without the files.
             Err(err) => {
                 let why = format!(
@@ -518,7 +534,8 @@ impl Run {
                 return;
             }
         };
-        let committed = match self.record(&root, &message, limit) {
+        let root = seen.root.clone();
+        let committed = match self.record(&seen, &message, limit) {
             Ok(committed) => committed,
             // Fails closed: what cannot be recorded cannot be checked, so
             // the step is undone (or the run poisoned when it cannot be).
@@ -572,30 +589,35 @@ impl Run {
         }
     }
 
-    /// Where the host reaches the files of `/work` now: the work copy, or
-    /// the merged view of an overlay (valid until the next command).
-    async fn work_root(&self) -> std::io::Result<PathBuf> {
-        match &self.overlay {
-            Some(_) => self.backend.work_root().await,
-            None => Ok(self.dir.work_dir()),
+    /// Hands what the host changed in its view (`paths`) to the sandbox;
+    /// a sandbox that cannot take it stops the run, since it would no longer
+    /// hold what was recorded.
+    async fn push(&mut self, paths: Option<&[String]>, output: &mut ToolOutput) {
+        if let Err(err) = self.backend.push(paths).await {
+            let why = format!("the sandbox could not be given the host's changes: {err}");
+            output.is_error = true;
+            output
+                .content
+                .push_str(&format!("\n[ah: the run is stopped: {why}]"));
+            self.poisoned.get_or_insert(why);
         }
     }
 
-    /// Records the step's files on the last accepted commit: from the
-    /// overlay's upper folder and merged view `root`, or by a walk of the
-    /// work copy.
-    fn record(&mut self, root: &Path, message: &str, limit: u64) -> Result<StepCommit, String> {
-        let Some(overlay) = &self.overlay else {
+    /// Records the step's files on the last accepted commit, from the
+    /// host's view `seen`: a walk of all of it, or only the folders an
+    /// overlay's upper folder holds.
+    fn record(&mut self, seen: &View, message: &str, limit: u64) -> Result<StepCommit, String> {
+        // An undo writes through the view too.
+        self.shadow.rebind(&seen.root);
+        let Changed::Within(upper) = &seen.changed else {
             return self
                 .shadow
                 .commit_step(self.head, message, limit)
                 .map_err(|e| e.to_string());
         };
-        // An undo goes through the merged view too.
-        self.shadow.rebind(root);
-        let merged = DirHandle::open_root(root)
+        let merged = DirHandle::open_root(&seen.root)
             .map_err(|e| format!("cannot open the sandbox's merged work tree: {e}"))?;
-        let upper = DirHandle::open_root(&overlay.dirs.upper)
+        let upper = DirHandle::open_root(upper)
             .map_err(|e| format!("cannot open the overlay's upper folder: {e}"))?;
         let layers = Layers {
             merged: &merged,

@@ -15,6 +15,7 @@ pub mod none;
 pub mod podman;
 pub mod starting;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ah_tools::ExecOutput;
@@ -77,7 +78,35 @@ impl Spawned {
     }
 }
 
-/// Runs commands for one run, in the work directory (`/work`).
+/// The host's view of `/work` (see [`Backend::view`]): a folder on the
+/// host that holds what the sandbox's `/work` holds, and where in it a step
+/// may have changed something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    /// The folder. The file tools act on it, the step's record reads it.
+    pub root: PathBuf,
+    /// Where the sandbox's changes can be.
+    pub changed: Changed,
+}
+
+/// Where in a [`View`] the sandbox's commands may have changed something.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Changed {
+    /// Anywhere: the step's record walks the whole view.
+    Anywhere,
+    /// Only in the folders this overlay upper folder holds (the project
+    /// itself is the read-only lower layer).
+    Within(PathBuf),
+}
+
+/// A sandbox backend: runs the commands of one run in `/work`, and is how
+/// the host reaches their files. The contract assumes nothing of where the
+/// sandbox runs: the host works on its *view* of `/work` ([`Backend::view`]),
+/// which the backend brings up to date with what commands did, and hands
+/// what the host changed there back to the sandbox ([`Backend::push`]).
+/// The local backends' view is the sandbox's own files, so both are free
+/// there; a backend on another machine keeps a mirror. ARCHITECTURE.md,
+/// "Adding a sandbox backend", says what every backend must guarantee.
 #[async_trait::async_trait]
 pub trait Backend: Send + Sync {
     fn kind(&self) -> BackendKind;
@@ -86,10 +115,20 @@ pub trait Backend: Send + Sync {
     /// whole process group is killed and `timed_out` is set.
     async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput>;
 
-    /// Where the host reaches the files commands see at `/work`: the work
-    /// copy, or for an overlay `/work` its merged view (see
-    /// `podman::merged`). Valid until the next command runs.
-    async fn work_root(&self) -> std::io::Result<std::path::PathBuf>;
+    /// The host's view of `/work`, up to date with every command so far:
+    /// the work copy, or for an overlay `/work` its merged view (see
+    /// `podman::merged`), valid until the next command runs.
+    async fn view(&self) -> std::io::Result<View>;
+
+    /// Makes the sandbox see what the host changed in its view since the
+    /// last [`Backend::view`] (`paths`, relative to `/work`: a file tool's
+    /// write, an undo, a withheld file hidden; `None` when anything may have
+    /// changed), before anything runs there again. A backend whose view is
+    /// the sandbox's own files has nothing to send.
+    async fn push(&self, paths: Option<&[String]>) -> std::io::Result<()> {
+        let _ = paths;
+        Ok(())
+    }
 
     /// Starts `program` for the rest of the run (an MCP server): in the
     /// sandbox, in `/work`, with `program.env` added to the sandbox's

@@ -23,7 +23,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use super::capture::{Capture, pump};
-use super::{Backend, BackendKind, Program, Spawned};
+use super::{Backend, BackendKind, Changed, Program, Spawned, View};
 use ah_tools::ExecOutput;
 
 /// How long a timed-out command gets between SIGTERM and SIGKILL.
@@ -75,8 +75,11 @@ impl Backend for NoneBackend {
         })
     }
 
-    async fn work_root(&self) -> io::Result<PathBuf> {
-        Ok(self.work_dir.clone())
+    async fn view(&self) -> io::Result<View> {
+        Ok(View {
+            root: self.work_dir.clone(),
+            changed: Changed::Anywhere,
+        })
     }
 
     /// Starts `program` on the host, in the work copy, with the commands'

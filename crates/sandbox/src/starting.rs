@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::egress::EgressDecision;
-use super::{Backend, BackendKind, Program, Spawned};
+use super::{Backend, BackendKind, Program, Spawned, View};
 use ah_tools::ExecOutput;
 
 /// Why the sandbox did not start: the start's own error, shared by every
@@ -134,8 +134,14 @@ impl Backend for Starting {
 
     /// Waits for the start, then asks the started backend (never returns
     /// after a failed start, as [`Backend::exec`]).
-    async fn work_root(&self) -> std::io::Result<std::path::PathBuf> {
-        self.started_or_never().await.work_root().await
+    async fn view(&self) -> std::io::Result<View> {
+        self.started_or_never().await.view().await
+    }
+
+    /// Hands `paths` to the started backend (never returns after a failed
+    /// start, as [`Backend::exec`]).
+    async fn push(&self, paths: Option<&[String]>) -> std::io::Result<()> {
+        self.started_or_never().await.push(paths).await
     }
 
     /// Waits for the start, then starts `program` in the started backend
@@ -188,8 +194,11 @@ mod tests {
             Ok(ExecOutput::default())
         }
 
-        async fn work_root(&self) -> std::io::Result<std::path::PathBuf> {
-            Ok(std::path::PathBuf::from("/work"))
+        async fn view(&self) -> std::io::Result<View> {
+            Ok(View {
+                root: std::path::PathBuf::from("/work"),
+                changed: crate::Changed::Anywhere,
+            })
         }
 
         async fn shutdown(&self) -> std::io::Result<()> {

@@ -24,7 +24,7 @@ impl Run {
     /// appeared in the project since the last check; the paths hidden
     /// (shown lossily). Poisons the run when they cannot be found or
     /// hidden.
-    pub(super) fn hide_late(&mut self, root: &Path) -> Vec<String> {
+    pub(super) async fn hide_late(&mut self, root: &Path) -> Vec<String> {
         let Some(late) = self.late.as_mut() else {
             return Vec::new();
         };
@@ -55,7 +55,11 @@ impl Run {
             .iter()
             .map(|path| String::from_utf8_lossy(path).into_owned())
             .collect();
-        if let Err(err) = hidden {
+        let pushed = match hidden {
+            Ok(()) => self.backend.push(Some(&shown)).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = pushed {
             self.poisoned.get_or_insert(format!(
                 "{} appeared in the project and could not be hidden from the sandbox: {err}",
                 shown.join(", ")
@@ -72,7 +76,7 @@ impl Run {
     /// Withholds step `step`'s output (the model gets a note instead) and
     /// undoes what it changed, through the merged view `root`: `appeared`
     /// was visible to the sandbox while it ran.
-    pub(super) fn withhold_step(
+    pub(super) async fn withhold_step(
         &mut self,
         step: u32,
         root: &Path,
@@ -87,7 +91,13 @@ impl Run {
         );
         if output.may_change_files {
             self.shadow.rebind(root);
-            if let Err(err) = self.shadow.revert_to(self.head) {
+            let reverted = self.shadow.revert_to(self.head).map_err(|e| e.to_string());
+            // What the step changed is not known: anything may have been.
+            let pushed = match reverted {
+                Ok(_) => self.backend.push(None).await.map_err(|e| e.to_string()),
+                Err(err) => Err(err),
+            };
+            if let Err(err) = pushed {
                 self.poisoned.get_or_insert(format!(
                     "step {step} could not be undone after a file appeared in the project: {err}"
                 ));

@@ -161,3 +161,5 @@ async fn artifacts_are_the_committed_files_with_plain_modes() {
     let mode = fs::metadata(&copy).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o755);
 }
+
+mod remote;

@@ -32,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
-use super::{Backend, BackendKind};
+use super::{Backend, BackendKind, Changed, View};
 use ah_tools::ExecOutput;
 use commands::without_channel;
 
@@ -436,8 +436,13 @@ impl Backend for PodmanBackend {
         PodmanBackend::exec(self, command, timeout).await
     }
 
-    async fn work_root(&self) -> std::io::Result<PathBuf> {
-        PodmanBackend::work_root(self).await
+    async fn view(&self) -> std::io::Result<View> {
+        let root = PodmanBackend::work_root(self).await?;
+        let changed = match &self.overlay {
+            Some(dirs) => Changed::Within(dirs.upper.clone()),
+            None => Changed::Anywhere,
+        };
+        Ok(View { root, changed })
     }
 
     async fn spawn(&self, program: &super::Program<'_>) -> std::io::Result<super::Spawned> {

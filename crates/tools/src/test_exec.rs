@@ -74,7 +74,9 @@ impl Exec for TestExec {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()?;
-        let pid = child.id().map(|id| id as i32);
+        let group = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id.try_into().ok()?));
         let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(std::io::Error::other("child pipes missing"));
         };
@@ -89,9 +91,10 @@ impl Exec for TestExec {
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (Some(status?), false),
             Err(_) => {
-                if let Some(pid) = pid {
-                    // SAFETY: kill(2) on the process group we created.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                if let Some(group) = group {
+                    // The process group the child leads; already gone is fine.
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
                 }
                 child.wait().await?;
                 (None, true)

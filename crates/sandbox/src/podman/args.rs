@@ -12,6 +12,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use rustix::process::Resource;
+
 /// `PATH` inside the container; the environment is built from nothing.
 pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -103,25 +105,18 @@ impl HostLimits {
             .and_then(|text| text.trim().parse().ok())
             .unwrap_or(u64::MAX);
         HostLimits {
-            nofile_hard: hard_limit(libc::RLIMIT_NOFILE),
-            nproc_hard: hard_limit(libc::RLIMIT_NPROC),
+            nofile_hard: hard_limit(Resource::Nofile),
+            nproc_hard: hard_limit(Resource::Nproc),
             pid_max,
         }
     }
 }
 
-fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct we pass.
-    let rc = unsafe { libc::getrlimit(resource, &mut limit) };
-    if rc != 0 || limit.rlim_max == libc::RLIM_INFINITY {
-        u64::MAX
-    } else {
-        limit.rlim_max
-    }
+/// The hard limit of `resource` (`u64::MAX`: unlimited).
+fn hard_limit(resource: Resource) -> u64 {
+    rustix::process::getrlimit(resource)
+        .maximum
+        .unwrap_or(u64::MAX)
 }
 
 /// `--ulimit` values for the container (soft = hard).
@@ -154,8 +149,7 @@ impl Ulimits {
 
 /// True when podman will run rootless (the caller is not root).
 pub fn rootless() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() != 0 }
+    !rustix::process::geteuid().is_root()
 }
 
 /// The container's network.

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use serde_json::{Value, json};
 
 use ah_sandbox::{Backend, BackendKind, Program, Spawned};
@@ -42,16 +43,15 @@ const MAX_SAID: usize = 300;
 
 /// The process groups of every server's host side still running, for
 /// [`end_host_groups`].
-static HOST_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+static HOST_GROUPS: std::sync::Mutex<Vec<Pid>> = std::sync::Mutex::new(Vec::new());
 
 /// Kills the host side of every server (its process group) at once: for
 /// an exit that skips destructors (a second Ctrl+C).
 pub fn end_host_groups() {
     if let Ok(groups) = HOST_GROUPS.lock() {
         for &group in groups.iter() {
-            // SAFETY: killpg has no memory effects; a group is listed only
-            // while its leader is not reaped.
-            unsafe { libc::killpg(group, libc::SIGKILL) };
+            // A group is listed only while its leader is not reaped.
+            let _ = rustix::process::kill_process_group(group, Signal::KILL);
         }
     }
 }
@@ -349,19 +349,10 @@ impl Live {
         let Some(pid) = self.pid() else {
             return true;
         };
-        // SAFETY: waitid writes only into `info`, which it is given;
-        // WNOWAIT leaves the child to be reaped by its owner.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        // SAFETY: si_pid is set by waitid (0 while the child runs).
-        rc != 0 || unsafe { info.si_pid() } != 0
+        // WNOWAIT leaves the child to be reaped by its owner; no status
+        // yet means it runs, and a failed call counts as exited.
+        let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+        !matches!(rustix::process::waitid(WaitId::Pid(pid), options), Ok(None))
     }
 
     /// Takes its group out of [`HOST_GROUPS`] (before it is reaped).
@@ -371,11 +362,11 @@ impl Live {
         }
     }
 
-    fn pid(&self) -> Option<i32> {
+    fn pid(&self) -> Option<Pid> {
         self.spawned
             .child
             .id()
-            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(|pid| Pid::from_raw(i32::try_from(pid).ok()?))
     }
 
     /// Kills the process group of the server's host side: the server and
@@ -384,9 +375,9 @@ impl Live {
     /// group's, may be another's by then).
     fn kill_group(&self) {
         if let Some(pid) = self.pid() {
-            // SAFETY: killpg has no memory effects; the group is the
-            // spawned process's own (it leads it, and is not reaped).
-            unsafe { libc::killpg(pid, libc::SIGKILL) };
+            // The group is the spawned process's own (it leads it, and is
+            // not reaped).
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
         }
     }
 }

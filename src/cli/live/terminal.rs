@@ -9,6 +9,8 @@
 
 use std::sync::Once;
 
+use rustix::termios::{self, OptionalActions, OutputModes};
+
 /// The terminal is in raw mode while this lives.
 pub struct RawMode(());
 
@@ -53,18 +55,10 @@ fn enter_raw() -> std::io::Result<()> {
 /// Raw mode turns off output processing; lines printed by the run then
 /// would not return to the first column. Turns it back on.
 fn keep_output_processing() -> std::io::Result<()> {
-    let fd = libc::STDIN_FILENO;
-    // SAFETY: termios is plain data, filled in by tcgetattr before use.
-    let mut mode: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is a terminal (checked by the caller) and `mode` is valid.
-    if unsafe { libc::tcgetattr(fd, &mut mode) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    mode.c_oflag |= libc::OPOST | libc::ONLCR;
-    // SAFETY: as above; `mode` came from tcgetattr.
-    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &mode) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let stdin = std::io::stdin();
+    let mut mode = termios::tcgetattr(&stdin)?;
+    mode.output_modes |= OutputModes::OPOST | OutputModes::ONLCR;
+    termios::tcsetattr(&stdin, OptionalActions::Now, &mode)?;
     Ok(())
 }
 

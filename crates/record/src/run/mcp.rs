@@ -191,14 +191,18 @@ impl McpServers {
                 slot.stderr.path().display()
             ))
         };
-        if slot.live.is_none()
-            && let Err(err) = slot.connect(backend).await
-        {
-            slot.end(backend).await;
-            return failed(slot, &err);
-        }
-        let live = slot.live.as_mut().expect("connected");
-        let deadline = Deadline::after(slot.server.timeout);
+        let timeout = slot.server.timeout;
+        let live = match slot.live {
+            Some(ref mut live) => live,
+            None => match slot.connect(backend).await {
+                Ok((_, _, live)) => live,
+                Err(err) => {
+                    slot.end(backend).await;
+                    return failed(slot, &err);
+                }
+            },
+        };
+        let deadline = Deadline::after(timeout);
         live.busy = true;
         let answer = client::call_tool(&mut live.conn, &tool.tool, input, deadline).await;
         live.busy = false;
@@ -279,8 +283,7 @@ impl Slot {
     /// Starts the server and lists its tools, within its startup timeout:
     /// its name and version as it gives them, and its tools.
     async fn open(&mut self, backend: &dyn Backend) -> Result<(String, Listing), McpError> {
-        let (info, deadline) = self.connect(backend).await?;
-        let live = self.live.as_mut().expect("connected");
+        let (info, deadline, live) = self.connect(backend).await?;
         let listing = client::list_tools(&mut live.conn, deadline).await?;
         Ok((info, listing))
     }
@@ -288,8 +291,12 @@ impl Slot {
     /// Starts the server and makes the handshake within its startup
     /// timeout, counted once the sandbox runs it (a sandbox still starting
     /// is waited for first): the server's name and version as it gives
-    /// them, and the deadline, for what else belongs to its start.
-    async fn connect(&mut self, backend: &dyn Backend) -> Result<(String, Deadline), McpError> {
+    /// them, the deadline, for what else belongs to its start, and the
+    /// server now live.
+    async fn connect(
+        &mut self,
+        backend: &dyn Backend,
+    ) -> Result<(String, Deadline, &mut Live), McpError> {
         let program = Program {
             command: &self.server.command,
             args: &self.server.args,
@@ -320,7 +327,7 @@ impl Slot {
         let info = client::handshake(&mut live.conn, deadline).await?;
         live.spawned.started();
         live.busy = false;
-        Ok((info, deadline))
+        Ok((info, deadline, live))
     }
 
     /// Ends the server: its host side, and in a container every process

@@ -18,7 +18,7 @@
 #[path = "../tests/support"]
 mod support {
     #[allow(dead_code)]
-    pub mod mock;
+    pub(crate) mod mock;
 }
 
 mod common;

@@ -20,7 +20,7 @@
 #[path = "../tests/support"]
 mod support {
     #[allow(dead_code)]
-    pub mod mock;
+    pub(crate) mod mock;
 }
 
 mod common;

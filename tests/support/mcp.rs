@@ -29,7 +29,7 @@ fn locked(name: &str) -> std::fs::File {
 
 /// The folder the servers' Python packages are installed in (on the
 /// host's Python, the same version as the image's).
-pub fn site() -> PathBuf {
+pub(crate) fn site() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-python");
     let site = root.join("site");
     let _lock = locked("ah-test-mcp-python.lock");
@@ -64,7 +64,7 @@ pub fn site() -> PathBuf {
 /// An image with the servers, made once from the sandbox image in the
 /// storage of `user` (a [`TestUser`]'s rootless storage, or the caller's
 /// when `None`); its tag follows the probe's text and the packages.
-pub fn image(podman: &Path, user: Option<&TestUser>) -> String {
+pub(crate) fn image(podman: &Path, user: Option<&TestUser>) -> String {
     use std::hash::{Hash, Hasher};
     let site = site();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

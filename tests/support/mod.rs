@@ -5,13 +5,13 @@
 //! as `crate::support`. Being one crate, a helper no test uses shows up as
 //! dead code.
 
-pub mod fork;
-pub mod host;
-pub mod mcp;
-pub mod mock;
-pub mod org;
-pub mod podman;
-pub mod snap;
-pub mod steps;
-pub mod tmux;
-pub mod work;
+pub(crate) mod fork;
+pub(crate) mod host;
+pub(crate) mod mcp;
+pub(crate) mod mock;
+pub(crate) mod org;
+pub(crate) mod podman;
+pub(crate) mod snap;
+pub(crate) mod steps;
+pub(crate) mod tmux;
+pub(crate) mod work;

@@ -11,7 +11,7 @@ use ah_sandbox::image::{BuildOptions, build_image, image_exists};
 use ah_sandbox::podman::{DEFAULT_IMAGE, find_podman};
 
 /// Whether `AH_REQUIRE_PODMAN` turns a missing podman into a failure.
-pub fn required() -> bool {
+pub(crate) fn required() -> bool {
     std::env::var("AH_REQUIRE_PODMAN").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -20,7 +20,7 @@ pub fn required() -> bool {
 ///
 /// # Panics
 /// If podman is missing while required, or the image cannot be built.
-pub async fn podman_ready() -> Option<PathBuf> {
+pub(crate) async fn podman_ready() -> Option<PathBuf> {
     let podman = match find_podman() {
         Ok(podman) => podman,
         Err(e) if required() => panic!("AH_REQUIRE_PODMAN is set but {e}"),
@@ -34,7 +34,7 @@ pub async fn podman_ready() -> Option<PathBuf> {
 }
 
 /// [`podman_ready`] for plain (non-async) tests.
-pub fn podman_ready_blocking() -> Option<PathBuf> {
+pub(crate) fn podman_ready_blocking() -> Option<PathBuf> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -74,7 +74,7 @@ async fn ensure_image() {
 
 /// IDs of the containers labelled with run `id` (`podman ps -a`), one a
 /// line; empty when there are none.
-pub fn containers_of(podman: &Path, id: &str) -> String {
+pub(crate) fn containers_of(podman: &Path, id: &str) -> String {
     let out = Command::new(podman)
         .args(["ps", "-a", "-q", "--filter"])
         .arg(format!("label=ah.run={id}"))
@@ -90,7 +90,7 @@ pub fn containers_of(podman: &Path, id: &str) -> String {
 
 /// The unprivileged user named by `AH_TEST_USER` (CI creates it with
 /// `scripts/setup`), for rootless tests run from root.
-pub struct TestUser {
+pub(crate) struct TestUser {
     pub name: String,
     pub uid: u32,
     pub home: PathBuf,
@@ -102,7 +102,7 @@ impl TestUser {
     ///
     /// # Panics
     /// If `AH_TEST_USER` names a user that does not exist.
-    pub fn from_env() -> Option<TestUser> {
+    pub(crate) fn from_env() -> Option<TestUser> {
         let name = std::env::var("AH_TEST_USER")
             .ok()
             .filter(|n| !n.is_empty())?;
@@ -131,7 +131,7 @@ impl TestUser {
     }
 
     /// `program` run as this user with a minimal environment plus `env`.
-    pub fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new("runuser");
         cmd.args(["-u", &self.name, "--", "env", "-i"])
             .arg(format!("HOME={}", self.home.display()))
@@ -145,7 +145,7 @@ impl TestUser {
     /// A copy of `program` this user can run whatever the permissions of the
     /// checkout it was built in: a 0755 temp folder with a 0755 copy. Keep
     /// the folder alive while the copy runs.
-    pub fn reachable_copy(&self, program: &Path) -> (tempfile::TempDir, PathBuf) {
+    pub(crate) fn reachable_copy(&self, program: &Path) -> (tempfile::TempDir, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
@@ -165,7 +165,7 @@ impl TestUser {
     ///
     /// # Panics
     /// If the build fails.
-    pub fn build_image(&self, podman: &Path) {
+    pub(crate) fn build_image(&self, podman: &Path) {
         let lock_path = std::env::temp_dir().join(format!("ah-test-user-image-{}.lock", self.name));
         let lock = std::fs::File::create(&lock_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
@@ -215,7 +215,7 @@ impl TestUser {
 /// # Panics
 /// If the run has neither a work copy nor, within a minute, a running
 /// container.
-pub fn work_view(run: &Path) -> PathBuf {
+pub(crate) fn work_view(run: &Path) -> PathBuf {
     let copy = run.join("work");
     if copy.exists() {
         return copy;

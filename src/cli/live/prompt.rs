@@ -17,7 +17,7 @@ const POLL: Timespec = Timespec {
 
 /// What the user typed, trimmed; `None` when nothing was (an empty line,
 /// end of input) or the read was cancelled.
-pub fn read_line(cancelled: impl Fn() -> bool) -> Option<String> {
+pub(super) fn read_line(cancelled: impl Fn() -> bool) -> Option<String> {
     eprint!("You: ");
     let _ = std::io::stderr().flush();
     loop {

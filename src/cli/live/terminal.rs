@@ -12,23 +12,23 @@ use std::sync::Once;
 use rustix::termios::{self, OptionalActions, OutputModes};
 
 /// The terminal is in raw mode while this lives.
-pub struct RawMode(());
+pub(crate) struct RawMode(());
 
 impl RawMode {
     /// Enters raw mode (and arms the panic hook, once per process).
-    pub fn enter() -> std::io::Result<RawMode> {
+    pub(crate) fn enter() -> std::io::Result<RawMode> {
         install_panic_hook();
         enter_raw()?;
         Ok(RawMode(()))
     }
 
     /// Back to the terminal's own mode for a while (a cooked line read).
-    pub fn leave(&self) {
+    pub(crate) fn leave(&self) {
         restore();
     }
 
     /// Raw again after [`RawMode::leave`].
-    pub fn resume(&self) -> std::io::Result<()> {
+    pub(crate) fn resume(&self) -> std::io::Result<()> {
         enter_raw()
     }
 }
@@ -41,7 +41,7 @@ impl Drop for RawMode {
 
 /// Puts the terminal back as it was before raw mode; nothing to do when it
 /// is not in raw mode.
-pub fn restore() {
+pub(crate) fn restore() {
     // Nothing better to do when the terminal refuses: the process is
     // leaving raw mode behind either way.
     let _ = crossterm::terminal::disable_raw_mode();

@@ -154,7 +154,7 @@ pub fn rootless() -> bool {
 
 /// The container's network.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Network<'a> {
+pub(super) enum Network<'a> {
     /// No network at all.
     None,
     /// No network, plus the mounts the proxy handoff needs: the folder of
@@ -166,7 +166,7 @@ pub enum Network<'a> {
 
 /// Everything `podman run` needs to create one run's container.
 #[derive(Debug, Clone)]
-pub struct RunSpec<'a> {
+pub(super) struct RunSpec<'a> {
     pub name: &'a str,
     /// Labels identifying the run and the process that owns the container.
     pub labels: Vec<(&'static str, String)>,
@@ -195,7 +195,7 @@ pub struct RunSpec<'a> {
 }
 
 /// The arguments after `podman` that create and start the container.
-pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
+pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |arg: &str| args.push(OsString::from(arg));
     for arg in [

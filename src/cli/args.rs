@@ -69,6 +69,9 @@ pub(crate) struct RunArgs {
     #[arg(long = "skill", value_name = "NAME")]
     pub skills: Vec<String>,
 
+    // `[models]` is the config's table, shown as written in --help; rustdoc
+    // would take it for a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Model alias (opus, sonnet, haiku, or one from the config's [models]),
     /// full Claude model id, or PROVIDER:MODEL (openai, ollama, lmstudio, vllm,
     /// openrouter or a [providers.NAME] of the config; e.g.

@@ -212,8 +212,7 @@ fn copy_recipe(project: &Path, run: &Path) -> (Duration, Duration) {
 /// The overlay's prepare (and the part of it before the container may
 /// start) and its median step.
 fn overlay_recipe(project: &Path, run: &Path) -> Option<(Duration, Duration, Duration)> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return None;
     }
     std::fs::create_dir_all(run).expect("mkdir");

@@ -5,7 +5,6 @@
 //! for podman, an image made from the sandbox image holds them in
 //! `/opt/mcp` with a `mcp-python` launcher on the PATH.
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,9 +20,9 @@ fn locked(name: &str) -> std::fs::File {
     let path = std::env::temp_dir().join(name);
     let lock =
         std::fs::File::create(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-    // SAFETY: flock on a descriptor we own; released when `lock` closes.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", path.display());
+    // Released when `lock` closes.
+    let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+    assert!(locked.is_ok(), "flock {}", path.display());
     lock
 }
 

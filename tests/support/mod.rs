@@ -15,3 +15,12 @@ pub(crate) mod snap;
 pub(crate) mod steps;
 pub(crate) mod tmux;
 pub(crate) mod work;
+
+/// Sends `signal` to process `pid`, one a test started and has not waited
+/// for; whether it was sent.
+pub(crate) fn send_signal(pid: u32, signal: rustix::process::Signal) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|pid| rustix::process::kill_process(pid, signal).is_ok())
+}

@@ -3,7 +3,6 @@
 //! sandbox image present. The image is built at most once, under a file
 //! lock, however many tests and test binaries ask at the same time.
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -46,14 +45,13 @@ pub(crate) fn podman_ready_blocking() -> Option<PathBuf> {
 /// parallel tests (and test binaries) wait for one build.
 async fn ensure_image() {
     // Per user: image storage is per user, and so must the lock file be.
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
     let lock = std::fs::File::create(&lock_path)
         .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
-    // SAFETY: flock on a descriptor we own; released when `lock` closes.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", lock_path.display());
+    // Released when `lock` closes.
+    let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+    assert!(locked.is_ok(), "flock {}", lock_path.display());
     let present = image_exists(DEFAULT_IMAGE)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -106,8 +104,7 @@ impl TestUser {
         let name = std::env::var("AH_TEST_USER")
             .ok()
             .filter(|n| !n.is_empty())?;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
             return None;
         }
@@ -169,9 +166,9 @@ impl TestUser {
         let lock_path = std::env::temp_dir().join(format!("ah-test-user-image-{}.lock", self.name));
         let lock = std::fs::File::create(&lock_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
-        // SAFETY: flock on a descriptor we own; released when `lock` closes.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "flock {}", lock_path.display());
+        // Released when `lock` closes.
+        let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+        assert!(locked.is_ok(), "flock {}", lock_path.display());
         let has_image = self
             .command(podman, &[])
             .args(["image", "exists", DEFAULT_IMAGE])

@@ -1,5 +1,5 @@
 //! The `read` tool: shows a text file with numbered lines, a page at a time,
-//! streamed ([`page`]) so that a file of any size costs a page of memory.
+//! streamed (`page`) so that a file of any size costs a page of memory.
 
 pub mod image;
 mod page;

@@ -1,5 +1,5 @@
 //! One run, from options to a handled patch, for every front-end: [`run`]
-//! settles configuration, policy and provider ([`settle`]), opens and locks
+//! settles configuration, policy and provider (`settle`), opens and locks
 //! the session, starts the run (time travel, network, and the sandbox's
 //! start in the background: see `lifecycle`), runs an [`Engine`] (the
 //! single agent, or the work phases) while the sandbox starts, closes the

@@ -19,7 +19,7 @@ pub const SESSION_MODEL: &str = "model";
 /// images, when set, replace the known ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
 /// built-in or configured provider. A name that picks a provider but no
 /// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
-/// set, decides how the model calls tools ([`tool_protocol`]).
+/// set, decides how the model calls tools (`tool_protocol`).
 pub fn select(name: &str, config: &Config) -> Result<Selection> {
     let usage = |why: String| anyhow::Error::from(UsageError::Said(why));
     let registry =

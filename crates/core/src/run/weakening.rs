@@ -23,7 +23,7 @@ const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
 
 /// Which settings the command line gave (those win over any file).
 #[derive(Debug, Clone, Default)]
-pub struct Given {
+pub(super) struct Given {
     backend: bool,
     review: bool,
     network: bool,
@@ -34,7 +34,7 @@ pub struct Given {
 impl Given {
     /// What the command line gave `args`, read before the configuration
     /// fills in the rest.
-    pub fn of(args: &RunOptions) -> Given {
+    pub(super) fn of(args: &RunOptions) -> Given {
         Given {
             backend: args.given.backend,
             review: args.review.is_some(),
@@ -45,7 +45,7 @@ impl Given {
 }
 
 /// The run's settings, and what they would be without the project's files.
-pub struct Settings<'a> {
+pub(super) struct Settings<'a> {
     pub config: &'a Config,
     pub user_config: &'a Config,
     pub policy: &'a Policy,
@@ -54,7 +54,7 @@ pub struct Settings<'a> {
 }
 
 /// The line for stderr, or `None` when the project's files weaken nothing.
-pub fn warning(settings: &Settings<'_>) -> Option<String> {
+pub(super) fn warning(settings: &Settings<'_>) -> Option<String> {
     let mut items = config_items(settings);
     items.extend(limit_items(settings));
     items.extend(policy_items(settings.policy, settings.user_policy));

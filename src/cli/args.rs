@@ -9,7 +9,7 @@ use clap::{ArgMatches, Parser, Subcommand};
 
 use super::sessions::SessionCommand;
 use ah_core::run::{
-    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode, RunOptions,
     SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 
@@ -458,7 +458,7 @@ impl RunArgs {
             deny: self.deny.clone(),
             output_limits: self.output_limits.clone(),
             max_artifact_size: self.max_artifact_size,
-            given: Given {
+            given: OnCommandLine {
                 backend: given("backend"),
                 loop_window: given("loop_window"),
                 compact_reserve: given("compact_reserve"),

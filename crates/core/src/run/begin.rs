@@ -151,7 +151,7 @@ fn no_prompt() -> anyhow::Error {
 }
 
 fn usage(message: String) -> anyhow::Error {
-    UsageError::Said(message).into()
+    UsageError::Message(message).into()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
 
 /// Which settings the command line gave (those win over any file).
 #[derive(Debug, Clone, Default)]
-pub(super) struct Given {
+pub(super) struct CommandLineWins {
     backend: bool,
     review: bool,
     network: bool,
@@ -31,11 +31,11 @@ pub(super) struct Given {
     limits: Vec<&'static str>,
 }
 
-impl Given {
+impl CommandLineWins {
     /// What the command line gave `args`, read before the configuration
     /// fills in the rest.
-    pub(super) fn of(args: &RunOptions) -> Given {
-        Given {
+    pub(super) fn of(args: &RunOptions) -> CommandLineWins {
+        CommandLineWins {
             backend: args.given.backend,
             review: args.review.is_some(),
             network: args.sandbox.network.is_some(),
@@ -50,7 +50,7 @@ pub(super) struct Settings<'a> {
     pub user_config: &'a Config,
     pub policy: &'a Policy,
     pub user_policy: &'a Policy,
-    pub given: Given,
+    pub given: CommandLineWins,
 }
 
 /// The line for stderr, or `None` when the project's files weaken nothing.

@@ -273,7 +273,7 @@ impl Agent {
 }
 
 /// Which descriptors [`poll`] found ready.
-struct Ready {
+struct Readiness {
     input: bool,
     pipes: [bool; 2],
 }
@@ -285,8 +285,8 @@ fn poll(
     pipes: &[Option<(OwnedFd, bool)>; 2],
     pidfd: Option<&OwnedFd>,
     timeout: Option<&Timespec>,
-) -> Result<Ready, FrameError> {
-    // The descriptors present, each with its place in `Ready`: 0 the input,
+) -> Result<Readiness, FrameError> {
+    // The descriptors present, each with its place in `Readiness`: 0 the input,
     // 1 and 2 the pipes, 3 the pidfd.
     let watched = [
         input.map(|fd| fd.0.as_fd()),
@@ -312,7 +312,7 @@ fn poll(
         Err(rustix::io::Errno::INTR) => {}
         Err(err) => return Err(FrameError::Io(err.into())),
     }
-    Ok(Ready {
+    Ok(Readiness {
         input: hit[0],
         pipes: [hit[1], hit[2]],
     })

@@ -84,11 +84,26 @@ impl DiskBudget {
     /// directory `dir` does not hold yet of the budget, and no more than
     /// its disk has free above the floor.
     pub fn room(&self, dir: &Path) -> Room {
+        self.room_of(dir, allocated(dir), 0)
+    }
+
+    /// [`DiskBudget::room`] once `going`, a folder in `dir` that is being
+    /// removed elsewhere (a work copy whose removal does not hold up the
+    /// run's end), is gone: its bytes count as freed.
+    pub fn room_without(&self, dir: &Path, going: &Path) -> Room {
+        let gone = allocated(going);
+        let held = allocated(dir).saturating_sub(gone);
+        self.room_of(dir, held, gone)
+    }
+
+    /// The room when `dir` holds `held` bytes and its disk will have
+    /// `freed` more free than it has now.
+    fn room_of(&self, dir: &Path, held: u64, freed: u64) -> Room {
         let (free, block) = match disk_space(dir) {
-            Some(space) => space,
+            Some((free, block)) => (free.saturating_add(freed), block),
             None => (u64::MAX, DEFAULT_BLOCK),
         };
-        let of_budget = self.max_bytes.saturating_sub(allocated(dir));
+        let of_budget = self.max_bytes.saturating_sub(held);
         let above_floor = free.saturating_sub(self.min_free);
         let (left, bound) = if above_floor < of_budget {
             (above_floor, Bound::Floor(self.min_free))
@@ -299,6 +314,22 @@ mod tests {
         let room = full.room(dir.path());
         assert_eq!(room.left(), 0);
         assert!(room.describe().contains("free above the"), "{room:?}");
+    }
+
+    #[test]
+    fn a_folder_being_removed_elsewhere_counts_as_freed() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::write(work.join("big"), vec![1u8; 2 << 20]).unwrap();
+        let budget = DiskBudget {
+            max_bytes: 3 << 20,
+            min_free: 0,
+        };
+        let held = budget.room(dir.path()).left();
+        let freed = budget.room_without(dir.path(), &work).left();
+        assert!(held < 1 << 20, "{held}");
+        assert!(freed > (3 << 20) - (64 << 10), "{freed}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 pub mod capture;
 pub mod channel;
+pub mod cleanup;
 pub mod disk;
 pub mod doctor;
 pub mod egress;
@@ -159,4 +160,14 @@ pub trait Backend: Send + Sync {
 
     /// Stops and removes whatever the backend started. Safe to call twice.
     async fn shutdown(&self) -> std::io::Result<()>;
+
+    /// Gives the sandbox up without removing it here, for a run's end that
+    /// does not wait for it: after this call the backend removes nothing
+    /// itself (not even when dropped), and the returned remains say what a
+    /// cleanup elsewhere must remove (see [`cleanup`]). A start still under
+    /// way is abandoned, not waited for. `None`: the backend cannot hand
+    /// its sandbox off, and [`Backend::shutdown`] must remove it.
+    async fn hand_off(&self) -> Option<cleanup::Remains> {
+        None
+    }
 }

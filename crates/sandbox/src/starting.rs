@@ -10,7 +10,11 @@
 //! [`Backend::shutdown`] waits for a start still under way and then removes
 //! what it made, so a run that ends before its first command leaves no
 //! container behind. It waits rather than cancels: a `podman run` cut short
-//! can still leave a container no one would remove.
+//! can still leave a container no one would remove. [`Backend::hand_off`]
+//! does not wait: it stops the start where it is (a `podman run` under way
+//! goes on) and returns what the start may have made, with the `podman
+//! run` to wait for, for a cleanup outside the run's path (see
+//! [`crate::cleanup`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +22,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::cleanup::{Makers, Remains};
 use super::egress::EgressDecision;
 use super::{Backend, BackendKind, Program, Spawned, View};
 use ah_tools::ExecOutput;
@@ -55,6 +60,10 @@ type Outcome = Result<Arc<dyn Backend>, StartError>;
 pub struct Starting {
     kind: BackendKind,
     outcome: watch::Receiver<Option<Outcome>>,
+    /// Stops the start's task.
+    abort: tokio::task::AbortHandle,
+    /// What the start may leave, when it said ([`Starting::leaving`]).
+    leaving: Option<Arc<(Remains, Makers)>>,
 }
 
 impl Starting {
@@ -68,7 +77,7 @@ impl Starting {
         F: Future<Output = Result<B, E>> + Send + 'static,
     {
         let (done, outcome) = watch::channel(None);
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let outcome = match start.await {
                 Ok(backend) => Ok(Arc::new(backend) as Arc<dyn Backend>),
                 Err(err) => Err(StartError(Arc::new(err))),
@@ -76,7 +85,30 @@ impl Starting {
             // With no one left to use it, the backend is dropped here.
             let _ = done.send(Some(outcome));
         });
-        Starting { kind, outcome }
+        Starting {
+            kind,
+            outcome,
+            abort: task.abort_handle(),
+            leaving: None,
+        }
+    }
+
+    /// Says what the start may leave on the host however far it got (its
+    /// container, its folders) and where it puts the processes still making
+    /// them: a [`Backend::hand_off`] before the start is over then
+    /// abandons it instead of waiting for it.
+    pub fn leaving(mut self, remains: Remains, makers: Makers) -> Starting {
+        self.leaving = Some(Arc::new((remains, makers)));
+        self
+    }
+
+    /// How the start ended, if it has: `Ok` when the backend started.
+    pub fn ended(&self) -> Option<Result<(), StartError>> {
+        match &*self.outcome.borrow() {
+            Some(Ok(_)) => Some(Ok(())),
+            Some(Err(err)) => Some(Err(err.clone())),
+            None => None,
+        }
     }
 
     /// Waits for the start: the backend, or why it did not start.
@@ -167,6 +199,37 @@ impl Backend for Starting {
             Ok(backend) => backend.shutdown().await,
             Err(_) => Ok(()),
         }
+    }
+
+    /// Stops a start still under way (a `podman run` it began goes on, and
+    /// is among the remains' makers) and hands off what it made, or may
+    /// have made. Without [`Starting::leaving`], waits for the start and
+    /// asks the started backend.
+    async fn hand_off(&self) -> Option<Remains> {
+        let Some(leaving) = &self.leaving else {
+            return match self.ready().await {
+                Ok(backend) => backend.hand_off().await,
+                Err(_) => Some(Remains::default()),
+            };
+        };
+        self.abort.abort();
+        // Over once the task has stopped (its end dropped the sender) or
+        // finished just before.
+        let mut outcome = self.outcome.clone();
+        let ended = outcome
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|o| o.clone());
+        if let Some(Ok(backend)) = ended {
+            // The same container and folders; the backend stops removing
+            // them itself.
+            backend.hand_off().await;
+        }
+        let (remains, makers) = &**leaving;
+        let mut remains = remains.clone();
+        remains.makers = makers.running();
+        Some(remains)
     }
 }
 

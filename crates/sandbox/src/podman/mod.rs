@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
+use super::cleanup::{Makers, Remains};
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
 use super::{Backend, BackendKind, Changed, View};
 use ah_tools::ExecOutput;
@@ -49,7 +50,7 @@ pub use program::Podman;
 pub fn can_mount(path: &Path) -> bool {
     mountable(path).is_ok()
 }
-pub use stale::RUN_LABEL;
+pub use stale::{Owner, RUN_LABEL};
 
 /// The image runs use unless told otherwise.
 pub const DEFAULT_IMAGE: &str = "localhost/ah-sandbox:latest";
@@ -121,6 +122,9 @@ pub struct PodmanOptions {
     /// the proxy its port inside the container (default: the running
     /// executable; the agent runs only when that is `ah`).
     pub ah_executable: Option<PathBuf>,
+    /// Where the start puts its `podman run` while it runs, for a cleanup
+    /// of the start abandoned meanwhile to wait for.
+    pub makers: Makers,
 }
 
 impl PodmanOptions {
@@ -143,8 +147,25 @@ impl PodmanOptions {
             network_log: work_dir.with_file_name("network.log"),
             env: container_env(NetworkMode::None, &[], &|_| None).0,
             ah_executable: None,
+            makers: Makers::default(),
         }
     }
+
+    /// What a start with these options may leave on the host: its
+    /// container and an overlay's scratch folder (see
+    /// [`Backend::hand_off`]).
+    pub fn remains(&self) -> Remains {
+        Remains {
+            makers: Vec::new(),
+            containers: vec![container_name(&self.run_id)],
+            folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
+        }
+    }
+}
+
+/// The container of run `run_id`.
+fn container_name(run_id: &str) -> String {
+    format!("ah-{run_id}")
 }
 
 /// The folders of an overlay `/work` besides its lower layer.
@@ -252,7 +273,7 @@ impl PodmanBackend {
             });
         }
 
-        let container = format!("ah-{}", opts.run_id);
+        let container = container_name(&opts.run_id);
         let egress = match opts.network {
             NetworkMode::Proxy => Some(network::Egress::prepare(
                 opts.allow.clone(),
@@ -291,16 +312,22 @@ impl PodmanBackend {
             network,
             env: &opts.env,
         };
-        let output = podman
+        let io = |source| PodmanError::Io {
+            what: "run podman run",
+            source,
+        };
+        let making = podman
             .command()
             .args(args::run_args(&spec))
             .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .map_err(|source| PodmanError::Io {
-                what: "run podman run",
-                source,
-            })?;
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(io)?;
+        if let Some(pid) = making.id() {
+            opts.makers.add(pid);
+        }
+        let output = making.wait_with_output().await.map_err(io)?;
         if !output.status.success() {
             // A half-created container must not outlive the failure.
             let _ = remove_container(&podman, &container).await;
@@ -386,6 +413,18 @@ impl PodmanBackend {
         open.path()
     }
 
+    /// What removing this container takes elsewhere; from now on the
+    /// backend removes nothing itself (see [`Backend::hand_off`]).
+    pub async fn hand_off(&self) -> Remains {
+        *self.merged.lock().await = None;
+        self.stopped.store(true, Ordering::Relaxed);
+        Remains {
+            makers: Vec::new(),
+            containers: vec![self.container.clone()],
+            folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
+        }
+    }
+
     /// Removes the container (and an overlay's scratch folder); safe to
     /// call twice.
     pub async fn shutdown(&self) -> Result<(), PodmanError> {
@@ -462,6 +501,10 @@ impl Backend for PodmanBackend {
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))
     }
+
+    async fn hand_off(&self) -> Option<Remains> {
+        Some(PodmanBackend::hand_off(self).await)
+    }
 }
 
 /// How often `podman rm` is tried on a container caught between states.
@@ -470,7 +513,7 @@ const RM_ATTEMPTS: u32 = 5;
 /// `podman rm -f -t 0 -i`: no error when the container is already gone.
 /// A container whose init just ended is briefly in a state podman 4.3
 /// cannot stop ("container state improper"): tried again a few times.
-async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
+pub(crate) async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
     let mut attempt = 1;
     loop {
         let output = podman
@@ -495,10 +538,12 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
     }
 }
 
-/// Removes an overlay's scratch folder (blocking: also for `ah runs prune`,
-/// where a crashed run left one). Rootless, the kernel leaves a folder in it
-/// that belongs to the container's root, which only the user namespace may
-/// remove (`podman unshare`).
+/// Removes a folder a container wrote to: an overlay's scratch folder, its
+/// upper folder, a work copy (blocking: also for `ah runs prune`, where a
+/// crashed run left one). Rootless, the kernel leaves a folder in the
+/// scratch folder that belongs to the container's root, and a command may
+/// leave files of another of the container's users, which only the user
+/// namespace may remove (`podman unshare`).
 pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
     if !rootless() {
         return match std::fs::remove_dir_all(dir) {

@@ -9,9 +9,10 @@ pub const RUN_LABEL: &str = "ah.run";
 pub(super) const PID_LABEL: &str = "ah.pid";
 pub(super) const START_LABEL: &str = "ah.pidstart";
 
-/// The process that owns a container.
+/// A process, told apart from a later one with the same id: the process
+/// that owns a container, or one still making it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Owner {
+pub struct Owner {
     pub pid: u32,
     /// Start time of the process in clock ticks since boot (`/proc/PID/stat`).
     pub start: u64,
@@ -27,9 +28,18 @@ impl Owner {
         }
     }
 
-    /// Whether the owning process still runs.
-    pub(super) fn is_alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start)
+    /// The running process `pid`; `None` when there is none.
+    pub fn of(pid: u32) -> Option<Owner> {
+        Some(Owner {
+            pid,
+            start: start_time(pid)?,
+        })
+    }
+
+    /// Whether the process still runs (a zombie, ended but not yet reaped,
+    /// does not).
+    pub fn is_alive(&self) -> bool {
+        running_since(self.pid) == Some(self.start)
     }
 
     pub(super) fn labels(&self) -> Vec<(&'static str, String)> {
@@ -43,10 +53,26 @@ impl Owner {
 /// Field 22 of `/proc/PID/stat`, read after the command name (which may hold
 /// spaces and parentheses).
 fn start_time(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.1
+}
+
+/// [`start_time`] of a process that has not ended (a zombie has: it waits
+/// only for its parent to read its exit status).
+fn running_since(pid: u32) -> Option<u64> {
+    match stat_fields(pid)? {
+        ('Z' | 'X', _) => None,
+        (_, start) => start,
+    }
+}
+
+/// The state (field 3) and the start time (field 22) of process `pid`.
+fn stat_fields(pid: u32) -> Option<(char, Option<u64>)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace();
     // After the name come state (field 3) .. starttime (field 22).
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.nth(18).and_then(|start| start.parse().ok())))
 }
 
 /// One container of ah's, as `podman ps` lists it.
@@ -142,6 +168,21 @@ mod tests {
             start: me.start + 1,
         };
         assert!(!recycled.is_alive());
+    }
+
+    #[test]
+    fn a_child_that_ended_is_dead_before_it_is_reaped() {
+        let child = std::process::Command::new("true").spawn();
+        let Ok(mut child) = child else { return };
+        let pid = child.id();
+        let Some(start) = start_time(pid) else { return };
+        let owner = Owner { pid, start };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while owner.is_alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!owner.is_alive(), "a zombie counts as ended");
+        let _ = child.wait();
     }
 
     #[test]

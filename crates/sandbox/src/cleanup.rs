@@ -1,0 +1,395 @@
+//! Removing a sandbox off the user's path. A run's end does not wait for
+//! its container: the backend is handed off ([`crate::Backend::hand_off`])
+//! and what it leaves on the host — the processes still making a container
+//! of a start the run abandoned, the containers, the folders they wrote
+//! to — is described by [`Remains`], which a process of its own removes
+//! (`ah __sandbox-cleanup`, [`Remains::detach`]) while ah shows the review
+//! and exits.
+//!
+//! That process outlives ah: it runs in a process group of its own (the
+//! terminal's Ctrl+C and hangup go to ah's group, not to it) and ignores
+//! SIGINT and SIGHUP besides; it keeps the run live (it holds the run's
+//! `live.lock` through its standard input, so `ah runs prune` and the
+//! sweep of a later ah leave the run alone while it works); it is bounded
+//! in time ([`LIMIT`]). It waits for a start's `podman run` before it
+//! removes the container (a `podman run` cut short can leave a container
+//! half made), then removes the containers and then the folders, in that
+//! order: an overlay's folders stay mounted while its container lives.
+//! What a killed ah or a killed cleanup leaves is swept by a later ah (the
+//! containers: `podman::cleanup_stale`; the folders:
+//! `ah_record::rundir::sweep`).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::podman::{self, Owner, Podman};
+
+/// The hidden subcommand that removes [`Remains`] (`ah __sandbox-cleanup`).
+pub const COMMAND: &str = "__sandbox-cleanup";
+
+/// The longest a cleanup takes; what is left after it is a later ah's to
+/// sweep.
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// The longest a cleanup waits for the `podman run` of an abandoned start.
+const MAKER_LIMIT: Duration = Duration::from_secs(60);
+
+/// How a run's sandbox is removed at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cleanup {
+    /// By a process of its own, while ah shows the review and exits.
+    #[default]
+    Detached,
+    /// Before the review: the run waits for the sandbox's start to end and
+    /// for its removal (ah's way before the detached cleanup; for scripts
+    /// that look for containers the moment ah exits).
+    Wait,
+}
+
+/// What a sandbox leaves on the host, to remove in this order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Remains {
+    /// Processes that may still be making one of the containers (the
+    /// `podman run` of a start that was abandoned): waited for first.
+    pub makers: Vec<Owner>,
+    /// Containers, by name (`podman rm -f`; a missing one is no error).
+    pub containers: Vec<String>,
+    /// Folders the containers wrote to (an overlay's scratch and upper
+    /// folders, a work copy), removed once the containers are gone.
+    pub folders: Vec<PathBuf>,
+}
+
+impl Remains {
+    /// Whether there is nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        self.containers.is_empty() && self.folders.is_empty()
+    }
+
+    /// Adds `other`'s remains to these.
+    pub fn extend(&mut self, other: Remains) {
+        self.makers.extend(other.makers);
+        self.containers.extend(other.containers);
+        self.folders.extend(other.folders);
+    }
+
+    /// Removes everything, within [`LIMIT`]: waits for the makers, then
+    /// removes the containers, then the folders. What could not be
+    /// removed, in words.
+    pub async fn remove(&self) -> Result<(), Vec<String>> {
+        match tokio::time::timeout(LIMIT, self.remove_unbounded()).await {
+            Ok(result) => result,
+            Err(_) => Err(vec![format!(
+                "the sandbox within {} s; the next podman run of ah in this project removes \
+                 what is left",
+                LIMIT.as_secs()
+            )]),
+        }
+    }
+
+    async fn remove_unbounded(&self) -> Result<(), Vec<String>> {
+        let mut failed = Vec::new();
+        for maker in &self.makers {
+            let waited = tokio::time::timeout(MAKER_LIMIT, async {
+                while maker.is_alive() {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await;
+            if waited.is_err() {
+                failed.push(format!(
+                    "podman (pid {}) was still making the sandbox after {} s",
+                    maker.pid,
+                    MAKER_LIMIT.as_secs()
+                ));
+            }
+        }
+        if !self.containers.is_empty() {
+            match Podman::find() {
+                Ok(podman) => {
+                    for name in &self.containers {
+                        if let Err(err) = podman::remove_container(&podman, name).await {
+                            failed.push(format!("container {name}: {err}"));
+                        }
+                    }
+                }
+                Err(err) => failed.push(err.to_string()),
+            }
+        }
+        // A folder still mounted by a container that could not be removed
+        // is left for the sweep, which removes that container first.
+        if failed.is_empty() {
+            for folder in self.folders.clone() {
+                let removed =
+                    tokio::task::spawn_blocking(move || podman::remove_scratch(&folder)).await;
+                match removed {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => failed.push(err.to_string()),
+                    Err(err) => failed.push(format!("the removal of a folder failed: {err}")),
+                }
+            }
+        }
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(failed),
+        }
+    }
+
+    /// Hands these remains to `ah __sandbox-cleanup`, a process of its own
+    /// that outlives this one (see the module's documentation), and
+    /// returns at once. `live` is the run's held `live.lock`: the cleanup
+    /// keeps it held until it is done. What it could not remove it appends
+    /// to `log`. Then it sweeps what dead runs left: their containers, and
+    /// the folders of the ended runs under `sweep` (the project's ah
+    /// folder). The remains back, and why, when no such process could be
+    /// started (the running program is not ah, say): remove them here.
+    pub fn detach(self, live: File, log: &Path, sweep: &Path) -> Result<(), (Remains, String)> {
+        let exe = match ah_executable() {
+            Ok(exe) => exe,
+            Err(why) => return Err((self, why)),
+        };
+        let spawned = std::process::Command::new(&exe)
+            .arg(COMMAND)
+            .args(self.to_args(log))
+            .arg("--sweep")
+            .arg(sweep)
+            .stdin(Stdio::from(live))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the terminal's foreground group from the fork on.
+            .process_group(0)
+            .spawn();
+        match spawned {
+            Ok(mut child) => {
+                // Reaped when it ends, if this process still runs then.
+                std::thread::spawn(move || child.wait());
+                Ok(())
+            }
+            Err(err) => Err((
+                self,
+                format!("{} could not be started: {err}", exe.display()),
+            )),
+        }
+    }
+
+    /// The arguments of `ah __sandbox-cleanup` for these remains.
+    fn to_args(&self, log: &Path) -> Vec<OsString> {
+        let mut args = vec![OsString::from("--log"), log.as_os_str().to_owned()];
+        for maker in &self.makers {
+            args.push("--after".into());
+            args.push(format!("{}:{}", maker.pid, maker.start).into());
+        }
+        for name in &self.containers {
+            args.push("--container".into());
+            args.push(name.into());
+        }
+        for folder in &self.folders {
+            args.push("--folder".into());
+            args.push(folder.as_os_str().to_owned());
+        }
+        args
+    }
+
+    /// The job that `ah __sandbox-cleanup`'s arguments name (after the
+    /// command's name); `None` when they are not its.
+    fn from_args(args: &[OsString]) -> Option<Job> {
+        let mut remains = Remains::default();
+        let mut log = None;
+        let mut sweep = None;
+        let mut pairs = args.chunks(2);
+        for pair in &mut pairs {
+            let [flag, value] = pair else {
+                return None;
+            };
+            match flag.to_str()? {
+                "--log" => log = Some(PathBuf::from(value)),
+                "--sweep" => sweep = Some(PathBuf::from(value)),
+                "--after" => {
+                    let (pid, start) = value.to_str()?.split_once(':')?;
+                    remains.makers.push(Owner {
+                        pid: pid.parse().ok()?,
+                        start: start.parse().ok()?,
+                    });
+                }
+                "--container" => remains.containers.push(value.to_str()?.to_string()),
+                "--folder" => remains.folders.push(PathBuf::from(value)),
+                _ => return None,
+            }
+        }
+        Some(Job {
+            remains,
+            log: log?,
+            sweep,
+        })
+    }
+}
+
+/// The running program, when it is ah (the cleanup is its hidden
+/// subcommand).
+fn ah_executable() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe()
+        .map_err(|err| format!("the running program cannot be found ({err})"))?;
+    match exe.file_name() == Some(OsStr::new("ah")) {
+        true => Ok(exe),
+        false => Err(format!("the running program {} is not ah", exe.display())),
+    }
+}
+
+/// The processes that may still be making a start's containers: a start
+/// adds its `podman run` here, so that a cleanup of the start abandoned
+/// meanwhile waits for it ([`Remains::makers`]). Clones share the list.
+#[derive(Debug, Clone, Default)]
+pub struct Makers(Arc<Mutex<Vec<Owner>>>);
+
+impl Makers {
+    /// Adds the running process `pid`.
+    pub fn add(&self, pid: u32) {
+        let Some(owner) = Owner::of(pid) else {
+            return;
+        };
+        self.lock().push(owner);
+    }
+
+    /// Those that still run.
+    pub fn running(&self) -> Vec<Owner> {
+        self.lock()
+            .iter()
+            .filter(|owner| owner.is_alive())
+            .cloned()
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Owner>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// What one `ah __sandbox-cleanup` does: remove a run's remains, then
+/// sweep what dead runs of the project left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub remains: Remains,
+    /// Where what could not be removed is noted.
+    pub log: PathBuf,
+    /// The project's ah folder, whose ended runs' folders are swept
+    /// (after the containers of dead runs: they may mount them).
+    pub sweep: Option<PathBuf>,
+}
+
+impl Job {
+    /// The job `ah __sandbox-cleanup`'s arguments name (after the
+    /// command's name); the usage, in words, when they are wrong.
+    pub fn from_args(args: &[OsString]) -> Result<Job, String> {
+        Remains::from_args(args).ok_or_else(|| {
+            format!(
+                "ah {COMMAND} --log FILE [--sweep AH_DIR] [--after PID:START]... \
+                 [--container NAME]... [--folder PATH]... (run by ah at the end of a run)"
+            )
+        })
+    }
+
+    /// Does the job within [`LIMIT`], with the terminal's SIGINT and
+    /// SIGHUP ignored; `leftovers` finds the folders of dead runs under
+    /// the swept folder. What could not be removed goes to the log; the
+    /// exit code.
+    pub fn run(&self, leftovers: impl FnOnce(&Path) -> Vec<PathBuf>) -> i32 {
+        let removed = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(async {
+                // The terminal's signals are for the ah that started this;
+                // with their handlers set they no longer end this process.
+                use tokio::signal::unix::{SignalKind, signal};
+                let _interrupt = signal(SignalKind::interrupt());
+                let _hangup = signal(SignalKind::hangup());
+                match tokio::time::timeout(LIMIT, self.work(leftovers)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(vec![format!(
+                        "everything within {} s (it stopped there)",
+                        LIMIT.as_secs()
+                    )]),
+                }
+            }),
+            Err(err) => Err(vec![format!(
+                "anything: the async runtime did not start ({err})"
+            )]),
+        };
+        let Err(failed) = removed else {
+            return 0;
+        };
+        let lines: String = failed
+            .iter()
+            .map(|why| {
+                format!(
+                    "{}: the sandbox's cleanup could not remove {why}; the next podman run of \
+                     ah in this project removes what is left\n",
+                    ah_base::format_rfc3339(std::time::SystemTime::now())
+                )
+            })
+            .collect();
+        if let Ok(mut file) = File::options().create(true).append(true).open(&self.log) {
+            let _ = file.write_all(lines.as_bytes());
+        }
+        1
+    }
+
+    async fn work(&self, leftovers: impl FnOnce(&Path) -> Vec<PathBuf>) -> Result<(), Vec<String>> {
+        self.remains.remove_unbounded().await?;
+        let Some(ah_dir) = &self.sweep else {
+            return Ok(());
+        };
+        if let Err(err) = podman::cleanup_stale().await {
+            return Err(vec![format!("the containers of dead runs: {err}")]);
+        }
+        // This process does nothing else meanwhile: the walk may block it.
+        let folders = leftovers(ah_dir);
+        Remains {
+            folders,
+            ..Remains::default()
+        }
+        .remove_unbounded()
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arguments_carry_the_remains() {
+        let remains = Remains {
+            makers: vec![Owner { pid: 42, start: 7 }],
+            containers: vec!["ah-x".into(), "ah-x-ro".into()],
+            folders: vec!["/r/overlay-work".into(), "/r/upper".into()],
+        };
+        let args = remains.to_args(Path::new("/r/cleanup.log"));
+        let job = Remains::from_args(&args);
+        let back = job.as_ref().map(|job| (&job.remains, job.log.as_path()));
+        assert_eq!(back, Some((&remains, Path::new("/r/cleanup.log"))));
+        assert!(Remains::from_args(&["--bogus".into(), "x".into()]).is_none());
+        assert!(Remains::from_args(&["--container".into()]).is_none());
+    }
+
+    #[test]
+    fn a_maker_that_ended_is_not_waited_for() {
+        let makers = Makers::default();
+        makers.add(std::process::id());
+        assert_eq!(makers.running().len(), 1);
+        let child = std::process::Command::new("true").spawn();
+        let Ok(mut child) = child else { return };
+        let pid = child.id();
+        makers.add(pid);
+        let _ = child.wait();
+        assert_eq!(makers.running().len(), 1, "the reaped child does not run");
+    }
+}

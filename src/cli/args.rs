@@ -437,6 +437,7 @@ impl RunArgs {
                 network: sandbox.network,
                 allow_hosts: sandbox.allow_hosts.clone(),
                 env: sandbox.env.clone(),
+                cleanup: Default::default(),
             },
             review: self.review,
             skills: self.skills.clone(),

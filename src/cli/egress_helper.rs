@@ -1,5 +1,6 @@
 //! The hidden subcommands ah runs inside its own sandbox (`ah
-//! __egress-listen`, `ah __sandbox-agent`; see `ah_core::sandbox::helper`):
+//! __egress-listen`, `ah __sandbox-agent`, and on the host `ah
+//! __sandbox-cleanup`; see `ah_core::sandbox::helper`):
 //! recognised before the arguments are parsed, their end said on stderr
 //! and turned into an exit code.
 

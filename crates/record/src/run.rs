@@ -33,6 +33,7 @@ use super::shadow::{self, Layers, ShadowRepo, StatCache, StepCommit};
 use super::{Change, workspace};
 use ah_llm::ToolDef;
 use ah_llm::models::EditFormat;
+use ah_sandbox::cleanup::Cleanup;
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::egress::EgressDecision;
 use ah_sandbox::podman::OverlayDirs;
@@ -149,6 +150,8 @@ pub struct Run {
     limits: OutputLimits,
     bash_timeout: u64,
     disk_budget: DiskBudget,
+    /// How the sandbox is removed at the end ([`Run::set_cleanup`]).
+    cleanup: Cleanup,
     overlay: Option<overlay::Overlay>,
     /// What earlier steps of an overlay run hashed.
     stat_cache: StatCache,
@@ -268,6 +271,7 @@ impl Run {
             limits: OutputLimits::default(),
             bash_timeout: ah_tools::bash::DEFAULT_TIMEOUT,
             disk_budget: DiskBudget::default(),
+            cleanup: Cleanup::Wait,
             overlay: start.overlay,
             stat_cache: StatCache::default(),
             taking: start.taking,
@@ -321,6 +325,14 @@ impl Run {
     /// Sets how much disk the run may use; checked after every step.
     pub fn set_disk_budget(&mut self, budget: DiskBudget) {
         self.disk_budget = budget;
+    }
+
+    /// Sets how the sandbox is removed at the end: handed off
+    /// ([`Cleanup::Detached`]: [`RunResult::remains`] says what is left to
+    /// remove) or stopped before [`Run::finish`] returns ([`Cleanup::Wait`],
+    /// the default).
+    pub fn set_cleanup(&mut self, cleanup: Cleanup) {
+        self.cleanup = cleanup;
     }
 
     /// Sets how long a `bash` call runs when the model names no timeout.

@@ -11,6 +11,7 @@ mod live;
 mod manifest;
 mod private;
 pub mod prune;
+pub mod sweep;
 
 pub use live::{LiveLock, Liveness};
 pub use manifest::{

@@ -56,6 +56,7 @@ pub fn fill(args: &mut RunOptions, config: &Config) {
     if !given.pids_limit {
         sandbox.pids_limit = config.sandbox.pids_limit;
     }
+    sandbox.cleanup = config.sandbox.cleanup;
     let mut ulimits: Vec<(UlimitKind, u64)> = [
         config.sandbox.nofile.map(|n| (UlimitKind::Nofile, n)),
         config.sandbox.nproc.map(|n| (UlimitKind::Nproc, n)),

@@ -13,6 +13,7 @@ use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::run::ReviewMode;
 use ah_llm::models::{EditFormat, ToolProtocol};
 use ah_sandbox::BackendKind;
+use ah_sandbox::cleanup::Cleanup;
 use ah_sandbox::egress::NetworkMode;
 use ah_sandbox::podman::DEFAULT_IMAGE;
 use ah_tools::OutputLimits;
@@ -93,6 +94,9 @@ pub struct SandboxSettings {
     /// Host variables passed into the sandbox (secrets never are); adds to
     /// the policy's `[sandbox] env` and `--env`.
     pub env: Vec<String>,
+    /// `detached` (the sandbox is removed by a process of its own while ah
+    /// ends) or `wait` (the run waits for its removal).
+    pub cleanup: Cleanup,
 }
 
 /// The sandbox's network (podman backend).
@@ -186,6 +190,7 @@ impl Default for SandboxSettings {
             nofile: None,
             nproc: None,
             env: Vec::new(),
+            cleanup: Cleanup::default(),
         }
     }
 }

@@ -199,7 +199,7 @@ impl Side<'_> {
         let Started {
             mut run,
             origin,
-            live: _live,
+            live,
             sandbox,
         } = started;
         let outcome = async {
@@ -227,7 +227,10 @@ impl Side<'_> {
                 driven = engine_loop.drive(with) => Ok(driven),
             };
             let settled = match driven {
-                Ok(driven) => sandbox.settled(&mut front).await.map(|()| driven),
+                Ok(driven) => sandbox
+                    .settled(&mut front, self.options.sandbox.cleanup)
+                    .await
+                    .map(|()| driven),
                 Err(err) => Err(err),
             };
             let Driven { end, head, .. } = match settled {
@@ -245,6 +248,7 @@ impl Side<'_> {
                 seq_before: self.seq_before,
                 branch: head,
                 restored: origin.restored().cloned(),
+                live: &live,
             };
             finish_run(run, end, &ending, &session, &mut front).await
         }

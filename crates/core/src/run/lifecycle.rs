@@ -4,6 +4,13 @@
 //! has run, the patch is always saved and the manifest written, whatever
 //! happens after; a run whose sandbox cannot start is taken back out of its
 //! session instead (see [`SessionRollback`]).
+//!
+//! The end does not wait for the sandbox: a start still under way is
+//! abandoned (the run never needed it), and the container and the work
+//! copy are handed to a cleanup of their own that outlives ah
+//! (`ah_sandbox::cleanup`), before the review (`[sandbox] cleanup = "wait"`
+//! keeps the old way: wait for the start, remove, then review). That
+//! cleanup then sweeps what killed runs of the project left.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -27,6 +34,7 @@ use ah_record::artifacts::SkipReason;
 use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
 use ah_record::safe_text::{name_safe, terminal_safe};
+use ah_sandbox::cleanup::{Cleanup, Remains};
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::none::NoneBackend;
 use ah_sandbox::starting::{StartError, Starting};
@@ -134,6 +142,7 @@ pub(crate) fn start_run(
         });
     }
     run.set_bash_timeout(args.bash_timeout.unwrap_or(ah_tools::bash::DEFAULT_TIMEOUT));
+    run.set_cleanup(args.sandbox.cleanup);
     Ok(Started {
         run,
         origin,
@@ -182,7 +191,8 @@ fn start_podman(
     // baseline that cannot be taken fails the start, and the first command
     // waits for both.
     let taking = (!read_only).then(|| start.taking.clone()).flatten();
-    Ok(Starting::spawn(BackendKind::Podman, async move {
+    let leaving = (options.remains(), options.makers.clone());
+    let starting = Starting::spawn(BackendKind::Podman, async move {
         let baseline = async move {
             let Some(taking) = taking else {
                 return Ok(());
@@ -210,7 +220,8 @@ fn start_podman(
             )]);
         }
         Ok::<_, StartFailure>(backend)
-    }))
+    });
+    Ok(starting.leaving(leaving.0, leaving.1))
 }
 
 /// Why the main container's start failed.
@@ -273,11 +284,21 @@ impl SandboxStart {
         }
     }
 
-    /// Waits for every start; the first error, if one failed. What the
-    /// starts had to say goes to `front`.
-    pub(crate) async fn settled(&self, front: &mut dyn Front) -> Result<(), StartError> {
+    /// How the starts ended: the first error, if one failed. What they had
+    /// to say goes to `front`. A start still under way is waited for only
+    /// under [`Cleanup::Wait`]: the run did not need it, and its end
+    /// abandons it (see `Starting::leaving`).
+    pub(crate) async fn settled(
+        &self,
+        front: &mut dyn Front,
+        cleanup: Cleanup,
+    ) -> Result<(), StartError> {
         for start in [&self.main, &self.read_only].into_iter().flatten() {
-            start.ready().await?;
+            match (start.ended(), cleanup) {
+                (Some(ended), _) => ended?,
+                (None, Cleanup::Wait) => drop(start.ready().await?),
+                (None, Cleanup::Detached) => {}
+            }
         }
         for notice in self.notices.take() {
             front.notice(&notice);
@@ -399,6 +420,8 @@ pub(crate) struct Ending<'a> {
     /// went on side by side, each on its own.
     pub(crate) branch: Option<String>,
     pub(crate) restored: Option<RestoredFrom>,
+    /// The run's liveness, which a detached cleanup keeps until it is done.
+    pub(crate) live: &'a LiveLock,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -421,7 +444,10 @@ pub(crate) async fn finish_run(
     let review_mode = setup.review_mode;
     let run_dir = run.dir().clone();
     let run_id = setup.run_id.as_str();
-    let result = run.finish().await?;
+    let mut result = run.finish().await?;
+    if let Some(remains) = result.remains.take() {
+        clean_up(remains, (ending.live, &setup.ah_dir), &run_dir, front).await;
+    }
     for decision in &result.egress {
         announce(
             session,
@@ -570,6 +596,34 @@ pub(crate) async fn finish_run(
             manifest.save(&run_dir.manifest_path())?;
             run_end(front, reviewed.record.decision.as_str());
             Ok(outcome(review_mode, &result, &reviewed))
+        }
+    }
+}
+
+/// Hands what the sandbox left to a cleanup of its own, which goes on
+/// after ah exits (keeping the run live meanwhile, and noting what it could
+/// not remove in the run's `cleanup.log`); where none can start (the
+/// running program is not ah), removes it here.
+async fn clean_up(
+    remains: Remains,
+    (live, ah_dir): (&LiveLock, &Path),
+    dir: &RunDir,
+    front: &mut dyn Front,
+) {
+    let log = dir.path().join("cleanup.log");
+    let left = match live.share() {
+        Ok(held) => match remains.detach(held, &log, ah_dir) {
+            Ok(()) => return,
+            Err((remains, _)) => remains,
+        },
+        Err(_) => remains,
+    };
+    if let Err(failed) = left.remove().await {
+        for why in failed {
+            front.notice(&format!(
+                "warning: the sandbox's cleanup could not remove {}",
+                terminal_safe(&why)
+            ));
         }
     }
 }

@@ -48,8 +48,8 @@ pub use begin::split_prompt;
 pub use front::{Console, Front, LiveControls};
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
-    BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode, RunOptions,
-    SandboxOptions, SessionChoice, UlimitKind, parse_size,
+    BackendKind, Cleanup, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode,
+    RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
 pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Tone};
@@ -213,7 +213,7 @@ async fn run_in_session(
     let Started {
         mut run,
         origin,
-        live: _live,
+        live,
         sandbox,
     } = start_run(options, setup, session, read_only_sandbox, front)?;
     run.set_project_tools(setup.project_tools.clone());
@@ -260,7 +260,10 @@ async fn run_in_session(
     drop(controls);
     signals.loop_over();
     let settled = match driven {
-        Ok(driven) => sandbox.settled(front).await.map(|()| driven),
+        Ok(driven) => sandbox
+            .settled(front, options.sandbox.cleanup)
+            .await
+            .map(|()| driven),
         Err(err) => Err(err),
     };
     let Driven { reason, end, .. } = match settled {
@@ -275,6 +278,7 @@ async fn run_in_session(
         seq_before: before.seq,
         branch: None,
         restored: origin.restored().cloned(),
+        live: &live,
     };
     finish_run(run, end, &ending, session, front).await
 }

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use crate::config::Config;
 pub use ah_record::rundir::ReviewMode;
 pub use ah_sandbox::BackendKind;
+pub use ah_sandbox::cleanup::Cleanup;
 pub use ah_sandbox::disk::parse_size;
 pub use ah_sandbox::egress::NetworkMode;
 pub use ah_tools::OutputLimits;
@@ -65,6 +66,8 @@ pub struct SandboxOptions {
     pub network: Option<NetworkMode>,
     pub allow_hosts: Vec<String>,
     pub env: Vec<String>,
+    /// How the sandbox is removed at the run's end (configuration only).
+    pub cleanup: Cleanup,
 }
 
 /// Which of the settings that have a default value were given by the user

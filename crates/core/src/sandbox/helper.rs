@@ -1,14 +1,18 @@
-//! The hidden subcommands ah runs inside its own sandbox: `ah
+//! The hidden subcommands ah runs for itself: inside its own sandbox, `ah
 //! __egress-listen SOCKET PORT` hands the egress proxy's listening port to
 //! the host (see `ah_sandbox::egress::handoff`), and `ah __sandbox-agent`
-//! is the command channel's agent (see `ah_sandbox::channel::agent`). They
+//! is the command channel's agent (see `ah_sandbox::channel::agent`); on
+//! the host, `ah __sandbox-cleanup` removes a finished run's sandbox after
+//! ah has exited (see `ah_sandbox::cleanup`). They
 //! are not commands of ah's interface (no help, no completion), so the
 //! front-end asks about them before it parses the arguments.
 
 use std::ffi::OsString;
 use std::path::Path;
 
+use ah_record::rundir::sweep;
 use ah_sandbox::channel::agent;
+use ah_sandbox::cleanup;
 use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
 
 /// How a hidden subcommand ended.
@@ -28,6 +32,12 @@ pub enum Helped {
 /// first) name; `None` when they name none.
 pub fn helper(args: impl Iterator<Item = OsString>) -> Option<Helped> {
     let args: Vec<OsString> = args.skip(1).collect();
+    if args.first()? == cleanup::COMMAND {
+        return Some(match cleanup::Job::from_args(&args[1..]) {
+            Ok(job) => Helped::Exit(job.run(sweep::leftovers)),
+            Err(usage) => Helped::Usage(usage),
+        });
+    }
     if args.first()? == agent::COMMAND {
         if args.len() != 1 {
             return Some(Helped::Usage(format!(

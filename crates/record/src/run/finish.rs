@@ -1,5 +1,7 @@
-//! The end of a run: the sandbox is stopped, the work copy is removed (the
-//! shadow repo keeps every step), `session.patch` is written (without the
+//! The end of a run: the sandbox is handed off to a cleanup off the run's
+//! path (or, where it cannot be, or [`Cleanup::Wait`] says so, stopped
+//! here), the work copy goes with it (the shadow repo keeps every step;
+//! its bytes count as freed), `session.patch` is written (without the
 //! build and cache outputs the run added) and the files the run added,
 //! outputs included, are copied out as artifacts. The patch and the
 //! artifacts are written out of the shadow repo, where a sparse file or
@@ -13,6 +15,7 @@ use super::{Run, RunError};
 use crate::artifacts::{self, ArtifactReport};
 use crate::patch::{self, PatchInfo};
 use crate::rundir::ViolationRecord;
+use ah_sandbox::cleanup::{Cleanup, Remains};
 use ah_sandbox::disk::Room;
 use ah_sandbox::egress::EgressDecision;
 
@@ -41,6 +44,10 @@ pub struct RunResult {
     /// Network proxy decisions made after the last step was reported (a
     /// request still being checked when its step ended).
     pub egress: Vec<EgressDecision>,
+    /// What is left to remove (the containers, the work copy), when the
+    /// sandbox was handed off: the caller removes it, off the user's path
+    /// ([`Remains::detach`]).
+    pub remains: Option<Remains>,
 }
 
 impl Run {
@@ -78,43 +85,40 @@ impl Run {
         })
     }
 
-    /// Stops the backend, removes the work copy (the shadow repo keeps every
-    /// step), writes `session.patch` and copies the added files out as
-    /// artifacts, within what the disk budget leaves. Only a patch that
-    /// cannot be built is an error: the rest are warnings in the result, so
-    /// the run's outcome is never lost.
+    /// Hands the sandbox off (see [`Run::set_cleanup`]) or stops it,
+    /// writes `session.patch` and copies the added files out as artifacts,
+    /// within what the disk budget leaves once the work copy is gone (the
+    /// shadow repo keeps every step). Only a patch that cannot be built is
+    /// an error: the rest are warnings in the result, so the run's outcome
+    /// is never lost.
     pub async fn finish(mut self) -> Result<RunResult, RunError> {
         let mut warnings = Vec::new();
         let settled = self.settle().await.map_err(|err| {
             RunError::Shadow(format!("the project's baseline could not be taken: {err}"))
         });
         self.mcp.shutdown().await;
-        if let Err(err) = self.backend.shutdown().await {
-            warnings.push(format!("the sandbox could not be removed: {err}"));
-        }
-        if let Some(read_only) = &self.read_only_backend
-            && let Err(err) = read_only.shutdown().await
-        {
-            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
-        }
-        settled?;
-        let egress = self.backend.take_egress();
-        if let Some(overlay) = &self.overlay {
-            warnings.extend(self.project_moved(overlay));
-        }
-        // Gone before the end's writes are measured: they come from the
-        // shadow repo, and the room it took is theirs.
         let work = match &self.overlay {
             Some(overlay) => overlay.dirs.upper.clone(),
             None => self.dir.work_dir(),
         };
-        if let Err(err) = std::fs::remove_dir_all(&work) {
-            warnings.push(format!(
-                "the work copy {} could not be removed: {err}",
-                work.display()
-            ));
+        let remains = match self.cleanup {
+            Cleanup::Detached => self.hand_off(&work, &mut warnings).await,
+            Cleanup::Wait => None,
+        };
+        if remains.is_none() {
+            self.stop_sandbox(&work, &mut warnings).await;
         }
-        let mut room = self.disk_budget.room(self.dir.path());
+        let egress = self.backend.take_egress();
+        settled?;
+        if let Some(overlay) = &self.overlay {
+            warnings.extend(self.project_moved(overlay));
+        }
+        // Measured as if the work copy were gone: the end's writes come
+        // from the shadow repo, and the room it took is theirs.
+        let mut room = match remains {
+            Some(_) => self.disk_budget.room_without(self.dir.path(), &work),
+            None => self.disk_budget.room(self.dir.path()),
+        };
         let patch_path = self.dir.patch_path();
         let (info, patch_not_saved) = self.write_patch(&mut room)?;
         let artifacts = self
@@ -149,7 +153,49 @@ impl Run {
             warnings,
             poisoned: self.poisoned,
             egress,
+            remains,
         })
+    }
+
+    /// Hands the sandbox off, and `work` with it; `None` (and nothing
+    /// handed off) when the backend cannot be. A read-only backend that
+    /// cannot be handed off is stopped here.
+    async fn hand_off(
+        &self,
+        work: &std::path::Path,
+        warnings: &mut Vec<String>,
+    ) -> Option<Remains> {
+        let mut remains = self.backend.hand_off().await?;
+        if let Some(read_only) = &self.read_only_backend {
+            match read_only.hand_off().await {
+                Some(more) => remains.extend(more),
+                None => {
+                    if let Err(err) = read_only.shutdown().await {
+                        warnings.push(format!("the read-only sandbox could not be removed: {err}"));
+                    }
+                }
+            }
+        }
+        remains.folders.push(work.to_path_buf());
+        Some(remains)
+    }
+
+    /// Stops the sandbox and removes `work` here, what failed a warning.
+    async fn stop_sandbox(&self, work: &std::path::Path, warnings: &mut Vec<String>) {
+        if let Err(err) = self.backend.shutdown().await {
+            warnings.push(format!("the sandbox could not be removed: {err}"));
+        }
+        if let Some(read_only) = &self.read_only_backend
+            && let Err(err) = read_only.shutdown().await
+        {
+            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
+        }
+        if let Err(err) = std::fs::remove_dir_all(work) {
+            warnings.push(format!(
+                "the work copy {} could not be removed: {err}",
+                work.display()
+            ));
+        }
     }
 
     /// Writes `session.patch` within `room` and takes what it took: its

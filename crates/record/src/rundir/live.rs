@@ -9,12 +9,21 @@ use std::io;
 use super::{Result, RunDir, io_err};
 
 /// The lock file's name in a run directory.
-const LOCK_FILE: &str = "live.lock";
+pub(super) const LOCK_FILE: &str = "live.lock";
 
 /// Held while a run is going; dropping it ends the run's liveness.
 #[derive(Debug)]
 pub struct LiveLock {
-    _file: File,
+    file: File,
+}
+
+impl LiveLock {
+    /// Another handle on the held lock, for a process that must keep the
+    /// run live after this one has exited (the sandbox's cleanup, as its
+    /// standard input): the lock holds while either handle is open.
+    pub fn share(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
 }
 
 /// What can be told about a run directory's process.
@@ -42,7 +51,7 @@ impl RunDir {
             .open(&path)
             .map_err(io_err("create", &path))?;
         file.lock().map_err(io_err("lock", &path))?;
-        Ok(LiveLock { _file: file })
+        Ok(LiveLock { file })
     }
 
     /// Whether a process is running this run. A run without a lock file

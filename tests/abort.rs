@@ -205,8 +205,5 @@ fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
         .to_str()
         .unwrap()
         .to_string();
-    assert_eq!(
-        crate::support::podman::containers_of(&podman, &first_run),
-        ""
-    );
+    crate::support::podman::no_container_left(&podman, &first_run);
 }

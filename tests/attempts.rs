@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::support::host::Host;
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{no_container_left, podman_ready_blocking};
 use ah_core::event::RunEvent;
 use ah_core::run::{
     Choice, Console, Engine, Front, LiveControls, Outcome, PatchToChoose, ReviewFront, RunOptions,
@@ -180,7 +180,7 @@ fn two_attempts_of_one_task_run_side_by_side_in_one_process() {
     assert_eq!(prompts, [vec![json!(1)]]);
     // Both sandboxes are gone, and the project is as it was.
     for attempt in &attempts {
-        assert_eq!(containers_of(&podman, &attempt.run), "", "{}", attempt.run);
+        no_container_left(&podman, &attempt.run);
     }
     assert_eq!(host.git_out(&["status", "--porcelain"]), "");
 }

@@ -18,7 +18,7 @@ use crate::support::host::{Host, describe, git, json_file};
 use crate::support::mcp;
 use crate::support::mock::{MockServer, RecordedRequest};
 use crate::support::org::{call, say};
-use crate::support::podman::{TestUser, containers_of, podman_ready_blocking};
+use crate::support::podman::{TestUser, no_container_left, podman_ready_blocking};
 
 /// The calls both backends make, after the ones of their own; `n` is the
 /// number of requests before them.
@@ -299,7 +299,7 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     check_common(&requests, 2, &host, 5);
     let run = host.run();
     let id = run.file_name().unwrap().to_string_lossy().to_string();
-    assert_eq!(containers_of(&podman, &id), "", "no container left");
+    no_container_left(&podman, &id);
     // With podman the probes ran in the container, now gone.
     let left =
         host_processes(|line| line.contains("/opt/mcp/probe.py") && !line.contains("podman"));

@@ -9,7 +9,7 @@
 use crate::support::host::{Host, describe, run_id};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::org::say;
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{no_container_left, podman_ready_blocking};
 use serde_json::json;
 
 fn bash(id: &str, command: &str) -> Turn {
@@ -63,7 +63,7 @@ fn agents_share_one_sandbox_and_one_patch() {
     assert_eq!(host.read("made.txt"), "from-coder\n");
     assert!(!host.project.join("locked.txt").exists());
     let id = run_id(&host.run());
-    assert_eq!(containers_of(&podman, &id), "", "no container left");
+    no_container_left(&podman, &id);
 }
 
 #[test]

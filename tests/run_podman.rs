@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use crate::support::host::{Host, describe, files_containing, git, json_file, run_id, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::podman::{containers_of, podman_ready_blocking, work_view};
+use crate::support::podman::{
+    containers_of, no_container_left, podman_ready_blocking, sandbox_folders_gone, work_view,
+};
 use crate::support::steps::{bash, script, write};
 use serde_json::{Value, json};
 
@@ -569,11 +571,7 @@ fn no_container_is_left_after_a_run() {
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for ah: {e}"));
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert_eq!(
-        containers_of(&podman, &id),
-        "",
-        "the run's container is gone"
-    );
+    no_container_left(&podman, &id);
 }
 
 #[test]
@@ -632,11 +630,16 @@ fn after_ah_is_killed_the_next_run_removes_its_container_and_continues_the_sessi
     );
     assert_eq!(next[1]["text"], json!("again"), "{messages}");
     // Parallel tests start ah too, and any of them may have removed the
-    // leftover first; what matters is that it is gone now.
-    assert_eq!(containers_of(&podman, &killed), "", "the leftover survived");
+    // leftover first; what matters is that it is gone.
+    // The next run's cleanup, after it exited, swept what the killed one
+    // left: its container and its folders.
+    no_container_left(&podman, &killed);
     let runs = host.runs();
     assert_eq!(runs.len(), 2);
-    assert_eq!(containers_of(&podman, &run_id(&runs[1])), "");
+    no_container_left(&podman, &run_id(&runs[1]));
+    for run in &runs {
+        sandbox_folders_gone(run);
+    }
 }
 
 #[test]

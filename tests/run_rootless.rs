@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use crate::support::host::{describe, git, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::podman::{TestUser, podman_ready_blocking};
+use crate::support::podman::{
+    TestUser, no_container_left_by, podman_ready_blocking, sandbox_folders_gone,
+};
 use serde_json::json;
 
 fn chown(path: &Path, user: &TestUser) {
@@ -124,8 +126,8 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
     );
 
     // The run's /work was an overlay of the project (nothing copied), and
-    // nothing of it is left: the scratch folder holds a folder only the
-    // user namespace may remove.
+    // nothing of it is left once its cleanup is over: the scratch folder
+    // holds a folder only the user namespace may remove.
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("copying the project"),
         "{}",
@@ -136,13 +138,7 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
-    for left in ["work", "upper", "overlay"] {
-        assert!(
-            !runs[0].join(left).exists(),
-            "{left} is left in {}",
-            runs[0].display()
-        );
-    }
+    sandbox_folders_gone(&runs[0]);
 
     let made = project.join("made.txt");
     assert_eq!(std::fs::read_to_string(&made).unwrap(), "made\n");
@@ -162,6 +158,28 @@ fn an_unprivileged_user_runs_tools_in_rootless_podman() {
         String::from_utf8_lossy(&log.stdout).trim(),
         "ah: make a file"
     );
+}
+
+#[test]
+fn an_unprivileged_users_run_without_tools_ends_at_once_and_its_sandbox_goes_after() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("nothing to do"))]);
+    let out = p.ah(&mock, &[], &["--review", "never", "nothing"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let runs: Vec<_> = std::fs::read_dir(p.project.join(".ah/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let id = runs[0].file_name().unwrap().to_str().unwrap().to_string();
+    // The cleanup, in the user's own podman, outlived ah and left nothing.
+    no_container_left_by(&id, |id| p.user.containers_of(&podman, id));
+    sandbox_folders_gone(&runs[0]);
 }
 
 #[test]

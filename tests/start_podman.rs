@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use crate::support::host::{Host, describe, query, run_id, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{
+    containers_of, no_container_left, podman_ready_blocking, sandbox_folders_gone,
+};
 use crate::support::steps::{bash, script};
 use serde_json::json;
 
@@ -106,29 +108,45 @@ fn the_first_model_request_does_not_wait_for_the_container() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let told = mock.requests()[1].told();
     assert!(told.starts_with("one\n"), "{told}");
-    assert_eq!(containers_of(&podman, &run_id(&host.run())), "");
+    no_container_left(&podman, &run_id(&host.run()));
 }
 
 #[test]
-fn a_run_that_calls_no_tool_leaves_no_container() {
+fn a_run_that_calls_no_tool_ends_before_its_container_exists_and_leaves_none() {
     let Some(podman) = podman_ready_blocking() else {
         return;
     };
     let host = Host::git(&[("a.txt", "one\n")]);
     let gate = Gate::new(&host);
-    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("nothing to do"))]);
-    let child = spawn_gated(&host, &mock, &gate, "nothing");
+    // The answer takes a while, so that podman is creating the container
+    // by the time it is over.
+    let slow = Turn::stall(
+        Reply::new().text("nothing to do"),
+        1,
+        Duration::from_secs(5),
+    );
+    let mock = MockServer::start(vec![slow]);
+    let mut child = spawn_gated(&host, &mock, &gate, "nothing");
 
-    // The model has answered; the container is still being created, and
-    // is removed once it is.
-    mock.wait_for_requests(1, SYNC);
+    // The run ends while its container is held before it exists: it did
+    // not wait for the start, nor for a removal.
     gate.wait_reached();
+    let status = child.wait().unwrap_or_else(|e| panic!("wait for ah: {e}"));
+    assert_eq!(status.code(), Some(0));
+    let run = host.run();
+    assert_eq!(
+        containers_of(&podman, &run_id(&run)),
+        "",
+        "the container did not exist when the run ended"
+    );
+    let manifest = std::fs::read_to_string(run.join("manifest.json"))
+        .unwrap_or_else(|e| panic!("manifest: {e}"));
+    assert!(manifest.contains("\"finished_at\""), "{manifest}");
+    // Its cleanup waits for podman to make the container, then removes it
+    // and the run's folders.
     gate.open();
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("wait for ah: {e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    assert_eq!(containers_of(&podman, &run_id(&host.run())), "");
+    no_container_left(&podman, &run_id(&run));
+    sandbox_folders_gone(&run);
 }
 
 #[test]
@@ -150,7 +168,8 @@ fn an_abort_while_the_container_starts_leaves_no_container() {
         .wait_with_output()
         .unwrap_or_else(|e| panic!("wait for ah: {e}"));
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
-    assert_eq!(containers_of(&podman, &run_id(&host.run())), "");
+    no_container_left(&podman, &run_id(&host.run()));
+    sandbox_folders_gone(&host.run());
 }
 
 #[test]
@@ -198,5 +217,5 @@ fn a_sandbox_that_cannot_start_ends_the_run_and_leaves_the_session_as_it_was() {
         .runs()
         .pop()
         .unwrap_or_else(|| panic!("no run directory"));
-    assert_eq!(containers_of(&podman, &run_id(&run)), "");
+    no_container_left(&podman, &run_id(&run));
 }

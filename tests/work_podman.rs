@@ -9,7 +9,7 @@
 
 use crate::support::host::{Host, describe, json_file, run_id};
 use crate::support::mock::MockServer;
-use crate::support::podman::{containers_of, podman_ready_blocking};
+use crate::support::podman::{no_container_left, podman_ready_blocking};
 use crate::support::work::{Script, phase_file, phase_of};
 use serde_json::json;
 
@@ -71,14 +71,5 @@ fn plan_and_check_see_work_read_only_in_their_own_container() {
     assert_eq!(manifest["violations"], json!([]));
     assert_eq!(manifest["review"]["decision"], json!("applied"));
     let id = run_id(&run);
-    assert_eq!(
-        containers_of(&podman, &id),
-        "",
-        "the run's container is gone"
-    );
-    assert_eq!(
-        containers_of(&podman, &format!("{id}-ro")),
-        "",
-        "the read-only container is gone"
-    );
+    no_container_left(&podman, &id);
 }

@@ -86,6 +86,83 @@ pub(crate) fn containers_of(podman: &Path, id: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// How long a run's sandbox may take to be removed after ah exits (a few
+/// hundred milliseconds when idle; podman slows down a lot under load).
+pub(crate) const CLEANUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until run `id` has no container left (its read-only one
+/// included), for at most [`CLEANUP_LIMIT`]: a run's end hands the
+/// removal to a cleanup that goes on after ah exits.
+///
+/// # Panics
+/// If a container is still there after the limit.
+pub(crate) fn no_container_left(podman: &Path, id: &str) {
+    no_container_left_by(id, |id| containers_of(podman, id));
+}
+
+/// [`no_container_left`] with the containers of a run listed by `list`
+/// (the podman of another user, say).
+pub(crate) fn no_container_left_by(id: &str, list: impl Fn(&str) -> String) {
+    let ro = format!("{id}-ro");
+    let mut left = String::new();
+    let gone = within_cleanup_limit(|| {
+        left = [list(id), list(&ro)].concat();
+        left.is_empty()
+    });
+    assert!(
+        gone,
+        "run {id} still has a container {} s after it ended: {left}",
+        CLEANUP_LIMIT.as_secs()
+    );
+}
+
+/// Waits until the run folder `run` holds none of its sandbox's folders
+/// (work copy, upper folder, overlay scratch) and no process keeps the run
+/// live (its cleanup has ended), for at most [`CLEANUP_LIMIT`].
+///
+/// # Panics
+/// If something is still there after the limit.
+pub(crate) fn sandbox_folders_gone(run: &Path) {
+    let mut left = Vec::new();
+    let gone = within_cleanup_limit(|| {
+        left = ["work", "upper", "overlay"]
+            .into_iter()
+            .filter(|name| run.join(name).exists())
+            .collect();
+        left.is_empty() && !held(&run.join("live.lock"))
+    });
+    assert!(
+        gone,
+        "{} {} s after its run ended: left {left:?}, live.lock held: {}",
+        run.display(),
+        CLEANUP_LIMIT.as_secs(),
+        held(&run.join("live.lock"))
+    );
+}
+
+/// Whether a process holds the lock on `path`.
+fn held(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+}
+
+/// Polls `done` until it holds or [`CLEANUP_LIMIT`] has passed; whether it
+/// held.
+fn within_cleanup_limit(mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + CLEANUP_LIMIT;
+    loop {
+        if done() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// The unprivileged user named by `AH_TEST_USER` (CI creates it with
 /// `scripts/setup`), for rootless tests run from root.
 pub(crate) struct TestUser {
@@ -137,6 +214,24 @@ impl TestUser {
             .args(env.iter().map(|(k, v)| format!("{k}={v}")))
             .arg(program);
         cmd
+    }
+
+    /// IDs of this user's containers labelled with run `id` (its rootless
+    /// podman), one a line.
+    pub(crate) fn containers_of(&self, podman: &Path, id: &str) -> String {
+        let out = self
+            .command(podman, &[])
+            .args(["ps", "-a", "-q", "--filter"])
+            .arg(format!("label=ah.run={id}"))
+            .output()
+            .unwrap_or_else(|e| panic!("podman ps as {}: {e}", self.name));
+        assert!(
+            out.status.success(),
+            "podman ps as {}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// A copy of `program` this user can run whatever the permissions of the

@@ -10,7 +10,15 @@
 //!   message, where podman or its image is missing);
 //! - a whole run with one write step on podman, on a project of 70 000
 //!   files against one of 20: what ah adds that grows with the project
-//!   (prepare, steps, patch, cleanup). Skipped like the podman start.
+//!   (prepare, steps, patch, cleanup). Skipped like the podman start;
+//! - a whole run whose model calls no tool, `--backend none` against
+//!   podman the old way (`-c sandbox.cleanup=wait`: the run waits for the
+//!   container it never used, then removes it) and the new (the start is
+//!   abandoned, the removal detached);
+//! - the end of a podman run with one `bash true` step: from the mock
+//!   receiving the last request to ah's exit, none against podman the old
+//!   way and the new. Between two runs the bench waits for the detached
+//!   cleanup to end, so that runs do not slow each other.
 //!
 //! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
 //! measures another build (an older commit, say) with the same harness.
@@ -48,6 +56,8 @@ fn main() {
     per_round(&ah);
     start_to_first_request(&ah);
     large_against_tiny(&ah);
+    no_tool_call(&ah);
+    end_after_last_answer(&ah);
 }
 
 /// What this bench does with a project.
@@ -223,6 +233,141 @@ fn large_against_tiny(ah: &Path) {
     println!("  20 files          {}", spread(&mut small));
     println!("  {LARGE} files       {}", spread(&mut big));
     println!("  {LARGE} − 20        {}", spread(&mut extra));
+}
+
+/// How a run is set up: its backend, and for podman whether the run waits
+/// for its sandbox's removal (the old way).
+#[derive(Clone, Copy)]
+enum Way {
+    None,
+    PodmanWaiting,
+    Podman,
+}
+
+impl Way {
+    /// `ah` the way `self` says, output captured.
+    fn command(self, ah: &Path, project: &Project, mock: &MockServer) -> Command {
+        let backend = match self {
+            Way::None => "none",
+            Way::PodmanWaiting | Way::Podman => "podman",
+        };
+        let mut command = project.command_with(ah, mock, backend);
+        if let Way::PodmanWaiting = self {
+            command.args(["-c", "sandbox.cleanup=wait"]);
+        }
+        command
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Way::None => "--backend none                    ",
+            Way::PodmanWaiting => "podman, old: waits for its sandbox",
+            Way::Podman => "podman, new: cleanup detached    ",
+        }
+    }
+}
+
+/// Waits until no process keeps the newest run of `project` live (its
+/// detached cleanup has ended).
+fn cleanup_over(project: &Project) {
+    let runs = project.path().join(".ah/runs");
+    let Some(run) = std::fs::read_dir(&runs)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .max()
+    else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+        });
+        if !held {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wall time of a run whose model answers at once without a tool call.
+fn no_tool_run(ah: &Path, way: Way) -> Duration {
+    let project = Project::new();
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let started = Instant::now();
+    let out = way.command(ah, &project, &mock).output().expect("run ah");
+    let took = started.elapsed();
+    check(&out, way.label());
+    cleanup_over(&project);
+    took
+}
+
+/// The three ways, `REPEATS` runs each, interleaved; their spreads.
+fn each_way(ah: &Path, run: fn(&Path, Way) -> Duration) -> Vec<(Way, Vec<Duration>)> {
+    let ways = [Way::None, Way::PodmanWaiting, Way::Podman];
+    // One run of each warms podman and the page cache.
+    for way in ways {
+        run(ah, way);
+    }
+    let mut times: Vec<(Way, Vec<Duration>)> = ways.iter().map(|&w| (w, Vec::new())).collect();
+    for _ in 0..REPEATS {
+        for (way, took) in &mut times {
+            took.push(run(ah, *way));
+        }
+    }
+    times
+}
+
+/// Prints the ways' spreads and each podman way's median less none's.
+fn print_ways(times: &mut [(Way, Vec<Duration>)]) {
+    let median = |times: &mut Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2]
+    };
+    let none = median(&mut times[0].1);
+    for (way, took) in times.iter_mut() {
+        let extra = median(took).as_secs_f64() * 1000.0 - none.as_secs_f64() * 1000.0;
+        match way {
+            Way::None => println!("  {}  {}", way.label(), spread(took)),
+            _ => println!("  {}  {}  (none {extra:+.1} ms)", way.label(), spread(took)),
+        }
+    }
+}
+
+fn no_tool_call(ah: &Path) {
+    if let Some(why) = podman_missing() {
+        println!("whole run without a tool call: skipped: {why}");
+        return;
+    }
+    let mut times = each_way(ah, no_tool_run);
+    println!("whole run without a tool call ({REPEATS} runs each):");
+    print_ways(&mut times);
+}
+
+/// From the mock receiving the last request of a run with one `bash true`
+/// step to ah's exit.
+fn after_last_answer(ah: &Path, way: Way) -> Duration {
+    let project = Project::new();
+    let mock = MockServer::start(script(1));
+    let child = way.command(ah, &project, &mock).spawn().expect("spawn ah");
+    mock.wait_for_requests(2, Duration::from_secs(120));
+    let answered = Instant::now();
+    let out = child.wait_with_output().expect("wait for ah");
+    let took = answered.elapsed();
+    check(&out, way.label());
+    cleanup_over(&project);
+    took
+}
+
+fn end_after_last_answer(ah: &Path) {
+    if let Some(why) = podman_missing() {
+        println!("end of a run after the last answer: skipped: {why}");
+        return;
+    }
+    let mut times = each_way(ah, after_last_answer);
+    println!("end of a run with one step, last answer → exit ({REPEATS} runs each):");
+    print_ways(&mut times);
 }
 
 /// Why the podman runs cannot be measured here, if they cannot.

@@ -13,6 +13,7 @@ pub mod disk;
 pub mod doctor;
 pub mod egress;
 pub mod image;
+pub mod limits;
 pub mod none;
 pub mod podman;
 pub mod starting;

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
+use super::limits::{NotEnforced, RunLimits};
 use super::network;
 use super::queue::dropped_lines;
 use super::review::{self, Review, Reviewed};
@@ -28,6 +29,7 @@ use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::disk::DiskBudget;
+use ah_sandbox::limits::StandIns;
 use ah_sandbox::none::NoneBackend;
 use ah_sandbox::starting::{StartError, Starting};
 use ah_sandbox::{Backend, BackendKind, podman};
@@ -64,6 +66,7 @@ pub(crate) fn start_run(
         .run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("the run id {} is not one", setup.run_id))?;
+    let (limits, stand_ins) = RunLimits::plan(args)?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
     front.notice(&format!(
@@ -72,6 +75,11 @@ pub(crate) fn start_run(
         args.backend.as_str(),
         setup.model_name
     ));
+    let planned = Event::Limits {
+        checked: false,
+        limits: limits.held().0,
+    };
+    announce(session, front, &setup.run_id, planned);
     let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
@@ -101,17 +109,28 @@ pub(crate) fn start_run(
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
         BackendKind::None => (
             Box::new(NoneBackend::new(dir.work_dir())),
-            SandboxStart::default(),
+            SandboxStart {
+                main: None,
+                read_only: None,
+                notices,
+                limits,
+            },
         ),
         BackendKind::Podman => {
-            let main = start_podman(args, setup, &dir, &start, false, &notices, front)?;
+            let how = Confinement {
+                limits: &limits,
+                stand_ins,
+                notices: &notices,
+            };
+            let main = start_podman(args, setup, &dir, &start, false, &how, front)?;
             let read_only = read_only_sandbox
-                .then(|| start_podman(args, setup, &dir, &start, true, &notices, front))
+                .then(|| start_podman(args, setup, &dir, &start, true, &how, front))
                 .transpose()?;
             let sandbox = SandboxStart {
                 main: Some(main.clone()),
                 read_only: read_only.clone(),
                 notices,
+                limits,
             };
             (Box::new(main), sandbox)
         }
@@ -142,17 +161,26 @@ pub(crate) fn start_run(
     })
 }
 
+/// What the run's containers are confined by besides their options: the
+/// limits planned for them and what stands in for missing cgroup limits,
+/// and where their starts leave what they have to say.
+struct Confinement<'a> {
+    limits: &'a RunLimits,
+    stand_ins: StandIns,
+    notices: &'a Notices,
+}
+
 /// Configures the run's container (its network notes go to `front` now)
 /// and starts it in the background; the read-only one is `ah-<run>-ro`.
 /// The main container's start counts into `removed_stale` the containers of
-/// crashed runs it removed.
+/// crashed runs it removed, and checks the limits its init got.
 fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     start: &Start,
     read_only: bool,
-    notices: &Notices,
+    how: &Confinement<'_>,
     front: &mut dyn Front,
 ) -> Result<Starting> {
     let name = match read_only {
@@ -171,13 +199,16 @@ fn start_podman(
     options.image = setup.image.clone();
     options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);
+    options.stand_ins = how.stand_ins;
     if read_only {
         // Plan and check read and test; they get no network.
         network::configure_offline(&mut options, &setup.policy);
     } else {
         network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     }
-    let notices = notices.clone();
+    let notices = how.notices.clone();
+    let limits = (!read_only).then(|| how.limits.clone());
+    let strict = args.sandbox.strict_limits;
     // The main container's start is over once the baseline is taken too: a
     // baseline that cannot be taken fails the start, and the first command
     // waits for both.
@@ -196,6 +227,12 @@ fn start_podman(
         if let Err(why) = baseline {
             backend.shutdown().await.ok();
             return Err(StartFailure::Baseline(why));
+        }
+        if let (Some(limits), Some(seen)) = (limits, backend.observed_limits())
+            && let Err(refused) = limits.check(&seen, strict)
+        {
+            backend.shutdown().await.ok();
+            return Err(StartFailure::Limits(refused));
         }
         let removed = backend.removed_stale().len();
         notices.add(
@@ -220,6 +257,8 @@ enum StartFailure {
     Podman(#[from] podman::PodmanError),
     #[error("could not read the project's files for the run's baseline: {0}")]
     Baseline(String),
+    #[error(transparent)]
+    Limits(#[from] NotEnforced),
 }
 
 /// What the starts in the background have to say (a fallback, containers
@@ -247,12 +286,14 @@ impl Notices {
 
 /// The run's containers while they start: the run stops on the first that
 /// fails ([`SandboxStart::failed`]), and learns how the starts ended before
-/// it finishes ([`SandboxStart::settled`]). Empty for the none backend.
-#[derive(Default)]
+/// it finishes ([`SandboxStart::settled`]). No container for the none
+/// backend; its limits for every backend.
 pub(crate) struct SandboxStart {
     main: Option<Starting>,
     read_only: Option<Starting>,
     notices: Notices,
+    /// Planned at the start, checked by the main container's.
+    pub(crate) limits: RunLimits,
 }
 
 impl SandboxStart {
@@ -399,6 +440,8 @@ pub(crate) struct Ending<'a> {
     /// went on side by side, each on its own.
     pub(crate) branch: Option<String>,
     pub(crate) restored: Option<RestoredFrom>,
+    /// The run's limits as they held (see `run::limits`).
+    pub(crate) limits: RunLimits,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -430,7 +473,16 @@ pub(crate) async fn finish_run(
             Event::egress(result.steps, decision),
         );
     }
+    let (limits, changed) = ending.limits.held();
+    if changed {
+        let checked = Event::Limits {
+            checked: true,
+            limits: limits.clone(),
+        };
+        announce(session, front, run_id, checked);
+    }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
+    manifest.limits = limits;
     for warning in &result.warnings {
         front.notice(&format!("warning: {}", terminal_safe(warning)));
     }

@@ -32,6 +32,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
+use super::limits::{Observed, StandIns};
 use super::{Backend, BackendKind, Changed, View};
 use ah_tools::ExecOutput;
 use commands::without_channel;
@@ -105,6 +106,9 @@ pub struct PodmanOptions {
     pub memory: String,
     /// Clamped again to the host's hard limits at start.
     pub ulimits: Ulimits,
+    /// Per-process limits that stand in for cgroup limits podman would
+    /// ignore here (see `limits::plan`).
+    pub stand_ins: StandIns,
     /// Mount `/work` read-only (for phases that must not write).
     pub read_only_work: bool,
     /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
@@ -136,6 +140,7 @@ impl PodmanOptions {
             pids_limit: 1024,
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
+            stand_ins: StandIns::default(),
             read_only_work: false,
             overlay: None,
             network: NetworkMode::None,
@@ -177,6 +182,10 @@ pub struct PodmanBackend {
     oom: Option<oom::OomCounter>,
     /// The memory limit, as given (`4g`), to name in a command's result.
     memory: String,
+    /// The data limit that stands in for the memory cgroup, where one does.
+    data_limit: Option<u64>,
+    /// What the container's init got, read once it started.
+    observed: Option<Observed>,
     /// An overlay `/work`: its folders, and its merged view once opened.
     overlay: Option<OverlayDirs>,
     merged: Mutex<Option<merged::Merged>>,
@@ -280,7 +289,11 @@ impl PodmanBackend {
             runtime: opts.runtime.resolve(),
             pids_limit: opts.pids_limit,
             memory: &opts.memory,
-            ulimits: opts.ulimits.clamped(&HostLimits::read()),
+            ulimits: stood_in(opts.ulimits, opts.stand_ins).clamped(&HostLimits::read()),
+            data_limit: opts
+                .stand_ins
+                .data
+                .map(|bytes| bytes.min(args::data_hard())),
             work_dir: &opts.work_dir,
             read_only_work: opts.read_only_work,
             overlay: opts.overlay.as_ref(),
@@ -314,7 +327,9 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        let oom = oom::OomCounter::find(&podman, &container).await;
+        let inspected = oom::inspect(&podman, &container).await;
+        let oom = inspected.and_then(oom::OomCounter::find);
+        let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
         let mut lane = channel::Lane::default();
         if agent.is_some() {
             match channel::Channel::open(&podman, &container).await {
@@ -333,6 +348,8 @@ impl PodmanBackend {
             egress,
             oom,
             memory: opts.memory.clone(),
+            data_limit: opts.stand_ins.data,
+            observed,
             overlay: opts.overlay.clone(),
             merged: Mutex::new(None),
             _init: init,
@@ -341,6 +358,12 @@ impl PodmanBackend {
             sweeps: AtomicU64::new(0),
             removed_stale,
         })
+    }
+
+    /// The limits the container's init got, read from the host once it
+    /// started (`None` when podman could not say which process it is).
+    pub fn observed_limits(&self) -> Option<Observed> {
+        self.observed
     }
 
     /// The containers left by crashed runs that the start removed.
@@ -526,6 +549,16 @@ pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
             what: "unshare rm",
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
+    }
+}
+
+/// `ulimits` with the process limit that stands in for the pids cgroup.
+fn stood_in(ulimits: Ulimits, stand_ins: StandIns) -> Ulimits {
+    Ulimits {
+        nproc: stand_ins
+            .nproc
+            .map_or(ulimits.nproc, |n| ulimits.nproc.min(n)),
+        ..ulimits
     }
 }
 

@@ -500,7 +500,8 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
 /// that belongs to the container's root, which only the user namespace may
 /// remove (`podman unshare`).
 pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
-    if !rootless() {
+    // The none backend's scratch folder is the user's own.
+    if !rootless() || crate::none::holder::remove_scratch(dir).is_ok() {
         return match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PodmanError::Io {
                 what: "remove the overlay's scratch folder",

@@ -12,7 +12,7 @@
 //!
 //! Commands enter the namespaces with `nsenter -w` (the holder's working
 //! folder, so `pwd` is the work folder's usual path); the host reaches the
-//! merged view through `/proc/HOLDER/root` ([`crate::merged`]).
+//! merged view through `/proc/HOLDER/root` (`sandbox/src/merged.rs`).
 //!
 //! Where the namespaces or the overlay cannot be made (user namespaces
 //! disabled, a kernel without unprivileged overlays, no util-linux), a

@@ -328,7 +328,11 @@ fn an_unprivileged_user_runs_the_none_backend_in_an_overlay() {
         .next()
         .unwrap()
         .path();
-    assert_eq!(lines.next(), Some(&*run.join("work").to_string_lossy()), "{told}");
+    assert_eq!(
+        lines.next(),
+        Some(&*run.join("work").to_string_lossy()),
+        "{told}"
+    );
     assert_eq!(
         lines.next(),
         Some("CapEff:\t0000000000000000"),
@@ -336,7 +340,10 @@ fn an_unprivileged_user_runs_the_none_backend_in_an_overlay() {
     );
     let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
     assert!(patch.contains("+made") && patch.contains("+two"), "{patch}");
-    assert_eq!(std::fs::read_to_string(project.join("a.txt")).unwrap(), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.txt")).unwrap(),
+        "one\n"
+    );
     // The run's overlay folders, scratch included, were removed as the user.
     for gone in ["work", "upper", "overlay"] {
         assert!(!run.join(gone).exists(), "{gone} is left");

@@ -47,6 +47,7 @@ mod org_podman;
 mod org_terminal;
 mod output_limits;
 mod overlay;
+mod overlay_none;
 mod own_files;
 mod patch_outputs;
 mod podman_backend;

@@ -31,6 +31,7 @@ use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::limits::StandIns;
 use ah_sandbox::none::NoneBackend;
+use ah_sandbox::none::holder::Holder;
 use ah_sandbox::starting::{StartError, Starting};
 use ah_sandbox::{Backend, BackendKind, podman};
 use ah_session::queue::SessionLock;
@@ -69,8 +70,16 @@ pub(crate) fn start_run(
     let (limits, stand_ins) = RunLimits::plan(args)?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
+    let holder = match args.backend {
+        BackendKind::None => Some(none_holder(&setup.project, &dir)),
+        BackendKind::Podman => None,
+    };
+    let copying = match &holder {
+        Some(Err(why)) => format!("; copying the project: {}", terminal_safe(why)),
+        _ => String::new(),
+    };
     front.notice(&format!(
-        "run {} ({} backend, model {})",
+        "run {} ({} backend, model {}{copying})",
         dir.id(),
         args.backend.as_str(),
         setup.model_name
@@ -80,7 +89,9 @@ pub(crate) fn start_run(
         limits: limits.held().0,
     };
     announce(session, front, &setup.run_id, planned);
-    let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
+    let holder = holder.and_then(Result::ok);
+    let overlay =
+        holder.is_some() || use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -107,15 +118,29 @@ pub(crate) fn start_run(
     }
     let notices = Notices::default();
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
-        BackendKind::None => (
-            Box::new(NoneBackend::new(dir.work_dir())),
-            SandboxStart {
-                main: None,
-                read_only: None,
-                notices,
-                limits,
-            },
-        ),
+        BackendKind::None => {
+            let backend = match (holder, &start.overlay) {
+                (Some(holder), Some(overlay)) => {
+                    let namespace = holder.mount().map_err(|why| {
+                        anyhow::anyhow!(
+                            "{why} (a probe mount had worked); run again, or use \
+                             --backend podman"
+                        )
+                    })?;
+                    NoneBackend::over(dir.work_dir(), namespace, overlay.dirs.clone())
+                }
+                _ => NoneBackend::new(dir.work_dir()),
+            };
+            (
+                Box::new(backend) as Box<dyn Backend>,
+                SandboxStart {
+                    main: None,
+                    read_only: None,
+                    notices,
+                    limits,
+                },
+            )
+        }
         BackendKind::Podman => {
             let how = Confinement {
                 limits: &limits,
@@ -392,6 +417,16 @@ impl SessionRollback {
         }
         Ok(())
     }
+}
+
+/// The none backend's namespace holder, probed (see
+/// `ah_sandbox::none::holder`), or why the run copies the project instead.
+fn none_holder(project: &Path, dir: &RunDir) -> Result<Holder, String> {
+    let dirs = podman::OverlayDirs {
+        upper: dir.upper_dir(),
+        work: dir.overlay_scratch_dir(),
+    };
+    Holder::probe(project, &dirs, &dir.work_dir(), &dir.path().join("probe"))
 }
 
 /// Whether the run's `/work` is an overlay of the project (podman, an

@@ -10,6 +10,7 @@ use super::EXIT_OK;
 use super::args::SessionArgs;
 use super::display::Display;
 use ah_core::agent::Event;
+use ah_core::present::terminal_safe;
 use ah_core::run::resolve_project;
 use ah_core::sessions;
 
@@ -26,13 +27,17 @@ pub async fn compact(
     let mut on_event = |event: &Event| display.show(event);
     let done =
         sessions::compact(&project, &which.choice(), model, overrides, &mut on_event).await?;
+    // In an org, whose conversation it is.
+    let whose = done.agent.map_or_else(String::new, |agent| {
+        format!(" ({}'s conversation)", terminal_safe(&agent))
+    });
     match done.compaction {
         None => println!(
-            "nothing to compact: session {} holds only its most recent messages",
+            "nothing to compact: session {}{whose} holds only its most recent messages",
             done.session
         ),
         Some(compaction) => println!(
-            "compacted session {}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} characters and the {} most recent messages)",
+            "compacted session {}{whose}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} characters and the {} most recent messages)",
             done.session,
             compaction.tokens_before,
             compaction.tokens_after,

@@ -30,7 +30,6 @@ use super::{
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::event::{RunEvent, SessionState};
-use ah_llm::Provider;
 use ah_sandbox::image::BuildOptions;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
@@ -62,11 +61,10 @@ pub async fn run_attempts(
     };
     let Opened {
         setup,
-        provider,
         mut session,
         lock,
     } = *opened;
-    session.set_context(SESSION_MODEL, &setup.model_name)?;
+    session.set_context(SESSION_MODEL, &setup.models())?;
     let setups: Vec<RunSetup> = (0..count)
         .map(|i| RunSetup {
             run_id: match i {
@@ -80,7 +78,6 @@ pub async fn run_attempts(
     let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
     let run = Side {
         options: &options,
-        provider: provider.as_ref(),
         lock: &lock,
         started_at: SystemTime::now(),
         seq_before: session.last_seq()?,
@@ -93,7 +90,6 @@ pub async fn run_attempts(
 /// What every attempt shares.
 struct Side<'a> {
     options: &'a RunOptions,
-    provider: &'a dyn Provider,
     lock: &'a SessionLock,
     started_at: SystemTime,
     /// The session's last `@N` before the attempts.
@@ -213,7 +209,6 @@ impl Side<'_> {
             }
             let with = Drive {
                 options: self.options,
-                provider: self.provider,
                 session: &mut session,
                 run: &mut run,
                 abort: &mut abort,

@@ -67,10 +67,10 @@ pub(crate) fn start_run(
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
     front.notice(&format!(
-        "run {} ({} backend, model {})",
+        "run {} ({} backend, {})",
         dir.id(),
         args.backend.as_str(),
-        setup.model_name
+        setup.models_shown()
     ));
     let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
@@ -694,7 +694,7 @@ fn start_manifest(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         &setup.task,
-        &setup.model_name,
+        &setup.models(),
         options.backend.as_str(),
     );
     let sandboxed = options.backend == BackendKind::Podman;

@@ -14,12 +14,14 @@ use super::settle::{RunSetup, resolve_project, retry_policy, settle};
 use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
 use crate::agent::instructions::global_dir;
 use crate::agent::{AgentConfig, EndReason, prompt};
+use crate::config::ProjectFiles;
 use crate::event::{Event, RunEvent};
-use crate::org::roster::{AgentSpec, roster};
+use crate::org::roster::{AgentSpec, listed, roster};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
 use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, letters};
 use crate::time_travel::files::Origin;
 use ah_llm::models::{self, ModelInfo};
+use ah_llm::providers::Selection;
 use ah_llm::{Block, Provider};
 use ah_record::run::Run;
 use ah_record::safe_text::terminal_safe;
@@ -138,10 +140,20 @@ async fn open(
             (request.agents.clone(), task)
         }
     };
-    let (setup, provider) = settle(options, task, front).await?;
-    let specs =
-        roster(list.as_deref(), &setup.files, global_dir().as_deref()).map_err(UsageError::Said)?;
-    let members = connect(&specs, options)?;
+    // Only the agents' models are connected: the run's own is an agent's
+    // only when the agent names none.
+    let agents = |_: &Selection, options: &RunOptions, files: &ProjectFiles| {
+        let specs =
+            roster(list.as_deref(), files, global_dir().as_deref()).map_err(UsageError::Said)?;
+        let members = connect(&specs, options)?;
+        Ok((specs, members))
+    };
+    let (mut setup, (specs, members)) = settle(options, task, agents, front).await?;
+    setup.agent_models = specs
+        .iter()
+        .zip(&members)
+        .map(|(spec, member)| (spec.name.clone(), member.shown.clone()))
+        .collect();
     for (spec, member) in specs.iter().zip(&members) {
         // A cloned repository may ship agent files: say what they choose.
         if let Some(file) = &spec.defined_in {
@@ -186,7 +198,6 @@ async fn open(
     };
     let opened = Opened {
         setup,
-        provider,
         session,
         lock,
     };
@@ -205,8 +216,9 @@ fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>,
         .into());
     };
     let names = |list: &str| -> Vec<String> {
-        list.split(',')
-            .map(|item| item.split(':').next().unwrap_or("").trim().to_string())
+        listed(list)
+            .into_iter()
+            .map(|(name, _)| name.to_string())
             .filter(|name| !name.is_empty())
             .collect()
     };

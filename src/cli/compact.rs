@@ -8,9 +8,9 @@ use anyhow::Result;
 
 use super::EXIT_OK;
 use super::args::SessionArgs;
-use super::display::Display;
+use super::display::{Display, kept};
 use ah_core::agent::Event;
-use ah_core::present::terminal_safe;
+use ah_core::present::{count, terminal_safe};
 use ah_core::run::resolve_project;
 use ah_core::sessions;
 
@@ -37,12 +37,12 @@ pub async fn compact(
             done.session
         ),
         Some(compaction) => println!(
-            "compacted session {}{whose}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} characters and the {} most recent messages)",
+            "compacted session {}{whose}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} and {})",
             done.session,
             compaction.tokens_before,
             compaction.tokens_after,
-            compaction.summary_chars,
-            compaction.kept_messages
+            count(compaction.summary_chars, "character", "characters"),
+            kept(compaction.kept_messages)
         ),
     }
     Ok(EXIT_OK)

@@ -14,7 +14,7 @@ use super::live::{Asker, Controls, Wiring};
 use super::org_view::OrgView;
 use super::screen::Screen;
 use ah_core::event::{Event, RunEvent};
-use ah_core::present::{redact, terminal_safe};
+use ah_core::present::{count, redact, terminal_safe};
 use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFront, Tone};
 use ah_core::sandbox::BuildOptions;
 
@@ -195,7 +195,10 @@ fn work_line(event: &Event) -> Option<String> {
             terminal_safe(summary.lines().next().unwrap_or_default())
         ),
         Event::WorkEnd { rounds, .. } => {
-            format!("work session over after {rounds} round(s)")
+            format!(
+                "work session over after {}",
+                count(*rounds, "round", "rounds")
+            )
         }
         _ => return None,
     })

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use ah_base::count;
 use anyhow::Result;
 
 use super::network;
@@ -206,7 +207,8 @@ fn start_podman(
         );
         if removed > 0 {
             notices.add([format!(
-                "removed {removed} container(s) left by an earlier run that did not finish"
+                "removed {} left by an earlier run that did not finish",
+                count(removed, "container", "containers")
             )]);
         }
         Ok::<_, StartFailure>(backend)
@@ -666,11 +668,15 @@ fn not_kept_line(result: &RunResult, artifacts: &Path) -> Option<String> {
         named.push(format!("and {} more", over.len() - NAMED));
     }
     Some(format!(
-        "{} of the run's {new} new files were not kept in {}: they would pass the run's disk \
-         budget ({}); manifest.json lists them",
+        "{} of the run's {} {} not kept in {}: {} would pass the run's disk budget ({}); \
+         manifest.json lists {}",
         over.len(),
+        count(new, "new file", "new files"),
+        if over.len() == 1 { "was" } else { "were" },
         artifacts.display(),
-        named.join(", ")
+        if over.len() == 1 { "it" } else { "they" },
+        named.join(", "),
+        if over.len() == 1 { "it" } else { "them" },
     ))
 }
 

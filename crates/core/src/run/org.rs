@@ -20,6 +20,7 @@ use crate::org::roster::{AgentSpec, listed, roster};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
 use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, letters};
 use crate::time_travel::files::Origin;
+use ah_base::count;
 use ah_llm::models::{self, ModelInfo};
 use ah_llm::providers::Selection;
 use ah_llm::{Block, Provider};
@@ -435,8 +436,9 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
         ),
         OrgEnd::Idle { ticks } => stopped(
             format!(
-                "the agents exchanged messages for {ticks} ticks without a tool call or a file \
-                 change (--idle-ticks)"
+                "the agents exchanged messages for {} without a tool call or a file change \
+                 (--idle-ticks)",
+                count(*ticks, "tick", "ticks")
             ),
             go_on,
             Stop::Unfinished,
@@ -448,8 +450,9 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
         ),
         OrgEnd::ToolLimit { calls } => stopped(
             format!(
-                "the run reached the tool call limit (--max-tools {}) after {calls} calls",
-                max_tools.unwrap_or_default()
+                "the run reached the tool call limit (--max-tools {}) after {}",
+                max_tools.unwrap_or_default(),
+                count(*calls, "call", "calls")
             ),
             go_on,
             Stop::Limit,

@@ -17,6 +17,7 @@ use crate::agent::prompt;
 use crate::config::own_files::read_user;
 use crate::event::{Event, RunEvent};
 use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker};
+use ah_base::count;
 use ah_llm::Provider;
 use ah_record::run::Run;
 use ah_session::Session;
@@ -202,8 +203,8 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
         ),
         WorkEnd::MaxRounds => stopped(
             format!(
-                "the checks still failed after {} round(s)",
-                record.max_rounds
+                "the checks still failed after {}",
+                count(record.max_rounds, "round", "rounds")
             ),
             "read phases/check/ and run ah work again with a clearer issue or more --max-rounds",
         ),

@@ -143,6 +143,24 @@ fn group_fans_out_without_the_sender_and_code_is_not_routing() {
 }
 
 #[test]
+fn all_is_the_group() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        ("a", vec![say("Everyone: @@all start.")]),
+        ("b", vec![say("ok")]),
+        ("c", vec![say("fine")]),
+    ]);
+    let out = org(&host, &mock, &["--agents", "a:opus,b:opus,c:opus", "Go."]);
+    // Had `@@all` named no agent, a would be told so and run again.
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["a", "b", "c"]);
+    for agent in ["b", "c"] {
+        let opened = opened_with(&of(&mock, agent)[0]);
+        assert!(opened.contains("Message from a to the group"), "{opened}");
+    }
+}
+
+#[test]
 fn an_unknown_name_is_told_to_its_sender() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let mock = MockServer::start_agents(vec![

@@ -22,13 +22,23 @@ fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {
     let script = ah_script(
         &host,
         &mock.url(),
-        "org --review never --agents lead:opus,coder:opus 'Paint it.'",
+        &format!(
+            "-C '{}' org --review never --agents lead:opus,coder:opus 'Paint it.'",
+            host.project.display()
+        ),
     );
     let Some(tmux) = Tmux::start(&script.path) else {
         return;
     };
     tmux.wait_for("lead asks you:");
-    tmux.wait_for("You:");
+    // The command that answers later, as it can be typed (long lines wrap).
+    let asked = tmux.wait_for("You:").replace('\n', "");
+    let later = format!(
+        "answer later with `ah org -C {} -S {} \"answer\"`",
+        host.project.display(),
+        session_id(&host)
+    );
+    assert!(asked.contains(&later), "{later} in {asked}");
     tmux.keys(&["-l", "Blue"]);
     tmux.keys(&["Enter"]);
     assert_eq!(script.exit_code(), 0, "{}", tmux.screen());

@@ -81,13 +81,13 @@ impl Front for Output {
         Output::show(self, event);
     }
 
-    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
+    async fn ask_user(&mut self, agent: &str, question: &str, later: &str) -> Option<String> {
         let asker = self.asker.as_ref()?;
         let shown = self.org.line(&Event::AskUser {
             agent: agent.to_string(),
             question: question.to_string(),
         })?;
-        asker.ask(shown).await
+        asker.ask(shown, terminal_safe(later).to_string()).await
     }
 
     fn notice(&mut self, line: &str) {

@@ -306,7 +306,7 @@ impl Front for Shared<'_, '_> {
         self.0.lock().show(event);
     }
 
-    async fn ask_user(&mut self, _agent: &str, _question: &str) -> Option<String> {
+    async fn ask_user(&mut self, _agent: &str, _question: &str, _later: &str) -> Option<String> {
         None
     }
 

@@ -8,7 +8,7 @@
 use anyhow::{Result, anyhow};
 
 use super::engine::{Driven, Engine, Entry, Loop};
-use super::queue::claim_exclusive;
+use super::queue::{claim_exclusive, shell_word};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, retry_policy, settle};
 use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
@@ -371,18 +371,19 @@ fn enter(
 /// of the run does.
 async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
     let Drive {
+        options,
         session,
         run,
         abort,
         lock,
         front,
-        ..
     } = with;
     let session_id = session.id();
     let question_file = run.dir().path().join(QUESTION_FILE);
     let mut adapter = Adapter {
         front,
         run: run.id(),
+        answer_later: org_command(options, &session_id, "\"answer\""),
     };
     let ran = Org {
         config: &config,
@@ -411,19 +412,44 @@ async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
             return (EndReason::Failed, RunEnd::Failed(err));
         }
     }
-    run_end(&record.end, &session_id, config.max_tools)
+    run_end(
+        &record.end,
+        |words| org_command(options, &session_id, words),
+        config.max_tools,
+    )
+}
+
+/// `ah org` on the session `session` as the user would type it: with the
+/// project (`-C`) and the session's database (`--db`) as this run was given
+/// them, quoted for a shell, then `words` (a placeholder, as it stands).
+fn org_command(options: &RunOptions, session: &str, words: &str) -> String {
+    let mut command = vec!["ah org".to_string()];
+    if let Some(project) = &options.project {
+        command.push(format!("-C {}", shell_word(&project.to_string_lossy())));
+    }
+    match &options.session.db {
+        Some(db) => command.push(format!("--db {}", shell_word(&db.to_string_lossy()))),
+        None => command.push(format!("-S {}", shell_word(session))),
+    }
+    command.push(words.to_string());
+    command.join(" ")
 }
 
 /// The file in the run directory that holds an unanswered `@@user`
 /// question.
 pub const QUESTION_FILE: &str = "question.json";
 
-/// What the end of the org means for the run.
-fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, RunEnd) {
+/// What the end of the org means for the run; `command` gives the command
+/// that continues the org with the words it is given.
+fn run_end(
+    end: &OrgEnd,
+    command: impl Fn(&str) -> String,
+    max_tools: Option<u32>,
+) -> (EndReason, RunEnd) {
     let stopped = |why: String, next: String, stop: Stop| {
         (EndReason::Done, RunEnd::Stopped { why, next, stop })
     };
-    let go_on = format!("go on with `ah org -S {session} \"what to do\"`");
+    let go_on = format!("go on with `{}`", command("\"what to do\""));
     match end {
         OrgEnd::Done | OrgEnd::Finished => (EndReason::Done, RunEnd::Finished),
         OrgEnd::Asked { agent, question } => stopped(
@@ -431,7 +457,10 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
                 "{agent} asks the user: {}",
                 terminal_safe(question.lines().next().unwrap_or_default())
             ),
-            format!("answer with `ah org -S {session} \"ANSWER\"` (the answer goes to {agent})"),
+            format!(
+                "answer with `{}` (the answer goes to {agent})",
+                command("\"ANSWER\"")
+            ),
             Stop::Question,
         ),
         OrgEnd::Idle { ticks } => stopped(
@@ -483,6 +512,8 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
 struct Adapter<'a> {
     front: &'a mut dyn Front,
     run: String,
+    /// The command that answers a question after the run.
+    answer_later: String,
 }
 
 #[async_trait::async_trait(?Send)]
@@ -496,7 +527,9 @@ impl OrgFront for Adapter<'_> {
     }
 
     async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
-        self.front.ask_user(agent, question).await
+        self.front
+            .ask_user(agent, question, &self.answer_later)
+            .await
     }
 }
 

@@ -15,12 +15,17 @@
 //! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
 //! measures another build (an older commit, say) with the same harness.
 
+// The workspace denies unwrap and expect outside tests; a bench is a test
+// harness of its own (clippy does not count it as a test), where a failure
+// should stop the measurement with the message it panics with.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 // The tests' mock model server, as a module of its own folder so that its
 // submodules are found beside it.
 #[path = "../tests/support"]
 mod support {
     #[allow(dead_code)]
-    pub mod mock;
+    pub(crate) mod mock;
 }
 
 mod common;

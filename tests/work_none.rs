@@ -468,8 +468,7 @@ fn an_interrupt_in_a_phase_saves_the_patch_and_exits_130() {
             .iter()
             .any(|run| run.join("work/started").exists())
     });
-    // SAFETY: kill(2) on the child we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// The binary to measure: `AH_BENCH_BIN` (another build, an older commit
 /// say), else this build's.
-pub fn ah_binary() -> PathBuf {
+pub(crate) fn ah_binary() -> PathBuf {
     if which::which("git").is_err() {
         eprintln!("bench: `git` is needed (apt-get install git)");
         std::process::exit(1);
@@ -21,17 +21,17 @@ pub fn ah_binary() -> PathBuf {
 }
 
 /// A project with a few files, committed, and a home of its own.
-pub struct Project {
+pub(crate) struct Project {
     root: tempfile::TempDir,
 }
 
 impl Project {
-    pub fn new() -> Project {
+    pub(crate) fn new() -> Project {
         Project::with_files(20)
     }
 
     /// A project of `files` small source files, 100 to a folder.
-    pub fn with_files(files: usize) -> Project {
+    pub(crate) fn with_files(files: usize) -> Project {
         let root = tempfile::tempdir().expect("temp dir");
         let project = root.path().join("project");
         std::fs::create_dir_all(root.path().join("home")).expect("home dir");
@@ -75,13 +75,13 @@ impl Project {
         Project { root }
     }
 
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.root.path().join("project")
     }
 
     /// `ah` in the project with the model at `mock_url` and an environment
     /// of its own, output captured.
-    pub fn command(&self, ah: &Path, mock_url: &str) -> Command {
+    pub(crate) fn command(&self, ah: &Path, mock_url: &str) -> Command {
         let mut command = Command::new(ah);
         command
             .current_dir(self.path())

@@ -9,7 +9,7 @@ use console::style;
 
 /// What the last line of a run says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunSummary {
+pub(super) struct RunSummary {
     pub duration: Duration,
     /// Tokens read (cache included) and written by the model calls.
     pub tokens: (u64, u64),
@@ -23,7 +23,7 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    pub fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         let parts = [
             format!("{:.1}s", self.duration.as_secs_f64()),
             format!(

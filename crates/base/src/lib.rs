@@ -3,6 +3,8 @@
 //! or shows ([`redact`]) and counts in words ([`words`]). The lowest
 //! layer: it depends on no crate of ah's.
 
+#![forbid(unsafe_code)]
+
 pub mod redact;
 pub mod time;
 pub mod words;

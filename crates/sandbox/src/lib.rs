@@ -5,6 +5,8 @@
 //! command's output and of the run's disk use. What the commands change is
 //! recorded one layer up (`ah-record`).
 
+#![forbid(unsafe_code)]
+
 pub mod capture;
 pub mod channel;
 pub mod disk;

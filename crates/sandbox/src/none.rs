@@ -19,6 +19,7 @@ use std::pin::{Pin, pin};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -138,7 +139,12 @@ pub async fn run_in_group(mut command: Command, timeout: Duration) -> io::Result
         .id()
         .ok_or_else(|| io::Error::other("the command exited before ah could read its pid"))?;
     let mut group = GroupGuard {
-        pgid: libc::pid_t::try_from(pid).map_err(io::Error::other)?,
+        pgid: i32::try_from(pid)
+            .ok()
+            .and_then(Pid::from_raw)
+            .ok_or_else(|| {
+                io::Error::other(format!("the command's process id {pid} is out of range"))
+            })?,
         armed: true,
     };
     let stdout = child
@@ -167,7 +173,7 @@ pub async fn run_in_group(mut command: Command, timeout: Duration) -> io::Result
         .await?;
         let timed_out = status.is_none();
         if timed_out {
-            group.signal(libc::SIGTERM);
+            group.signal(Signal::TERM);
             status = wait_until(
                 &mut child,
                 reading.as_mut(),
@@ -178,7 +184,7 @@ pub async fn run_in_group(mut command: Command, timeout: Duration) -> io::Result
         }
         // Whatever is left in the group dies now: the command itself after the
         // grace period, or background jobs it started.
-        group.signal(libc::SIGKILL);
+        group.signal(Signal::KILL);
         let status = match status {
             Some(status) => status,
             None => child.wait().await?,
@@ -230,23 +236,21 @@ where
 /// Kills the process group when dropped while armed, so that a cancelled step
 /// (its future dropped) or an error leaves nothing running.
 struct GroupGuard {
-    pgid: libc::pid_t,
+    pgid: Pid,
     armed: bool,
 }
 
 impl GroupGuard {
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: killpg only sends a signal; an empty group (ESRCH) is fine.
-        unsafe {
-            libc::killpg(self.pgid, signal);
-        }
+    fn signal(&self, signal: Signal) {
+        // An empty group (ESRCH) is fine.
+        let _ = rustix::process::kill_process_group(self.pgid, signal);
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
-            self.signal(libc::SIGKILL);
+            self.signal(Signal::KILL);
         }
     }
 }

@@ -25,7 +25,7 @@ use parse::Directive;
 const PROTOCOL: &str = include_str!("../../../../sys/text_protocol.md");
 
 /// The largest file a `##file:` block may write, in bytes.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_FILE_BYTES: usize = 1024 * 1024;
 
 /// The system prompt and tools of a request: under the text protocol, no
 /// tools, and the protocol described after the prompt, for the tools the

@@ -3,7 +3,7 @@
 //! manifest, egress report, review, the run's end event). Once the engine
 //! has run, the patch is always saved and the manifest written, whatever
 //! happens after; a run whose sandbox cannot start is taken back out of its
-//! session instead (see [`Before`]).
+//! session instead (see [`SessionRollback`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -303,7 +303,7 @@ impl SandboxStart {
 /// did when the sandbox started before the model was asked): its messages
 /// go, the model's answers among them, the head goes back and a fork point
 /// (`workspace_at`) stays for the next attempt.
-pub(crate) struct Before {
+pub(crate) struct SessionRollback {
     /// The session's last `@N` before the run.
     pub(crate) seq: i64,
     head: Option<String>,
@@ -314,16 +314,16 @@ pub(crate) struct Before {
     mail: i64,
 }
 
-/// The context keys [`Before`] puts back.
+/// The context keys [`SessionRollback`] puts back.
 const RUN_CONTEXT: [&str; 3] = [WORKSPACE_AT_KEY, STATE_KEY, ROSTER_KEY];
 
-impl Before {
-    pub(crate) fn of(session: &Session) -> Result<Before> {
+impl SessionRollback {
+    pub(crate) fn of(session: &Session) -> Result<SessionRollback> {
         let context = RUN_CONTEXT
             .into_iter()
             .map(|key| Ok((key, session.context(key)?)))
             .collect::<Result<_>>()?;
-        Ok(Before {
+        Ok(SessionRollback {
             seq: session.last_seq()?,
             head: session.head()?,
             context,

@@ -16,18 +16,21 @@
 //! the same pidfd while the init lives, else (the container was restarted:
 //! a new init, a new overlay) from scratch.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{Pid, PidfdFlags};
 
 use super::Podman;
 
 /// `statfs` type of an overlay file system.
-const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+const OVERLAYFS_SUPER_MAGIC: rustix::fs::FsWord = 0x794c_7630;
 
 /// The merged view of one container's `/work`, held open.
 #[derive(Debug)]
 pub(super) struct Merged {
-    pid: i32,
+    pid: Pid,
     pidfd: OwnedFd,
     root: Option<OwnedFd>,
 }
@@ -42,23 +45,18 @@ impl Merged {
             .output()
             .await?;
         let text = String::from_utf8_lossy(&output.stdout);
-        let pid: i32 = match text.trim().parse() {
-            Ok(pid) if output.status.success() && pid > 0 => pid,
-            _ => {
-                return Err(std::io::Error::other(format!(
-                    "the sandbox container is not running (podman inspect: {}{})",
-                    text.trim(),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                )));
-            }
+        let pid = match text.trim().parse::<i32>() {
+            Ok(pid) if output.status.success() && pid > 0 => Pid::from_raw(pid),
+            _ => None,
         };
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: the syscall returned a new descriptor that we own.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let Some(pid) = pid else {
+            return Err(std::io::Error::other(format!(
+                "the sandbox container is not running (podman inspect: {}{})",
+                text.trim(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        };
+        let pidfd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
         let mut merged = Merged {
             pid,
             pidfd,
@@ -87,7 +85,8 @@ impl Merged {
     }
 
     fn reopen(&mut self) -> std::io::Result<&OwnedFd> {
-        let root: OwnedFd = std::fs::File::open(format!("/proc/{}/root/work", self.pid))?.into();
+        let root: OwnedFd =
+            std::fs::File::open(format!("/proc/{}/root/work", self.pid.as_raw_nonzero()))?.into();
         if !self.alive() {
             return Err(std::io::Error::other(
                 "the sandbox container stopped while its work tree was opened",
@@ -103,24 +102,18 @@ impl Merged {
 
     /// Whether the init is still running.
     pub(super) fn alive(&self) -> bool {
-        let mut poll = libc::pollfd {
-            fd: self.pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
+        // No waiting; a pidfd is readable once its process has ended (and a
+        // failed poll is taken for an ended one).
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
         };
-        // SAFETY: one valid pollfd, no waiting; a pidfd is readable once
-        // its process has ended.
-        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
-        ready == 0
+        matches!(rustix::event::poll(&mut fds, Some(&now)), Ok(0))
     }
 }
 
 /// Whether the open folder `dir` is on an overlay file system.
 fn is_overlay(dir: &OwnedFd) -> std::io::Result<bool> {
-    // SAFETY: zeroed is a valid statfs; fstatfs fills it for an open fd.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(dir.as_raw_fd(), &mut stat) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(stat.f_type as i64 == OVERLAYFS_SUPER_MAGIC)
+    Ok(rustix::fs::fstatfs(dir)?.f_type == OVERLAYFS_SUPER_MAGIC)
 }

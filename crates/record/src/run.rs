@@ -555,7 +555,11 @@ impl Run {
                 "\n[ah: {} {} a nested git repository; files inside are not recorded \
                  and will not be part of the patch]",
                 committed.nested_repos.join(", "),
-                if committed.nested_repos.len() == 1 { "contains" } else { "contain" }
+                if committed.nested_repos.len() == 1 {
+                    "contains"
+                } else {
+                    "contain"
+                }
             ));
         }
         let mut violations: Vec<Violation> = committed

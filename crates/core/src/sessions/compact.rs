@@ -32,7 +32,7 @@ pub struct Compacted {
 /// Compacts the session `which` names in `project`, else the project's
 /// most recent one: the conversation up to its head (in an org, the head's
 /// agent's conversation, and the summary is that agent's message). The
-/// summary is written by `model`, else (see [`writer`]) the model and
+/// summary is written by `model`, else (see `writer`) the model and
 /// provider the conversation used. `on_event` sees the compaction's events
 /// as a run's would.
 pub async fn compact(

@@ -142,16 +142,10 @@ fn summary(stats: &[FileStat]) -> String {
         return line;
     }
     if added > 0 || removed == 0 {
-        line.push_str(&format!(
-            ", {}(+)",
-            count(added, "insertion", "insertions")
-        ));
+        line.push_str(&format!(", {}(+)", count(added, "insertion", "insertions")));
     }
     if removed > 0 || added == 0 {
-        line.push_str(&format!(
-            ", {}(-)",
-            count(removed, "deletion", "deletions")
-        ));
+        line.push_str(&format!(", {}(-)", count(removed, "deletion", "deletions")));
     }
     line.push('\n');
     line

@@ -165,7 +165,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("MCP server time (mcp-time 2026.10.19, on the host, in the work copy: no sandbox): 2 tool(s): time__get_current_time, time__convert_time"),
+        stderr.contains("MCP server time (mcp-time 2026.10.19, on the host, in the work copy: no sandbox): 2 tools: time__get_current_time, time__convert_time"),
         "{stderr}"
     );
     let requests = mock.requests();

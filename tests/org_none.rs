@@ -143,6 +143,24 @@ fn group_fans_out_without_the_sender_and_code_is_not_routing() {
 }
 
 #[test]
+fn all_is_the_group() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        ("a", vec![say("Everyone: @@all start.")]),
+        ("b", vec![say("ok")]),
+        ("c", vec![say("fine")]),
+    ]);
+    let out = org(&host, &mock, &["--agents", "a:opus,b:opus,c:opus", "Go."]);
+    // Had `@@all` named no agent, a would be told so and run again.
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["a", "b", "c"]);
+    for agent in ["b", "c"] {
+        let opened = opened_with(&of(&mock, agent)[0]);
+        assert!(opened.contains("Message from a to the group"), "{opened}");
+    }
+}
+
+#[test]
 fn an_unknown_name_is_told_to_its_sender() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let mock = MockServer::start_agents(vec![
@@ -233,6 +251,59 @@ fn an_unattended_question_stops_and_the_answer_goes_to_the_asker() {
     // Only the asker got the answer.
     let coder = opened_with(&of(&mock, "coder")[0]);
     assert!(!coder.contains("Blue."), "{coder}");
+}
+
+#[test]
+fn an_unattended_questions_hint_is_the_command_that_answers_it() {
+    // A project whose name a shell would split.
+    let mut host = Host::git(&[("README.md", "hello\n")]);
+    let moved = host.root.path().join("my project");
+    std::fs::rename(&host.project, &moved).unwrap();
+    host.project = moved;
+    let mock = MockServer::start_agents(vec![
+        ("lead", vec![say("@@user Red or blue?"), say("Blue then.")]),
+        ("coder", vec![say("Nothing to add.")]),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .current_dir(host.root.path())
+        .args(["-C", "my project", "org", "--backend", "none"])
+        .args(["--review", "never", "--agents", "lead:opus,coder:opus"])
+        .arg("Paint it.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let id = session_id(&host);
+    let hint = format!("ah org -C 'my project' -S {id} \"ANSWER\"");
+    assert!(
+        stderr.contains(&format!("answer with `{hint}` (the answer goes to lead)")),
+        "{stderr}"
+    );
+
+    // The hint, typed into a shell where it was given, answers.
+    let ah = host.ah(&mock.url());
+    let mut shell = std::process::Command::new("bash");
+    shell.env_clear().current_dir(host.root.path());
+    for (name, value) in ah.get_envs() {
+        if let Some(value) = value {
+            shell.env(name, value);
+        }
+    }
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_ah"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = shell
+        .env("PATH", path)
+        .env("AH_BACKEND", "none")
+        .env("AH_REVIEW", "never")
+        .arg("-c")
+        .arg(hint.replace("ANSWER", "Blue"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["lead", "lead", "coder"]);
 }
 
 #[test]

@@ -552,9 +552,14 @@ impl Run {
         };
         if !committed.nested_repos.is_empty() {
             output.content.push_str(&format!(
-                "\n[ah: {} contain(s) a nested git repository; files inside are not recorded \
+                "\n[ah: {} {} a nested git repository; files inside are not recorded \
                  and will not be part of the patch]",
-                committed.nested_repos.join(", ")
+                committed.nested_repos.join(", "),
+                if committed.nested_repos.len() == 1 {
+                    "contains"
+                } else {
+                    "contain"
+                }
             ));
         }
         let mut violations: Vec<Violation> = committed

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::screen::{Screen, ScreenState};
 use super::summary::RunSummary;
 use ah_core::agent::{CompactReason, Event};
-use ah_core::present::{name_safe, terminal_safe, terminal_safe_piece, tool_names};
+use ah_core::present::{count, name_safe, terminal_safe, terminal_safe_piece, tool_names};
 
 mod progress;
 
@@ -160,8 +160,7 @@ impl Display {
                 state.end_line();
                 let skipped = match skipped {
                     0 => String::new(),
-                    1 => "; 1 tool call skipped".to_string(),
-                    n => format!("; {n} tool calls skipped"),
+                    n => format!("; {} skipped", count(*n, "tool call", "tool calls")),
                 };
                 eprintln!(
                     "{} steering #{id} delivered{skipped}: {}",
@@ -203,8 +202,10 @@ impl Display {
                 ..
             } => {
                 eprintln!(
-                    "{} compacted: a summary of {summary_chars} characters and the {kept_messages} most recent messages",
-                    style("⇣").cyan()
+                    "{} compacted: a summary of {} and {}",
+                    style("⇣").cyan(),
+                    count(*summary_chars, "character", "characters"),
+                    kept(*kept_messages)
                 );
             }
             Event::Limits { checked, limits } => {
@@ -300,6 +301,15 @@ impl Display {
     }
 }
 
+/// The messages a compaction kept as they were: `the 3 most recent
+/// messages`, or `the most recent message`.
+pub(super) fn kept(messages: usize) -> String {
+    match messages {
+        1 => "the most recent message".to_string(),
+        n => format!("the {n} most recent messages"),
+    }
+}
+
 /// One line on how a call went, from its structured details.
 fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> String {
     let number = |key: &str| details.get(key).and_then(Value::as_i64);
@@ -327,12 +337,15 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
             } else {
                 "overwritten"
             };
-            format!("{verb}, {} bytes", number("bytes").unwrap_or(0))
+            format!(
+                "{verb}, {}",
+                count(number("bytes").unwrap_or(0), "byte", "bytes")
+            )
         }
         "read" => format!(
-            "{} of {} lines",
+            "{} of {}",
             number("lines_shown").unwrap_or(0),
-            number("total_lines").unwrap_or(0)
+            count(number("total_lines").unwrap_or(0), "line", "lines")
         ),
         _ => format!("done in {seconds}"),
     }

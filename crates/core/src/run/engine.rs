@@ -88,7 +88,7 @@ pub(crate) struct Entry<'a> {
 /// The engine a front-end asked for: the one registration of engines.
 pub(crate) fn engine(asked: super::Engine) -> Box<dyn Engine> {
     match asked {
-        super::Engine::Agent => Box::new(super::agent::AgentEngine),
+        super::Engine::Agent => Box::new(super::agent::AgentEngine::default()),
         super::Engine::Work { issue, max_rounds } => {
             Box::new(super::work::WorkEngine::new(issue, max_rounds))
         }

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use ah_base::count;
 use anyhow::Result;
 
 use super::limits::{NotEnforced, RunLimits};
@@ -79,10 +80,10 @@ pub(crate) fn start_run(
         _ => String::new(),
     };
     front.notice(&format!(
-        "run {} ({} backend, model {}{copying})",
+        "run {} ({} backend, {}{copying})",
         dir.id(),
         args.backend.as_str(),
-        setup.model_name
+        setup.models_shown()
     ));
     let planned = Event::Limits {
         checked: false,
@@ -268,7 +269,8 @@ fn start_podman(
         );
         if removed > 0 {
             notices.add([format!(
-                "removed {removed} container(s) left by an earlier run that did not finish"
+                "removed {} left by an earlier run that did not finish",
+                count(removed, "container", "containers")
             )]);
         }
         Ok::<_, StartFailure>(backend)
@@ -753,11 +755,15 @@ fn not_kept_line(result: &RunResult, artifacts: &Path) -> Option<String> {
         named.push(format!("and {} more", over.len() - NAMED));
     }
     Some(format!(
-        "{} of the run's {new} new files were not kept in {}: they would pass the run's disk \
-         budget ({}); manifest.json lists them",
+        "{} of the run's {} {} not kept in {}: {} would pass the run's disk budget ({}); \
+         manifest.json lists {}",
         over.len(),
+        count(new, "new file", "new files"),
+        if over.len() == 1 { "was" } else { "were" },
         artifacts.display(),
-        named.join(", ")
+        if over.len() == 1 { "it" } else { "they" },
+        named.join(", "),
+        if over.len() == 1 { "it" } else { "them" },
     ))
 }
 
@@ -781,7 +787,7 @@ fn start_manifest(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         &setup.task,
-        &setup.model_name,
+        &setup.models(),
         options.backend.as_str(),
     );
     let sandboxed = options.backend == BackendKind::Podman;

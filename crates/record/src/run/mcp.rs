@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ah_base::count;
 use futures_util::future::join_all;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use serde_json::{Value, json};
@@ -261,8 +262,8 @@ fn started_line(name: &str, info: &str, place: &str, offered: &[McpTool]) -> Str
         false => names.join(", "),
     };
     format!(
-        "MCP server {name} ({info}, {place}): {} tool(s): {names}",
-        offered.len()
+        "MCP server {name} ({info}, {place}): {}: {names}",
+        count(offered.len(), "tool", "tools")
     )
 }
 

@@ -343,7 +343,7 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("mcp.probe.command=python3 (.ah/config.toml), mcp.probe env += PYTHONPATH GITHUB_TOKEN (.ah/config.toml)"),
+        stderr.contains("mcp.probe.command=python3 (.ah/config.toml), mcp.probe env += PYTHONPATH (.ah/config.toml)"),
         "{stderr}"
     );
     assert!(

@@ -189,7 +189,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
         spec["description"]
             .as_str()
             .unwrap()
-            .contains("MCP server time, declared in"),
+            .contains("MCP server time, declared in the user's configuration file"),
         "{spec}"
     );
     assert!(
@@ -200,6 +200,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     assert_eq!(requests[2].told(), "left");
     // At the run's start, after the crash, after the timeout.
     check_common(&requests, 2, &host, 3);
+    host.assert_unnamed_in(&requests);
     let left = host_processes(|line| line.trim() == format!("sleep {LEFT}"));
     assert!(
         left.is_empty(),
@@ -297,6 +298,7 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     // At the run's start; after the sweep that ended the servers that did
     // not start; after the bash command; after the crash; after the timeout.
     check_common(&requests, 2, &host, 5);
+    host.assert_unnamed_in(&requests);
     let run = host.run();
     let id = run.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(containers_of(&podman, &id), "", "no container left");
@@ -350,7 +352,23 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
         stderr.contains("MCP server probe: GITHUB_TOKEN is not passed: its name marks a secret"),
         "{stderr}"
     );
-    assert_eq!(mock.requests()[1].told(), "(unset)");
+    let requests = mock.requests();
+    assert_eq!(requests[1].told(), "(unset)");
+    let probe = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "probe__variable")
+        .unwrap()
+        .clone();
+    assert!(
+        probe["description"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server probe, declared in .ah/config.toml;"),
+        "{probe}"
+    );
+    host.assert_unnamed_in(&requests);
     let listed = host.ah(&mock.url()).arg("config").output().unwrap();
     let stdout = String::from_utf8_lossy(&listed.stdout);
     assert!(

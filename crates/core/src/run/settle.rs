@@ -56,8 +56,9 @@ pub(crate) async fn settle(
     let provider = selection.connect(retry_policy(&args.config.retry))?;
     let policy = finish_policy(policy, args, &args.config)?;
     let user_policy = finish_policy(user_policy, args, &loaded.user)?;
-    let (mcp_servers, mcp_lines) =
-        config::mcp::servers(&loaded, &args.config, &|name| std::env::var(name).ok());
+    let (mcp_servers, mcp_lines) = config::mcp::servers(&loaded, &args.config, &project, &|name| {
+        std::env::var(name).ok()
+    });
     let settings = weakening::Settings {
         config: &loaded.config,
         user_config: &loaded.user,

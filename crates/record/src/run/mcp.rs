@@ -184,11 +184,13 @@ impl McpServers {
         let failed = |slot: &Slot, err: &McpError| ToolOutput {
             may_change_files: true,
             details: json!({"server": slot.server.name, "tool": tool.tool}),
+            // The model is told of the file by its place in the run's
+            // folder: a path of the host's is none of its business.
             ..ToolOutput::error(format!(
                 "MCP server {}: {err}; it was stopped and starts again at the next call \
-                 (its standard error: {})",
+                 (the user finds its standard error in the run's folder, as {})",
                 slot.server.name,
-                slot.stderr.path().display()
+                stderr::in_run_dir(&slot.server.name).display()
             ))
         };
         if slot.live.is_none()

@@ -560,3 +560,54 @@ fn what_a_server_says_of_itself_is_shown_on_one_line_escaped() {
     );
     assert!(broken.chars().count() < 600, "unbounded: {broken}");
 }
+
+/// The `[mcp.babbler]` table of `tests/mcp/babbler.py`, given to python3
+/// whole with `-c` (so that it runs in any sandbox image that has python3).
+fn babbler() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/babbler.py");
+    let text = std::fs::read_to_string(&script).unwrap();
+    format!("[mcp.babbler]\ncommand = \"python3\"\nargs = [\"-c\", {text:?}]\n")
+}
+
+/// Runs a model that calls the babbler once with `backend_args`, and
+/// checks that every line it wrote to its standard error was kept.
+fn garbage_keeps_the_lines_before_it(backend_args: &[&str]) {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    write_config(&host, &babbler());
+    let mock = MockServer::start(vec![call("b", "babbler__babble", json!({})), say("done")]);
+    let out = host
+        .ah(&mock.url())
+        .args(backend_args)
+        .args(["--review", "never", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    assert!(
+        told.contains("MCP server babbler: it sent something that is not an MCP message"),
+        "{told}"
+    );
+    let stderr = std::fs::read_to_string(host.run().join("mcp/babbler.stderr")).unwrap();
+    let kept: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("babbler: line "))
+        .map(|line| line.trim_end_matches('.'))
+        .collect();
+    let all: Vec<String> = (1..=12)
+        .map(|n| format!("babbler: line {n} of 12 "))
+        .collect();
+    assert_eq!(kept, all, "{stderr}");
+}
+
+#[test]
+fn a_server_stopped_for_garbage_keeps_every_line_of_its_standard_error() {
+    garbage_keeps_the_lines_before_it(&["--backend", "none"]);
+}
+
+#[test]
+fn in_podman_a_server_stopped_for_garbage_keeps_every_line_of_its_standard_error() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    garbage_keeps_the_lines_before_it(&[]);
+}

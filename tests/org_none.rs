@@ -299,6 +299,12 @@ fn per_turn_and_total_tool_budgets() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(tools, ["read", "bash"]);
+    // Its prompt names no tool it does not have.
+    let system = worker[0].system();
+    assert!(system.contains("- `bash` output is truncated"), "{system}");
+    for absent in ["`write`", "`edit`", "`apply_patch`", "Prefer", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     assert!(opened_with(&worker[2]).contains("limit of 2 tool calls per turn"));
     // The write, refused by the agent's tools, is no step: no x.txt.
     let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();

@@ -15,10 +15,15 @@
 //! Run with `cargo bench --bench org`. `AH_BENCH_BIN=/path/to/ah`
 //! measures another build with the same harness.
 
+// The workspace denies unwrap and expect outside tests; a bench is a test
+// harness of its own (clippy does not count it as a test), where a failure
+// should stop the measurement with the message it panics with.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../tests/support"]
 mod support {
     #[allow(dead_code)]
-    pub mod mock;
+    pub(crate) mod mock;
 }
 
 mod common;

@@ -2,6 +2,8 @@
 //! user, and maps outcomes to exit codes (see `cli`). The run itself is in
 //! the layer crates under `crates/`.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 
 fn main() {

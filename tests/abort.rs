@@ -58,10 +58,10 @@ fn processes_running(cmdline: &str) -> usize {
         .count()
 }
 
-fn abort_mid_tool(signal: libc::c_int) {
+fn abort_mid_tool(signal: rustix::process::Signal) {
     // A sleep of its own per test process: tests (and other checkouts'
     // tests) may run at the same time on this machine.
-    let sleep = format!("sleep 9{:07}{signal:02}", std::process::id());
+    let sleep = format!("sleep 9{:07}{:02}", std::process::id(), signal.as_raw());
     let host = Host::git(&[("a.txt", "one\n")]);
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
@@ -94,7 +94,7 @@ fn abort_mid_tool(signal: libc::c_int) {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(processes_running(&sleep), 1);
-    unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    crate::support::send_signal(child.id(), signal);
     assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);
     assert_eq!(
         processes_running(&sleep),
@@ -141,12 +141,12 @@ fn paired(db: &Path) {
 
 #[test]
 fn sigint_mid_tool_kills_the_command_and_keeps_the_session_consistent() {
-    abort_mid_tool(libc::SIGINT);
+    abort_mid_tool(rustix::process::Signal::INT);
 }
 
 #[test]
 fn sigterm_mid_tool_does_the_same() {
-    abort_mid_tool(libc::SIGTERM);
+    abort_mid_tool(rustix::process::Signal::TERM);
 }
 
 #[test]
@@ -172,10 +172,10 @@ fn a_second_signal_exits_at_once_and_the_session_stays_usable() {
         .spawn()
         .unwrap();
     wait_for_marker(&host, "started");
-    let pid = child.id() as libc::pid_t;
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    let pid = child.id();
+    crate::support::send_signal(pid, rustix::process::Signal::INT);
     std::thread::sleep(Duration::from_millis(30));
-    unsafe { libc::kill(pid, libc::SIGINT) };
+    crate::support::send_signal(pid, rustix::process::Signal::INT);
     assert_eq!(wait_exit(&mut child, Duration::from_secs(20)), 130);
 
     let db = &host.sessions()[0];

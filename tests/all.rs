@@ -6,6 +6,12 @@
 //! `crate::support`. A new test file must be declared below; cargo would not
 //! build it otherwise, and `included` fails naming it.
 
+// The workspace denies unwrap and expect outside tests, and clippy counts
+// `#[test]` functions as tests but not the helpers of an integration test
+// crate (here `support/` and each file's own): in all of them a failure is
+// the test failing, with the message it panics with.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 mod abort;
@@ -40,6 +46,7 @@ mod org_podman;
 mod org_terminal;
 mod output_limits;
 mod overlay;
+mod overlay_none;
 mod own_files;
 mod patch_outputs;
 mod podman_backend;

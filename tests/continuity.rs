@@ -137,7 +137,7 @@ fn an_aborted_run_sent_again_keeps_its_finished_steps() {
         .spawn()
         .unwrap();
     wait_for_work_file(&host, "started");
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     assert_eq!(wait_exit(&mut child), 130);
     assert_eq!(host.read("a.txt"), "one\n", "aborted, not applied");
     let aborted = host.run();

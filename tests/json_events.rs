@@ -148,7 +148,7 @@ fn sigint_mid_stream_keeps_the_partial_text() {
             seen.push_str(event["text"].as_str().unwrap());
         }
     }
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     let rest: Vec<Value> = lines
         .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
         .collect();

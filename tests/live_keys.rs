@@ -299,10 +299,10 @@ fn ctrl_c_at_the_you_line_sends_nothing_and_aborts() {
 }
 
 /// The pid of the ah holding the project's session.
-fn ah_pid(host: &Host) -> libc::pid_t {
+fn ah_pid(host: &Host) -> u32 {
     let db = &host.sessions()[0];
     let pid = query(&db.with_extension("queue.db"), "SELECT pid FROM lock");
-    pid[0][0].as_i64().unwrap() as libc::pid_t
+    u32::try_from(pid[0][0].as_i64().unwrap()).unwrap()
 }
 
 #[test]
@@ -312,7 +312,7 @@ fn sigterm_in_raw_mode_aborts_and_restores_the_terminal() {
     let Some((tmux, script)) = live(&host, &mock) else {
         return;
     };
-    unsafe { libc::kill(ah_pid(&host), libc::SIGTERM) };
+    crate::support::send_signal(ah_pid(&host), rustix::process::Signal::TERM);
     assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
     assert!(tmux.screen().contains("review: aborted"));
     assert_terminal_restored(&script);
@@ -326,11 +326,11 @@ fn a_second_signal_exits_at_once_with_the_terminal_restored() {
         return;
     };
     let pid = ah_pid(&host);
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    crate::support::send_signal(pid, rustix::process::Signal::TERM);
     tmux.wait_for("aborting:");
     // Whether the abort is still under way or not, ah exits at once now
     // (if it has not exited already), and the terminal is back either way.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    crate::support::send_signal(pid, rustix::process::Signal::TERM);
     assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
     assert_terminal_restored(&script);
 }

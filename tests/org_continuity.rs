@@ -320,8 +320,7 @@ fn ctrl_c_mid_tick_then_continue_goes_on_with_that_agent_on_every_agents_files()
     ]);
     let child = spawn_org(&host, &mock, &["--agents", "lead:opus,coder:opus", "Go."]);
     sleeper.wait();
-    // SAFETY: a signal to the child we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
     let id = session_id(&host);

@@ -256,8 +256,7 @@ async fn work_writes_reach_the_host_owned_by_the_caller() {
     assert_eq!(code, 0, "{err}");
     let made = std::fs::read_to_string(run.work.join("new.txt")).unwrap_or_default();
     assert_eq!(made, "made\n");
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     for path in ["new.txt", "d", "d/e/f"] {
         let meta = std::fs::metadata(run.work.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(meta.uid(), me, "{path} is owned by uid {}", meta.uid());
@@ -732,8 +731,7 @@ async fn rootless_podman_runs_as_an_unprivileged_user() {
 /// as its user. Does nothing as root.
 #[tokio::test]
 async fn rootless_inner() {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     if uid == 0 {
         return;
     }

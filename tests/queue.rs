@@ -234,7 +234,7 @@ fn a_sigkilled_owner_is_given_up_by_the_waiter_and_taken_over_at_once() {
     wait_until("the prompt to be queued", Duration::from_secs(30), || {
         queue.exists() && !query(&queue, "SELECT id FROM queue").is_empty()
     });
-    unsafe { libc::kill(owner as libc::pid_t, libc::SIGKILL) };
+    crate::support::send_signal(owner, rustix::process::Signal::KILL);
     busy.child.wait().unwrap();
     // The orphaned tool command may go now.
     busy.release();
@@ -383,7 +383,7 @@ fn an_aborted_owner_releases_the_lock_and_tells_the_waiter_its_prompt_was_not_ru
     wait_until("the prompt to be queued", Duration::from_secs(30), || {
         queue.exists() && !query(&queue, "SELECT id FROM queue").is_empty()
     });
-    unsafe { libc::kill(owner as libc::pid_t, libc::SIGINT) };
+    crate::support::send_signal(owner, rustix::process::Signal::INT);
     let out = busy.child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
     assert!(

@@ -26,14 +26,31 @@ fn run(host: &Host, backend: &str, steps: Vec<(&str, serde_json::Value)>) -> (Ou
         .args(["--backend", backend, "--review", "never", "look"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = told(&mock, &out);
+    (out, told)
+}
+
+/// All the model was told after its first request, once the run succeeded;
+/// it must not hold the secret.
+fn told(mock: &MockServer, out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "{}", describe(out));
     let told: Vec<String> = mock.requests()[1..].iter().map(|r| r.told()).collect();
     let told = told.join("\n");
     assert!(
         !told.contains(SECRET),
         "the secret reached the model:\n{told}"
     );
-    (out, told)
+    told
+}
+
+/// A podman run of `host` with the mock, going on in the background.
+fn spawn_podman(host: &Host, mock: &MockServer) -> std::process::Child {
+    host.ah(&mock.url())
+        .args(["--backend", "podman", "--review", "never", "look"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn backends() -> Vec<&'static str> {
@@ -146,26 +163,13 @@ fn files_that_appear_between_steps_stay_withheld() {
         Turn::reply(Reply::new().text("done")),
     ];
     let mock = MockServer::start(turns);
-    let child = host
-        .ah(&mock.url())
-        .args(["--backend", "podman", "--review", "never", "look"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_podman(&host, &mock);
     mock.wait_for_requests(2, Duration::from_secs(120));
     for name in [".env", ".env.swp", "#.env#", ".env~"] {
         host.write(name, &format!("KEY={SECRET}\n"));
     }
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let requests = mock.requests();
-    let told: Vec<String> = requests[1..].iter().map(|r| r.told()).collect();
-    let told = told.join("\n");
-    assert!(
-        !told.contains(SECRET),
-        "the secret reached the model:\n{told}"
-    );
+    let told = told(&mock, &out);
     assert!(told.contains("looked"), "{told}");
     assert!(told.contains(".env: No such file"), "{told}");
     let manifest = json_file(&host.run().join("manifest.json"));
@@ -194,24 +198,12 @@ fn a_file_that_appears_while_a_command_runs_withholds_its_output() {
         bash(wait),
         bash("cat stolen.txt .env 2>&1; echo looked"),
     ]));
-    let child = host
-        .ah(&mock.url())
-        .args(["--backend", "podman", "--review", "never", "look"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_podman(&host, &mock);
     wait_for_upper(&host, "started");
     host.write(".env", &format!("KEY={SECRET}\n"));
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    told(&mock, &out);
     let requests = mock.requests();
-    let told: Vec<String> = requests[1..].iter().map(|r| r.told()).collect();
-    let told = told.join("\n");
-    assert!(
-        !told.contains(SECRET),
-        "the secret reached the model:\n{told}"
-    );
     let first = requests[1].told();
     assert!(
         first.contains("output is withheld and its changes are undone: .env appeared"),

@@ -292,3 +292,60 @@ fn another_user_cannot_run_what_the_users_sandbox_made_set_uid() {
         "another user ran it: {said}"
     );
 }
+
+#[test]
+fn an_unprivileged_user_runs_the_none_backend_in_an_overlay() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let (user, project) = (&p.user, &p.project);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "id -u; pwd; grep CapEff /proc/self/status; echo made > made.txt; \
+                echo two >> a.txt"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = p.ah(
+        &mock,
+        &[],
+        &["--backend", "none", "--review", "never", "make a file"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("copying the project"),
+        "{}",
+        describe(&out)
+    );
+    let told = mock.requests()[1].told();
+    let mut lines = told.lines();
+    assert_eq!(lines.next(), Some(user.uid.to_string().as_str()), "{told}");
+    let run = std::fs::read_dir(project.join(".ah/runs"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert_eq!(
+        lines.next(),
+        Some(&*run.join("work").to_string_lossy()),
+        "{told}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some("CapEff:\t0000000000000000"),
+        "commands hold no capability:\n{told}"
+    );
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+made") && patch.contains("+two"), "{patch}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    // The run's overlay folders, scratch included, were removed as the user.
+    for gone in ["work", "upper", "overlay"] {
+        assert!(!run.join(gone).exists(), "{gone} is left");
+    }
+}

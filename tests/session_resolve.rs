@@ -201,7 +201,7 @@ fn no_prompt_after_an_abort_mid_stream_sends_the_same_conversation() {
             break;
         }
     }
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     lines.for_each(drop);
     assert_eq!(child.wait().unwrap().code(), Some(130));
     let db = &host.sessions()[0];

@@ -16,8 +16,7 @@ fn described_host() -> bool {
     if podman_ready_blocking().is_none() {
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI runs the tests as root; the doctor snapshot is of root's checks"

@@ -111,10 +111,10 @@ fn aborted_by_sigint() {
     wait_until("the command to start", Duration::from_secs(60), || {
         started.exists()
     });
-    // SAFETY: kill(2) on the pid of a child this test started and has not
-    // waited for yet.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    assert_eq!(rc, 0);
+    assert!(crate::support::send_signal(
+        child.id(),
+        rustix::process::Signal::INT
+    ));
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
     // The signal's notice races the killed command's line (the stop goes

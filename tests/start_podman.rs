@@ -144,8 +144,7 @@ fn an_abort_while_the_container_starts_leaves_no_container() {
 
     mock.wait_for_requests(1, SYNC);
     gate.wait_reached();
-    // SAFETY: kill only sends a signal to the child we started.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     gate.open();
     let out = child
         .wait_with_output()

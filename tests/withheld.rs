@@ -168,8 +168,7 @@ const PRY: &str = "p=$PPID; \
 fn with_backend_none_ah_is_out_of_reach_of_its_commands() {
     // A process of root has CAP_SYS_PTRACE and reads any process; the
     // protection is for a user's processes, so the run is a user's.
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = rustix::process::geteuid().is_root();
     let user = match root {
         true => match TestUser::from_env() {
             Some(user) => Some(user),

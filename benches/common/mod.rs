@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// The binary to measure: `AH_BENCH_BIN` (another build, an older commit
 /// say), else this build's.
-pub fn ah_binary() -> PathBuf {
+pub(crate) fn ah_binary() -> PathBuf {
     if which::which("git").is_err() {
         eprintln!("bench: `git` is needed (apt-get install git)");
         std::process::exit(1);
@@ -21,19 +21,26 @@ pub fn ah_binary() -> PathBuf {
 }
 
 /// A project with a few files, committed, and a home of its own.
-pub struct Project {
+pub(crate) struct Project {
     root: tempfile::TempDir,
+    /// The project's folder in `root`.
+    name: &'static str,
 }
 
 impl Project {
-    pub fn new() -> Project {
+    pub(crate) fn new() -> Project {
         Project::with_files(20)
     }
 
     /// A project of `files` small source files, 100 to a folder.
-    pub fn with_files(files: usize) -> Project {
+    pub(crate) fn with_files(files: usize) -> Project {
+        Project::named(files, "project")
+    }
+
+    /// [`Project::with_files`] in a folder called `name`.
+    pub(crate) fn named(files: usize, name: &'static str) -> Project {
         let root = tempfile::tempdir().expect("temp dir");
-        let project = root.path().join("project");
+        let project = root.path().join(name);
         std::fs::create_dir_all(root.path().join("home")).expect("home dir");
         for i in 0..files {
             let dir = project.join(format!("src/m{}", i / 100));
@@ -72,16 +79,16 @@ impl Project {
             .status()
             .expect("run git");
         assert!(refreshed.success(), "git update-index failed");
-        Project { root }
+        Project { root, name }
     }
 
-    pub fn path(&self) -> PathBuf {
-        self.root.path().join("project")
+    pub(crate) fn path(&self) -> PathBuf {
+        self.root.path().join(self.name)
     }
 
     /// `ah` in the project with the model at `mock_url` and an environment
     /// of its own, output captured.
-    pub fn command(&self, ah: &Path, mock_url: &str) -> Command {
+    pub(crate) fn command(&self, ah: &Path, mock_url: &str) -> Command {
         let mut command = Command::new(ah);
         command
             .current_dir(self.path())

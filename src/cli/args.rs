@@ -9,7 +9,7 @@ use clap::{ArgMatches, Parser, Subcommand};
 
 use super::sessions::SessionCommand;
 use ah_core::run::{
-    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode, RunOptions,
     SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 
@@ -23,7 +23,7 @@ use ah_core::run::{
     `ah tree -C ~/repo`. A task whose first word is a command's name goes after `--`: \
     `ah -- tree`, `ah -C ~/repo -- show me the tree`."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -32,7 +32,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The task for the agent (after `--` when its first word is a
     /// command's name: `ah -- tree`).
     #[arg(value_name = "PROMPT")]
@@ -69,6 +69,9 @@ pub struct RunArgs {
     #[arg(long = "skill", value_name = "NAME")]
     pub skills: Vec<String>,
 
+    // `[models]` is the config's table, shown as written in --help; rustdoc
+    // would take it for a link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Model alias (opus, sonnet, haiku, or one from the config's [models]),
     /// full Claude model id, or PROVIDER:MODEL (openai, ollama, lmstudio, vllm,
     /// openrouter or a [providers.NAME] of the config; e.g.
@@ -166,7 +169,7 @@ pub struct RunArgs {
 /// How the podman sandbox is started. The defaults work on hosts like the
 /// design's (cgroup v1 hybrid, runc); limits are clamped to the host's.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SandboxArgs {
+pub(crate) struct SandboxArgs {
     /// The OCI runtime podman uses (`runc`, `crun`, or a path); default: runc
     /// when installed, since crun fails on cgroup v1/hybrid hosts.
     #[arg(long, value_name = "RUNTIME", global = true)]
@@ -260,7 +263,7 @@ fn parse_ulimit(text: &str) -> Result<(UlimitKind, u64), String> {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Apply a saved run's patch to the project (3-way), and commit it.
     Apply {
         /// The run id (a prefix is enough when unambiguous).
@@ -349,7 +352,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum RunsAction {
+pub(crate) enum RunsAction {
     /// Remove old run directories (patch, steps, shadow repo), never a live
     /// run. A forked conversation cannot restore the files of a pruned run.
     Prune {
@@ -367,7 +370,7 @@ pub enum RunsAction {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ImageAction {
+pub(crate) enum ImageAction {
     /// Build the sandbox image (podman build, or offline from a Debian rootfs).
     Build {
         /// The image name to build.
@@ -385,7 +388,7 @@ pub enum ImageAction {
 
 /// The flags that choose a session; global, so every subcommand takes them.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// Use this session database file.
     #[arg(long, value_name = "PATH", global = true)]
     pub db: Option<PathBuf>,
@@ -403,7 +406,7 @@ pub struct SessionArgs {
 }
 
 impl SessionArgs {
-    pub fn choice(&self) -> SessionChoice {
+    pub(crate) fn choice(&self) -> SessionChoice {
         SessionChoice {
             db: self.db.clone(),
             name: self.name.clone(),
@@ -415,7 +418,7 @@ impl SessionArgs {
 impl RunArgs {
     /// The run's options; `matches` (of the command that holds these
     /// arguments) tells which defaults the user gave explicitly.
-    pub fn options(&self, matches: &ArgMatches) -> RunOptions {
+    pub(crate) fn options(&self, matches: &ArgMatches) -> RunOptions {
         let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
         let sandbox = &self.sandbox;
         RunOptions {
@@ -455,7 +458,7 @@ impl RunArgs {
             deny: self.deny.clone(),
             output_limits: self.output_limits.clone(),
             max_artifact_size: self.max_artifact_size,
-            given: Given {
+            given: OnCommandLine {
                 backend: given("backend"),
                 loop_window: given("loop_window"),
                 compact_reserve: given("compact_reserve"),

@@ -17,7 +17,7 @@ use clap::{Arg, Command};
 /// positional word names, if it names one (the options before it, if any,
 /// moved behind it).
 #[derive(Debug, PartialEq, Eq)]
-pub struct Reordered {
+pub(super) struct Reordered {
     pub args: Vec<OsString>,
     pub subcommand: Option<String>,
 }
@@ -27,7 +27,7 @@ pub struct Reordered {
 /// that it knows how many values each option takes. Anything it cannot
 /// read with certainty (an unknown option, a positional that is not a
 /// subcommand, `--`) leaves `args` as they are, for clap to judge.
-pub fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Reordered {
+pub(super) fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Reordered {
     let unchanged = |args| Reordered {
         args,
         subcommand: None,

@@ -14,7 +14,12 @@ use ah_core::runs::{self, RunSummary};
 use ah_core::sandbox::{self, ImageSource, Severity};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
-pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool) -> Result<i32> {
+pub(super) fn apply(
+    project: Option<&Path>,
+    run_id: &str,
+    no_commit: bool,
+    force: bool,
+) -> Result<i32> {
     let project = resolve_project(project)?;
     let applied = runs::apply(&project, run_id, no_commit, force)?;
     let rest = applied.to_string();
@@ -26,7 +31,7 @@ pub fn apply(project: Option<&Path>, run_id: &str, no_commit: bool, force: bool)
 }
 
 /// `ah runs`: one line per run, newest first.
-pub fn runs(project: Option<&Path>) -> Result<i32> {
+pub(super) fn runs(project: Option<&Path>) -> Result<i32> {
     let project = resolve_project(project)?;
     let listed = runs::list(&project)?;
     if listed.is_empty() {
@@ -40,7 +45,7 @@ pub fn runs(project: Option<&Path>) -> Result<i32> {
 }
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
-pub async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32> {
+pub(super) async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32> {
     let found = sandbox::doctor(image, options).await;
     for check in &found.checks {
         let mark = match (check.ok, check.severity) {
@@ -65,7 +70,7 @@ pub async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32
 }
 
 /// `ah image build`: builds the sandbox image, showing progress.
-pub async fn image_build(name: Option<&str>, source: ImageSource) -> Result<i32> {
+pub(super) async fn image_build(name: Option<&str>, source: ImageSource) -> Result<i32> {
     let options = sandbox::build_options(name, source);
     let report = super::image_progress::build_with_display(&options, false).await?;
     eprintln!(
@@ -107,7 +112,7 @@ fn run_line(run: &RunSummary) -> String {
 
 /// `ah completions SHELL`: the completion script on stdout. Written in one
 /// piece so a closed pipe (`| head`) is an ordinary error, not a panic.
-pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
+pub(super) fn completions(shell: clap_complete::Shell) -> Result<i32> {
     use clap::CommandFactory;
     use std::io::Write;
     let mut script = Vec::new();
@@ -121,7 +126,7 @@ pub fn completions(shell: clap_complete::Shell) -> Result<i32> {
 }
 
 /// `ah config`: the merged configuration with where each value came from.
-pub fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
+pub(super) fn config(project: Option<&Path>, overrides: &[String]) -> Result<i32> {
     let project = resolve_project(project)?;
     let report = ah_core::config::report(&project, overrides)?;
     if report.files.is_empty() {

@@ -15,7 +15,7 @@ use ah_core::sessions;
 
 /// Compacts the session the flags name, else the project's most recent
 /// one, with `model` when given.
-pub async fn compact(
+pub(super) async fn compact(
     project: Option<&Path>,
     which: &SessionArgs,
     model: Option<&str>,

@@ -22,7 +22,7 @@ use ah_core::sandbox::{self, BuildOptions, BuildReport, Phase, Progress};
 const DETAIL_CHARS: usize = 60;
 
 /// Shows a build's progress and keeps its log.
-pub struct BuildDisplay {
+pub(super) struct BuildDisplay {
     log: Option<BufWriter<File>>,
     log_path: Option<PathBuf>,
     /// The spinner, at a terminal.
@@ -40,7 +40,7 @@ impl BuildDisplay {
     /// is not asked for (`--json`), phase lines only otherwise. The log is
     /// opened in [`cache_dir`]; when it cannot be, the tools' output is
     /// shown instead, so nothing is lost.
-    pub fn start(plain: bool) -> BuildDisplay {
+    pub(super) fn start(plain: bool) -> BuildDisplay {
         let spinner = !plain && std::io::stderr().is_terminal();
         BuildDisplay::new(spinner, open_log(), Box::new(std::io::stderr()))
     }
@@ -83,12 +83,12 @@ impl BuildDisplay {
     }
 
     /// Where the full log is, when there is one.
-    pub fn log_path(&self) -> Option<&Path> {
+    pub(super) fn log_path(&self) -> Option<&Path> {
         self.log_path.as_deref()
     }
 
     /// Shows and logs one piece of progress.
-    pub fn show(&mut self, progress: Progress<'_>) {
+    pub(super) fn show(&mut self, progress: Progress<'_>) {
         self.log_line(&log_text(progress));
         match progress {
             Progress::Phase(phase) => {
@@ -110,7 +110,7 @@ impl BuildDisplay {
     }
 
     /// Stops the spinner and flushes the log.
-    pub fn finish(mut self) {
+    pub(super) fn finish(mut self) {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }
@@ -154,7 +154,7 @@ impl BuildDisplay {
 
 /// Builds the image with `options`, showing its progress (see
 /// [`BuildDisplay::start`]); a failure names the log.
-pub async fn build_with_display(
+pub(super) async fn build_with_display(
     options: &BuildOptions,
     plain: bool,
 ) -> anyhow::Result<BuildReport> {
@@ -169,7 +169,7 @@ pub async fn build_with_display(
 }
 
 /// `image: debootstrap (1/2)`, or the check's line without a number.
-pub fn phase_line(phase: Phase) -> String {
+pub(super) fn phase_line(phase: Phase) -> String {
     match phase.step() {
         Some((step, of)) => format!("image: {} ({step}/{of})", phase.name()),
         None => format!("image: {}", phase.name()),
@@ -188,7 +188,7 @@ fn log_text(progress: Progress<'_>) -> String {
 /// What a build tool's line says it is doing, for the spinner: debootstrap's
 /// `I:` lines and podman's `STEP n/m:` lines (cut short, made safe to
 /// print); other lines (package names by the hundred) say nothing.
-pub fn detail(line: &str) -> Option<String> {
+pub(super) fn detail(line: &str) -> Option<String> {
     let line = line.trim();
     let said = line
         .strip_prefix("I: ")
@@ -203,7 +203,7 @@ pub fn detail(line: &str) -> Option<String> {
 
 /// ah's cache folder: `$XDG_CACHE_HOME/ah`, else `$HOME/.cache/ah`
 /// (absolute paths only); `None` when neither is set.
-pub fn cache_dir(xdg_cache_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+pub(super) fn cache_dir(xdg_cache_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
     let absolute = |value: Option<&str>| {
         value
             .filter(|v| !v.is_empty())

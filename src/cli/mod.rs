@@ -4,11 +4,11 @@
 //! done, 1 error, 2 usage, 3 patch saved but not applied, 4 stopped at a
 //! limit, 130 aborted).
 
-pub mod args;
+pub(crate) mod args;
 mod argv;
 mod commands;
 mod compact;
-pub mod display;
+pub(crate) mod display;
 mod egress_helper;
 mod image_progress;
 mod live;
@@ -31,19 +31,19 @@ use ah_core::sandbox::ImageSource;
 use args::{Cli, Command, ImageAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
-pub const EXIT_OK: i32 = 0;
+pub(crate) const EXIT_OK: i32 = 0;
 /// Exit code: something failed; the message says what.
-pub const EXIT_ERROR: i32 = 1;
+pub(crate) const EXIT_ERROR: i32 = 1;
 /// Exit code: the command line was wrong.
-pub const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_USAGE: i32 = 2;
 /// Exit code: the patch was saved but not applied.
-pub const EXIT_NOT_APPLIED: i32 = 3;
+pub(crate) const EXIT_NOT_APPLIED: i32 = 3;
 /// Exit code: the run stopped at a limit (`--max-tools`) before the model
 /// was done; the patch so far was saved, not applied.
-pub const EXIT_LIMIT: i32 = 4;
+pub(crate) const EXIT_LIMIT: i32 = 4;
 /// An agent of `ah org` asked the user, and nobody was there to answer: the
 /// patch so far is saved and the question is in the run's `question.json`.
-pub const EXIT_QUESTION: i32 = 5;
+pub(crate) const EXIT_QUESTION: i32 = 5;
 
 /// The exit code of a run's outcome.
 fn exit_code(outcome: Outcome) -> i32 {
@@ -59,7 +59,7 @@ fn exit_code(outcome: Outcome) -> i32 {
 }
 
 /// Runs ah with the process's arguments and returns the exit code.
-pub fn main() -> i32 {
+pub(crate) fn main() -> i32 {
     if let Err(err) = undumpable::mark() {
         eprintln!(
             "warning: ah could not hide its memory and environment from other processes \

@@ -23,14 +23,14 @@ const COLOURS: [Color; 6] = [
 /// The agents seen so far (their colours follow that order) and whether
 /// the next text needs its agent's name first.
 #[derive(Default)]
-pub struct OrgView {
+pub(super) struct OrgView {
     agents: Vec<String>,
     label_due: bool,
 }
 
 impl OrgView {
     /// The label to print before `event` of `agent`'s, when its text starts.
-    pub fn label_before(&mut self, agent: &str, event: &Event) -> Option<String> {
+    pub(super) fn label_before(&mut self, agent: &str, event: &Event) -> Option<String> {
         match event {
             Event::TextDelta { .. } if self.label_due => {
                 self.label_due = false;
@@ -45,7 +45,7 @@ impl OrgView {
     }
 
     /// A line for an org's own event; `None` for any other event.
-    pub fn line(&mut self, event: &Event) -> Option<String> {
+    pub(super) fn line(&mut self, event: &Event) -> Option<String> {
         Some(match event {
             Event::Tick {
                 tick,

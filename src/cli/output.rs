@@ -19,7 +19,7 @@ use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFr
 use ah_core::sandbox::BuildOptions;
 
 /// The consumer of a run's events.
-pub struct Output {
+pub(super) struct Output {
     json: bool,
     display: Display,
     org: OrgView,
@@ -28,7 +28,7 @@ pub struct Output {
 }
 
 impl Output {
-    pub fn new(json: bool) -> Output {
+    pub(super) fn new(json: bool) -> Output {
         Output {
             json,
             display: Display::new(Screen::new()),
@@ -39,7 +39,7 @@ impl Output {
 
     /// Shows an event of a run: a JSON line, or for a person the agent's
     /// display (an org's agents labelled), a work phase's line or an org's.
-    pub fn show(&mut self, shown: &RunEvent<'_>) {
+    pub(super) fn show(&mut self, shown: &RunEvent<'_>) {
         if self.json {
             json_line(shown);
             return;
@@ -70,7 +70,7 @@ impl Output {
     }
 
     /// The terminal the display writes to (the live controls share it).
-    pub fn screen(&self) -> Arc<Screen> {
+    pub(super) fn screen(&self) -> Arc<Screen> {
         self.display.screen()
     }
 }

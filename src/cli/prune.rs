@@ -14,9 +14,9 @@ use ah_core::run::resolve_project;
 use ah_core::runs::{self, PruneOptions};
 
 /// The age `--older-than` takes by default.
-pub const DEFAULT_AGE: &str = "14d";
+pub(super) const DEFAULT_AGE: &str = "14d";
 
-pub fn runs_prune(
+pub(super) fn runs_prune(
     project: Option<&Path>,
     older_than: Duration,
     keep: usize,
@@ -64,7 +64,7 @@ pub fn runs_prune(
 }
 
 /// Parses an age such as `14d`, `12h`, `30m`, `90s` or `2w`.
-pub fn parse_age(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_age(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())

@@ -15,7 +15,7 @@ use ah_core::present::copy_terminal_safe;
 use ah_core::run::{Choice, PatchToChoose, Question, Tone};
 
 /// Shows the patch and asks what becomes of it.
-pub fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
+pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Ok(Choice::NobodyToAsk);
     }
@@ -38,7 +38,7 @@ pub fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
 
 /// A line of the review (or of `ah apply`): its lead in the tone's colour,
 /// bold, then the rest.
-pub fn line(tone: Tone, lead: &str, rest: &str) -> String {
+pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
     let lead = match tone {
         Tone::Plain => lead.to_string(),
         Tone::Good => style(lead).green().bold().to_string(),

@@ -12,14 +12,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The shared terminal; clone the `Arc` to share it.
 #[derive(Default)]
-pub struct Screen {
+pub(crate) struct Screen {
     state: Mutex<ScreenState>,
 }
 
 /// What is on the screen: the spinner (the bar while it turns, and what
 /// it says), and whether the model's text left a line unfinished.
 #[derive(Default)]
-pub struct ScreenState {
+pub(crate) struct ScreenState {
     bar: Option<ProgressBar>,
     message: Option<String>,
     /// The cursor is not at the start of a line on stdout.
@@ -27,12 +27,12 @@ pub struct ScreenState {
 }
 
 impl Screen {
-    pub fn new() -> Arc<Screen> {
+    pub(crate) fn new() -> Arc<Screen> {
         Arc::new(Screen::default())
     }
 
     /// Takes the terminal: nothing else writes until the guard is dropped.
-    pub fn lock(&self) -> MutexGuard<'_, ScreenState> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ScreenState> {
         // A panic while writing leaves nothing half-done worth refusing.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -42,7 +42,7 @@ impl Screen {
     /// Writes `line` on stderr on a line of its own, from outside the
     /// display (a signal's message). Never waits: when a `You:` line has
     /// the terminal, the line just follows it.
-    pub fn say(&self, line: &str) {
+    pub(crate) fn say(&self, line: &str) {
         match self.state.try_lock() {
             Ok(mut state) => {
                 state.clear();
@@ -62,7 +62,7 @@ impl Screen {
 
 impl ScreenState {
     /// Shows the spinner saying `message` (replacing what it said).
-    pub fn spin(&mut self, message: String) {
+    pub(crate) fn spin(&mut self, message: String) {
         self.clear();
         if !std::io::stderr().is_terminal() {
             // Nothing to draw on; what it would say is still kept.
@@ -80,7 +80,7 @@ impl ScreenState {
     }
 
     /// Ends the model's unfinished line on stdout before a line on stderr.
-    pub fn end_line(&mut self) {
+    pub(crate) fn end_line(&mut self) {
         if self.mid_line {
             println!();
             self.mid_line = false;
@@ -88,12 +88,12 @@ impl ScreenState {
     }
 
     /// What the spinner says, when it turns.
-    pub fn message(&self) -> Option<&str> {
+    pub(crate) fn message(&self) -> Option<&str> {
         self.message.as_deref()
     }
 
     /// Hides the spinner; returns what it said, so it can be shown again.
-    pub fn clear(&mut self) -> Option<String> {
+    pub(crate) fn clear(&mut self) -> Option<String> {
         if let Some(bar) = self.bar.take() {
             bar.finish_and_clear();
         }

@@ -8,7 +8,7 @@ use console::style;
 
 /// What the last line of a run says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunSummary {
+pub(super) struct RunSummary {
     pub duration: Duration,
     /// Tokens read (cache included) and written by the model calls.
     pub tokens: (u64, u64),
@@ -22,7 +22,7 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    pub fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         let plural = |n: u64, one: &str, many: &str| match n {
             1 => format!("1 {one}"),
             n => format!("{n} {many}"),

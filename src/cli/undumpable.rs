@@ -10,16 +10,13 @@
 
 use std::io;
 
-/// Marks this process non-dumpable.
+use rustix::process::DumpableBehavior;
+
+/// Marks this process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`).
 pub(super) fn mark() -> io::Result<()> {
-    // SAFETY: PR_SET_DUMPABLE with 0 only changes this process's flag; the
-    // unused arguments are zero as prctl(2) asks.
-    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    Ok(rustix::process::set_dumpable_behavior(
+        DumpableBehavior::NotDumpable,
+    )?)
 }
 
 #[cfg(test)]
@@ -29,8 +26,7 @@ mod tests {
         // Marking the test process is harmless: it only stops other
         // processes from reading it.
         super::mark().unwrap_or_else(|e| panic!("prctl: {e}"));
-        // SAFETY: PR_GET_DUMPABLE takes no pointer.
-        let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
-        assert_eq!(dumpable, 0);
+        let dumpable = rustix::process::dumpable_behavior();
+        assert!(matches!(dumpable, Ok(super::DumpableBehavior::NotDumpable)));
     }
 }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::support::mock::MockServer;
 
 /// What a client saw of one response.
-pub struct Seen {
+pub(super) struct Seen {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     /// Body pieces as they arrived, with the time since the request was sent.
@@ -25,23 +25,23 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|value| value.to_str().ok())
     }
 
-    pub fn body(&self) -> Vec<u8> {
+    pub(super) fn body(&self) -> Vec<u8> {
         self.chunks
             .iter()
             .flat_map(|(_, chunk)| chunk.to_vec())
             .collect()
     }
 
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_slice(&self.body()).expect("body is JSON")
     }
 
     /// Parses the body, chunk by chunk as it arrived, as server-sent events.
-    pub fn events(&self) -> Vec<(String, Value)> {
+    pub(super) fn events(&self) -> Vec<(String, Value)> {
         let pieces: Vec<Result<Bytes, Infallible>> = self
             .chunks
             .iter()
@@ -66,12 +66,12 @@ impl Seen {
         .collect()
     }
 
-    pub fn event_names(&self) -> Vec<String> {
+    pub(super) fn event_names(&self) -> Vec<String> {
         self.events().into_iter().map(|(name, _)| name).collect()
     }
 }
 
-pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -79,7 +79,7 @@ pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-pub fn messages_body() -> Value {
+pub(super) fn messages_body() -> Value {
     json!({
         "model": "claude-test-model",
         "max_tokens": 1024,
@@ -88,7 +88,7 @@ pub fn messages_body() -> Value {
     })
 }
 
-pub async fn send(
+pub(super) async fn send(
     client: &reqwest::Client,
     url: &str,
     body: &Value,
@@ -99,7 +99,7 @@ pub async fn send(
 
 /// Sends `body` as a POST to `endpoint` (a full URL) and keeps what comes
 /// back; `idle` ends the body early after that long without a chunk.
-pub async fn send_to(
+pub(super) async fn send_to(
     client: &reqwest::Client,
     endpoint: &str,
     body: &Value,
@@ -144,7 +144,7 @@ pub async fn send_to(
 }
 
 /// Sends one streaming request with a fresh client.
-pub fn post(mock: &MockServer) -> Seen {
+pub(super) fn post(mock: &MockServer) -> Seen {
     block_on(send(
         &reqwest::Client::new(),
         &mock.url(),
@@ -155,7 +155,7 @@ pub fn post(mock: &MockServer) -> Seen {
 
 /// Sends `body` to `route` of the mock (`/v1/messages`,
 /// `/v1/chat/completions`) with a fresh client.
-pub fn post_body(mock: &MockServer, route: &str, body: &Value) -> Seen {
+pub(super) fn post_body(mock: &MockServer, route: &str, body: &Value) -> Seen {
     block_on(send_to(
         &reqwest::Client::new(),
         &format!("{}{route}", mock.url()),
@@ -165,7 +165,7 @@ pub fn post_body(mock: &MockServer, route: &str, body: &Value) -> Seen {
 }
 
 /// The deltas of block `index`, in order.
-pub fn deltas(events: &[(String, Value)], index: u64) -> Vec<Value> {
+pub(super) fn deltas(events: &[(String, Value)], index: u64) -> Vec<Value> {
     events
         .iter()
         .filter(|(name, data)| name == "content_block_delta" && data["index"] == index)
@@ -175,7 +175,7 @@ pub fn deltas(events: &[(String, Value)], index: u64) -> Vec<Value> {
 
 /// Reads one HTTP/1.1 response off a raw socket: status, then the body
 /// (Content-Length or chunked).
-pub fn read_raw_response(reader: &mut BufReader<TcpStream>) -> (u16, Vec<u8>) {
+pub(super) fn read_raw_response(reader: &mut BufReader<TcpStream>) -> (u16, Vec<u8>) {
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
     let status: u16 = line.split_whitespace().nth(1).unwrap().parse().unwrap();

@@ -8,7 +8,7 @@ use std::path::Path;
 use rusqlite::{Connection, OptionalExtension};
 
 /// Continues the conversation in `db` from `message_id`, files included.
-pub fn fork_at(db: &Path, message_id: &str) {
+pub(crate) fn fork_at(db: &Path, message_id: &str) {
     let conn = Connection::open(db).expect("open the session db");
     for key in ["head", "workspace_at"] {
         conn.execute(
@@ -21,7 +21,7 @@ pub fn fork_at(db: &Path, message_id: &str) {
 }
 
 /// The session's context value `key`, if set.
-pub fn context(db: &Path, key: &str) -> Option<String> {
+pub(crate) fn context(db: &Path, key: &str) -> Option<String> {
     Connection::open(db)
         .expect("open the session db")
         .query_row("SELECT value FROM context WHERE key = ?1", [key], |row| {
@@ -32,7 +32,7 @@ pub fn context(db: &Path, key: &str) -> Option<String> {
 }
 
 /// The id of the message holding the result of tool call `tool_use_id`.
-pub fn result_message(db: &Path, tool_use_id: &str) -> String {
+pub(crate) fn result_message(db: &Path, tool_use_id: &str) -> String {
     Connection::open(db)
         .expect("open the session db")
         .query_row(
@@ -45,7 +45,7 @@ pub fn result_message(db: &Path, tool_use_id: &str) -> String {
 }
 
 /// The id of message `@seq`.
-pub fn message_at(db: &Path, seq: i64) -> String {
+pub(crate) fn message_at(db: &Path, seq: i64) -> String {
     Connection::open(db)
         .expect("open the session db")
         .query_row("SELECT id FROM messages WHERE seq = ?1", [seq], |row| {

@@ -12,7 +12,7 @@ use super::mock::RecordedRequest;
 
 /// A temporary project (a git repo with one commit unless made bare) and an
 /// empty HOME, removed when dropped.
-pub struct Host {
+pub(crate) struct Host {
     pub root: tempfile::TempDir,
     pub project: PathBuf,
     pub home: PathBuf,
@@ -20,7 +20,7 @@ pub struct Host {
 
 impl Host {
     /// A git repository with `files` committed.
-    pub fn git(files: &[(&str, &str)]) -> Host {
+    pub(crate) fn git(files: &[(&str, &str)]) -> Host {
         let host = Host::plain(files);
         git(&host.project, &["init", "-q", "-b", "main"]);
         git(&host.project, &["add", "-A"]);
@@ -29,7 +29,7 @@ impl Host {
     }
 
     /// A plain folder (not a git repository) with `files`.
-    pub fn plain(files: &[(&str, &str)]) -> Host {
+    pub(crate) fn plain(files: &[(&str, &str)]) -> Host {
         let root = tempfile::tempdir().expect("temp dir");
         let project = root.path().join("project");
         let home = root.path().join("home");
@@ -49,7 +49,7 @@ impl Host {
     /// Panics when a request the mock received names a folder of this
     /// host's (the project's or HOME's absolute path): the model is told
     /// of `/work`, project-relative paths and neutral names only.
-    pub fn assert_unnamed_in(&self, requests: &[RecordedRequest]) {
+    pub(crate) fn assert_unnamed_in(&self, requests: &[RecordedRequest]) {
         let root = self.root.path();
         let real = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         for (i, request) in requests.iter().enumerate() {
@@ -72,19 +72,19 @@ impl Host {
         }
     }
 
-    pub fn write(&self, path: &str, content: &str) {
+    pub(crate) fn write(&self, path: &str, content: &str) {
         let full = self.project.join(path);
         std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
         std::fs::write(full, content).expect("write");
     }
 
-    pub fn read(&self, path: &str) -> String {
+    pub(crate) fn read(&self, path: &str) -> String {
         std::fs::read_to_string(self.project.join(path))
             .unwrap_or_else(|e| panic!("read {path}: {e}"))
     }
 
     /// `ah` with the project, the mock model and an isolated environment.
-    pub fn ah(&self, base_url: &str) -> Command {
+    pub(crate) fn ah(&self, base_url: &str) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ah"));
         cmd.current_dir(&self.project)
             .env_clear()
@@ -104,7 +104,7 @@ impl Host {
     /// `ah` as [`Host::ah`] does it, with the `openai` provider (and
     /// `AH_OLLAMA_BASE_URL`) pointing at `openai_url` and an OpenAI key set;
     /// pick the model with `-m openai:…`.
-    pub fn ah_openai(&self, openai_url: &str) -> Command {
+    pub(crate) fn ah_openai(&self, openai_url: &str) -> Command {
         let mut cmd = self.ah("http://127.0.0.1:9/anthropic-is-not-used");
         cmd.env("AH_OPENAI_BASE_URL", openai_url)
             .env("AH_OLLAMA_BASE_URL", openai_url)
@@ -113,7 +113,7 @@ impl Host {
     }
 
     /// The run directories, oldest first.
-    pub fn runs(&self) -> Vec<PathBuf> {
+    pub(crate) fn runs(&self) -> Vec<PathBuf> {
         let mut runs: Vec<PathBuf> = std::fs::read_dir(self.project.join(".ah/runs"))
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -122,14 +122,14 @@ impl Host {
     }
 
     /// The one run directory (panics if there is not exactly one).
-    pub fn run(&self) -> PathBuf {
+    pub(crate) fn run(&self) -> PathBuf {
         let runs = self.runs();
         assert_eq!(runs.len(), 1, "expected one run, found {runs:?}");
         runs.into_iter().next().expect("one run")
     }
 
     /// The session databases, oldest first.
-    pub fn sessions(&self) -> Vec<PathBuf> {
+    pub(crate) fn sessions(&self) -> Vec<PathBuf> {
         let mut dbs: Vec<PathBuf> = std::fs::read_dir(self.project.join(".ah"))
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
             .unwrap_or_default();
@@ -144,19 +144,19 @@ impl Host {
         dbs
     }
 
-    pub fn git_out(&self, args: &[&str]) -> String {
+    pub(crate) fn git_out(&self, args: &[&str]) -> String {
         git(&self.project, args)
     }
 
     /// Stages everything and commits it with `message`.
-    pub fn commit_all(&self, message: &str) {
+    pub(crate) fn commit_all(&self, message: &str) {
         git(&self.project, &["add", "-A"]);
         git(&self.project, &["commit", "-q", "-m", message]);
     }
 }
 
 /// The id of a run, i.e. the name of its directory.
-pub fn run_id(run: &Path) -> String {
+pub(crate) fn run_id(run: &Path) -> String {
     run.file_name()
         .and_then(|name| name.to_str())
         .unwrap_or_else(|| panic!("{} has no run id", run.display()))
@@ -165,7 +165,7 @@ pub fn run_id(run: &Path) -> String {
 
 /// Polls `done` every 50 ms until it holds; panics naming `what` when
 /// `timeout` passes first.
-pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
     while !done() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
@@ -175,7 +175,7 @@ pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool)
 
 /// Every file under `dir` (recursively, symlinks not followed) whose bytes
 /// contain `needle`.
-pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(next) = pending.pop() {
@@ -202,7 +202,7 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 }
 
 /// Runs git in `dir` and returns stdout; panics with stderr on failure.
-pub fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)
         .args(args)
@@ -220,13 +220,13 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn json_file(path: &Path) -> Value {
+pub(crate) fn json_file(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Stdout and stderr of a finished command, for assertion messages.
-pub fn describe(out: &Output) -> String {
+pub(crate) fn describe(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
         out.status.code(),
@@ -236,7 +236,7 @@ pub fn describe(out: &Output) -> String {
 }
 
 /// Rows of a query on a session DB, each row's columns as JSON values.
-pub fn query(db: &Path, sql: &str) -> Vec<Vec<Value>> {
+pub(crate) fn query(db: &Path, sql: &str) -> Vec<Vec<Value>> {
     let conn = rusqlite::Connection::open(db).expect("open db");
     let mut stmt = conn.prepare(sql).expect("prepare");
     let n = stmt.column_count();
@@ -260,7 +260,7 @@ pub fn query(db: &Path, sql: &str) -> Vec<Vec<Value>> {
 }
 
 /// The details (JSON) of the session's events of type `kind`, oldest first.
-pub fn events(db: &Path, kind: &str) -> Vec<Value> {
+pub(crate) fn events(db: &Path, kind: &str) -> Vec<Value> {
     query(
         db,
         &format!("SELECT details FROM events WHERE event_type = '{kind}' ORDER BY id"),

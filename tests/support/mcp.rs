@@ -5,7 +5,6 @@
 //! for podman, an image made from the sandbox image holds them in
 //! `/opt/mcp` with a `mcp-python` launcher on the PATH.
 
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,15 +20,15 @@ fn locked(name: &str) -> std::fs::File {
     let path = std::env::temp_dir().join(name);
     let lock =
         std::fs::File::create(&path).unwrap_or_else(|e| panic!("create {}: {e}", path.display()));
-    // SAFETY: flock on a descriptor we own; released when `lock` closes.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", path.display());
+    // Released when `lock` closes.
+    let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+    assert!(locked.is_ok(), "flock {}", path.display());
     lock
 }
 
 /// The folder the servers' Python packages are installed in (on the
 /// host's Python, the same version as the image's).
-pub fn site() -> PathBuf {
+pub(crate) fn site() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-python");
     let site = root.join("site");
     let _lock = locked("ah-test-mcp-python.lock");
@@ -64,7 +63,7 @@ pub fn site() -> PathBuf {
 /// An image with the servers, made once from the sandbox image in the
 /// storage of `user` (a [`TestUser`]'s rootless storage, or the caller's
 /// when `None`); its tag follows the probe's text and the packages.
-pub fn image(podman: &Path, user: Option<&TestUser>) -> String {
+pub(crate) fn image(podman: &Path, user: Option<&TestUser>) -> String {
     use std::hash::{Hash, Hasher};
     let site = site();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

@@ -40,8 +40,8 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-pub use recorded::RecordedRequest;
-pub use script::{Reply, Turn};
+pub(crate) use recorded::RecordedRequest;
+pub(crate) use script::{Reply, Turn};
 
 use agents::Agents;
 use http::RawRequest;
@@ -52,7 +52,7 @@ const FALLBACK_MODEL: &str = "claude-mock";
 
 /// A running mock server; dropping it stops the server and closes every
 /// connection it has open.
-pub struct MockServer {
+pub(crate) struct MockServer {
     url: String,
     shared: Arc<Shared>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -85,7 +85,7 @@ impl MockServer {
     ///
     /// # Panics
     /// If the listening socket or the runtime cannot be set up.
-    pub fn start(turns: Vec<Turn>) -> MockServer {
+    pub(crate) fn start(turns: Vec<Turn>) -> MockServer {
         MockServer::launch(turns, Agents::default())
     }
 
@@ -139,30 +139,30 @@ impl MockServer {
     }
 
     /// Base URL for `ANTHROPIC_BASE_URL`, e.g. `http://127.0.0.1:40123`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.url.clone()
     }
 
     /// Base URL of the OpenAI-compatible API, for `AH_<PROVIDER>_BASE_URL`,
     /// e.g. `http://127.0.0.1:40123/v1`.
-    pub fn openai_url(&self) -> String {
+    pub(crate) fn openai_url(&self) -> String {
         format!("{}/v1", self.url)
     }
 
     /// Appends a turn to the script while the server runs.
-    pub fn push(&self, turn: Turn) {
+    pub(crate) fn push(&self, turn: Turn) {
         let mut state = self.shared.lock();
         state.scripted += 1;
         state.turns.push_back(turn);
     }
 
     /// Every request received so far, in arrival order.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
     }
 
     /// How many scripted turns no request has used yet.
-    pub fn pending_turns(&self) -> usize {
+    pub(crate) fn pending_turns(&self) -> usize {
         self.shared.lock().turns.len()
     }
 
@@ -170,7 +170,11 @@ impl MockServer {
     ///
     /// # Panics
     /// If `timeout` passes first, naming how many did arrive.
-    pub fn wait_for_requests(&self, count: usize, timeout: Duration) -> Vec<RecordedRequest> {
+    pub(crate) fn wait_for_requests(
+        &self,
+        count: usize,
+        timeout: Duration,
+    ) -> Vec<RecordedRequest> {
         let deadline = Instant::now() + timeout;
         let mut state = self.shared.lock();
         while state.requests.len() < count {

@@ -5,13 +5,22 @@
 //! as `crate::support`. Being one crate, a helper no test uses shows up as
 //! dead code.
 
-pub mod fork;
-pub mod host;
-pub mod mcp;
-pub mod mock;
-pub mod org;
-pub mod podman;
-pub mod snap;
-pub mod steps;
-pub mod tmux;
-pub mod work;
+pub(crate) mod fork;
+pub(crate) mod host;
+pub(crate) mod mcp;
+pub(crate) mod mock;
+pub(crate) mod org;
+pub(crate) mod podman;
+pub(crate) mod snap;
+pub(crate) mod steps;
+pub(crate) mod tmux;
+pub(crate) mod work;
+
+/// Sends `signal` to process `pid`, one a test started and has not waited
+/// for; whether it was sent.
+pub(crate) fn send_signal(pid: u32, signal: rustix::process::Signal) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|pid| rustix::process::kill_process(pid, signal).is_ok())
+}

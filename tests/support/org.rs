@@ -11,22 +11,22 @@ use super::mock::{MockServer, RecordedRequest, Reply, Turn};
 use serde_json::{Value, json};
 
 /// A turn that ends with `text`.
-pub fn say(text: &str) -> Turn {
+pub(crate) fn say(text: &str) -> Turn {
     Turn::reply(Reply::new().text(text))
 }
 
 /// A turn that calls `tool` with `input`.
-pub fn call(id: &str, tool: &str, input: Value) -> Turn {
+pub(crate) fn call(id: &str, tool: &str, input: Value) -> Turn {
     Turn::reply(Reply::new().tool_use(id, tool, input))
 }
 
 /// A turn that writes `content` to `path`.
-pub fn write(id: &str, path: &str, content: &str) -> Turn {
+pub(crate) fn write(id: &str, path: &str, content: &str) -> Turn {
     call(id, "write", json!({"path": path, "content": content}))
 }
 
 /// `ah org --backend none ARGS`, to its end.
-pub fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
+pub(crate) fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
     host.ah(&mock.url())
         .args(["org", "--backend", "none"])
         .args(args)
@@ -36,7 +36,7 @@ pub fn org(host: &Host, mock: &MockServer, args: &[&str]) -> Output {
 
 /// `ah org --backend none --review never ARGS`, started in the background
 /// (stderr kept, stdout dropped).
-pub fn spawn_org(host: &Host, mock: &MockServer, args: &[&str]) -> Child {
+pub(crate) fn spawn_org(host: &Host, mock: &MockServer, args: &[&str]) -> Child {
     host.ah(&mock.url())
         .args(["org", "--backend", "none", "--review", "never"])
         .args(args)
@@ -48,20 +48,20 @@ pub fn spawn_org(host: &Host, mock: &MockServer, args: &[&str]) -> Child {
 
 /// A command that marks it started, then sleeps a minute (to be cut), and
 /// waiting for its mark.
-pub struct Sleeper {
+pub(crate) struct Sleeper {
     pub mark: PathBuf,
     pub command: String,
 }
 
 impl Sleeper {
-    pub fn new(host: &Host) -> Sleeper {
+    pub(crate) fn new(host: &Host) -> Sleeper {
         let mark = host.root.path().join("started");
         let command = format!("touch '{}'; sleep 60", mark.display());
         Sleeper { mark, command }
     }
 
     /// Waits until the command runs.
-    pub fn wait(&self) {
+    pub(crate) fn wait(&self) {
         wait_until("the command to start", Duration::from_secs(30), || {
             self.mark.exists()
         });
@@ -69,7 +69,7 @@ impl Sleeper {
 }
 
 /// The id of the project's one session.
-pub fn session_id(host: &Host) -> String {
+pub(crate) fn session_id(host: &Host) -> String {
     let sessions = host.sessions();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     sessions[0]
@@ -80,7 +80,7 @@ pub fn session_id(host: &Host) -> String {
 }
 
 /// The agent of each request, in order.
-pub fn agents_of(mock: &MockServer) -> Vec<String> {
+pub(crate) fn agents_of(mock: &MockServer) -> Vec<String> {
     mock.requests()
         .iter()
         .map(|request| request.agent().unwrap_or_else(|| "?".into()))
@@ -88,7 +88,7 @@ pub fn agents_of(mock: &MockServer) -> Vec<String> {
 }
 
 /// The requests `agent` made.
-pub fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
+pub(crate) fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
     mock.requests()
         .into_iter()
         .filter(|request| request.agent().as_deref() == Some(agent))
@@ -97,7 +97,7 @@ pub fn of(mock: &MockServer, agent: &str) -> Vec<RecordedRequest> {
 
 /// Every text of the last message of `request` (a string, or its blocks'
 /// texts and tool results).
-pub fn last_user_text(request: &RecordedRequest) -> String {
+pub(crate) fn last_user_text(request: &RecordedRequest) -> String {
     let last = request.last_message();
     match &last["content"] {
         Value::String(text) => text.clone(),

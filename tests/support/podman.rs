@@ -3,7 +3,6 @@
 //! sandbox image present. The image is built at most once, under a file
 //! lock, however many tests and test binaries ask at the same time.
 
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -11,7 +10,7 @@ use ah_sandbox::image::{BuildOptions, build_image, image_exists};
 use ah_sandbox::podman::{DEFAULT_IMAGE, find_podman};
 
 /// Whether `AH_REQUIRE_PODMAN` turns a missing podman into a failure.
-pub fn required() -> bool {
+pub(crate) fn required() -> bool {
     std::env::var("AH_REQUIRE_PODMAN").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
@@ -20,7 +19,7 @@ pub fn required() -> bool {
 ///
 /// # Panics
 /// If podman is missing while required, or the image cannot be built.
-pub async fn podman_ready() -> Option<PathBuf> {
+pub(crate) async fn podman_ready() -> Option<PathBuf> {
     let podman = match find_podman() {
         Ok(podman) => podman,
         Err(e) if required() => panic!("AH_REQUIRE_PODMAN is set but {e}"),
@@ -34,7 +33,7 @@ pub async fn podman_ready() -> Option<PathBuf> {
 }
 
 /// [`podman_ready`] for plain (non-async) tests.
-pub fn podman_ready_blocking() -> Option<PathBuf> {
+pub(crate) fn podman_ready_blocking() -> Option<PathBuf> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -46,14 +45,13 @@ pub fn podman_ready_blocking() -> Option<PathBuf> {
 /// parallel tests (and test binaries) wait for one build.
 async fn ensure_image() {
     // Per user: image storage is per user, and so must the lock file be.
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let lock_path = std::env::temp_dir().join(format!("ah-test-image-build-{uid}.lock"));
     let lock = std::fs::File::create(&lock_path)
         .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
-    // SAFETY: flock on a descriptor we own; released when `lock` closes.
-    let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock {}", lock_path.display());
+    // Released when `lock` closes.
+    let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+    assert!(locked.is_ok(), "flock {}", lock_path.display());
     let present = image_exists(DEFAULT_IMAGE)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -74,7 +72,7 @@ async fn ensure_image() {
 
 /// IDs of the containers labelled with run `id` (`podman ps -a`), one a
 /// line; empty when there are none.
-pub fn containers_of(podman: &Path, id: &str) -> String {
+pub(crate) fn containers_of(podman: &Path, id: &str) -> String {
     let out = Command::new(podman)
         .args(["ps", "-a", "-q", "--filter"])
         .arg(format!("label=ah.run={id}"))
@@ -90,7 +88,7 @@ pub fn containers_of(podman: &Path, id: &str) -> String {
 
 /// The unprivileged user named by `AH_TEST_USER` (CI creates it with
 /// `scripts/setup`), for rootless tests run from root.
-pub struct TestUser {
+pub(crate) struct TestUser {
     pub name: String,
     pub uid: u32,
     pub home: PathBuf,
@@ -102,12 +100,11 @@ impl TestUser {
     ///
     /// # Panics
     /// If `AH_TEST_USER` names a user that does not exist.
-    pub fn from_env() -> Option<TestUser> {
+    pub(crate) fn from_env() -> Option<TestUser> {
         let name = std::env::var("AH_TEST_USER")
             .ok()
             .filter(|n| !n.is_empty())?;
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !rustix::process::geteuid().is_root() {
             eprintln!("skipped: AH_TEST_USER needs the tests to run as root to switch users");
             return None;
         }
@@ -131,7 +128,7 @@ impl TestUser {
     }
 
     /// `program` run as this user with a minimal environment plus `env`.
-    pub fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
+    pub(crate) fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
         let mut cmd = Command::new("runuser");
         cmd.args(["-u", &self.name, "--", "env", "-i"])
             .arg(format!("HOME={}", self.home.display()))
@@ -145,7 +142,7 @@ impl TestUser {
     /// A copy of `program` this user can run whatever the permissions of the
     /// checkout it was built in: a 0755 temp folder with a 0755 copy. Keep
     /// the folder alive while the copy runs.
-    pub fn reachable_copy(&self, program: &Path) -> (tempfile::TempDir, PathBuf) {
+    pub(crate) fn reachable_copy(&self, program: &Path) -> (tempfile::TempDir, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
@@ -165,13 +162,13 @@ impl TestUser {
     ///
     /// # Panics
     /// If the build fails.
-    pub fn build_image(&self, podman: &Path) {
+    pub(crate) fn build_image(&self, podman: &Path) {
         let lock_path = std::env::temp_dir().join(format!("ah-test-user-image-{}.lock", self.name));
         let lock = std::fs::File::create(&lock_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
-        // SAFETY: flock on a descriptor we own; released when `lock` closes.
-        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
-        assert_eq!(rc, 0, "flock {}", lock_path.display());
+        // Released when `lock` closes.
+        let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
+        assert!(locked.is_ok(), "flock {}", lock_path.display());
         let has_image = self
             .command(podman, &[])
             .args(["image", "exists", DEFAULT_IMAGE])
@@ -215,7 +212,7 @@ impl TestUser {
 /// # Panics
 /// If the run has neither a work copy nor, within a minute, a running
 /// container.
-pub fn work_view(run: &Path) -> PathBuf {
+pub(crate) fn work_view(run: &Path) -> PathBuf {
     let copy = run.join("work");
     if copy.exists() {
         return copy;

@@ -15,7 +15,7 @@ use std::process::Output;
 use super::host::Host;
 
 /// Insta settings with every filter below, for output of ah run on `host`.
-pub fn settings(host: &Host) -> insta::Settings {
+pub(crate) fn settings(host: &Host) -> insta::Settings {
     let mut settings = insta::Settings::clone_current();
     // The project first: it sits in the test's root folder.
     settings.add_filter(&literal(&host.project), "[project]");
@@ -32,7 +32,7 @@ pub fn settings(host: &Host) -> insta::Settings {
 /// limits) keep only their mark and name, and the resource limits check,
 /// a warning that holds on one host and not on another, only its name.
 /// What is checked, in what order, with what verdict and fix, stays.
-pub fn doctor_settings(host: &Host) -> insta::Settings {
+pub(crate) fn doctor_settings(host: &Host) -> insta::Settings {
     let mut settings = settings(host);
     settings.add_filter(
         r"(?m)^(ok  |warn|FAIL) (cgroups|rlimits): .*$",
@@ -77,7 +77,7 @@ fn literal(path: &Path) -> String {
 
 /// A finished command as a snapshot shows it: its exit code, then what it
 /// wrote to stdout and to stderr, each under a heading.
-pub fn output(out: &Output) -> String {
+pub(crate) fn output(out: &Output) -> String {
     format!(
         "exit: {}\n--- stdout\n{}--- stderr\n{}",
         out.status

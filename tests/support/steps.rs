@@ -8,7 +8,7 @@ use super::mock::{Reply, Turn};
 
 /// Each step is one tool call (`toolu_1`, `toolu_2`, …) in its own turn,
 /// then a final answer.
-pub fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
+pub(crate) fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
     let mut turns: Vec<Turn> = steps
         .into_iter()
         .enumerate()
@@ -20,10 +20,10 @@ pub fn script(steps: Vec<(&str, Value)>) -> Vec<Turn> {
     turns
 }
 
-pub fn bash(command: &str) -> (&'static str, Value) {
+pub(crate) fn bash(command: &str) -> (&'static str, Value) {
     ("bash", json!({ "command": command }))
 }
 
-pub fn write(path: &str, content: &str) -> (&'static str, Value) {
+pub(crate) fn write(path: &str, content: &str) -> (&'static str, Value) {
     ("write", json!({ "path": path, "content": content }))
 }

@@ -13,14 +13,14 @@ use super::host::Host;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A tmux server of its own, running one script in a 120x40 pane.
-pub struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// Starts `bash script`, or `None` (after saying why) when tmux is not
     /// installed outside CI.
-    pub fn start(script: &Path) -> Option<Tmux> {
+    pub(crate) fn start(script: &Path) -> Option<Tmux> {
         if which::which("tmux").is_err() {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -51,7 +51,7 @@ impl Tmux {
         Some(Tmux { socket })
     }
 
-    pub fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["-L", &self.socket, "capture-pane", "-p"])
             .output()
@@ -61,7 +61,7 @@ impl Tmux {
 
     /// Everything the pane showed since it started, scrolled-off lines
     /// first, without the blank rows below the last line written.
-    pub fn history(&self) -> String {
+    pub(crate) fn history(&self) -> String {
         let out = Command::new("tmux")
             .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-"])
             .output()
@@ -71,7 +71,7 @@ impl Tmux {
     }
 
     /// Waits until `text` is on the screen; returns the screen.
-    pub fn wait_for(&self, text: &str) -> String {
+    pub(crate) fn wait_for(&self, text: &str) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
             let screen = self.screen();
@@ -87,7 +87,7 @@ impl Tmux {
     }
 
     /// Types `keys` (tmux key names, or text with `-l` first).
-    pub fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let status = Command::new("tmux")
             .args(["-L", &self.socket, "send-keys"])
             .args(keys)
@@ -108,7 +108,7 @@ impl Drop for Tmux {
 /// A script run in the pane: `ah <args>` in the project with an isolated
 /// environment wired to the mock at `url` (no `--review`: at a terminal,
 /// ask is the default).
-pub struct AhScript {
+pub(crate) struct AhScript {
     pub path: PathBuf,
     exit_file: PathBuf,
     stty_before: PathBuf,
@@ -116,7 +116,7 @@ pub struct AhScript {
 }
 
 /// Writes the script that runs `ah <args>` (`args` as shell words).
-pub fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
+pub(crate) fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
     let root = host.root.path();
     let script = AhScript {
         path: root.join("run.sh"),
@@ -143,7 +143,7 @@ pub fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
 
 impl AhScript {
     /// Waits for ah to finish; its exit code.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Ok(text) = std::fs::read_to_string(&self.exit_file)
@@ -158,7 +158,7 @@ impl AhScript {
 
     /// After [`AhScript::exit_code`]: the terminal's settings as `stty -a`
     /// showed them before and after ah.
-    pub fn stty(&self) -> (String, String) {
+    pub(crate) fn stty(&self) -> (String, String) {
         let read = |path: &Path| std::fs::read_to_string(path).unwrap();
         (read(&self.stty_before), read(&self.stty_after))
     }

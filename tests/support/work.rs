@@ -11,18 +11,18 @@ use super::mock::{RecordedRequest, Reply, Turn};
 
 /// Builds the model's turns; every tool call gets a fresh id.
 #[derive(Default)]
-pub struct Script {
+pub(crate) struct Script {
     turns: Vec<Turn>,
     next_id: usize,
 }
 
 impl Script {
-    pub fn new() -> Script {
+    pub(crate) fn new() -> Script {
         Script::default()
     }
 
     /// One turn calling `tool` with `input`.
-    pub fn call(mut self, tool: &str, input: Value) -> Script {
+    pub(crate) fn call(mut self, tool: &str, input: Value) -> Script {
         self.next_id += 1;
         let id = format!("toolu_{}", self.next_id);
         self.turns
@@ -30,17 +30,17 @@ impl Script {
         self
     }
 
-    pub fn bash(self, command: &str) -> Script {
+    pub(crate) fn bash(self, command: &str) -> Script {
         self.call("bash", json!({ "command": command }))
     }
 
     /// A `report` call with `content`.
-    pub fn report(self, content: &str) -> Script {
+    pub(crate) fn report(self, content: &str) -> Script {
         self.call("report", json!({ "content": content }))
     }
 
     /// A `verdict` call.
-    pub fn verdict(self, decision: &str, summary: &str) -> Script {
+    pub(crate) fn verdict(self, decision: &str, summary: &str) -> Script {
         self.call(
             "verdict",
             json!({ "decision": decision, "summary": summary }),
@@ -48,18 +48,18 @@ impl Script {
     }
 
     /// The turn that ends the phase's loop.
-    pub fn end(mut self, text: &str) -> Script {
+    pub(crate) fn end(mut self, text: &str) -> Script {
         self.turns.push(Turn::reply(Reply::new().text(text)));
         self
     }
 
-    pub fn turns(self) -> Vec<Turn> {
+    pub(crate) fn turns(self) -> Vec<Turn> {
         self.turns
     }
 }
 
 /// The one work session database under `.ah/` (`work-<ulid>.db`).
-pub fn work_db(host: &Host) -> PathBuf {
+pub(crate) fn work_db(host: &Host) -> PathBuf {
     let mut dbs: Vec<PathBuf> = std::fs::read_dir(host.project.join(".ah"))
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -73,13 +73,13 @@ pub fn work_db(host: &Host) -> PathBuf {
 }
 
 /// A phase file under the run's `phases/`.
-pub fn phase_file(run: &Path, rel: &str) -> String {
+pub(crate) fn phase_file(run: &Path, rel: &str) -> String {
     let path = run.join("phases").join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The phase a request belongs to, from its system prompt's `# Phase:` line.
-pub fn phase_of(request: &RecordedRequest) -> String {
+pub(crate) fn phase_of(request: &RecordedRequest) -> String {
     let system = request.body["system"].as_str().unwrap_or_default();
     system
         .lines()
@@ -89,7 +89,7 @@ pub fn phase_of(request: &RecordedRequest) -> String {
 }
 
 /// The tool names a request offered.
-pub fn tools_of(request: &RecordedRequest) -> Vec<String> {
+pub(crate) fn tools_of(request: &RecordedRequest) -> Vec<String> {
     request.body["tools"]
         .as_array()
         .unwrap_or_else(|| panic!("no tools in {}", request.body))
@@ -100,7 +100,7 @@ pub fn tools_of(request: &RecordedRequest) -> Vec<String> {
 
 /// The text of every block of a request's messages, joined (to look for
 /// what the model was told).
-pub fn all_text(request: &RecordedRequest) -> String {
+pub(crate) fn all_text(request: &RecordedRequest) -> String {
     let mut text = String::new();
     for message in request.body["messages"].as_array().into_iter().flatten() {
         for block in message["content"].as_array().into_iter().flatten() {

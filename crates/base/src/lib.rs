@@ -2,6 +2,8 @@
 //! stamps ([`time`]) and the redaction of secrets from everything ah writes
 //! or shows ([`redact`]). The lowest layer: it depends on no crate of ah's.
 
+#![forbid(unsafe_code)]
+
 pub mod redact;
 pub mod time;
 

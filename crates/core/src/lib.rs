@@ -7,6 +7,8 @@
 //! A front-end needs no other crate of ah's: every decision is made here,
 //! and what it shows text with is in [`present`].
 
+#![forbid(unsafe_code)]
+
 pub mod agent;
 pub mod config;
 pub mod event;

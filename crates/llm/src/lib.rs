@@ -5,6 +5,8 @@
 //! This layer imports nothing else of ah. Everything above it speaks in
 //! [`Message`]s and [`Block`]s and receives live progress as [`StreamEvent`]s.
 
+#![forbid(unsafe_code)]
+
 pub mod anthropic;
 pub mod auth;
 pub mod crossing;

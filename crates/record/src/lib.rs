@@ -4,6 +4,8 @@
 //! directory and its artifacts, and work copies restored from an earlier
 //! run's step. [`run::Run`] ties them to a backend for one run.
 
+#![forbid(unsafe_code)]
+
 pub mod artifacts;
 pub mod outputs;
 pub mod overlay;

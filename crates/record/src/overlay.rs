@@ -13,7 +13,7 @@
 //! ([`LateFiles`]). The folders leading to a whiteout are made in the upper
 //! folder with the mode and owner of the project's, since the merged view
 //! shows the upper folder's. The baseline is then read from the project on
-//! a thread ([`Taking`]) while the container starts.
+//! a thread ([`BaselineThread`]) while the container starts.
 
 mod late;
 mod survey;
@@ -21,7 +21,7 @@ mod taking;
 
 pub use late::{LateFiles, Watch};
 pub use survey::{Reach, Survey, survey, walk};
-pub use taking::{Taken, Taking};
+pub use taking::{Baseline, BaselineThread};
 
 use std::collections::HashSet;
 use std::io;
@@ -49,7 +49,7 @@ pub struct Overlay {
 
 /// What [`lay`] made of a project.
 #[derive(Debug)]
-pub struct Laid {
+pub struct OverlayWithBaseline {
     /// The shadow repo that holds the baseline.
     pub shadow: ShadowRepo,
     /// The baseline commit in the shadow repo.
@@ -63,10 +63,10 @@ pub struct Laid {
 /// An overlay work copy being laid: its upper folder is ready for the
 /// container, its baseline is being taken.
 #[derive(Debug)]
-pub struct Laying {
+pub struct OverlayTakingBaseline {
     /// The withheld files and links, relative to the project, sorted.
     pub withheld: Vec<String>,
-    pub taking: Taking,
+    pub taking: BaselineThread,
     /// The watch on what appears in the project from now on.
     pub late: LateFiles,
 }
@@ -74,13 +74,13 @@ pub struct Laying {
 /// Lays an overlay work copy over `project`: surveys it, makes `dirs`
 /// with the whiteouts that hide what the container must not see, and
 /// starts taking `shadow`'s baseline from the project, without what the
-/// survey hid, on a thread ([`Taking`]).
+/// survey hid, on a thread ([`BaselineThread`]).
 pub fn begin(
     shadow: ShadowRepo,
     project: &Path,
     dirs: &OverlayDirs,
     withhold: &Withhold<'_>,
-) -> Result<Laying, String> {
+) -> Result<OverlayTakingBaseline, String> {
     let mut watch = Watch::new();
     let survey = {
         let mut names = shadow.name_check().map_err(|e| e.to_string())?;
@@ -92,13 +92,13 @@ pub fn begin(
     let late = LateFiles::new(project, watch, &survey.hidden);
     let hidden: HashSet<Vec<u8>> = survey.hidden.into_iter().collect();
     let project = project.to_path_buf();
-    let taking = Taking::spawn(move || {
+    let taking = BaselineThread::spawn(move || {
         let baseline = shadow
             .project_baseline(&project, &hidden)
             .map_err(|e| e.to_string())?;
-        Ok(Taken { shadow, baseline })
+        Ok(Baseline { shadow, baseline })
     });
-    Ok(Laying {
+    Ok(OverlayTakingBaseline {
         withheld: survey.withheld,
         taking,
         late,
@@ -111,10 +111,10 @@ pub fn lay(
     project: &Path,
     dirs: &OverlayDirs,
     withhold: &Withhold<'_>,
-) -> Result<Laid, String> {
+) -> Result<OverlayWithBaseline, String> {
     let laying = begin(shadow, project, dirs, withhold)?;
-    let Taken { shadow, baseline } = laying.taking.take()?;
-    Ok(Laid {
+    let Baseline { shadow, baseline } = laying.taking.take()?;
+    Ok(OverlayWithBaseline {
         shadow,
         baseline,
         withheld: laying.withheld,

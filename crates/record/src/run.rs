@@ -111,7 +111,7 @@ pub struct Start {
     /// `lower` are not known yet, and `shadow` stands in for the shadow repo
     /// the thread hands over. The run settles it before its first step
     /// and before it finishes.
-    pub taking: Option<overlay::Taking>,
+    pub taking: Option<overlay::BaselineThread>,
     /// An overlay's watch on what appears in the project during the run.
     pub late: Option<overlay::LateFiles>,
 }
@@ -153,7 +153,7 @@ pub struct Run {
     /// What earlier steps of an overlay run hashed.
     stat_cache: StatCache,
     /// The baseline still being taken (see [`Start::taking`]).
-    taking: Option<overlay::Taking>,
+    taking: Option<overlay::BaselineThread>,
     /// What appears in an overlay's project is hidden ([`Start::late`]).
     late: Option<overlay::LateFiles>,
 }

@@ -14,7 +14,7 @@
 //! Each file goes through `std::io::copy` between two open files, which on
 //! Linux uses `copy_file_range` (a reflink where the filesystem can), and its
 //! mode and times are set on the open descriptor. The folders are created
-//! first, in one walk; then one thread per core (at most [`MAX_THREADS`])
+//! first, in one walk; then one thread per core (at most `MAX_THREADS`)
 //! fills them, a folder at a time, so two threads never create files in the
 //! same folder (the kernel serialises that). Creating files is kernel work
 //! that takes a core: on two cores, two threads copied 10k files in

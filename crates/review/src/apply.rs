@@ -9,7 +9,7 @@
 //! - elsewhere: a plain, all-or-nothing `git apply`.
 //!
 //! No hook of the repository runs, not even on ah's commit, and git gets a
-//! minimal environment (see [`git::Git::run`]): the patch may have changed
+//! minimal environment (see `git::Git::run`): the patch may have changed
 //! the very script a hook runs, and nobody has run it yet.
 //!
 //! Every error says where the patch is saved and how to apply it by hand.

@@ -3,6 +3,8 @@
 //! narrowed to chosen files, and the 3-way apply to the user's repository
 //! through one hook-free git runner.
 
+#![forbid(unsafe_code)]
+
 pub mod apply;
 pub mod review;
 pub mod subpatch;

@@ -217,19 +217,13 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 /// Bytes free to an unprivileged user on the filesystem holding `dir`, and
 /// its block size.
 fn disk_space(dir: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `path` is a valid C string and `stat` a buffer statvfs fills.
-    let stat = unsafe {
-        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
-            return None;
-        }
-        stat.assume_init()
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    let block = if stat.f_frsize == 0 {
+        DEFAULT_BLOCK
+    } else {
+        stat.f_frsize
     };
-    let block = stat.f_frsize as u64;
-    let block = if block == 0 { DEFAULT_BLOCK } else { block };
-    Some(((stat.f_bavail as u64).saturating_mul(block), block))
+    Some((stat.f_bavail.saturating_mul(block), block))
 }
 
 /// Parses a size such as `10G`, `500MiB`, `2g` or `1048576` (bytes) for

@@ -8,6 +8,8 @@
 //! holds the lock of the process working on it and the messages other
 //! terminals send it. This layer only uses `ah_llm`.
 
+#![forbid(unsafe_code)]
+
 mod catalog;
 mod mail;
 mod orphans;

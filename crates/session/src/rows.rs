@@ -10,7 +10,7 @@ use ah_llm::{Block, Role, Usage};
 
 /// The columns of one `content_blocks` row, minus its id, message and seq.
 #[derive(Debug, Default, PartialEq)]
-pub struct BlockRow {
+pub(crate) struct BlockRow {
     pub block_type: String,
     pub content: Option<String>,
     pub tool_id: Option<String>,
@@ -26,7 +26,7 @@ pub struct BlockRow {
 
 impl BlockRow {
     /// Reads the columns in [`super::store::BLOCKS_SQL`] order.
-    pub fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<BlockRow> {
+    pub(crate) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<BlockRow> {
         Ok(BlockRow {
             block_type: row.get(0)?,
             content: row.get(1)?,
@@ -43,7 +43,7 @@ impl BlockRow {
 
 /// Lays a block out in columns. Fails when the record carries something its
 /// block type cannot hold, so nothing is dropped silently.
-pub fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
+pub(crate) fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
     let is_tool_result = matches!(record.block, Block::ToolResult { .. });
     if !is_tool_result
         && (record.tool_name.is_some()
@@ -127,7 +127,7 @@ pub fn block_to_row(record: &BlockRecord) -> Result<BlockRow, String> {
 }
 
 /// Rebuilds a block from its columns; the exact inverse of [`block_to_row`].
-pub fn block_from_row(row: BlockRow) -> Result<BlockRecord, String> {
+pub(crate) fn block_from_row(row: BlockRow) -> Result<BlockRecord, String> {
     let mut details = row
         .details
         .as_deref()
@@ -192,7 +192,7 @@ pub fn block_from_row(row: BlockRow) -> Result<BlockRecord, String> {
 
 /// Token counts and durations are far below `i64::MAX`; saturate rather
 /// than fail if one is not.
-pub fn to_i64(value: u64) -> i64 {
+pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
@@ -251,7 +251,7 @@ fn required(value: Option<String>, block_type: &str, column: &str) -> Result<Str
 }
 
 /// A `messages` row as read, before its values are checked.
-pub struct MessageRow {
+pub(crate) struct MessageRow {
     pub id: String,
     pub parent_id: Option<String>,
     pub role: String,
@@ -268,7 +268,7 @@ pub struct MessageRow {
 impl MessageRow {
     /// Reads the columns in `messages` table order, as
     /// [`super::store::ANCESTRY_SQL`] returns them.
-    pub fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    pub(crate) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
         Ok(MessageRow {
             id: row.get(0)?,
             parent_id: row.get(1)?,
@@ -285,7 +285,7 @@ impl MessageRow {
     }
 
     /// Checks the values and joins the message's blocks.
-    pub fn into_stored(self, blocks: Vec<BlockRecord>) -> Result<StoredMessage, String> {
+    pub(crate) fn into_stored(self, blocks: Vec<BlockRecord>) -> Result<StoredMessage, String> {
         let role = match self.role.as_str() {
             "user" => Role::User,
             "assistant" => Role::Assistant,

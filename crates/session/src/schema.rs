@@ -78,7 +78,7 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Opens (creating if needed) the database at `path`, configures the
 /// connection and brings the schema up to [`SCHEMA_VERSION`].
-pub fn open(path: &Path) -> Result<Connection> {
+pub(crate) fn open(path: &Path) -> Result<Connection> {
     open_with(path, MIGRATIONS)
 }
 

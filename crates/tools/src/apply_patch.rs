@@ -1,11 +1,11 @@
-//! The `apply_patch` tool: applies a V4A patch (see [`parse`]) that adds,
+//! The `apply_patch` tool: applies a V4A patch (see `parse`) that adds,
 //! updates, moves and deletes files, all or nothing.
 //!
 //! Nothing is written until everything is known to work: the patch is
 //! parsed; every path is confined to the work root by [`path::resolve`] and
 //! checked against the write policy (both sides of a move); the files are
 //! read through [`fs_beneath`] and every new content is computed in memory
-//! ([`matching`]), each file and result within [`bounds::MAX_EDIT_BYTES`]
+//! (`matching`), each file and result within [`bounds::MAX_EDIT_BYTES`]
 //! and all results within [`bounds::MAX_PATCH_BYTES`]. A bad patch, a refused path, a missing file or a hunk
 //! that does not match leaves every file as it was, and the error names the
 //! file and the hunk. Then each new content is staged as a temporary file in

@@ -18,15 +18,14 @@
 //! the opened file against the checked path is needed afterwards. Missing
 //! parent folders are made with `mkdirat` on the handle of their parent.
 
-use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use libc::{c_int, mode_t};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::io::{Errno, retry_on_intr};
 
 pub mod dir;
 pub mod folder;
@@ -77,26 +76,27 @@ fn open_file_with(
     write: bool,
     lookup: Lookup,
 ) -> Result<File, BeneathError> {
-    let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
-    let flags = access | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    let fd = open_beneath(root.as_fd(), &parts(rel), flags, 0, lookup).map_err(classify)?;
+    let access = if write { OFlags::RDWR } else { OFlags::RDONLY };
+    let flags = access | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let fd =
+        open_beneath(root.as_fd(), &parts(rel), flags, Mode::empty(), lookup).map_err(classify)?;
     regular(File::from(fd))
 }
 
 /// Opens (creating as needed, one `mkdirat` at a time) the folders beneath
 /// `root`; returns a handle of the last one.
 fn make_folders(root: &OwnedFd, folders: &[&str], lookup: Lookup) -> Result<OwnedFd, BeneathError> {
-    let flags = libc::O_PATH | libc::O_DIRECTORY;
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
     let mut current = root.try_clone()?;
     for (index, name) in folders.iter().enumerate() {
         let at = current.as_fd();
-        let next = match open_beneath(at, &[name], flags, 0, lookup) {
+        let next = match open_beneath(at, &[name], flags, Mode::empty(), lookup) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 mkdirat(at, name).map_err(|source| BeneathError::Folder {
                     folder: folders[..=index].join("/"),
                     source,
                 })?;
-                open_beneath(at, &[name], flags, 0, lookup)
+                open_beneath(at, &[name], flags, Mode::empty(), lookup)
             }
             other => other,
         };
@@ -126,35 +126,46 @@ fn regular(file: File) -> Result<File, BeneathError> {
 }
 
 fn classify(e: io::Error) -> BeneathError {
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => BeneathError::NotFound,
-        Some(libc::EISDIR) => BeneathError::Directory,
+    match Errno::from_io_error(&e) {
+        Some(Errno::NOENT) => BeneathError::NotFound,
+        Some(Errno::ISDIR) => BeneathError::Directory,
         // A socket, or a FIFO opened for writing without a reader.
-        Some(libc::ENXIO) => BeneathError::NotRegular,
+        Some(Errno::NXIO) => BeneathError::NotRegular,
         // A symlink met (ELOOP) or an escape or rename race seen by the kernel.
-        Some(libc::ELOOP | libc::EXDEV | libc::EAGAIN) => BeneathError::Changed,
+        Some(Errno::LOOP | Errno::XDEV | Errno::AGAIN) => BeneathError::Changed,
         _ => BeneathError::Io(e),
     }
 }
 
 fn open_root(root: &Path) -> Result<OwnedFd, BeneathError> {
-    let fail = |source| BeneathError::Root {
+    sys_openat(
+        rustix::fs::CWD,
+        root,
+        OFlags::PATH | OFlags::DIRECTORY,
+        Mode::empty(),
+    )
+    .map_err(|source| BeneathError::Root {
         root: root.to_path_buf(),
         source,
-    };
-    let path = CString::new(root.as_os_str().as_bytes()).map_err(|e| fail(e.into()))?;
-    sys_openat(libc::AT_FDCWD, &path, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(fail)
+    })
 }
 
 /// `Openat2` unless the kernel (or a seccomp filter) refuses the syscall.
 fn lookup(root: &OwnedFd) -> Lookup {
     static CHOSEN: OnceLock<Lookup> = OnceLock::new();
-    *CHOSEN.get_or_init(
-        || match openat2(root.as_fd(), c".", libc::O_PATH | libc::O_DIRECTORY, 0) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => Lookup::Walk,
+    *CHOSEN.get_or_init(|| {
+        match openat2(
+            root.as_fd(),
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
+        ) {
+            Err(e) if matches!(Errno::from_io_error(&e), Some(Errno::NOSYS | Errno::PERM)) => {
+                Lookup::Walk
+            }
             _ => Lookup::Openat2,
-        },
-    )
+        }
+    })
 }
 
 /// Opens `parts` beneath `dir` with `flags`, refusing every symlink on the way
@@ -162,15 +173,15 @@ fn lookup(root: &OwnedFd) -> Lookup {
 fn open_beneath(
     dir: BorrowedFd<'_>,
     parts: &[&str],
-    flags: c_int,
-    mode: mode_t,
+    flags: OFlags,
+    mode: Mode,
     lookup: Lookup,
 ) -> io::Result<OwnedFd> {
     let Some((last, folders)) = parts.split_last() else {
-        return sys_openat(dir.as_raw_fd(), c".", flags, mode);
+        return sys_openat(dir, ".", flags, mode);
     };
     if lookup == Lookup::Openat2 {
-        return openat2(dir, &CString::new(parts.join("/"))?, flags, mode);
+        return openat2(dir, &parts.join("/"), flags, mode);
     }
     let mut current: Option<OwnedFd> = None;
     for name in folders {
@@ -178,8 +189,8 @@ fn open_beneath(
         current = Some(openat_nofollow(
             at,
             name,
-            libc::O_PATH | libc::O_DIRECTORY,
-            0,
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
         )?);
     }
     openat_nofollow(current.as_ref().map_or(dir, AsFd::as_fd), last, flags, mode)
@@ -190,76 +201,51 @@ fn open_beneath(
 fn openat_nofollow(
     dir: BorrowedFd<'_>,
     name: &str,
-    flags: c_int,
-    mode: mode_t,
+    flags: OFlags,
+    mode: Mode,
 ) -> io::Result<OwnedFd> {
-    let name = CString::new(name)?;
-    sys_openat(dir.as_raw_fd(), &name, flags | libc::O_NOFOLLOW, mode).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOTDIR) && is_symlink(dir, &name) {
-            io::Error::from_raw_os_error(libc::ELOOP)
+    sys_openat(dir, name, flags | OFlags::NOFOLLOW, mode).map_err(|e| {
+        if Errno::from_io_error(&e) == Some(Errno::NOTDIR) && is_symlink(dir, name) {
+            Errno::LOOP.into()
         } else {
             e
         }
     })
 }
 
-fn is_symlink(dir: BorrowedFd<'_>, name: &CStr) -> bool {
-    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `name` is NUL-terminated and `stat` points to writable memory
-    // of the right size; the kernel fills it when it returns 0.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            stat.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    // SAFETY: fstatat returned 0, so `stat` was initialized.
-    rc == 0 && (unsafe { stat.assume_init() }.st_mode & libc::S_IFMT) == libc::S_IFLNK
+/// Whether `name` in `dir` is itself a symlink (not followed).
+fn is_symlink(dir: BorrowedFd<'_>, name: &str) -> bool {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::Symlink)
 }
 
-fn openat2(dir: BorrowedFd<'_>, path: &CStr, flags: c_int, mode: mode_t) -> io::Result<OwnedFd> {
-    // SAFETY: `open_how` is plain integers (libc marks it non-exhaustive, so
-    // it cannot be built with a struct expression); all zeros is valid.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = u64::from((flags | libc::O_CLOEXEC).cast_unsigned());
-    how.mode = u64::from(mode);
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    retry(|| {
-        // SAFETY: `path` is NUL-terminated, `how` is a valid `open_how` whose
-        // size we pass; the kernel reads both and returns a new fd or -1.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                path.as_ptr(),
-                &raw const how,
-                size_of::<libc::open_how>(),
-            )
-        };
-        c_int::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))
-    })
+/// `openat2` resolving beneath `dir` only, refusing every symlink (magic
+/// `/proc` links included) on the way; close-on-exec.
+fn openat2(dir: BorrowedFd<'_>, path: &str, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    Ok(retry_on_intr(|| {
+        rustix::fs::openat2(dir, path, flags | OFlags::CLOEXEC, mode, resolve)
+    })?)
 }
 
-fn sys_openat(dir: c_int, path: &CStr, flags: c_int, mode: mode_t) -> io::Result<OwnedFd> {
-    retry(|| {
-        // SAFETY: `path` is NUL-terminated; openat returns a new fd or -1.
-        Ok(unsafe { libc::openat(dir, path.as_ptr(), flags | libc::O_CLOEXEC, mode) })
-    })
+/// `openat` with close-on-exec, retried when a signal interrupts it.
+fn sys_openat<P: rustix::path::Arg + Copy>(
+    dir: BorrowedFd<'_>,
+    path: P,
+    flags: OFlags,
+    mode: Mode,
+) -> io::Result<OwnedFd> {
+    Ok(retry_on_intr(|| {
+        rustix::fs::openat(dir, path, flags | OFlags::CLOEXEC, mode)
+    })?)
 }
 
+/// Makes the folder `name` in `dir`; one that exists already is fine.
 fn mkdirat(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
-    let name = CString::new(name)?;
-    // SAFETY: `name` is NUL-terminated; mkdirat only reads it.
-    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o777) };
-    match rc {
-        0 => Ok(()),
-        _ => match io::Error::last_os_error() {
-            // Made meanwhile (by the container?): the open that follows decides.
-            e if e.raw_os_error() == Some(libc::EEXIST) => Ok(()),
-            e => Err(e),
-        },
+    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(0o777)) {
+        // Made meanwhile (by the container?): the open that follows decides.
+        Ok(()) | Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -271,21 +257,6 @@ pub async fn unblock<T: Send + 'static>(
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| format!("the file operation was interrupted: {e}"))
-}
-
-/// Runs an fd-returning syscall, retrying on EINTR.
-fn retry(mut call: impl FnMut() -> io::Result<c_int>) -> io::Result<OwnedFd> {
-    loop {
-        let fd = call()?;
-        if fd >= 0 {
-            // SAFETY: a non-negative result is a new fd that nothing else owns.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@
 //! Commands go through [`Exec`], which the sandbox layer implements, so this
 //! layer never knows about containers.
 
+#![forbid(unsafe_code)]
+
 pub mod apply_patch;
 pub mod bash;
 pub mod bounds;

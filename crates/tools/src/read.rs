@@ -1,5 +1,5 @@
 //! The `read` tool: shows a text file with numbered lines, a page at a time,
-//! streamed ([`page`]) so that a file of any size costs a page of memory.
+//! streamed (`page`) so that a file of any size costs a page of memory.
 
 pub mod image;
 mod page;
@@ -77,7 +77,7 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
             .map_err(|e| format!("cannot read {name}: {e}"))?
             .len();
         if let Some(picture) = picture_of(&file, &name)? {
-            return picture_output(file, size, &name, picture).map(Opened::Picture);
+            return picture_output(file, size, &name, picture).map(ReadContent::Picture);
         }
         let page = Page::read(file, size, offset, limit, max_chars).map_err(|e| match e {
             PageError::Binary => format!(
@@ -89,12 +89,12 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
             }
             PageError::Io(e) => format!("cannot read {name}: {e}"),
         })?;
-        Ok::<_, String>(Opened::Text(page, size))
+        Ok::<_, String>(ReadContent::Text(page, size))
     })
     .await??;
     let (page, size) = match opened {
-        Opened::Picture(output) => return Ok(output),
-        Opened::Text(page, size) => (page, size),
+        ReadContent::Picture(output) => return Ok(output),
+        ReadContent::Text(page, size) => (page, size),
     };
 
     // Only a first line longer than the cap makes the page longer.
@@ -133,7 +133,7 @@ async fn read(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
 }
 
 /// What `read` found: a picture for the model, or a page of text.
-enum Opened {
+enum ReadContent {
     Picture(ToolOutput),
     Text(Page, u64),
 }

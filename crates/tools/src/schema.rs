@@ -2,7 +2,7 @@
 //! `jsonschema` crate (every keyword of draft 2020-12 and the earlier
 //! drafts: `oneOf`/`anyOf`, `$ref` within the schema, `pattern`, `format`,
 //! nested arrays…), with every violation listed at once in plain words
-//! ([`phrase`]), so the model can fix a call in one go.
+//! (`phrase`), so the model can fix a call in one go.
 //!
 //! Where JSON Schema leaves room, or models differ from it, ah decides:
 //! - `null` for a property that is not required counts as absent, as models

@@ -12,9 +12,9 @@ use tokio::process::Command;
 use super::{Exec, ExecOutput, OutputLimits};
 
 /// Writes under this folder (relative to the root) are refused.
-pub const DENIED: &str = "protected";
+pub(crate) const DENIED: &str = "protected";
 
-pub struct TestExec {
+pub(crate) struct TestExec {
     _dir: TempDir,
     root: PathBuf,
     limits: OutputLimits,
@@ -22,7 +22,7 @@ pub struct TestExec {
 }
 
 impl TestExec {
-    pub fn new() -> TestExec {
+    pub(crate) fn new() -> TestExec {
         let dir = tempfile::tempdir().expect("create temp dir");
         let root = dir.path().join("work");
         std::fs::create_dir(&root).expect("create work dir");
@@ -35,12 +35,12 @@ impl TestExec {
     }
 
     /// The same, with these output caps.
-    pub fn with_limits(self, limits: OutputLimits) -> TestExec {
+    pub(crate) fn with_limits(self, limits: OutputLimits) -> TestExec {
         TestExec { limits, ..self }
     }
 
     /// The same, naming `path` as the file that keeps each call's whole output.
-    pub fn with_full_output(self, path: &str) -> TestExec {
+    pub(crate) fn with_full_output(self, path: &str) -> TestExec {
         TestExec {
             full_output: Some(path.to_string()),
             ..self
@@ -48,11 +48,11 @@ impl TestExec {
     }
 
     /// A host path next to (outside) the work root, in the same temp dir.
-    pub fn outside(&self, name: &str) -> PathBuf {
+    pub(crate) fn outside(&self, name: &str) -> PathBuf {
         self.root.parent().expect("root has a parent").join(name)
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
 }
@@ -74,7 +74,9 @@ impl Exec for TestExec {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()?;
-        let pid = child.id().map(|id| id as i32);
+        let group = child
+            .id()
+            .and_then(|id| rustix::process::Pid::from_raw(id.try_into().ok()?));
         let (Some(mut out), Some(mut err)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(std::io::Error::other("child pipes missing"));
         };
@@ -89,9 +91,10 @@ impl Exec for TestExec {
         let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
             Ok(status) => (Some(status?), false),
             Err(_) => {
-                if let Some(pid) = pid {
-                    // SAFETY: kill(2) on the process group we created.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                if let Some(group) = group {
+                    // The process group the child leads; already gone is fine.
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
                 }
                 child.wait().await?;
                 (None, true)

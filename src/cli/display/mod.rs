@@ -24,7 +24,7 @@ use progress::{is_silent, shown_output, spinner_after, tail};
 const TAIL_LINES: usize = 3;
 
 /// Prints events as they arrive.
-pub struct Display {
+pub(crate) struct Display {
     screen: Arc<Screen>,
     /// A violation was just shown for the running call (its error result
     /// needs no second line).
@@ -34,7 +34,7 @@ pub struct Display {
 }
 
 impl Display {
-    pub fn new(screen: Arc<Screen>) -> Display {
+    pub(crate) fn new(screen: Arc<Screen>) -> Display {
         Display {
             screen,
             violation_shown: false,
@@ -44,7 +44,7 @@ impl Display {
 
     /// Shows `event`, waiting while someone else (a `You:` line) has the
     /// terminal.
-    pub fn show(&mut self, event: &Event) {
+    pub(crate) fn show(&mut self, event: &Event) {
         let screen = Arc::clone(&self.screen);
         let mut state = screen.lock();
         let next = spinner_after(event, state.message());
@@ -253,7 +253,7 @@ impl Display {
     }
 
     /// Writes `line` on stderr, after the model's unfinished line.
-    pub fn line(&mut self, line: &str) {
+    pub(crate) fn line(&mut self, line: &str) {
         let mut state = self.screen.lock();
         state.clear();
         state.end_line();
@@ -262,7 +262,7 @@ impl Display {
 
     /// Opens an agent's text (`ah org`) with `label`, on a line of its own
     /// on stdout, where the text follows.
-    pub fn text_label(&mut self, label: &str) {
+    pub(crate) fn text_label(&mut self, label: &str) {
         let mut state = self.screen.lock();
         state.clear();
         state.end_line();
@@ -274,7 +274,7 @@ impl Display {
     }
 
     /// The terminal this display writes to.
-    pub fn screen(&self) -> Arc<Screen> {
+    pub(crate) fn screen(&self) -> Arc<Screen> {
         Arc::clone(&self.screen)
     }
 }

@@ -10,7 +10,7 @@
 //! review, whose prompts need the keys and the terminal's own mode.
 
 mod prompt;
-pub mod terminal;
+pub(super) mod terminal;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

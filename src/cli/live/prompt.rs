@@ -4,14 +4,20 @@
 //! instead of holding the terminal.
 
 use std::io::{BufRead, Write};
-use std::time::Duration;
 
-/// How long one wait for the line lasts before `cancelled` is asked again.
-const POLL: Duration = Duration::from_millis(100);
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::io::Errno;
+
+/// How long one wait for the line lasts before `cancelled` is asked again
+/// (100 ms).
+const POLL: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
 
 /// What the user typed, trimmed; `None` when nothing was (an empty line,
 /// end of input) or the read was cancelled.
-pub fn read_line(cancelled: impl Fn() -> bool) -> Option<String> {
+pub(super) fn read_line(cancelled: impl Fn() -> bool) -> Option<String> {
     eprint!("You: ");
     let _ = std::io::stderr().flush();
     loop {
@@ -35,22 +41,11 @@ pub fn read_line(cancelled: impl Fn() -> bool) -> Option<String> {
 /// Waits up to [`POLL`] for standard input to be readable (in cooked mode:
 /// a whole line, or end of input).
 fn line_ready() -> std::io::Result<bool> {
-    let mut poll = libc::pollfd {
-        fd: libc::STDIN_FILENO,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd, and its count.
-    let ready = unsafe { libc::poll(&mut poll, 1, POLL.as_millis() as libc::c_int) };
-    match ready {
-        -1 => {
-            let err = std::io::Error::last_os_error();
-            match err.kind() {
-                std::io::ErrorKind::Interrupted => Ok(false),
-                _ => Err(err),
-            }
-        }
-        0 => Ok(false),
-        _ => Ok(true),
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+    match rustix::event::poll(&mut fds, Some(&POLL)) {
+        Ok(ready) => Ok(ready > 0),
+        Err(Errno::INTR) => Ok(false),
+        Err(err) => Err(err.into()),
     }
 }

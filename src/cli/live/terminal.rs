@@ -9,24 +9,26 @@
 
 use std::sync::Once;
 
+use rustix::termios::{self, OptionalActions, OutputModes};
+
 /// The terminal is in raw mode while this lives.
-pub struct RawMode(());
+pub(crate) struct RawMode(());
 
 impl RawMode {
     /// Enters raw mode (and arms the panic hook, once per process).
-    pub fn enter() -> std::io::Result<RawMode> {
+    pub(crate) fn enter() -> std::io::Result<RawMode> {
         install_panic_hook();
         enter_raw()?;
         Ok(RawMode(()))
     }
 
     /// Back to the terminal's own mode for a while (a cooked line read).
-    pub fn leave(&self) {
+    pub(crate) fn leave(&self) {
         restore();
     }
 
     /// Raw again after [`RawMode::leave`].
-    pub fn resume(&self) -> std::io::Result<()> {
+    pub(crate) fn resume(&self) -> std::io::Result<()> {
         enter_raw()
     }
 }
@@ -39,7 +41,7 @@ impl Drop for RawMode {
 
 /// Puts the terminal back as it was before raw mode; nothing to do when it
 /// is not in raw mode.
-pub fn restore() {
+pub(crate) fn restore() {
     // Nothing better to do when the terminal refuses: the process is
     // leaving raw mode behind either way.
     let _ = crossterm::terminal::disable_raw_mode();
@@ -53,18 +55,10 @@ fn enter_raw() -> std::io::Result<()> {
 /// Raw mode turns off output processing; lines printed by the run then
 /// would not return to the first column. Turns it back on.
 fn keep_output_processing() -> std::io::Result<()> {
-    let fd = libc::STDIN_FILENO;
-    // SAFETY: termios is plain data, filled in by tcgetattr before use.
-    let mut mode: libc::termios = unsafe { std::mem::zeroed() };
-    // SAFETY: fd is a terminal (checked by the caller) and `mode` is valid.
-    if unsafe { libc::tcgetattr(fd, &mut mode) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    mode.c_oflag |= libc::OPOST | libc::ONLCR;
-    // SAFETY: as above; `mode` came from tcgetattr.
-    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &mode) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let stdin = std::io::stdin();
+    let mut mode = termios::tcgetattr(&stdin)?;
+    mode.output_modes |= OutputModes::OPOST | OutputModes::ONLCR;
+    termios::tcsetattr(&stdin, OptionalActions::Now, &mode)?;
     Ok(())
 }
 

@@ -12,7 +12,7 @@ use ah_core::present::terminal_safe;
 use ah_core::sessions::{self, CallKind, ModelUsage, Removed, Session, total_usage};
 
 /// `ah sessions`: one line per session, newest first.
-pub fn sessions(project: &Path, json: bool) -> Result<i32> {
+pub(super) fn sessions(project: &Path, json: bool) -> Result<i32> {
     let sessions = sessions::list(project)?;
     if json {
         println!(
@@ -54,14 +54,14 @@ pub fn sessions(project: &Path, json: bool) -> Result<i32> {
 }
 
 /// `ah usage`: tokens by model in one session, compaction calls apart.
-pub fn usage(session: &Session) -> Result<i32> {
+pub(super) fn usage(session: &Session) -> Result<i32> {
     println!("session {}", session.id());
     print_usage(&session.usage()?);
     Ok(EXIT_OK)
 }
 
 /// `ah usage --all`: tokens by model over every session of the project.
-pub fn usage_all(project: &Path) -> Result<i32> {
+pub(super) fn usage_all(project: &Path) -> Result<i32> {
     let all = sessions::usage_all(project)?;
     for err in &all.skipped {
         eprintln!("warning: skipped: {err}");
@@ -100,7 +100,7 @@ fn print_usage(rows: &[ModelUsage]) {
 
 /// `ah checkout @N`: the next prompt goes under @N, and the next run's
 /// files start from @N's point.
-pub fn checkout(session: &Session, seq: i64) -> Result<i32> {
+pub(super) fn checkout(session: &Session, seq: i64) -> Result<i32> {
     let target = sessions::checkout(session, seq)?;
     println!("head is now {}", row(&target));
     println!("the next prompt continues from @{seq}: ah \"…\"");
@@ -108,7 +108,7 @@ pub fn checkout(session: &Session, seq: i64) -> Result<i32> {
 }
 
 /// `ah branch rm @N`: removes @N and everything under it.
-pub fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<i32> {
+pub(super) fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<i32> {
     let Removed {
         seqs,
         head_moved_to,

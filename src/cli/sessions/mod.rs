@@ -19,7 +19,7 @@ use ah_core::sessions;
 
 /// The session subcommands (flattened into `ah`'s own).
 #[derive(Debug, Subcommand)]
-pub enum SessionCommand {
+pub(crate) enum SessionCommand {
     /// List the project's sessions, newest first: id, created, messages,
     /// tokens in/out, name and first prompt.
     Sessions {
@@ -73,7 +73,7 @@ pub enum SessionCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum BranchAction {
+pub(crate) enum BranchAction {
     /// Remove @N and everything after it (blocks and events too).
     Rm {
         /// The first message of the branch, as @N or N.
@@ -86,7 +86,11 @@ pub enum BranchAction {
 }
 
 /// Runs one session command.
-pub fn run(project: Option<&Path>, which: &SessionArgs, command: SessionCommand) -> Result<i32> {
+pub(super) fn run(
+    project: Option<&Path>,
+    which: &SessionArgs,
+    command: SessionCommand,
+) -> Result<i32> {
     let project = resolve_project(project)?;
     let open = || sessions::open(&project, &which.choice());
     match command {

@@ -12,7 +12,7 @@ use ah_core::sessions::{Block, Role, StoredMessage};
 const TEXT_CHARS: usize = 70;
 
 /// The parts of a message's summary, in block order.
-pub fn parts(message: &StoredMessage) -> Vec<String> {
+pub(super) fn parts(message: &StoredMessage) -> Vec<String> {
     let mut parts = Vec::new();
     for record in &message.blocks {
         match &record.block {
@@ -46,7 +46,7 @@ pub fn parts(message: &StoredMessage) -> Vec<String> {
 }
 
 /// The summary as one line of plain text.
-pub fn line(message: &StoredMessage) -> String {
+pub(super) fn line(message: &StoredMessage) -> String {
     let parts = parts(message);
     if parts.is_empty() {
         "(empty)".to_string()
@@ -57,7 +57,7 @@ pub fn line(message: &StoredMessage) -> String {
 
 /// `@N role  summary` (`[agent] summary` in an org), safe for the
 /// terminal.
-pub fn row(message: &StoredMessage) -> String {
+pub(super) fn row(message: &StoredMessage) -> String {
     let agent = match &message.agent {
         Some(agent) => format!("[{}] ", terminal_safe(agent)),
         None => String::new(),
@@ -71,7 +71,7 @@ pub fn row(message: &StoredMessage) -> String {
 }
 
 /// The newest text on `path`, shortened to one line.
-pub fn last_text<'a>(path: impl DoubleEndedIterator<Item = &'a StoredMessage>) -> String {
+pub(super) fn last_text<'a>(path: impl DoubleEndedIterator<Item = &'a StoredMessage>) -> String {
     path.rev()
         .find_map(|m| {
             m.blocks.iter().find_map(|b| match &b.block {
@@ -98,7 +98,7 @@ fn short(text: &str) -> String {
 
 /// A message as `ah scan --json` shows it.
 #[derive(Serialize)]
-pub struct ScanEntry<'a> {
+pub(super) struct ScanEntry<'a> {
     pub seq: i64,
     pub id: &'a str,
     pub parent_id: Option<&'a str>,
@@ -114,7 +114,7 @@ pub struct ScanEntry<'a> {
 }
 
 impl<'a> ScanEntry<'a> {
-    pub fn new(message: &'a StoredMessage, head: bool) -> ScanEntry<'a> {
+    pub(super) fn new(message: &'a StoredMessage, head: bool) -> ScanEntry<'a> {
         ScanEntry {
             seq: message.seq,
             id: &message.id,

@@ -15,7 +15,7 @@ use ah_core::sessions::{Block, Session, StoredMessage, Tree, message, no_message
 const HEAD_MARK: &str = ">";
 
 /// `ah scan`: the branch from the root to the head.
-pub fn scan(session: &Session, json: bool) -> Result<i32> {
+pub(super) fn scan(session: &Session, json: bool) -> Result<i32> {
     let Some(head) = session.head()? else {
         eprintln!("session {} has no messages yet", session.id());
         if json {
@@ -42,7 +42,7 @@ pub fn scan(session: &Session, json: bool) -> Result<i32> {
 }
 
 /// `ah tree`: every message, a branch point's children indented under it.
-pub fn tree(session: &Session) -> Result<i32> {
+pub(super) fn tree(session: &Session) -> Result<i32> {
     let tree = session.tree()?;
     if tree.messages().is_empty() {
         eprintln!("session {} has no messages yet", session.id());
@@ -57,7 +57,7 @@ pub fn tree(session: &Session) -> Result<i32> {
 /// The lines of `ah tree`. A message with one child is followed by it at
 /// the same depth; the children of a branch point hang under it with `├─`
 /// and `└─`. Tips end in `[tip]`, branch points in `[N branches]`.
-pub fn draw(tree: &Tree) -> Vec<String> {
+pub(super) fn draw(tree: &Tree) -> Vec<String> {
     let head = tree.head().map(|m| m.id.as_str());
     let mut lines = Vec::with_capacity(tree.messages().len());
     // Iterative, so a long conversation cannot overflow the stack.
@@ -96,7 +96,7 @@ pub fn draw(tree: &Tree) -> Vec<String> {
 }
 
 /// `ah branches`: one line per tip.
-pub fn branches(session: &Session) -> Result<i32> {
+pub(super) fn branches(session: &Session) -> Result<i32> {
     let tree = session.tree()?;
     let head = tree.head();
     for tip in tree.tips() {
@@ -120,7 +120,7 @@ pub fn branches(session: &Session) -> Result<i32> {
 }
 
 /// `ah diff @A @B`: the common ancestor, then each side after it.
-pub fn diff(session: &Session, a: i64, b: i64) -> Result<i32> {
+pub(super) fn diff(session: &Session, a: i64, b: i64) -> Result<i32> {
     let tree = session.tree()?;
     let side = |seq| tree.at(seq).ok_or(seq);
     let (left, right) = match (side(a), side(b)) {
@@ -160,7 +160,7 @@ pub fn diff(session: &Session, a: i64, b: i64) -> Result<i32> {
 }
 
 /// `ah show @N`: one message in full.
-pub fn show(session: &Session, seq: i64) -> Result<i32> {
+pub(super) fn show(session: &Session, seq: i64) -> Result<i32> {
     let message = message(session, seq)?;
     let tree = session.tree()?;
     let children: Vec<String> = tree

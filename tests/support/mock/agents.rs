@@ -81,7 +81,7 @@ impl MockServer {
     /// # Panics
     /// If a name is not `[A-Za-z0-9_-]+` or is given twice, or the server
     /// cannot be set up.
-    pub fn start_agents(agents: Vec<(&str, Vec<Turn>)>) -> MockServer {
+    pub(crate) fn start_agents(agents: Vec<(&str, Vec<Turn>)>) -> MockServer {
         let mut scripts = Agents::default();
         for (agent, turns) in agents {
             assert!(
@@ -100,12 +100,12 @@ impl MockServer {
     ///
     /// # Panics
     /// If `agent` is not `[A-Za-z0-9_-]+`.
-    pub fn push_for(&self, agent: &str, turn: Turn) {
+    pub(crate) fn push_for(&self, agent: &str, turn: Turn) {
         self.shared.lock().agents.push(agent, turn);
     }
 
     /// How many turns of `agent`'s script no request has used yet.
-    pub fn pending_turns_for(&self, agent: &str) -> usize {
+    pub(crate) fn pending_turns_for(&self, agent: &str) -> usize {
         self.shared.lock().agents.pending(agent)
     }
 }

@@ -10,7 +10,7 @@ use super::agents;
 
 /// One request the mock received, in arrival order.
 #[derive(Debug, Clone)]
-pub struct RecordedRequest {
+pub(crate) struct RecordedRequest {
     pub method: String,
     pub path: String,
     /// Header names in lowercase; repeated headers joined with ", ".
@@ -21,7 +21,7 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The value of header `name` (any case).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .get(&name.to_ascii_lowercase())
             .map(String::as_str)
@@ -31,7 +31,7 @@ impl RecordedRequest {
     ///
     /// # Panics
     /// If the body has no `messages` array.
-    pub fn messages(&self) -> &[Value] {
+    pub(crate) fn messages(&self) -> &[Value] {
         self.body["messages"]
             .as_array()
             .unwrap_or_else(|| panic!("no messages in {}", self.body))
@@ -41,7 +41,7 @@ impl RecordedRequest {
     ///
     /// # Panics
     /// If there is none.
-    pub fn last_message(&self) -> &Value {
+    pub(crate) fn last_message(&self) -> &Value {
         self.messages()
             .last()
             .unwrap_or_else(|| panic!("no messages in {}", self.body))
@@ -52,7 +52,7 @@ impl RecordedRequest {
     ///
     /// # Panics
     /// If the last message is not that.
-    pub fn tool_result(&self) -> &Value {
+    pub(crate) fn tool_result(&self) -> &Value {
         let last = self.last_message();
         assert_eq!(last["role"], "user", "not a tool result: {last}");
         assert_eq!(
@@ -67,7 +67,7 @@ impl RecordedRequest {
     ///
     /// # Panics
     /// If there is no tool result or its content is not text.
-    pub fn told(&self) -> String {
+    pub(crate) fn told(&self) -> String {
         let result = self.tool_result();
         result["content"]
             .as_str()
@@ -78,7 +78,7 @@ impl RecordedRequest {
     /// The system prompt the request sent, whole: the `system` field (text
     /// or blocks) on the Messages API, the `system` messages on Chat
     /// Completions.
-    pub fn system(&self) -> String {
+    pub(crate) fn system(&self) -> String {
         agents::system_texts(&self.body).join("\n")
     }
 
@@ -86,7 +86,7 @@ impl RecordedRequest {
     /// agent `NAME`" in its system prompt (the `system` field, text or
     /// blocks, on the Messages API; the `system` messages on Chat
     /// Completions); `None` without one.
-    pub fn agent(&self) -> Option<String> {
+    pub(crate) fn agent(&self) -> Option<String> {
         agents::agent_in(&self.body)
     }
 }

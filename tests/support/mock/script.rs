@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 /// The content of one assistant message, built block by block.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub(super) blocks: Vec<Block>,
     stop_reason: Option<String>,
     pub(super) input_tokens: u64,
@@ -42,7 +42,7 @@ impl Default for Reply {
 
 impl Reply {
     /// An empty reply with plausible usage (120 input, 30 output tokens).
-    pub fn new() -> Reply {
+    pub(crate) fn new() -> Reply {
         Reply {
             blocks: Vec::new(),
             stop_reason: None,
@@ -54,13 +54,17 @@ impl Reply {
     }
 
     /// Appends a `text` block.
-    pub fn text(mut self, text: impl Into<String>) -> Reply {
+    pub(crate) fn text(mut self, text: impl Into<String>) -> Reply {
         self.blocks.push(Block::Text(text.into()));
         self
     }
 
     /// Appends a `thinking` block: its text, then its signature.
-    pub fn thinking(mut self, thinking: impl Into<String>, signature: impl Into<String>) -> Reply {
+    pub(crate) fn thinking(
+        mut self,
+        thinking: impl Into<String>,
+        signature: impl Into<String>,
+    ) -> Reply {
         self.blocks.push(Block::Thinking {
             thinking: thinking.into(),
             signature: signature.into(),
@@ -69,14 +73,14 @@ impl Reply {
     }
 
     /// Appends a `redacted_thinking` block carrying opaque `data`.
-    pub fn redacted_thinking(mut self, data: impl Into<String>) -> Reply {
+    pub(crate) fn redacted_thinking(mut self, data: impl Into<String>) -> Reply {
         self.blocks.push(Block::RedactedThinking(data.into()));
         self
     }
 
     /// Appends a `tool_use` block. Unless [`Reply::stop_reason`] says
     /// otherwise, a reply with a tool use stops with `tool_use`.
-    pub fn tool_use(
+    pub(crate) fn tool_use(
         mut self,
         id: impl Into<String>,
         name: impl Into<String>,
@@ -94,7 +98,7 @@ impl Reply {
     /// Appends a `tool_use` block whose input JSON stops after `chars`
     /// characters and ends the reply with `max_tokens`, as the API does when
     /// the output limit is reached mid-call.
-    pub fn tool_use_cut_off(
+    pub(crate) fn tool_use_cut_off(
         mut self,
         id: impl Into<String>,
         name: impl Into<String>,
@@ -112,20 +116,20 @@ impl Reply {
     }
 
     /// Overrides the stop reason (`max_tokens`, `refusal`, `pause_turn`, …).
-    pub fn stop_reason(mut self, reason: impl Into<String>) -> Reply {
+    pub(crate) fn stop_reason(mut self, reason: impl Into<String>) -> Reply {
         self.stop_reason = Some(reason.into());
         self
     }
 
     /// Sets the token usage the reply reports.
-    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Reply {
+    pub(crate) fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Reply {
         self.input_tokens = input_tokens;
         self.output_tokens = output_tokens;
         self
     }
 
     /// Sets the prompt-cache token counts reported in `message_start`.
-    pub fn cache_usage(mut self, creation_tokens: u64, read_tokens: u64) -> Reply {
+    pub(crate) fn cache_usage(mut self, creation_tokens: u64, read_tokens: u64) -> Reply {
         self.cache_creation_input_tokens = creation_tokens;
         self.cache_read_input_tokens = read_tokens;
         self
@@ -157,7 +161,7 @@ impl Reply {
 /// chunk with its id and name, then one per arguments piece; the finish
 /// chunk, the usage chunk, `[DONE]`.
 #[derive(Debug, Clone)]
-pub struct Turn {
+pub(crate) struct Turn {
     pub(super) kind: TurnKind,
     /// Bytes of SSE body per HTTP chunk; `None` writes one chunk per event.
     pub(super) chunk_size: Option<usize>,
@@ -239,12 +243,12 @@ impl Turn {
     }
 
     /// Streams `reply` completely.
-    pub fn reply(reply: Reply) -> Turn {
+    pub(crate) fn reply(reply: Reply) -> Turn {
         Turn::stream(reply, StreamEnd::Complete)
     }
 
     /// Answers with HTTP `status` and the API error body of type `kind`.
-    pub fn error(status: u16, kind: &str, message: &str) -> Turn {
+    pub(crate) fn error(status: u16, kind: &str, message: &str) -> Turn {
         Turn::new(TurnKind::HttpError {
             status,
             error: ApiError {
@@ -257,7 +261,7 @@ impl Turn {
 
     /// Streams the first `after_events` events of `reply` (pings count), then
     /// closes the connection without finishing the HTTP body.
-    pub fn cut(reply: Reply, after_events: usize) -> Turn {
+    pub(crate) fn cut(reply: Reply, after_events: usize) -> Turn {
         Turn::stream(
             reply,
             StreamEnd::Cut {
@@ -268,7 +272,7 @@ impl Turn {
 
     /// Streams the first `after_events` events of `reply`, sends nothing for
     /// `pause`, then streams the rest (if the client is still listening).
-    pub fn stall(reply: Reply, after_events: usize, pause: Duration) -> Turn {
+    pub(crate) fn stall(reply: Reply, after_events: usize, pause: Duration) -> Turn {
         Turn::stream(
             reply,
             StreamEnd::Stall {
@@ -280,7 +284,12 @@ impl Turn {
 
     /// Streams the first `after_events` events of `reply`, then an
     /// `event: error` of type `kind`, then ends the body.
-    pub fn stream_error(reply: Reply, after_events: usize, kind: &str, message: &str) -> Turn {
+    pub(crate) fn stream_error(
+        reply: Reply,
+        after_events: usize,
+        kind: &str,
+        message: &str,
+    ) -> Turn {
         let error = ApiError {
             kind: kind.to_string(),
             message: message.to_string(),
@@ -298,7 +307,7 @@ impl Turn {
     ///
     /// # Panics
     /// On a streaming turn, where the header would mean nothing.
-    pub fn retry_after(mut self, seconds: u64) -> Turn {
+    pub(crate) fn retry_after(mut self, seconds: u64) -> Turn {
         match &mut self.kind {
             TurnKind::HttpError { retry_after, .. } => *retry_after = Some(seconds),
             TurnKind::Stream { .. } => panic!("retry_after only applies to Turn::error"),
@@ -310,14 +319,14 @@ impl Turn {
     ///
     /// # Panics
     /// If `bytes` is 0.
-    pub fn chunk_size(mut self, bytes: usize) -> Turn {
+    pub(crate) fn chunk_size(mut self, bytes: usize) -> Turn {
         assert!(bytes > 0, "chunk_size must be at least 1 byte");
         self.chunk_size = Some(bytes);
         self
     }
 
     /// Waits `ms` milliseconds between body chunks.
-    pub fn delay_ms(mut self, ms: u64) -> Turn {
+    pub(crate) fn delay_ms(mut self, ms: u64) -> Turn {
         self.delay = Duration::from_millis(ms);
         self
     }
@@ -328,7 +337,7 @@ impl Turn {
     ///
     /// # Panics
     /// If `chars` is 0.
-    pub fn piece_size(mut self, chars: usize) -> Turn {
+    pub(crate) fn piece_size(mut self, chars: usize) -> Turn {
         assert!(chars > 0, "piece_size must be at least 1 character");
         self.piece_size = Some(chars);
         self

@@ -2,9 +2,9 @@
 //! context window, or the API refuses a request as too long, the older part
 //! is summarised by the model and later requests carry the summary and the
 //! most recent messages instead. The session keeps every message; the
-//! summary is one more message (see [`view`] for its shape and for how
+//! summary is one more message (see `view` for its shape and for how
 //! requests are computed from the stored path). Near the window, requests
-//! ask for less output rather than compacting early (see [`budget`]).
+//! ask for less output rather than compacting early (see `budget`).
 
 mod budget;
 mod transcript;
@@ -61,7 +61,7 @@ pub(super) fn request_view(path: &[StoredMessage]) -> Vec<&StoredMessage> {
     view::view(path).messages
 }
 
-/// The `max_tokens` for the next request along `path` (see [`budget`]).
+/// The `max_tokens` for the next request along `path` (see `budget`).
 pub(super) fn max_tokens_for(config: &AgentConfig, path: &[StoredMessage]) -> u32 {
     budget::max_tokens(config, size(config, path))
 }

@@ -1,7 +1,7 @@
 //! The prompts: the system prompt (`sys/system.md` and `sys/claude.md`) and
 //! the compaction prompt (`sys/compact.md`), built into the binary, each
 //! replaceable by a project file of the same name in `.ah/sys/`; the words
-//! that name the tools of one request in them ([`name_tools`]); and the
+//! that name the tools of one request in them (`name_tools`); and the
 //! run's note on the files the read policy withheld from the work copy.
 
 use std::path::Path;

@@ -26,7 +26,7 @@ use parse::Directive;
 const PROTOCOL: &str = include_str!("../../../../sys/text_protocol.md");
 
 /// The largest file a `##file:` block may write, in bytes.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+pub(super) const MAX_FILE_BYTES: usize = 1024 * 1024;
 
 /// The system prompt and tools of a request, the prompt naming the tools
 /// offered ([`prompt::name_tools`]): under the text protocol, no tools, and

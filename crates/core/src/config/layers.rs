@@ -48,7 +48,7 @@ pub(super) struct Merged {
 }
 
 impl Merged {
-    pub fn defaults() -> Result<Merged> {
+    pub(super) fn defaults() -> Result<Merged> {
         Ok(Merged {
             table: Table::try_from(Config::default()).context("the default configuration")?,
             sources: BTreeMap::new(),
@@ -57,11 +57,11 @@ impl Merged {
 
     /// Lays `layer` over what is merged: tables merge key by key, any other
     /// value replaces the weaker one.
-    pub fn apply(&mut self, layer: Table, source: &Source) {
+    pub(super) fn apply(&mut self, layer: Table, source: &Source) {
         merge(&mut self.table, layer, "", source, &mut self.sources);
     }
 
-    pub fn finish(self) -> Result<(Config, BTreeMap<String, Source>)> {
+    pub(super) fn finish(self) -> Result<(Config, BTreeMap<String, Source>)> {
         let config = Config::deserialize(Value::Table(self.table))
             .map_err(|err| anyhow!("the merged configuration is invalid: {}", err.message()))?;
         Ok((config, self.sources))

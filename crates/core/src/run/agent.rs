@@ -10,7 +10,7 @@ use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, settle};
-use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop};
+use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop};
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
 use crate::agent::{AgentConfig, EndReason, run_agent};
@@ -36,7 +36,7 @@ async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
     if let Some(session) = &existing
         && session.context(crate::org::schedule::ROSTER_KEY)?.is_some()
     {
-        return Err(super::UsageError::Said(format!(
+        return Err(super::UsageError::Message(format!(
             "session {id} is an `ah org` session: continue it with `ah org -S {id} \"...\"`, \
              or start a new session with -n",
             id = session.id()
@@ -63,7 +63,7 @@ async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
     };
     begin::enter(&session, &begin)?;
     setup.begin = begin;
-    Ok(Open::Run(Box::new(Opened {
+    Ok(Open::Run(Box::new(LockedRun {
         setup,
         provider,
         session,
@@ -88,7 +88,7 @@ impl Engine for AgentEngine {
 
 #[async_trait::async_trait(?Send)]
 impl Loop for AgentLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
+    async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven {
         drive(*self, with).await
     }
 
@@ -163,8 +163,8 @@ fn enter(
 
 /// Runs the agent loop; returns how the session's intake closes and what
 /// the end of the run does.
-async fn drive(ready: AgentLoop, with: Drive<'_>) -> Driven {
-    let Drive {
+async fn drive(ready: AgentLoop, with: RunParts<'_>) -> Driven {
+    let RunParts {
         options,
         provider,
         session,

@@ -25,8 +25,9 @@ use super::lifecycle::{Ending, Started, close_intake, finish_run, leave_session,
 use super::settle::RunSetup;
 use super::signals::SignalWatch;
 use super::{
-    Choice, Console, Drive, Engine, Front, LiveControls, Open, Opened, Outcome, PatchToChoose,
-    ReviewFront, ReviewMode, RunOptions, SESSION_MODEL, Tone, UsageError, enter, start_servers,
+    Choice, Console, Engine, Front, LiveControls, LockedRun, Open, Outcome, PatchToChoose,
+    ReviewFront, ReviewMode, RunOptions, RunParts, SESSION_MODEL, Tone, UsageError, enter,
+    start_servers,
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::event::{RunEvent, SessionState};
@@ -52,15 +53,15 @@ pub async fn run_attempts(
     front: &mut dyn Front,
 ) -> Result<Vec<Attempt>> {
     if count == 0 {
-        bail!(UsageError::Said("no attempts asked for".into()));
+        bail!(UsageError::Message("no attempts asked for".into()));
     }
     let mut engine = engine::engine(engine);
     let Open::Run(opened) = engine.open(&mut options, front).await? else {
-        bail!(UsageError::Said(
+        bail!(UsageError::Message(
             "another ah is working on this session: attempts need it to themselves".into()
         ));
     };
-    let Opened {
+    let LockedRun {
         setup,
         provider,
         mut session,
@@ -174,7 +175,7 @@ impl Side<'_> {
         let mut loops = Vec::with_capacity(setups.len());
         for _ in 1..setups.len() {
             let Some(again) = entered.again() else {
-                bail!(UsageError::Said(
+                bail!(UsageError::Message(
                     "this engine runs one attempt at a time".into()
                 ));
             };
@@ -211,7 +212,7 @@ impl Side<'_> {
                 sandbox.shutdown(&mut front).await;
                 return Err(err.into());
             }
-            let with = Drive {
+            let with = RunParts {
                 options: self.options,
                 provider: self.provider,
                 session: &mut session,

@@ -12,7 +12,7 @@ use ah_session::{Session, StoredMessage, WORKSPACE_AT_KEY};
 
 /// What the run does first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Begin {
+pub(crate) enum Begin {
     /// Store `prompt` under the head.
     Prompt,
     /// Store the prompt under message `id` (`@seq`).
@@ -37,7 +37,11 @@ pub fn split_prompt(words: &[String]) -> (Option<i64>, String) {
 
 /// Decides how the run begins. `session` is `None` for a session the run is
 /// about to create. Returns the plan and the task to record in the manifest.
-pub fn plan(session: Option<&Session>, fork: Option<i64>, prompt: &str) -> Result<(Begin, String)> {
+pub(super) fn plan(
+    session: Option<&Session>,
+    fork: Option<i64>,
+    prompt: &str,
+) -> Result<(Begin, String)> {
     let has_prompt = !prompt.trim().is_empty();
     match (fork, session, has_prompt) {
         (Some(seq), _, false) => Err(usage(format!(
@@ -107,7 +111,7 @@ fn continue_plan(session: &Session) -> Result<(Begin, String)> {
 /// Moves the head to where the run starts. A fork also sets
 /// `workspace_at`, so the run's files start from that point: this happens
 /// before the work copy is made.
-pub fn enter(session: &Session, begin: &Begin) -> Result<()> {
+pub(super) fn enter(session: &Session, begin: &Begin) -> Result<()> {
     match begin {
         Begin::Prompt | Begin::Continue { from: None } => {}
         Begin::Fork { id, .. } => {
@@ -121,7 +125,7 @@ pub fn enter(session: &Session, begin: &Begin) -> Result<()> {
 
 /// Closes tool calls the head left without results and returns the head:
 /// the message to store the prompt under, or to run from (to continue).
-pub fn position(session: &mut Session) -> Result<Option<String>> {
+pub(super) fn position(session: &mut Session) -> Result<Option<String>> {
     close_interrupted(session)?;
     Ok(session.head()?)
 }
@@ -147,7 +151,7 @@ fn no_prompt() -> anyhow::Error {
 }
 
 fn usage(message: String) -> anyhow::Error {
-    UsageError::Said(message).into()
+    UsageError::Message(message).into()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use anyhow::Result;
 
 use super::settle::RunSetup;
-use super::{Drive, Front, Open, RunEnd, RunOptions};
+use super::{Front, Open, RunEnd, RunOptions, RunParts};
 use crate::agent::EndReason;
 use crate::time_travel::files::Origin;
 use ah_record::run::Run;
@@ -43,7 +43,7 @@ pub(crate) trait Engine {
 #[async_trait::async_trait(?Send)]
 pub(crate) trait Loop {
     /// Runs the loop until the engine is done.
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven;
+    async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven;
 
     /// The same loop once more, from the same start: another attempt at
     /// the task in a run of its own beside this one, on a branch of its own

@@ -3,7 +3,7 @@
 //! manifest, egress report, review, the run's end event). Once the engine
 //! has run, the patch is always saved and the manifest written, whatever
 //! happens after; a run whose sandbox cannot start is taken back out of its
-//! session instead (see [`Before`]).
+//! session instead (see [`SessionRollback`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,7 @@ use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, Review
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::none::NoneBackend;
+use ah_sandbox::none::holder::Holder;
 use ah_sandbox::starting::{StartError, Starting};
 use ah_sandbox::{Backend, BackendKind, podman};
 use ah_session::queue::SessionLock;
@@ -66,13 +67,23 @@ pub(crate) fn start_run(
         .map_err(|_| anyhow::anyhow!("the run id {} is not one", setup.run_id))?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
+    let holder = match args.backend {
+        BackendKind::None => Some(none_holder(&setup.project, &dir)),
+        BackendKind::Podman => None,
+    };
+    let copying = match &holder {
+        Some(Err(why)) => format!("; copying the project: {}", terminal_safe(why)),
+        _ => String::new(),
+    };
     front.notice(&format!(
-        "run {} ({} backend, model {})",
+        "run {} ({} backend, model {}{copying})",
         dir.id(),
         args.backend.as_str(),
         setup.model_name
     ));
-    let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
+    let holder = holder.and_then(Result::ok);
+    let overlay =
+        holder.is_some() || use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -99,10 +110,24 @@ pub(crate) fn start_run(
     }
     let notices = Notices::default();
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
-        BackendKind::None => (
-            Box::new(NoneBackend::new(dir.work_dir())),
-            SandboxStart::default(),
-        ),
+        BackendKind::None => {
+            let backend = match (holder, &start.overlay) {
+                (Some(holder), Some(overlay)) => {
+                    let namespace = holder.mount().map_err(|why| {
+                        anyhow::anyhow!(
+                            "{why} (a probe mount had worked); run again, or use \
+                             --backend podman"
+                        )
+                    })?;
+                    NoneBackend::over(dir.work_dir(), namespace, overlay.dirs.clone())
+                }
+                _ => NoneBackend::new(dir.work_dir()),
+            };
+            (
+                Box::new(backend) as Box<dyn Backend>,
+                SandboxStart::default(),
+            )
+        }
         BackendKind::Podman => {
             let main = start_podman(args, setup, &dir, &start, false, &notices, front)?;
             let read_only = read_only_sandbox
@@ -301,7 +326,7 @@ impl SandboxStart {
 /// did when the sandbox started before the model was asked): its messages
 /// go, the model's answers among them, the head goes back and a fork point
 /// (`workspace_at`) stays for the next attempt.
-pub(crate) struct Before {
+pub(crate) struct SessionRollback {
     /// The session's last `@N` before the run.
     pub(crate) seq: i64,
     head: Option<String>,
@@ -312,16 +337,16 @@ pub(crate) struct Before {
     mail: i64,
 }
 
-/// The context keys [`Before`] puts back.
+/// The context keys [`SessionRollback`] puts back.
 const RUN_CONTEXT: [&str; 3] = [WORKSPACE_AT_KEY, STATE_KEY, ROSTER_KEY];
 
-impl Before {
-    pub(crate) fn of(session: &Session) -> Result<Before> {
+impl SessionRollback {
+    pub(crate) fn of(session: &Session) -> Result<SessionRollback> {
         let context = RUN_CONTEXT
             .into_iter()
             .map(|key| Ok((key, session.context(key)?)))
             .collect::<Result<_>>()?;
-        Ok(Before {
+        Ok(SessionRollback {
             seq: session.last_seq()?,
             head: session.head()?,
             context,
@@ -351,6 +376,16 @@ impl Before {
         }
         Ok(())
     }
+}
+
+/// The none backend's namespace holder, probed (see
+/// `ah_sandbox::none::holder`), or why the run copies the project instead.
+fn none_holder(project: &Path, dir: &RunDir) -> Result<Holder, String> {
+    let dirs = podman::OverlayDirs {
+        upper: dir.upper_dir(),
+        work: dir.overlay_scratch_dir(),
+    };
+    Holder::probe(project, &dirs, &dir.work_dir(), &dir.path().join("probe"))
 }
 
 /// Whether the run's `/work` is an overlay of the project (podman, an

@@ -1,5 +1,5 @@
 //! One run, from options to a handled patch, for every front-end: [`run`]
-//! settles configuration, policy and provider ([`settle`]), opens and locks
+//! settles configuration, policy and provider (`settle`), opens and locks
 //! the session, starts the run (time travel, network, and the sandbox's
 //! start in the background: see `lifecycle`), runs an [`Engine`] (the
 //! single agent, or the work phases) while the sandbox starts, closes the
@@ -48,7 +48,7 @@ pub use begin::split_prompt;
 pub use front::{Console, Front, LiveControls};
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
-    BackendKind, Given, NetworkMode, OutputLimit, OutputLimits, ReviewMode, RunOptions,
+    BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode, RunOptions,
     SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
@@ -60,7 +60,8 @@ pub use settle::{resolve_project, retry_policy};
 use ah_record::safe_text::terminal_safe;
 use engine::{Driven, Entry, Loop};
 use lifecycle::{
-    Before, Ending, SandboxStart, Started, close_intake, finish_run, leave_session, start_run,
+    Ending, SandboxStart, SessionRollback, Started, close_intake, finish_run, leave_session,
+    start_run,
 };
 use signals::SignalWatch;
 
@@ -69,7 +70,7 @@ use signals::SignalWatch;
 pub enum UsageError {
     /// What was wrong, in words.
     #[error("{0}")]
-    Said(String),
+    Message(String),
     /// An error of a lower layer that is the user's mistake (a bad
     /// configuration file, an unknown model), kept with its sources.
     #[error(transparent)]
@@ -150,7 +151,7 @@ pub async fn run(
 ) -> Result<Outcome> {
     let mut engine = engine::engine(engine);
     let opened = engine.open(&mut options, front).await?;
-    let Opened {
+    let LockedRun {
         setup,
         provider,
         mut session,
@@ -178,12 +179,12 @@ pub async fn run(
 
 /// What an engine's opening leaves for the run: or the prompt was queued.
 pub(crate) enum Open {
-    Run(Box<Opened>),
+    Run(Box<LockedRun>),
     Queued(Outcome),
 }
 
 /// A settled run with its session open and locked.
-pub(crate) struct Opened {
+pub(crate) struct LockedRun {
     pub(crate) setup: RunSetup,
     pub(crate) provider: Box<dyn Provider>,
     pub(crate) session: Session,
@@ -194,7 +195,7 @@ pub(crate) struct Opened {
 /// engine, save the patch and the manifest, review. The engine does not
 /// wait for the sandbox (its first command does); a sandbox that cannot
 /// start stops the engine wherever it is and ends the run with the start's
-/// error, the session as it was before (see `lifecycle::Before`).
+/// error, the session as it was before (see `lifecycle::SessionRollback`).
 async fn run_in_session(
     options: &RunOptions,
     setup: &RunSetup,
@@ -205,7 +206,7 @@ async fn run_in_session(
     front: &mut dyn Front,
 ) -> Result<Outcome> {
     let started_at = std::time::SystemTime::now();
-    let before = Before::of(session)?;
+    let before = SessionRollback::of(session)?;
     // Phases that only look (`ah work`'s plan and check) get a second
     // container that mounts `/work` read-only.
     let read_only_sandbox = engine.read_only_sandbox();
@@ -239,7 +240,7 @@ async fn run_in_session(
         }
     };
     let controls = front.live(signals.controls(&abort, session.path()));
-    let with = Drive {
+    let with = RunParts {
         options,
         provider,
         session,
@@ -310,7 +311,7 @@ async fn start_servers(
 async fn abandon(
     run: Run,
     sandbox: SandboxStart,
-    before: &Before,
+    before: &SessionRollback,
     session: &mut Session,
     front: &mut dyn Front,
     err: ah_sandbox::starting::StartError,
@@ -349,7 +350,7 @@ fn enter(engine: Box<dyn engine::Engine>, at: Entry<'_>) -> Result<Box<dyn Loop>
 }
 
 /// What an engine drives a started run with.
-pub(crate) struct Drive<'a> {
+pub(crate) struct RunParts<'a> {
     pub(crate) options: &'a RunOptions,
     pub(crate) provider: &'a dyn Provider,
     pub(crate) session: &'a mut Session,

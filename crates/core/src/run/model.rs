@@ -19,9 +19,9 @@ pub const SESSION_MODEL: &str = "model";
 /// images, when set, replace the known ones), else a built-in alias, a Claude id or `PROVIDER:MODEL` of a
 /// built-in or configured provider. A name that picks a provider but no
 /// model is a usage error. `AH_TOOL_PROTOCOL` (`native` or `text`), when
-/// set, decides how the model calls tools ([`tool_protocol`]).
+/// set, decides how the model calls tools (`tool_protocol`).
 pub fn select(name: &str, config: &Config) -> Result<Selection> {
-    let usage = |why: String| anyhow::Error::from(UsageError::Said(why));
+    let usage = |why: String| anyhow::Error::from(UsageError::Message(why));
     let registry =
         config::registry(&config.providers).map_err(|(key, why)| usage(format!("{key}: {why}")))?;
     let alias = config.models.get(name.trim());
@@ -64,7 +64,7 @@ fn tool_protocol(value: Option<&str>) -> Result<Option<ToolProtocol>> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(value) => ToolProtocol::parse(value).map(Some).ok_or_else(|| {
-            UsageError::Said(format!(
+            UsageError::Message(format!(
                 "{TOOL_PROTOCOL_VAR}={value:?} is not a tool protocol: use native (the API's \
                  tool calls) or text (##file: and ##run blocks, for models without tool calling)"
             ))

@@ -18,7 +18,7 @@ pub(crate) fn check_backend(backend: BackendKind, args: &SandboxOptions) -> Resu
     if backend == BackendKind::None
         && (args.network.is_some() || !args.allow_hosts.is_empty() || !args.env.is_empty())
     {
-        return Err(UsageError::Said(
+        return Err(UsageError::Message(
             "--network, --allow-host and --env apply to the podman sandbox; --backend none runs \
              commands on the host with its network and environment"
                 .into(),

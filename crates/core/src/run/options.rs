@@ -1,7 +1,7 @@
 //! What a front-end asks of a run, without any argument parser: the task,
 //! the project and session, and every setting the command line can give.
 //! Settings left unset (or, for those with a default, not in
-//! [`Given`]) take their configured value when the run settles them (see
+//! [`OnCommandLine`]) take their configured value when the run settles them (see
 //! `config::fill`).
 
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ pub struct RunOptions {
     /// MiB.
     pub max_artifact_size: u64,
     /// Which settings with a default the user gave explicitly.
-    pub given: Given,
+    pub given: OnCommandLine,
 }
 
 /// The sandbox's settings.
@@ -70,7 +70,7 @@ pub struct SandboxOptions {
 /// Which of the settings that have a default value were given by the user
 /// (on the command line): only those win over the configuration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Given {
+pub struct OnCommandLine {
     pub backend: bool,
     pub loop_window: bool,
     pub compact_reserve: bool,

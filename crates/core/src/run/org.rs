@@ -11,7 +11,7 @@ use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, retry_policy, settle};
-use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop, UsageError};
 use crate::agent::instructions::global_dir;
 use crate::agent::{AgentConfig, EndReason, prompt};
 use crate::event::{Event, RunEvent};
@@ -100,7 +100,7 @@ struct OrgLoop(OrgConfig);
 
 #[async_trait::async_trait(?Send)]
 impl Loop for OrgLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
+    async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven {
         Driven::of(drive(self.0, with).await)
     }
 }
@@ -130,7 +130,7 @@ async fn open(
         Some(session) => continued(session, request.agents.as_deref())?,
         None => {
             let Some(task) = words.clone() else {
-                return Err(UsageError::Said(
+                return Err(UsageError::Message(
                     "no task given: ah org --agents \"lead:opus,coder\" \"what to do\"".into(),
                 )
                 .into());
@@ -139,8 +139,8 @@ async fn open(
         }
     };
     let (setup, provider) = settle(options, task, front).await?;
-    let specs =
-        roster(list.as_deref(), &setup.files, global_dir().as_deref()).map_err(UsageError::Said)?;
+    let specs = roster(list.as_deref(), &setup.files, global_dir().as_deref())
+        .map_err(UsageError::Message)?;
     let members = connect(&specs, options)?;
     for (spec, member) in specs.iter().zip(&members) {
         // A cloned repository may ship agent files: say what they choose.
@@ -184,7 +184,7 @@ async fn open(
         input,
         continuing,
     };
-    let opened = Opened {
+    let opened = LockedRun {
         setup,
         provider,
         session,
@@ -197,7 +197,7 @@ async fn open(
 /// task.
 fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>, String)> {
     let Some(stored) = session.context(ROSTER_KEY)? else {
-        return Err(UsageError::Said(format!(
+        return Err(UsageError::Message(format!(
             "session {} is not an org session: continue it with `ah -S {}`",
             session.id(),
             session.id()
@@ -213,7 +213,7 @@ fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>,
     if let Some(given) = agents
         && names(given) != names(&stored)
     {
-        return Err(UsageError::Said(format!(
+        return Err(UsageError::Message(format!(
             "session {} is an org of {}: continue it without --agents, or start a new org",
             session.id(),
             names(&stored).join(", ")
@@ -247,7 +247,7 @@ fn connect(specs: &[AgentSpec], options: &RunOptions) -> Result<Vec<Member>> {
         .map(|spec| {
             let name = spec.model.as_deref().unwrap_or(run_model);
             let selection = super::model::select(name, &options.config)
-                .map_err(|err| UsageError::Said(format!("agent {}: {err:#}", spec.name)))?;
+                .map_err(|err| UsageError::Message(format!("agent {}: {err:#}", spec.name)))?;
             let shown = selection.display_name();
             let provider = selection.connect(retry_policy(&options.config.retry))?;
             Ok(Member {
@@ -279,7 +279,7 @@ fn check_tools(specs: &[AgentSpec], setup: &RunSetup) -> Result<()> {
     for spec in specs {
         for tool in spec.tools.iter().flatten() {
             if !known.contains(tool) && !of_server(tool) {
-                return Err(UsageError::Said(format!(
+                return Err(UsageError::Message(format!(
                     "agent {}: unknown tool {tool:?} in its tools (the tools are {})",
                     spec.name,
                     known.join(", ")
@@ -356,8 +356,8 @@ fn enter(
 
 /// Runs the org; returns how the session's intake closes and what the end
 /// of the run does.
-async fn drive(config: OrgConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
-    let Drive {
+async fn drive(config: OrgConfig, with: RunParts<'_>) -> (EndReason, RunEnd) {
+    let RunParts {
         session,
         run,
         abort,

@@ -65,7 +65,7 @@ pub(crate) fn prepare(
 fn usage(err: SlashError) -> anyhow::Error {
     match err {
         SlashError::UnknownCommand { .. } | SlashError::UnknownSkill { .. } => {
-            UsageError::Said(err.to_string()).into()
+            UsageError::Message(err.to_string()).into()
         }
         other => other.into(),
     }

@@ -93,7 +93,7 @@ pub async fn send(args: &RunOptions) -> Result<Outcome> {
         (None, None) => bail!("nothing to send: pass --steer MSG or --followup MSG"),
     };
     if text.trim().is_empty() {
-        return Err(super::UsageError::Said(format!(
+        return Err(super::UsageError::Message(format!(
             "the {} is empty: say what the running ah should know",
             kind_name(kind)
         ))

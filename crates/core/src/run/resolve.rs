@@ -54,7 +54,7 @@ pub fn resolve(ah_dir: &Path, args: &SessionChoice, new: bool) -> Result<Target>
         args.session.is_some(),
     ];
     if chosen.iter().filter(|&&c| c).count() > 1 {
-        return Err(UsageError::Said(
+        return Err(UsageError::Message(
             "--db, -S/--session and -n/--new or --name each choose the session: give only one \
              (-n with --name starts a new session of that name)"
                 .into(),
@@ -116,7 +116,7 @@ fn by_prefix(ah_dir: &Path, prefix: &str) -> Result<PathBuf> {
         .collect();
     match matches.len() {
         1 => Ok(matches.remove(0).path),
-        0 => Err(UsageError::Said(format!(
+        0 => Err(UsageError::Message(format!(
             "no session in {} has an id starting with {:?}: `ah sessions` lists them",
             ah_dir.display(),
             terminal_safe(prefix)
@@ -128,7 +128,7 @@ fn by_prefix(ah_dir: &Path, prefix: &str) -> Result<PathBuf> {
                 .into_iter()
                 .filter(|s| ids.contains(&s.id))
                 .collect();
-            Err(UsageError::Said(format!(
+            Err(UsageError::Message(format!(
                 "{:?} matches {} sessions; give more of the id:\n{}",
                 terminal_safe(prefix),
                 found.len(),
@@ -151,7 +151,7 @@ fn by_name(ah_dir: &Path, name: &str, new: bool) -> Result<Target> {
             path: None,
             name: Some(name.to_string()),
         }),
-        _ if new => Err(UsageError::Said(format!(
+        _ if new => Err(UsageError::Message(format!(
             "a session named {quoted} exists already ({}): `--name {quoted}` without -n \
              continues it; for a new session, choose another name",
             named

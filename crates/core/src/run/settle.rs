@@ -37,7 +37,7 @@ pub(crate) async fn settle(
     let files = ProjectFiles::new(&project, &policy);
     let loaded =
         config::load(&files, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
-    let given = weakening::Given::of(args);
+    let given = weakening::CommandLineWins::of(args);
     config::fill(args, &loaded.config);
     let image = args
         .image
@@ -78,14 +78,14 @@ pub(crate) async fn settle(
         (None, false) => default_review(),
     };
     if args.json && review_mode == ReviewMode::Ask {
-        return Err(UsageError::Said(
+        return Err(UsageError::Message(
             "--json cannot ask for a review (stdout carries the events): use --review auto or never"
                 .into(),
         )
         .into());
     }
     let project_tools =
-        config::tools::load(&files, global_dir().as_deref()).map_err(UsageError::Said)?;
+        config::tools::load(&files, global_dir().as_deref()).map_err(UsageError::Message)?;
     for tool in project_tools
         .iter()
         .filter(|t| ah_tools::names().contains(&t.name))

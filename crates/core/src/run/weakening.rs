@@ -24,7 +24,7 @@ const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
 
 /// Which settings the command line gave (those win over any file).
 #[derive(Debug, Clone, Default)]
-pub struct Given {
+pub(super) struct CommandLineWins {
     backend: bool,
     review: bool,
     network: bool,
@@ -32,11 +32,11 @@ pub struct Given {
     limits: Vec<&'static str>,
 }
 
-impl Given {
+impl CommandLineWins {
     /// What the command line gave `args`, read before the configuration
     /// fills in the rest.
-    pub fn of(args: &RunOptions) -> Given {
-        Given {
+    pub(super) fn of(args: &RunOptions) -> CommandLineWins {
+        CommandLineWins {
             backend: args.given.backend,
             review: args.review.is_some(),
             network: args.sandbox.network.is_some(),
@@ -46,19 +46,19 @@ impl Given {
 }
 
 /// The run's settings, and what they would be without the project's files.
-pub struct Settings<'a> {
+pub(super) struct Settings<'a> {
     pub config: &'a Config,
     pub user_config: &'a Config,
     pub policy: &'a Policy,
     pub user_policy: &'a Policy,
-    pub given: Given,
+    pub given: CommandLineWins,
     /// The MCP servers as the run starts them, with the variables each
     /// actually gets (the refused ones left out).
     pub mcp_servers: &'a [McpServer],
 }
 
 /// The line for stderr, or `None` when the project's files weaken nothing.
-pub fn warning(settings: &Settings<'_>) -> Option<String> {
+pub(super) fn warning(settings: &Settings<'_>) -> Option<String> {
     let mut items = config_items(settings);
     items.extend(limit_items(settings));
     items.extend(policy_items(settings.policy, settings.user_policy));

@@ -11,7 +11,7 @@ use ulid::Ulid;
 use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::claim_exclusive;
 use super::settle::{RunSetup, settle};
-use super::{Drive, Front, Open, Opened, RunEnd, RunOptions, Stop, UsageError};
+use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop, UsageError};
 use crate::agent::EndReason;
 use crate::agent::prompt;
 use crate::config::own_files::read_user;
@@ -62,7 +62,7 @@ struct WorkLoop(WorkConfig);
 
 #[async_trait::async_trait(?Send)]
 impl Loop for WorkLoop {
-    async fn drive(self: Box<Self>, with: Drive<'_>) -> Driven {
+    async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven {
         Driven::of(drive(self.0, with).await)
     }
 }
@@ -79,7 +79,7 @@ fn open_session(
     };
     let session = Session::open(&db)?;
     let lock = claim_exclusive(&session, true)?;
-    Ok(Open::Run(Box::new(Opened {
+    Ok(Open::Run(Box::new(LockedRun {
         setup,
         provider,
         session,
@@ -94,7 +94,7 @@ const ISSUE_CAP: u64 = 1024 * 1024;
 fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
     let text = match (issue, args.prompt.as_slice()) {
         (Some(_), [_, ..]) => {
-            return Err(UsageError::Said(
+            return Err(UsageError::Message(
                 "give the issue either as a file or with --issue, not both".into(),
             )
             .into());
@@ -104,7 +104,7 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
             .map_err(|why| anyhow!("cannot read the issue file {why}"))?
             .ok_or_else(|| anyhow!("the issue file {file} does not exist"))?,
         (None, _) => {
-            return Err(UsageError::Said(
+            return Err(UsageError::Message(
                 "no issue given: ah work ISSUE.md, or ah work --issue \"what to do\" (see ah work --help)"
                     .into(),
             )
@@ -112,7 +112,7 @@ fn read_issue(args: &RunOptions, issue: Option<String>) -> Result<String> {
         }
     };
     if text.trim().is_empty() {
-        return Err(UsageError::Said("the issue is empty: say what to do".into()).into());
+        return Err(UsageError::Message("the issue is empty: say what to do".into()).into());
     }
     Ok(text)
 }
@@ -143,8 +143,8 @@ fn enter(
 
 /// Runs the phases; returns how the session's intake closes and what the
 /// end of the run does.
-async fn drive(config: WorkConfig, with: Drive<'_>) -> (EndReason, RunEnd) {
-    let Drive {
+async fn drive(config: WorkConfig, with: RunParts<'_>) -> (EndReason, RunEnd) {
+    let RunParts {
         options,
         provider,
         session,

@@ -48,7 +48,7 @@ pub fn no_message(session: &Session, seq: i64) -> Result<anyhow::Error> {
     } else {
         format!("its messages are @1 to @{last}")
     };
-    Ok(UsageError::Said(format!(
+    Ok(UsageError::Message(format!(
         "session {} has no message @{seq} ({known}): `ah tree` shows them",
         session.id()
     ))
@@ -82,7 +82,7 @@ pub fn remove_branch(session: &mut Session, seq: i64, force: bool) -> Result<Rem
     let _lock = claim_exclusive(session, false)?;
     let target = message(session, seq)?;
     match session.remove_branch(&target.id, force)? {
-        BranchRemoval::HeadInside { head_seq } => Err(UsageError::Said(format!(
+        BranchRemoval::HeadInside { head_seq } => Err(UsageError::Message(format!(
             "the head (@{head_seq}) is in the branch from @{seq}: check out another message first \
              (ah checkout @N), or pass --force to move the head to @{seq}'s parent"
         ))

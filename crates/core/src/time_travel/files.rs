@@ -14,7 +14,7 @@
 //! is removed once the run has started (its prompt is stored), so a run that
 //! fails before that leaves the fork point for the next attempt; so does a
 //! run whose sandbox cannot start, which is taken back out of the session
-//! with its prompt (see `run::lifecycle::Before`).
+//! with its prompt (see `run::lifecycle::SessionRollback`).
 
 use std::path::Path;
 

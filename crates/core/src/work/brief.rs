@@ -8,7 +8,7 @@ use super::tools::Verdict;
 
 /// The phase files written so far, as the loop hands them on.
 #[derive(Debug, Default, Clone)]
-pub struct Handoff {
+pub(super) struct Handoff {
     pub plan: Option<String>,
     pub done: Option<String>,
     pub check: Option<String>,
@@ -17,7 +17,13 @@ pub struct Handoff {
 
 /// The brief of `phase` in round `round` of at most `max_rounds`; `fix` is
 /// the opening of a do round after a `fix` verdict (`sys/work/fix.md`).
-pub fn brief(phase: Phase, round: u32, max_rounds: u32, handoff: &Handoff, fix: &str) -> String {
+pub(super) fn brief(
+    phase: Phase,
+    round: u32,
+    max_rounds: u32,
+    handoff: &Handoff,
+    fix: &str,
+) -> String {
     let mut text = format!(
         "[ah: work session, {} phase, round {round} of at most {max_rounds}]\n",
         phase.as_str()

@@ -77,7 +77,7 @@ impl PhaseRecord {
 }
 
 /// Writes `value` as pretty JSON to `path`.
-pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), WorkError> {
+pub(super) fn write_json(path: &Path, value: &impl Serialize) -> Result<(), WorkError> {
     let record = |source| WorkError::Record {
         path: path.to_path_buf(),
         source,

@@ -149,7 +149,7 @@ pub fn walk(
 }
 
 /// Whether `path` is one of `paths` or lies in one of them.
-pub fn under_any<P: AsRef<[u8]>>(paths: impl IntoIterator<Item = P>, path: &[u8]) -> bool {
+pub(super) fn under_any<P: AsRef<[u8]>>(paths: impl IntoIterator<Item = P>, path: &[u8]) -> bool {
     paths.into_iter().any(|known| {
         let known = known.as_ref();
         path.starts_with(known) && (path.len() == known.len() || path[known.len()] == b'/')

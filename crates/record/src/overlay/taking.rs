@@ -13,22 +13,22 @@ use crate::shadow::ShadowRepo;
 /// What the thread hands over: the shadow repo it wrote the baseline with
 /// (which also finishes the baseline's index), and the baseline commit.
 #[derive(Debug)]
-pub struct Taken {
+pub struct Baseline {
     pub shadow: ShadowRepo,
     pub baseline: Oid,
 }
 
-/// What [`Taking::finished`] never leaves, said rather than panicked.
+/// What [`BaselineThread::finished`] never leaves, said rather than panicked.
 const STILL_RUNNING: &str = "the run's baseline is still being taken";
 
 /// A baseline being taken; cheap to clone (clones share the one thread).
 #[derive(Clone)]
-pub struct Taking(Arc<Mutex<State>>);
+pub struct BaselineThread(Arc<Mutex<State>>);
 
 enum State {
-    Running(JoinHandle<Result<Taken, String>>),
-    Done(Result<Taken, String>),
-    /// [`Taking::take`] has the result; only how it ended is kept.
+    Running(JoinHandle<Result<Baseline, String>>),
+    Done(Result<Baseline, String>),
+    /// [`BaselineThread::take`] has the result; only how it ended is kept.
     Handed(Result<(), String>),
 }
 
@@ -43,16 +43,18 @@ impl State {
     }
 }
 
-impl std::fmt::Debug for Taking {
+impl std::fmt::Debug for BaselineThread {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Taking").finish_non_exhaustive()
+        f.debug_struct("BaselineThread").finish_non_exhaustive()
     }
 }
 
-impl Taking {
+impl BaselineThread {
     /// Runs `take` on a thread of its own.
-    pub fn spawn(take: impl FnOnce() -> Result<Taken, String> + Send + 'static) -> Taking {
-        Taking(Arc::new(Mutex::new(State::Running(std::thread::spawn(
+    pub fn spawn(
+        take: impl FnOnce() -> Result<Baseline, String> + Send + 'static,
+    ) -> BaselineThread {
+        BaselineThread(Arc::new(Mutex::new(State::Running(std::thread::spawn(
             take,
         )))))
     }
@@ -63,7 +65,7 @@ impl Taking {
     }
 
     /// Blocks until the baseline is taken, and hands it over (once).
-    pub fn take(&self) -> Result<Taken, String> {
+    pub fn take(&self) -> Result<Baseline, String> {
         let mut state = self.finished();
         if !matches!(&*state, State::Done(_)) {
             return Err(match state.ended() {
@@ -99,19 +101,19 @@ impl Taking {
 mod tests {
     use super::*;
 
-    fn taken(dir: &std::path::Path) -> Result<Taken, String> {
+    fn taken(dir: &std::path::Path) -> Result<Baseline, String> {
         let work = dir.join("work");
         std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
         let shadow = ShadowRepo::init(&dir.join("shadow.git"), &work).map_err(|e| e.to_string())?;
         let baseline = shadow.baseline().map_err(|e| e.to_string())?;
-        Ok(Taken { shadow, baseline })
+        Ok(Baseline { shadow, baseline })
     }
 
     #[test]
     fn the_baseline_is_waited_for_by_any_clone_and_handed_over_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().to_path_buf();
-        let taking = Taking::spawn(move || taken(&path));
+        let taking = BaselineThread::spawn(move || taken(&path));
         let other = taking.clone();
         let waiter = std::thread::spawn(move || other.wait());
         assert_eq!(taking.wait(), Ok(()));
@@ -128,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_failed_or_panicked_thread_is_an_error_to_every_caller() {
-        let failed = Taking::spawn(|| Err("could not read a.txt".into()));
+        let failed = BaselineThread::spawn(|| Err("could not read a.txt".into()));
         assert_eq!(failed.wait(), Err("could not read a.txt".into()));
         assert_eq!(
             failed.take().map(|t| t.baseline),
@@ -136,7 +138,7 @@ mod tests {
         );
         assert_eq!(failed.wait(), Err("could not read a.txt".into()));
 
-        let panicked = Taking::spawn(|| panic!("a bug"));
+        let panicked = BaselineThread::spawn(|| panic!("a bug"));
         let why = panicked.wait().unwrap_err();
         assert!(why.contains("failed unexpectedly"), "{why}");
         assert!(panicked.take().is_err());

@@ -22,6 +22,11 @@ pub(super) struct Fixture {
 
 /// A small project and a prepared run on it.
 pub(super) fn fixture() -> Fixture {
+    fixture_with(|work| Box::new(NoneBackend::new(work)))
+}
+
+/// [`fixture`] with the backend `backend` makes for the work copy.
+pub(super) fn fixture_with(backend: impl FnOnce(&Path) -> Box<dyn Backend>) -> Fixture {
     let project = tempfile::tempdir().unwrap();
     fs::create_dir(project.path().join("src")).unwrap();
     fs::write(project.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
@@ -29,7 +34,7 @@ pub(super) fn fixture() -> Fixture {
     let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
     let start = Run::prepare(project.path(), &dir, &policy).unwrap();
     let work = dir.work_dir();
-    let backend = Box::new(NoneBackend::new(&work));
+    let backend = backend(&work);
     let run = Run::attach(dir, start, backend, policy, artifacts::DEFAULT_MAX_BYTES);
     Fixture {
         _project: project,

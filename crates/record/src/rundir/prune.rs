@@ -4,7 +4,7 @@
 //! forked conversation restores its files from) until it is pruned. A run
 //! is removed when it is older than the given age (by its id's time, the
 //! run's start), is not among the newest `keep` runs, and is not live (see
-//! [`super::live`]): a live run, or one whose state cannot be told, is
+//! `super::live`): a live run, or one whose state cannot be told, is
 //! never removed.
 //!
 //! The bytes freed are those of files no other directory links to: a run

@@ -32,7 +32,7 @@ use ah_tools::fs_beneath::dir::DirHandle;
 
 /// How long one walk of the work tree may take before the step fails
 /// closed.
-pub const SCAN_SECONDS: u64 = 120;
+pub(super) const SCAN_SECONDS: u64 = 120;
 
 /// How recent a timestamp must be for its entry to be read again next time.
 const RACY: Duration = Duration::from_millis(100);

@@ -57,27 +57,27 @@ fn kept_env(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, 
 /// The `git` program, plus environment for every call (tests use it to keep
 /// the machine's git configuration out).
 #[derive(Debug, Clone)]
-pub struct Git {
+pub(super) struct Git {
     program: PathBuf,
     env: Vec<(OsString, OsString)>,
 }
 
 /// What one git call did.
 #[derive(Debug)]
-pub struct GitRun {
+pub(super) struct GitRun {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: String,
 }
 
 impl GitRun {
-    pub fn ok(&self) -> bool {
+    pub(super) fn ok(&self) -> bool {
         self.status.success()
     }
 }
 
 impl Git {
-    pub fn find() -> Result<Git, which::Error> {
+    pub(super) fn find() -> Result<Git, which::Error> {
         Ok(Git {
             program: which::which("git")?,
             env: Vec::new(),
@@ -85,7 +85,7 @@ impl Git {
     }
 
     #[cfg(test)]
-    pub fn with_env(mut self, key: &str, value: impl Into<OsString>) -> Git {
+    pub(super) fn with_env(mut self, key: &str, value: impl Into<OsString>) -> Git {
         self.env.push((key.into(), value.into()));
         self
     }
@@ -93,7 +93,7 @@ impl Git {
     /// Runs `git <args>` in `dir` with stdin closed, no hooks and no
     /// fsmonitor, in ah's environment reduced to [`kept_env`] plus
     /// `extra_env`.
-    pub fn run<S: AsRef<OsStr>>(
+    pub(super) fn run<S: AsRef<OsStr>>(
         &self,
         dir: &Path,
         args: &[S],
@@ -119,7 +119,7 @@ impl Git {
 }
 
 /// Splits `-z` output into paths.
-pub fn nul_paths(stdout: &[u8]) -> Vec<PathBuf> {
+pub(super) fn nul_paths(stdout: &[u8]) -> Vec<PathBuf> {
     stdout
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
@@ -129,7 +129,7 @@ pub fn nul_paths(stdout: &[u8]) -> Vec<PathBuf> {
 
 /// The paths of `git apply --numstat -z` output (`added\tremoved\tpath\0`),
 /// relative to the project: `prefix` (the project's place in its repo) is cut.
-pub fn numstat_paths(stdout: &[u8], prefix: &[u8]) -> Vec<PathBuf> {
+pub(super) fn numstat_paths(stdout: &[u8], prefix: &[u8]) -> Vec<PathBuf> {
     stdout
         .split(|b| *b == 0)
         .filter_map(|record| record.splitn(3, |b| *b == b'\t').nth(2))
@@ -141,7 +141,7 @@ pub fn numstat_paths(stdout: &[u8], prefix: &[u8]) -> Vec<PathBuf> {
 
 /// `--directory=<prefix>` when the project is a subdirectory of its repo
 /// (git reads patch paths from the repo root otherwise).
-pub fn directory_arg(prefix: &[u8]) -> Option<OsString> {
+pub(super) fn directory_arg(prefix: &[u8]) -> Option<OsString> {
     if prefix.is_empty() {
         return None;
     }

@@ -102,7 +102,7 @@ pub fn elsewhere(path: &str) -> Option<Elsewhere> {
 /// scanners and linters), `.mailmap` (whose name history shows),
 /// `.gitignore` (restricted by the policy), version pins such as `.nvmrc`
 /// (which interpreter runs).
-pub const INERT: &[&str] = &[".gitkeep", ".keep", ".prettierignore"];
+pub(super) const INERT: &[&str] = &[".gitkeep", ".keep", ".prettierignore"];
 
 /// Instructions for agents, at any depth. Claude Code, Codex, Gemini CLI,
 /// Cursor, Copilot, Cline, Windsurf, Roo, Zed, Goose, Amp, Crush, Kiro,

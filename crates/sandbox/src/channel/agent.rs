@@ -14,11 +14,14 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::{DumpableBehavior, Pid, PidfdFlags, Signal, WaitStatus};
 
 use super::frame::{Exit, Frame, FrameError, MAX_REQUEST, Status, VERSION, read_frame};
 use super::sweep::{kill_all, others_alive, reap, signal_all};
@@ -31,8 +34,12 @@ const CHUNK: usize = 32 * 1024;
 /// How long the output pipes are read after everything was killed (a
 /// process that could not be killed may still hold them).
 const DRAIN_LIMIT: Duration = Duration::from_millis(500);
-/// The poll period while something must be watched without a descriptor.
-const TICK_MS: libc::c_int = 10;
+/// The poll period while something must be watched without a descriptor
+/// (10 ms).
+const TICK: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 10_000_000,
+};
 
 /// Runs the agent on stdin and stdout; the process's exit code.
 pub fn main() -> i32 {
@@ -47,18 +54,13 @@ pub fn main() -> i32 {
     // where it was started from a readable file. Orphans are left to the
     // init, which reaps them at once: as their subreaper the agent would
     // collect zombies while a long command runs.
-    // SAFETY: PR_SET_DUMPABLE only changes a flag of this process.
-    let marked = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 };
-    if !marked {
-        eprintln!(
-            "ah: {COMMAND} could not protect itself (prctl: {})",
-            io::Error::last_os_error()
-        );
+    if let Err(err) = rustix::process::set_dumpable_behavior(DumpableBehavior::NotDumpable) {
+        eprintln!("ah: {COMMAND} could not protect itself (prctl: {err})");
         return 1;
     }
     let mut agent = Agent {
-        input: Fd(0),
-        output: Fd(1),
+        input: Fd(io::stdin()),
+        output: Fd(io::stdout()),
         me: std::process::id(),
     };
     let served = agent.serve();
@@ -96,23 +98,19 @@ pub fn inside_sandbox(init_cmdline: &[u8], pid: u32) -> bool {
     pid != 1 && init_cmdline.split(|b| *b == 0).next() == Some(INIT_PATH.as_bytes())
 }
 
-/// A raw descriptor read and written without buffering, so `poll` on it
-/// tells the truth.
-struct Fd(RawFd);
+/// A descriptor read and written with one system call each, past any
+/// buffer of std's, so `poll` on it tells the truth.
+struct Fd<T: AsFd>(T);
 
-impl Read for Fd {
+impl<T: AsFd> Read for Fd<T> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: read writes at most buf.len() bytes into buf.
-        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
-        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        Ok(rustix::io::read(&self.0, buf)?)
     }
 }
 
-impl Write for Fd {
+impl<T: AsFd> Write for Fd<T> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: write reads at most buf.len() bytes from buf.
-        let n = unsafe { libc::write(self.0, buf.as_ptr().cast(), buf.len()) };
-        usize::try_from(n).map_err(|_| io::Error::last_os_error())
+        Ok(rustix::io::write(&self.0, buf)?)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -121,8 +119,8 @@ impl Write for Fd {
 }
 
 struct Agent {
-    input: Fd,
-    output: Fd,
+    input: Fd<io::Stdin>,
+    output: Fd<io::Stdout>,
     me: u32,
 }
 
@@ -176,7 +174,7 @@ impl Agent {
                 });
             }
         };
-        let pid = libc::pid_t::try_from(child.id()).unwrap_or(libc::pid_t::MAX);
+        let pid = Pid::from_child(&child);
         let mut pipes = [
             child.stdout.take().map(|p| (OwnedFd::from(p), true)),
             child.stderr.take().map(|p| (OwnedFd::from(p), false)),
@@ -184,7 +182,7 @@ impl Agent {
         // Waited for through `reap`.
         drop(child);
         let pidfd = pidfd_open(pid);
-        let mut status: Option<libc::c_int> = None;
+        let mut status: Option<WaitStatus> = None;
         let mut ending: Option<Instant> = None;
         loop {
             if status.is_none() {
@@ -197,14 +195,14 @@ impl Agent {
             }
             let watch_pid = pidfd.as_ref().filter(|_| status.is_none());
             let timeout = match (ending, watch_pid) {
-                (None, Some(_)) => -1,
-                _ => TICK_MS,
+                (None, Some(_)) => None,
+                _ => Some(&TICK),
             };
             let ready = poll(Some(&self.input), &pipes, watch_pid, timeout)?;
             if ready.input {
                 match read_frame(&mut self.input, MAX_REQUEST)? {
                     Frame::Kill { grace_ms } if ending.is_none() => {
-                        signal_all(libc::SIGTERM);
+                        signal_all(Signal::TERM);
                         ending = Some(Instant::now() + Duration::from_millis(grace_ms.into()));
                     }
                     Frame::Kill { .. } => {}
@@ -219,12 +217,15 @@ impl Agent {
             }
         });
         self.drain(&mut pipes)?;
-        let status = match status {
-            Some(raw) if libc::WIFEXITED(raw) => Status::Code(libc::WEXITSTATUS(raw)),
-            Some(raw) if libc::WIFSIGNALED(raw) => Status::Signal(libc::WTERMSIG(raw)),
-            _ => {
+        let status = match (
+            status.and_then(WaitStatus::exit_status),
+            status.and_then(WaitStatus::terminating_signal),
+        ) {
+            (Some(code), _) => Status::Code(code),
+            (None, Some(signal)) => Status::Signal(signal),
+            (None, None) => {
                 clean = false;
-                Status::Signal(libc::SIGKILL)
+                Status::Signal(Signal::KILL.as_raw())
             }
         };
         Ok(Exit { status, clean })
@@ -242,7 +243,7 @@ impl Agent {
             let Some((fd, is_stdout)) = slot.as_ref().filter(|_| ready) else {
                 continue;
             };
-            match Fd(fd.as_raw_fd()).read(&mut buf) {
+            match Fd(fd).read(&mut buf) {
                 Ok(0) => *slot = None,
                 Ok(n) => {
                     let bytes = buf[..n].to_vec();
@@ -264,7 +265,7 @@ impl Agent {
     fn drain(&mut self, pipes: &mut [Option<(OwnedFd, bool)>; 2]) -> Result<(), FrameError> {
         let deadline = Instant::now() + DRAIN_LIMIT;
         while pipes.iter().any(Option::is_some) && Instant::now() < deadline {
-            let ready = poll(None, pipes, None, TICK_MS)?;
+            let ready = poll(None, pipes, None, Some(&TICK))?;
             self.forward(pipes, ready.pipes)?;
         }
         Ok(())
@@ -272,55 +273,56 @@ impl Agent {
 }
 
 /// Which descriptors [`poll`] found ready.
-struct Ready {
+struct Readiness {
     input: bool,
     pipes: [bool; 2],
 }
 
-/// Waits up to `timeout_ms` (-1: for ever) until the input, a pipe or the
+/// Waits up to `timeout` (`None`: for ever) until the input, a pipe or the
 /// child's pidfd is ready.
 fn poll(
-    input: Option<&Fd>,
+    input: Option<&Fd<io::Stdin>>,
     pipes: &[Option<(OwnedFd, bool)>; 2],
     pidfd: Option<&OwnedFd>,
-    timeout_ms: libc::c_int,
-) -> Result<Ready, FrameError> {
-    let entry = |fd: RawFd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // A negative descriptor is skipped by poll.
-    let mut fds = [
-        entry(input.map_or(-1, |fd| fd.0)),
-        entry(pipes[0].as_ref().map_or(-1, |(fd, _)| fd.as_raw_fd())),
-        entry(pipes[1].as_ref().map_or(-1, |(fd, _)| fd.as_raw_fd())),
-        entry(pidfd.map_or(-1, AsRawFd::as_raw_fd)),
+    timeout: Option<&Timespec>,
+) -> Result<Readiness, FrameError> {
+    // The descriptors present, each with its place in `Readiness`: 0 the input,
+    // 1 and 2 the pipes, 3 the pidfd.
+    let watched = [
+        input.map(|fd| fd.0.as_fd()),
+        pipes[0].as_ref().map(|(fd, _)| fd.as_fd()),
+        pipes[1].as_ref().map(|(fd, _)| fd.as_fd()),
+        pidfd.map(AsFd::as_fd),
     ];
-    // SAFETY: fds is a valid array of fds.len() pollfd entries.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-    if rc < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(FrameError::Io(err));
+    let mut places = Vec::with_capacity(watched.len());
+    let mut fds = Vec::with_capacity(watched.len());
+    for (place, fd) in watched.into_iter().enumerate() {
+        if let Some(fd) = fd {
+            places.push(place);
+            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
         }
     }
-    let hit = |i: usize| rc > 0 && fds[i].fd >= 0 && fds[i].revents != 0;
-    Ok(Ready {
-        input: hit(0),
-        pipes: [hit(1), hit(2)],
+    let mut hit = [false; 4];
+    match rustix::event::poll(&mut fds, timeout) {
+        Ok(_) => {
+            for (place, fd) in places.into_iter().zip(&fds) {
+                hit[place] = !fd.revents().is_empty();
+            }
+        }
+        Err(rustix::io::Errno::INTR) => {}
+        Err(err) => return Err(FrameError::Io(err.into())),
+    }
+    Ok(Readiness {
+        input: hit[0],
+        pipes: [hit[1], hit[2]],
     })
 }
 
 /// A descriptor that becomes readable when `pid` exits, or `None` where
 /// the kernel (before 5.3) or a seccomp profile refuses one: the loop then
-/// polls every [`TICK_MS`].
-fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let fd = RawFd::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-    // SAFETY: the descriptor was just created and nothing else owns it.
-    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+/// polls every [`TICK`].
+fn pidfd_open(pid: Pid) -> Option<OwnedFd> {
+    rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok()
 }
 
 #[cfg(test)]

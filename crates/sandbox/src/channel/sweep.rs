@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
+
 /// How long a KILL sweep keeps trying before it reports survivors.
 const KILL_LIMIT: Duration = Duration::from_secs(3);
 /// The pause between two rounds of a sweep.
@@ -39,10 +41,10 @@ pub(super) fn alive_in_stat(stat: &[u8]) -> bool {
 }
 
 /// Sends `signal` to every process but PID 1 and the caller.
-pub(super) fn signal_all(signal: libc::c_int) {
-    // SAFETY: kill has no memory effects; -1 means every process we may
-    // signal but ourselves and the namespace's init.
-    unsafe { libc::kill(-1, signal) };
+pub(super) fn signal_all(signal: Signal) {
+    // `kill(-1, signal)`: the "group" of PID 1 is every process we may
+    // signal but ourselves and the namespace's init. None left is fine.
+    let _ = rustix::process::kill_process_group(Pid::INIT, signal);
 }
 
 /// KILLs every other process, again and again (children forked meanwhile)
@@ -51,7 +53,7 @@ pub(super) fn signal_all(signal: libc::c_int) {
 pub(super) fn kill_all(me: u32, reap: &mut dyn FnMut()) -> bool {
     let deadline = Instant::now() + KILL_LIMIT;
     loop {
-        signal_all(libc::SIGKILL);
+        signal_all(Signal::KILL);
         reap();
         if !others_alive(me) {
             return true;
@@ -63,21 +65,17 @@ pub(super) fn kill_all(me: u32, reap: &mut dyn FnMut()) -> bool {
     }
 }
 
-/// Reaps every child that has ended without waiting; returns the raw wait
+/// Reaps every child that has ended without waiting; returns the wait
 /// status of `watched` when it was among them.
-pub(super) fn reap(watched: Option<libc::pid_t>) -> Option<libc::c_int> {
+pub(super) fn reap(watched: Option<Pid>) -> Option<WaitStatus> {
     let mut found = None;
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: waitpid writes only the status we pass.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            return found;
-        }
+    // `wait`, not `waitpid(None)`: any child, whatever its process group.
+    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
         if Some(pid) == watched {
             found = Some(status);
         }
     }
+    found
 }
 
 #[cfg(test)]

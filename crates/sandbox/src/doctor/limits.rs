@@ -11,7 +11,7 @@ use tokio::process::Command;
 use super::Check;
 use crate::podman::Podman;
 
-pub const NAME: &str = "resource limits";
+pub(super) const NAME: &str = "resource limits";
 
 /// The limits the probe container asks for: unlike any default, so a match
 /// cannot be a coincidence.
@@ -28,7 +28,7 @@ const PROBE_SCRIPT: &str = "for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/me
 
 /// What podman reports about cgroups for this user.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupInfo {
+pub(super) struct CgroupInfo {
     /// `v1` or `v2`.
     pub version: String,
     /// The controllers podman can use (none for rootless on cgroup v1).
@@ -37,14 +37,14 @@ pub struct CgroupInfo {
 
 /// The limits a container reported; `None` when unlimited or unreadable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Probe {
+pub(super) struct Probe {
     pub memory: Option<u64>,
     pub pids: Option<u64>,
 }
 
 /// Parses `podman info --format '{{.Host.CgroupsVersion}} {{json
 /// .Host.CgroupControllers}}'`.
-pub fn parse_info(text: &str) -> Result<CgroupInfo, String> {
+pub(super) fn parse_info(text: &str) -> Result<CgroupInfo, String> {
     let text = text.trim();
     let (version, list) = text.split_once(' ').unwrap_or((text, "null"));
     let controllers: Option<Vec<String>> = serde_json::from_str(list)
@@ -56,7 +56,7 @@ pub fn parse_info(text: &str) -> Result<CgroupInfo, String> {
 }
 
 /// Parses the probe script's `memory N` and `pids N` lines.
-pub fn parse_probe(text: &str) -> Probe {
+pub(super) fn parse_probe(text: &str) -> Probe {
     let mut probe = Probe::default();
     for line in text.lines() {
         let (key, value) = line.split_once(' ').unwrap_or((line, ""));
@@ -71,7 +71,7 @@ pub fn parse_probe(text: &str) -> Probe {
 }
 
 /// The controllers `--memory` and `--pids-limit` need that `info` lacks.
-pub fn missing_controllers(info: &CgroupInfo) -> Vec<&'static str> {
+pub(super) fn missing_controllers(info: &CgroupInfo) -> Vec<&'static str> {
     ["memory", "pids"]
         .into_iter()
         .filter(|want| !info.controllers.iter().any(|c| c == want))
@@ -92,7 +92,7 @@ fn fix(rootless: bool) -> &'static str {
 
 /// The check's verdict from what podman reports and, when a container could
 /// be asked, what it got.
-pub fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -> Check {
+pub(super) fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -> Check {
     let mode = if rootless { "rootless" } else { "rootful" };
     let missing = missing_controllers(info);
     if !missing.is_empty() {
@@ -146,7 +146,7 @@ pub fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -> Check
 /// Asks podman, then (when the image is present) a container, whether
 /// limits hold. `run` is the `podman run` command with the run's
 /// confinement flags, ending before the image.
-pub async fn check(
+pub(super) async fn check(
     podman: &Podman,
     mut run: Command,
     image: Option<&str>,

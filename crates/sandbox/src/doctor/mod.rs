@@ -329,8 +329,7 @@ fn offline_build_check(rootless: bool) -> Check {
 }
 
 fn rootless_checks() -> Vec<Check> {
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = rustix::process::geteuid().as_raw();
     let user = std::env::var("USER").unwrap_or_default();
     let mut checks = Vec::new();
     for file in ["/etc/subuid", "/etc/subgid"] {

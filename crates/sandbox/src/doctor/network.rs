@@ -8,11 +8,11 @@ use tokio::process::Command;
 use super::Check;
 use crate::podman::{AH_BIN, find_tool};
 
-pub const PROXY: &str = "network proxy";
-pub const FULL: &str = "network full";
+pub(super) const PROXY: &str = "network proxy";
+pub(super) const FULL: &str = "network full";
 
 /// Runs `ah --version` inside `image` with the confinement flags of `run`.
-pub async fn proxy_check(mut run: Command, image: Option<&str>) -> Check {
+pub(super) async fn proxy_check(mut run: Command, image: Option<&str>) -> Check {
     let Some(image) = image else {
         return Check::pass(PROXY, "not tried: image missing");
     };
@@ -49,7 +49,7 @@ pub async fn proxy_check(mut run: Command, image: Option<&str>) -> Check {
 }
 
 /// Whether slirp4netns or pasta is installed.
-pub fn full_check() -> Check {
+pub(super) fn full_check() -> Check {
     match ["slirp4netns", "pasta"]
         .iter()
         .find_map(|tool| find_tool(tool))

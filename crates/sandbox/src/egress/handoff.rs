@@ -11,13 +11,19 @@
 //! namespace) needs a new handoff, which the backend makes before the next
 //! command.
 
-use std::io;
-use std::mem::size_of;
+use std::io::{self, IoSlice, IoSliceMut};
+use std::mem::MaybeUninit;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketType,
+};
 
 /// The first argument that makes `ah` run [`hand_over`] (see
 /// `cli::network`).
@@ -32,7 +38,7 @@ pub const PROXY_PORT: u16 = 3128;
 pub fn hand_over(socket: &Path, port: u16) -> io::Result<()> {
     let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
     let stream = UnixStream::connect(socket)?;
-    send_fd(&stream, listener.as_raw_fd())
+    send_fd(&stream, listener.as_fd())
 }
 
 /// On the host: waits up to `limit` for one connection on `listener` and
@@ -52,16 +58,10 @@ fn accept_within(
     listener: &UnixListener,
     limit: Duration,
 ) -> io::Result<(UnixStream, std::os::unix::net::SocketAddr)> {
-    let mut poll = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let millis = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: one valid pollfd, owned by this frame.
-    let ready = unsafe { libc::poll(&mut poll, 1, millis) };
-    match ready {
-        n if n < 0 => Err(io::Error::last_os_error()),
+    let mut fds = [PollFd::new(listener, PollFlags::IN)];
+    // Past `Timespec`'s range is as good as for ever.
+    let limit = Timespec::try_from(limit).ok();
+    match rustix::event::poll(&mut fds, limit.as_ref())? {
         0 => Err(io::Error::new(
             io::ErrorKind::TimedOut,
             "the sandbox did not hand over the proxy socket in time",
@@ -70,101 +70,51 @@ fn accept_within(
     }
 }
 
-/// Room for one `cmsghdr` carrying one descriptor, aligned for it.
-#[repr(C, align(8))]
-struct Control([u8; 64]);
-
-fn send_fd(stream: &UnixStream, fd: RawFd) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = Control([0; 64]);
-    // SAFETY: CMSG_* compute sizes and pointers inside `control`, which is
-    // large enough and aligned for one header with one descriptor; msghdr is
-    // plain data and zero is a valid value for each of its fields.
-    let sent = unsafe {
-        let space = libc::CMSG_SPACE(size_of::<RawFd>() as u32) as usize;
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null() {
-            return Err(io::Error::other("no room for the control message"));
-        }
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
-        libc::sendmsg(stream.as_raw_fd(), &msg, 0)
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
+/// Sends `fd` over `stream` with one byte of data (`SCM_RIGHTS`).
+fn send_fd(stream: &UnixStream, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let fds = [fd];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        return Err(io::Error::other("no room for the control message"));
     }
+    rustix::net::sendmsg(
+        stream,
+        &[IoSlice::new(&[0])],
+        &mut control,
+        SendFlags::empty(),
+    )?;
     Ok(())
 }
 
+/// Receives one descriptor sent by [`send_fd`], close-on-exec. Any other
+/// descriptor that came with it is closed.
 fn recv_fd(stream: &UnixStream) -> io::Result<OwnedFd> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = Control([0; 64]);
-    // SAFETY: as in `send_fd`; the kernel writes at most `msg_controllen`
-    // bytes into `control`, and a received descriptor is owned by us.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.0.as_mut_ptr().cast();
-        msg.msg_controllen = control.0.len() as _;
-        let got = libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-            || ((*cmsg).cmsg_len as usize) < libc::CMSG_LEN(size_of::<RawFd>() as u32) as usize
-        {
-            return Err(io::Error::other("the sandbox sent no socket"));
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    rustix::net::recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    control
+        .drain()
+        .find_map(|message| match message {
+            RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+            _ => None,
+        })
+        .ok_or_else(|| io::Error::other("the sandbox sent no socket"))
 }
 
 /// Refuses a descriptor that is not a listening IPv4 TCP socket.
 fn check_listening_tcp(fd: &OwnedFd) -> io::Result<()> {
-    let option = |name: libc::c_int| -> io::Result<libc::c_int> {
-        let mut value: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes one c_int into `value`.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                name,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(value)
-        }
-    };
-    // A descriptor that is no socket at all fails getsockopt.
-    let is = |name, value| option(name).is_ok_and(|v| v == value);
-    if is(libc::SO_ACCEPTCONN, 1)
-        && is(libc::SO_DOMAIN, libc::AF_INET)
-        && is(libc::SO_TYPE, libc::SOCK_STREAM)
+    use rustix::net::sockopt::{socket_acceptconn, socket_domain, socket_type};
+    // A descriptor that is no socket at all fails each of these.
+    if socket_acceptconn(fd).is_ok_and(|listening| listening)
+        && socket_domain(fd).is_ok_and(|domain| domain == AddressFamily::INET)
+        && socket_type(fd).is_ok_and(|kind| kind == SocketType::STREAM)
     {
         Ok(())
     } else {
@@ -202,7 +152,7 @@ mod tests {
         let file = std::fs::File::open("/dev/null").unwrap_or_else(|e| panic!("{e}"));
         let sender = std::thread::spawn(move || {
             let stream = UnixStream::connect(&path)?;
-            send_fd(&stream, file.as_raw_fd())
+            send_fd(&stream, file.as_fd())
         });
         let err = receive(&host, Duration::from_secs(10))
             .err()

@@ -19,7 +19,7 @@ use crate::podman::{CONTAINER_PATH, Podman, find_tool, rootless};
 /// Used when apt's sources name no Debian mirror.
 const FALLBACK_MIRROR: &str = "http://deb.debian.org/debian";
 
-pub async fn build(
+pub(super) async fn build(
     podman: &Podman,
     opts: &BuildOptions,
     progress: &mut OnProgress<'_>,
@@ -201,7 +201,7 @@ fn remove_files_in(dir: &Path) {
 
 /// The first Debian mirror (not the security archive) in apt's sources,
 /// one-line (`sources.list`, `*.list`) or deb822 (`*.sources`) format.
-pub fn host_mirror(apt_dir: &Path) -> String {
+pub(super) fn host_mirror(apt_dir: &Path) -> String {
     let mut files: Vec<PathBuf> = vec![apt_dir.join("sources.list")];
     if let Ok(entries) = std::fs::read_dir(apt_dir.join("sources.list.d")) {
         let mut listed: Vec<PathBuf> = entries

@@ -15,7 +15,7 @@ const TAIL_LINES: usize = 30;
 
 /// Runs `cmd` to the end; a non-zero exit is an [`ImageError::Step`] naming
 /// `step`, showing the output's tail and `fix`.
-pub async fn run(
+pub(super) async fn run(
     mut cmd: Command,
     step: &'static str,
     fix: &'static str,

@@ -12,6 +12,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use rustix::process::Resource;
+
 /// `PATH` inside the container; the environment is built from nothing.
 pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -103,25 +105,18 @@ impl HostLimits {
             .and_then(|text| text.trim().parse().ok())
             .unwrap_or(u64::MAX);
         HostLimits {
-            nofile_hard: hard_limit(libc::RLIMIT_NOFILE),
-            nproc_hard: hard_limit(libc::RLIMIT_NPROC),
+            nofile_hard: hard_limit(Resource::Nofile),
+            nproc_hard: hard_limit(Resource::Nproc),
             pid_max,
         }
     }
 }
 
-fn hard_limit(resource: libc::__rlimit_resource_t) -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit only writes the struct we pass.
-    let rc = unsafe { libc::getrlimit(resource, &mut limit) };
-    if rc != 0 || limit.rlim_max == libc::RLIM_INFINITY {
-        u64::MAX
-    } else {
-        limit.rlim_max
-    }
+/// The hard limit of `resource` (`u64::MAX`: unlimited).
+fn hard_limit(resource: Resource) -> u64 {
+    rustix::process::getrlimit(resource)
+        .maximum
+        .unwrap_or(u64::MAX)
 }
 
 /// `--ulimit` values for the container (soft = hard).
@@ -154,13 +149,12 @@ impl Ulimits {
 
 /// True when podman will run rootless (the caller is not root).
 pub fn rootless() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() != 0 }
+    !rustix::process::geteuid().is_root()
 }
 
 /// The container's network.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Network<'a> {
+pub(super) enum Network<'a> {
     /// No network at all.
     None,
     /// No network, plus the mounts the proxy handoff needs: the folder of
@@ -172,7 +166,7 @@ pub enum Network<'a> {
 
 /// Everything `podman run` needs to create one run's container.
 #[derive(Debug, Clone)]
-pub struct RunSpec<'a> {
+pub(super) struct RunSpec<'a> {
     pub name: &'a str,
     /// Labels identifying the run and the process that owns the container.
     pub labels: Vec<(&'static str, String)>,
@@ -201,7 +195,7 @@ pub struct RunSpec<'a> {
 }
 
 /// The arguments after `podman` that create and start the container.
-pub fn run_args(spec: &RunSpec) -> Vec<OsString> {
+pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |arg: &str| args.push(OsString::from(arg));
     for arg in [

@@ -205,7 +205,7 @@ fn wait_bounded(mut child: std::process::Child, limit: Duration) -> bool {
 /// Runs `command` with `bash -c` in `/work` of `container`, holding the
 /// container's `turn` until every process it started has ended. A restart
 /// of the container (the last resort of that cleanup) sets `restarted`.
-pub async fn run<T: Send + 'static>(
+pub(super) async fn run<T: Send + 'static>(
     podman: &Podman,
     container: &str,
     turn: OwnedMutexGuard<T>,
@@ -374,7 +374,7 @@ pub(super) fn refused(code: Option<i32>, stderr: &[u8]) -> bool {
 /// container has been restarted since, and the command can be tried again.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct NotStarted(String);
+pub(super) struct NotStarted(String);
 
 impl NotStarted {
     pub(super) fn new(message: String) -> NotStarted {
@@ -382,7 +382,7 @@ impl NotStarted {
     }
 
     /// Whether `err` says the command never started.
-    pub fn is(err: &std::io::Error) -> bool {
+    pub(super) fn is(err: &std::io::Error) -> bool {
         err.get_ref()
             .is_some_and(|inner| inner.downcast_ref::<NotStarted>().is_some())
     }

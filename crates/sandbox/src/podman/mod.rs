@@ -16,7 +16,6 @@ mod commands;
 mod env;
 mod exec;
 mod init;
-mod merged;
 mod network;
 mod oom;
 mod program;
@@ -179,7 +178,7 @@ pub struct PodmanBackend {
     memory: String,
     /// An overlay `/work`: its folders, and its merged view once opened.
     overlay: Option<OverlayDirs>,
-    merged: Mutex<Option<merged::Merged>>,
+    merged: Mutex<Option<crate::merged::Merged>>,
     /// The init the container runs (and runs again on a restart).
     _init: init::ExecOnly,
     /// The agent's `ah` (started again when the channel breaks).
@@ -382,7 +381,8 @@ impl PodmanBackend {
             return open.path();
         }
         *merged = None;
-        let open = merged.insert(merged::Merged::open(&self.podman, &self.container).await?);
+        let pid = init_pid(&self.podman, &self.container).await?;
+        let open = merged.insert(crate::merged::Merged::open(pid, Path::new("/work"))?);
         open.path()
     }
 
@@ -500,7 +500,8 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
 /// that belongs to the container's root, which only the user namespace may
 /// remove (`podman unshare`).
 pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
-    if !rootless() {
+    // The none backend's scratch folder is the user's own.
+    if !rootless() || crate::none::holder::remove_scratch(dir).is_ok() {
         return match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PodmanError::Io {
                 what: "remove the overlay's scratch folder",
@@ -527,6 +528,28 @@ pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
     }
+}
+
+/// The host's process id of `container`'s init.
+async fn init_pid(podman: &Podman, container: &str) -> std::io::Result<rustix::process::Pid> {
+    let output = podman
+        .command()
+        .args(["inspect", "--format", "{{.State.Pid}}", container])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    match text.trim().parse::<i32>() {
+        Ok(pid) if output.status.success() && pid > 0 => rustix::process::Pid::from_raw(pid),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        std::io::Error::other(format!(
+            "the sandbox container is not running (podman inspect: {}{})",
+            text.trim(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    })
 }
 
 /// The user-mode network stack `--network full` uses: slirp4netns (podman

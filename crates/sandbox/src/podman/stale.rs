@@ -6,12 +6,12 @@
 use super::{Podman, PodmanError};
 
 pub const RUN_LABEL: &str = "ah.run";
-pub const PID_LABEL: &str = "ah.pid";
-pub const START_LABEL: &str = "ah.pidstart";
+pub(super) const PID_LABEL: &str = "ah.pid";
+pub(super) const START_LABEL: &str = "ah.pidstart";
 
 /// The process that owns a container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
+pub(super) struct Owner {
     pub pid: u32,
     /// Start time of the process in clock ticks since boot (`/proc/PID/stat`).
     pub start: u64,
@@ -19,7 +19,7 @@ pub struct Owner {
 
 impl Owner {
     /// This process.
-    pub fn current() -> Owner {
+    pub(super) fn current() -> Owner {
         let pid = std::process::id();
         Owner {
             pid,
@@ -28,11 +28,11 @@ impl Owner {
     }
 
     /// Whether the owning process still runs.
-    pub fn is_alive(&self) -> bool {
+    pub(super) fn is_alive(&self) -> bool {
         start_time(self.pid) == Some(self.start)
     }
 
-    pub fn labels(&self) -> Vec<(&'static str, String)> {
+    pub(super) fn labels(&self) -> Vec<(&'static str, String)> {
         vec![
             (PID_LABEL, self.pid.to_string()),
             (START_LABEL, self.start.to_string()),
@@ -75,7 +75,7 @@ impl Listed {
 
 /// Removes every container labelled `ah.run` whose owning process is gone.
 /// Returns the names removed.
-pub async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, PodmanError> {
+pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, PodmanError> {
     let output = podman
         .command()
         .args(["ps", "-a", "--format=json", "--filter"])

@@ -2,6 +2,8 @@
 //! `/proc/<pid>/stat`), so a pid the kernel reused for another process is
 //! not mistaken for the owner.
 
+use rustix::io::Errno;
+use rustix::process::Pid;
 /// A process, as the lock records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessId {
@@ -28,15 +30,15 @@ impl ProcessId {
     /// Whether the process still runs: the pid exists, is not a zombie, and
     /// (when both are known) started when the recorded one did.
     pub fn is_alive(&self) -> bool {
-        let Ok(pid) = libc::pid_t::try_from(self.pid) else {
+        let Some(pid) = i32::try_from(self.pid).ok().and_then(Pid::from_raw) else {
             return false;
         };
-        if pid <= 0 {
-            return false;
-        }
-        // SAFETY: signal 0 only checks that the process exists.
-        let rc = unsafe { libc::kill(pid, 0) };
-        let exists = rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+        // Signal 0 only checks that the process exists (EPERM: it does, as
+        // another user's).
+        let exists = matches!(
+            rustix::process::test_kill_process(pid),
+            Ok(()) | Err(Errno::PERM)
+        );
         if !exists {
             return false;
         }

@@ -19,7 +19,7 @@ use super::parse::{Hunk, Line};
 
 /// Why a hunk did not apply: which hunk (1-based) and what was not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Miss {
+pub(super) struct Miss {
     pub hunk: usize,
     /// The lines looked for: a header line, or the hunk's old lines.
     pub looked_for: Vec<String>,
@@ -28,7 +28,7 @@ pub struct Miss {
 }
 
 /// The new text of a file after `hunks`.
-pub fn apply(text: &str, hunks: &[Hunk]) -> Result<String, Miss> {
+pub(super) fn apply(text: &str, hunks: &[Hunk]) -> Result<String, Miss> {
     let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let ends_with_eol = text.is_empty() || text.ends_with(eol);
     let mut lines: Vec<&str> = text.split(eol).collect();

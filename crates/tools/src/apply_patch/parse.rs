@@ -19,7 +19,7 @@
 
 /// One file operation of a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(super) enum Op {
     Add {
         path: String,
         content: String,
@@ -36,7 +36,7 @@ pub enum Op {
 
 /// One `@@` section of an update.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Hunk {
+pub(super) struct Hunk {
     /// Lines to find, in order, before the hunk's lines (the `@@` texts).
     pub headers: Vec<String>,
     pub lines: Vec<Line>,
@@ -46,7 +46,7 @@ pub struct Hunk {
 
 /// A line of a hunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Line {
+pub(super) enum Line {
     Context(String),
     Remove(String),
     Add(String),
@@ -55,7 +55,7 @@ pub enum Line {
 /// Why a patch could not be read; `line` is 1-based in the patch text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line} of the patch: {message}")]
-pub struct ParseError {
+pub(super) struct ParseError {
     pub line: usize,
     pub message: String,
 }
@@ -69,7 +69,7 @@ const MOVE: &str = "*** Move to: ";
 const END_OF_FILE: &str = "*** End of File";
 
 /// Reads a whole patch; blank lines around it and `\r` line ends are allowed.
-pub fn parse(patch: &str) -> Result<Vec<Op>, ParseError> {
+pub(super) fn parse(patch: &str) -> Result<Vec<Op>, ParseError> {
     let lines: Vec<&str> = patch.lines().collect();
     let first = lines.iter().position(|l| !l.trim().is_empty());
     let last = lines.iter().rposition(|l| !l.trim().is_empty());

@@ -5,12 +5,13 @@
 //! and files are removed. Names passed here are single components, so
 //! `renameat` and `unlinkat` act on the entry itself and never follow a link.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write as _};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
+
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use super::{BeneathError, classify, lookup, make_folders, open_beneath, open_root, parts};
 
@@ -36,9 +37,8 @@ pub fn folder_of(root: &Path, rel: &str, create: bool) -> Result<(Folder, String
     let fd = if create {
         make_folders(&root, folders, lookup)?
     } else {
-        let flags = libc::O_PATH | libc::O_DIRECTORY;
-        open_beneath(std::os::fd::AsFd::as_fd(&root), folders, flags, 0, lookup)
-            .map_err(classify)?
+        let flags = OFlags::PATH | OFlags::DIRECTORY;
+        open_beneath(root.as_fd(), folders, flags, Mode::empty(), lookup).map_err(classify)?
     };
     Ok((Folder { fd }, (*name).to_string()))
 }
@@ -49,13 +49,12 @@ impl Folder {
     /// its name. The caller renames it into place or removes it.
     pub fn stage(&self, bytes: &[u8], mode: Option<u32>) -> io::Result<String> {
         let name = format!(".ah-patch-{:016x}.tmp", rand::random::<u64>());
-        let c_name = CString::new(name.as_str())?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
         let fd = super::sys_openat(
-            self.fd.as_raw_fd(),
-            &c_name,
+            self.fd.as_fd(),
+            name.as_str(),
             flags,
-            mode.unwrap_or(NEW_FILE_MODE),
+            Mode::from_raw_mode(mode.unwrap_or(NEW_FILE_MODE)),
         )?;
         let mut file = File::from(fd);
         let written = (|| {
@@ -75,32 +74,11 @@ impl Folder {
 
     /// Renames `from` to `to` in this folder, replacing `to`.
     pub fn rename_into(&self, from: &str, to: &Folder, to_name: &str) -> io::Result<()> {
-        let (from, to_name) = (CString::new(from)?, CString::new(to_name)?);
-        // SAFETY: both names are NUL-terminated; renameat only reads them.
-        let rc = unsafe {
-            libc::renameat(
-                self.fd.as_raw_fd(),
-                from.as_ptr(),
-                to.fd.as_raw_fd(),
-                to_name.as_ptr(),
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        Ok(rustix::fs::renameat(&self.fd, from, &to.fd, to_name)?)
     }
 
     /// Removes the file `name` from this folder (never a folder).
     pub fn remove(&self, name: &str) -> io::Result<()> {
-        let name = CString::new(name)?;
-        // SAFETY: `name` is NUL-terminated; unlinkat only reads it.
-        let rc = unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        Ok(rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?)
     }
 }

@@ -1,9 +1,7 @@
 //! Opening beneath the root, with `openat2` and with the per-component walk,
 //! and the file tools under a racing thread that swaps a folder for a symlink.
 
-use std::ffi::CString;
 use std::io::{Read as _, Write as _};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,12 +31,14 @@ fn create_file_with(
     };
     let parent = make_folders(root, folders, lookup)?;
     let name = [*name];
-    let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK;
-    let exclusive = flags | libc::O_CREAT | libc::O_EXCL;
-    match open_beneath(parent.as_fd(), &name, exclusive, 0o666, lookup) {
+    let flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let exclusive = flags | OFlags::CREATE | OFlags::EXCL;
+    let mode = Mode::from_raw_mode(0o666);
+    match open_beneath(parent.as_fd(), &name, exclusive, mode, lookup) {
         Ok(fd) => Ok((File::from(fd), true)),
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
-            let fd = open_beneath(parent.as_fd(), &name, flags, 0, lookup).map_err(classify)?;
+        Err(e) if Errno::from_io_error(&e) == Some(Errno::EXIST) => {
+            let fd = open_beneath(parent.as_fd(), &name, flags, Mode::empty(), lookup)
+                .map_err(classify)?;
             let file = regular(File::from(fd))?;
             file.set_len(0)?;
             Ok((file, false))
@@ -109,7 +109,9 @@ fn opens_existing_files_and_names_what_is_wrong() {
             ));
         }
         match outcome("a/b/f.txt/x", false) {
-            Err(BeneathError::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR)),
+            Err(BeneathError::Io(e)) => {
+                assert_eq!(Errno::from_io_error(&e), Some(Errno::NOTDIR));
+            }
             other => panic!("{lookup:?}: {other:?}"),
         }
     }
@@ -167,7 +169,9 @@ fn create_makes_parents_one_by_one_then_truncates() {
 
         std::fs::write(exec.path(&format!("{top}/plain")), "").unwrap();
         match create_file_with(&root, &format!("{top}/plain/x"), lookup) {
-            Err(BeneathError::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOTDIR)),
+            Err(BeneathError::Io(e)) => {
+                assert_eq!(Errno::from_io_error(&e), Some(Errno::NOTDIR));
+            }
             other => panic!("{lookup:?}: {other:?}"),
         }
         let outcome = create_file_with(&root, &format!("{top}/b"), lookup);
@@ -190,8 +194,8 @@ fn mkdirat_makes_one_folder_relative_to_a_handle() {
     let parent = open_beneath(
         root.as_fd(),
         &["parent"],
-        libc::O_PATH | libc::O_DIRECTORY,
-        0,
+        OFlags::PATH | OFlags::DIRECTORY,
+        Mode::empty(),
         Lookup::Walk,
     )
     .unwrap();
@@ -200,7 +204,7 @@ fn mkdirat_makes_one_folder_relative_to_a_handle() {
     // Made meanwhile by someone else: fine, the open that follows decides.
     mkdirat(parent.as_fd(), "child").unwrap();
     let missing = mkdirat(parent.as_fd(), "no/child").unwrap_err();
-    assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+    assert_eq!(Errno::from_io_error(&missing), Some(Errno::NOENT));
 }
 
 /// A thread that keeps exchanging two names in the work root (a folder and a
@@ -215,22 +219,17 @@ impl Swapper {
     fn start(a: PathBuf, b: PathBuf) -> Swapper {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
-        let a = CString::new(a.as_os_str().as_bytes()).unwrap();
-        let b = CString::new(b.as_os_str().as_bytes()).unwrap();
         let thread = std::thread::spawn(move || {
             let mut swaps = 0;
             while !flag.load(Ordering::Relaxed) {
-                // SAFETY: both paths are NUL-terminated.
-                let rc = unsafe {
-                    libc::renameat2(
-                        libc::AT_FDCWD,
-                        a.as_ptr(),
-                        libc::AT_FDCWD,
-                        b.as_ptr(),
-                        libc::RENAME_EXCHANGE,
-                    )
-                };
-                assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+                let swapped = rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &a,
+                    rustix::fs::CWD,
+                    &b,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                );
+                assert_eq!(swapped, Ok(()));
                 swaps += 1;
             }
             swaps

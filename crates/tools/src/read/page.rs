@@ -52,7 +52,7 @@ impl Page {
     /// of `file`, a file of `size` bytes, stopping before the line that
     /// would take the page over `max_chars` characters (the first line is
     /// always shown).
-    pub fn read(
+    pub(super) fn read(
         mut file: impl Read,
         size: u64,
         offset: u64,

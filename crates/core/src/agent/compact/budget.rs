@@ -28,7 +28,7 @@ const MIN_OUTPUT_TOKENS: u32 = 4_096;
 /// model's output limit, lowered to what fits below the window, but not
 /// below the floor (a conversation that large is compacted first; if it
 /// could not be, the API's refusal goes down the overflow path).
-pub fn max_tokens(config: &AgentConfig, input: u64) -> u32 {
+pub(super) fn max_tokens(config: &AgentConfig, input: u64) -> u32 {
     let cap = config.model.max_output_tokens;
     let room = config
         .model
@@ -41,7 +41,7 @@ pub fn max_tokens(config: &AgentConfig, input: u64) -> u32 {
 
 /// The largest conversation, in tokens, sent without compacting first: the
 /// reserve stays free below the window, and so does room for the floor.
-pub fn compact_above(config: &AgentConfig) -> u64 {
+pub(super) fn compact_above(config: &AgentConfig) -> u64 {
     let floor = floor(config).min(config.model.max_output_tokens);
     let keep_free = config.compact_reserve.max(u64::from(floor) + SAFETY_TOKENS);
     config.model.context_window.saturating_sub(keep_free)

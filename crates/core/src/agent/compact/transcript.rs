@@ -17,7 +17,7 @@ const TOOL_TEXT_CHARS: usize = 2_000;
 /// The transcript of `messages`, at most about `budget_chars` long: when
 /// it would be longer, the oldest messages are left out (an earlier summary
 /// first in line is always kept) and a note says how many.
-pub fn transcript(messages: &[&StoredMessage], budget_chars: usize) -> String {
+pub(super) fn transcript(messages: &[&StoredMessage], budget_chars: usize) -> String {
     let sections: Vec<String> = messages.iter().map(|m| section(m)).collect();
     let pinned = usize::from(messages.first().is_some_and(|m| kept_from(m).is_some()));
     let mut total: usize = sections.iter().map(String::len).sum();

@@ -20,7 +20,7 @@ const MARKER_KEY: &str = "compaction";
 
 /// The details of a compaction message's summary block; `request` is the
 /// user's request when the summary quotes it.
-pub fn marker_details(kept_from: &str, tokens_before: u64, request: Option<&str>) -> Value {
+pub(super) fn marker_details(kept_from: &str, tokens_before: u64, request: Option<&str>) -> Value {
     let mut marker = json!({ "kept_from": kept_from, "tokens_before": tokens_before });
     if let Some(request) = request {
         marker["request"] = json!(request);
@@ -44,13 +44,13 @@ fn marker_field<'a>(message: &'a StoredMessage, field: &str) -> Option<&'a str> 
 }
 
 /// For a compaction message: the id of the first message it keeps.
-pub fn kept_from(message: &StoredMessage) -> Option<&str> {
+pub(super) fn kept_from(message: &StoredMessage) -> Option<&str> {
     marker_field(message, "kept_from")
 }
 
 /// The conversation as requests see it.
 #[derive(Debug)]
-pub struct View<'a> {
+pub(super) struct View<'a> {
     /// The latest summary (if any) first, then the kept and newer messages,
     /// in order.
     pub messages: Vec<&'a StoredMessage>,
@@ -60,7 +60,7 @@ pub struct View<'a> {
 }
 
 /// The view of a root-to-head path.
-pub fn view(path: &[StoredMessage]) -> View<'_> {
+pub(super) fn view(path: &[StoredMessage]) -> View<'_> {
     let latest = path
         .iter()
         .enumerate()
@@ -94,7 +94,7 @@ pub fn view(path: &[StoredMessage]) -> View<'_> {
 /// the API last reported after the latest compaction, plus an estimate of
 /// what came after that message; without such a report, an estimate of the
 /// whole request (`overhead_chars` counts the system prompt and tools).
-pub fn context_tokens(view: &View<'_>, overhead_chars: usize) -> u64 {
+pub(super) fn context_tokens(view: &View<'_>, overhead_chars: usize) -> u64 {
     let fresh = &view.messages[view.fresh_from.min(view.messages.len())..];
     let reported = fresh.iter().enumerate().rev().find_map(|(at, message)| {
         let usage = message
@@ -117,13 +117,13 @@ pub fn context_tokens(view: &View<'_>, overhead_chars: usize) -> u64 {
 
 /// An estimate of the whole request for this view, whatever the API
 /// reported: the same measure for any two views, so they can be compared.
-pub fn request_estimate(view: &View<'_>, overhead_chars: usize) -> u64 {
+pub(super) fn request_estimate(view: &View<'_>, overhead_chars: usize) -> u64 {
     estimate_tokens(&view.messages) + chars_to_tokens(overhead_chars)
 }
 
 /// About four characters per token: a rough size for text the API has not
 /// counted yet.
-pub fn estimate_tokens(messages: &[&StoredMessage]) -> u64 {
+pub(super) fn estimate_tokens(messages: &[&StoredMessage]) -> u64 {
     chars_to_tokens(messages.iter().map(|m| message_chars(m)).sum())
 }
 
@@ -171,7 +171,7 @@ fn is_cut_point(message: &StoredMessage) -> bool {
 /// messages and at most `keep_tokens` (estimated), but always at least the
 /// last exchange. Never between a tool call and its result. `None` when
 /// nothing but an earlier summary could be summarised.
-pub fn cut_point(
+pub(super) fn cut_point(
     messages: &[&StoredMessage],
     keep_turns: usize,
     keep_tokens: u64,
@@ -204,7 +204,7 @@ pub fn cut_point(
 /// beside the summary. When the request is not in the view at all, an
 /// earlier compaction in the same turn summarised it away, and the summary
 /// heading the view quoted it: that quote is carried over.
-pub fn split_request(messages: &[&StoredMessage], cut: usize) -> Option<String> {
+pub(super) fn split_request(messages: &[&StoredMessage], cut: usize) -> Option<String> {
     let is_request = |message: &&&StoredMessage| {
         message.role == Role::User && is_cut_point(message) && kept_from(message).is_none()
     };

@@ -97,7 +97,7 @@ pub(in crate::agent) struct TurnPictures {
 
 impl TurnPictures {
     /// Adds `picture` (an image block), the newest.
-    pub fn push(&mut self, picture: BlockRecord) {
+    pub(crate) fn push(&mut self, picture: BlockRecord) {
         self.blocks.push(picture);
         let mut budget = Budget::default();
         for record in self.blocks.iter_mut().rev() {
@@ -111,7 +111,7 @@ impl TurnPictures {
     }
 
     /// The pictures kept and the notes, oldest first.
-    pub fn into_blocks(self) -> Vec<BlockRecord> {
+    pub(crate) fn into_blocks(self) -> Vec<BlockRecord> {
         self.blocks
     }
 }

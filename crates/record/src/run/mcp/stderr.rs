@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// The most bytes of a server's standard error kept, over all its starts.
-pub const STDERR_CAP: u64 = 1024 * 1024;
+pub(super) const STDERR_CAP: u64 = 1024 * 1024;
 
 /// The longest line redacted whole; a longer one is cut into pieces.
 const MAX_LINE: u64 = 64 * 1024;

@@ -116,20 +116,17 @@ fn files(dir: &Path) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn a_backend_the_host_cannot_see_stays_in_step_with_the_record() {
-    let project = tempfile::tempdir().unwrap();
-    fs::create_dir(project.path().join("src")).unwrap();
-    fs::write(project.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
-    let dir = RunDir::create(&project.path().join(".ah")).unwrap();
-    let policy = Policy::load(project.path(), None, &[], &[]).unwrap();
-    let start = Run::prepare(project.path(), &dir, &policy).unwrap();
-    let work = dir.work_dir();
-    let remote = Box::new(Remote::new(&work));
-    let sandbox = remote.root();
-    let pushed = Arc::clone(&remote.pushed);
-    let mut run = Run::attach(dir, start, remote, policy, artifacts::DEFAULT_MAX_BYTES);
+    let mut seen = None;
+    let mut f = fixture_with(|work| {
+        let remote = Remote::new(work);
+        seen = Some((remote.root(), Arc::clone(&remote.pushed)));
+        Box::new(remote)
+    });
+    let (sandbox, pushed) = seen.unwrap();
+    let (run, work) = (&mut f.run, f.work.clone());
 
     // A command changes the sandbox: the record sees it through the view.
-    let made = bash(&mut run, "echo made > made.txt").await;
+    let made = bash(run, "echo made > made.txt").await;
     assert_eq!(made.changes.len(), 1, "{:?}", made.output.content);
     // A file tool writes the host's view: the sandbox gets it by a push.
     let wrote = run
@@ -140,7 +137,7 @@ async fn a_backend_the_host_cannot_see_stays_in_step_with_the_record() {
         fs::read_to_string(sandbox.join("notes.md")).unwrap(),
         "host\n"
     );
-    let seen = bash(&mut run, "cat notes.md").await;
+    let seen = bash(run, "cat notes.md").await;
     assert!(
         seen.output.content.contains("host"),
         "{}",
@@ -148,7 +145,7 @@ async fn a_backend_the_host_cannot_see_stays_in_step_with_the_record() {
     );
     // A step that breaks the policy is undone in the view, and in the
     // sandbox once pushed.
-    let denied = bash(&mut run, "mkdir -p .github && echo x > .github/ci.yml").await;
+    let denied = bash(run, "mkdir -p .github && echo x > .github/ci.yml").await;
     assert!(denied.violation.is_some(), "{}", denied.output.content);
     assert!(!sandbox.join(".github/ci.yml").exists());
     // Both sides hold exactly the last recorded commit.

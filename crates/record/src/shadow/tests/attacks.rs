@@ -158,8 +158,7 @@ fn revert_through_read_only_folders() {
 
 #[test]
 fn a_revert_gets_through_folders_the_step_made_read_only() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         revert_through_read_only_folders();
         return;
     }
@@ -197,7 +196,9 @@ fn a_revert_gets_through_folders_the_step_made_read_only() {
 #[test]
 #[ignore = "run as AH_TEST_USER by a_revert_gets_through_folders_the_step_made_read_only"]
 fn read_only_folders_as_another_user() {
-    // SAFETY: geteuid has no preconditions.
-    assert_ne!(unsafe { libc::geteuid() }, 0, "must run unprivileged");
+    assert!(
+        !rustix::process::geteuid().is_root(),
+        "must run unprivileged"
+    );
     revert_through_read_only_folders();
 }

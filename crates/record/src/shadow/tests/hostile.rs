@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use super::*;
 
 fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path; mkfifo only reads it.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    use rustix::fs::{CWD, FileType, Mode};
+    let made = rustix::fs::mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o644), 0);
+    assert_eq!(made, Ok(()));
 }
 
 #[test]

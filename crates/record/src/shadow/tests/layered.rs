@@ -43,8 +43,7 @@ pub(super) fn write(path: &Path, text: &str) {
 /// The project, its overlay mounted at `merged`; `None` where this process
 /// may not mount (not root).
 pub(super) fn mounted() -> Option<Mounted> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         eprintln!("skipped: mounting an overlay needs root");
         return None;
     }

@@ -153,3 +153,21 @@ fn heads_end_at_the_first_blank_line() {
     assert_eq!(head_end(b"CONNECT a:1 HTTP/1.1\r\n"), None);
     assert_eq!(shown("a\nb\u{7f}c"), "a?b?c");
 }
+
+#[tokio::test]
+async fn both_sides_of_a_tunnel_send_small_writes_at_once() {
+    let port = target().await;
+    let upstream = connect_first(&[SocketAddr::from(([127, 0, 0, 1], port))])
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    assert!(upstream.nodelay().unwrap_or(false), "the target's side");
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let address = listener.local_addr().unwrap_or_else(|e| panic!("{e}"));
+    let _client = TcpStream::connect(address).await;
+    let accepted = accept(&listener)
+        .await
+        .unwrap_or_else(|e| panic!("accept: {e}"));
+    assert!(accepted.nodelay().unwrap_or(false), "the sandbox's side");
+}

@@ -2,7 +2,6 @@
 //! never opened, removal never leaves the tree.
 
 use std::fs;
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{PermissionsExt, symlink};
 
 use super::*;
@@ -23,9 +22,14 @@ fn a_link_is_never_entered_as_a_folder() {
 #[test]
 fn a_fifo_is_refused_before_it_is_opened() {
     let dir = tempfile::tempdir().unwrap();
-    let path = std::ffi::CString::new(dir.path().join("p").into_os_string().into_vec()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+    let fifo = rustix::fs::mknodat(
+        rustix::fs::CWD,
+        dir.path().join("p"),
+        FileType::Fifo,
+        Mode::from_raw_mode(0o644),
+        0,
+    );
+    assert_eq!(fifo, Ok(()));
     let root = DirHandle::open_root(dir.path()).unwrap();
     // Would block forever if the FIFO were opened for reading.
     let err = root.open_regular(b"p").unwrap_err();

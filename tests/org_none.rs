@@ -4,7 +4,8 @@
 //! agents with mail), the router (group fan-out without the sender, tags in
 //! code ignored, an unknown name told to its sender), budgets, the idle
 //! guard, an unattended `@@user` question and its continuation, two agents
-//! editing one file into one patch, and what the session keeps.
+//! editing one file into one patch, what the session keeps, and README's
+//! agent file, comments and all.
 
 use std::process::Output;
 
@@ -369,8 +370,56 @@ fn per_turn_and_total_tool_budgets() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(tools, ["read", "bash"]);
+    // Its prompt names no tool it does not have.
+    let system = worker[0].system();
+    assert!(system.contains("- `bash` output is truncated"), "{system}");
+    for absent in ["`write`", "`edit`", "`apply_patch`", "Prefer", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     assert!(opened_with(&worker[2]).contains("limit of 2 tool calls per turn"));
     // The write, refused by the agent's tools, is no step: no x.txt.
     let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
     assert!(!patch.contains("x.txt"), "{patch}");
+}
+
+/// The agent file README.md shows, as it stands there.
+fn readme_agent_example() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap_or_else(|e| panic!("read README.md: {e}"));
+    let start = readme
+        .find("```markdown\n---\nmodel:")
+        .unwrap_or_else(|| panic!("README.md has no agent file example"));
+    let block = &readme[start + "```markdown\n".len()..];
+    let end = block
+        .find("```")
+        .unwrap_or_else(|| panic!("the example never ends"));
+    block[..end].to_string()
+}
+
+#[test]
+fn the_readmes_agent_file_with_its_comments_is_understood() {
+    let example = readme_agent_example();
+    assert!(
+        example.contains("   # "),
+        "the example has comments:\n{example}"
+    );
+    let host = Host::git(&[("README.md", "hello\n")]);
+    std::fs::create_dir_all(host.project.join(".ah/agents")).unwrap();
+    host.write(".ah/agents/coder.md", &example);
+    let mock = MockServer::start_agents(vec![("coder", vec![say("Nothing to write.")])]);
+    let out = org(&host, &mock, &["--agents", "coder", "Write notes."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let coder = of(&mock, "coder");
+    let tools: Vec<&str> = coder[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read", "edit", "bash"]);
+    let system = coder[0].system();
+    assert!(
+        system.contains("You write the code the lead asks for"),
+        "{system}"
+    );
 }

@@ -91,7 +91,7 @@ impl Display {
                 output,
                 ..
             } => {
-                let mark = if *is_error {
+                let mark = if failed(name, *is_error, details) {
                     style("✗").red()
                 } else {
                     style("✓").green()
@@ -311,6 +311,18 @@ pub(super) fn kept(messages: usize) -> String {
 }
 
 /// One line on how a call went, from its structured details.
+/// Whether a call's end is shown as a failure: an error result, or a
+/// command that exited with a code other than 0 (which the model gets as
+/// an ordinary result, its exit code in it).
+fn failed(tool: &str, is_error: bool, details: &Value) -> bool {
+    is_error
+        || (tool == "bash"
+            && details
+                .get("exit_code")
+                .and_then(Value::as_i64)
+                .is_some_and(|code| code != 0))
+}
+
 fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> String {
     let number = |key: &str| details.get(key).and_then(Value::as_i64);
     let seconds = format!("{:.1}s", duration_ms as f64 / 1000.0);
@@ -424,6 +436,15 @@ mod tests {
             "10 of 99 lines"
         );
         assert_eq!(outcome("edit", true, 1, &Value::Null), "error");
+    }
+
+    #[test]
+    fn a_command_that_exits_non_zero_is_shown_failed() {
+        assert!(!failed("bash", false, &json!({"exit_code": 0})));
+        assert!(failed("bash", false, &json!({"exit_code": 1})));
+        assert!(failed("bash", true, &json!({"exit_code": null})));
+        assert!(!failed("lint", false, &json!({"exit_code": 2})));
+        assert!(failed("edit", true, &Value::Null));
     }
 
     #[test]

@@ -52,6 +52,24 @@ impl fmt::Display for Source {
     }
 }
 
+impl Source {
+    /// Where a value came from, as the model may be told: a file of the
+    /// project (under `project`) by its path there, anything else by a
+    /// neutral name (the user's file, a variable or `-c` could name a path
+    /// of the host's).
+    pub fn for_model(&self, project: &Path) -> String {
+        match self {
+            Source::File(path) => match path.strip_prefix(project) {
+                Ok(rel) => rel.display().to_string(),
+                Err(_) => "the user's configuration file".to_string(),
+            },
+            Source::Env(_) => "an environment variable of the user's".to_string(),
+            Source::Override(_) => "a -c option of the user's".to_string(),
+            Source::Default => "ah's defaults".to_string(),
+        }
+    }
+}
+
 /// The merged configuration and where each key's value came from (dotted
 /// key paths such as `sandbox.memory`; keys left at their default are not
 /// listed).

@@ -62,12 +62,16 @@ pub(crate) async fn settle<C>(
     let connected = connect(&selection, args, &files)?;
     let policy = finish_policy(policy, args, &args.config)?;
     let user_policy = finish_policy(user_policy, args, &loaded.user)?;
+    let (mcp_servers, mcp_lines) = config::mcp::servers(&loaded, &args.config, &project, &|name| {
+        std::env::var(name).ok()
+    });
     let settings = weakening::Settings {
         config: &loaded.config,
         user_config: &loaded.user,
         policy: &policy,
         user_policy: &user_policy,
         given,
+        mcp_servers: &mcp_servers,
     };
     if let Some(line) = weakening::warning(&settings) {
         front.notice(&format!("{}", terminal_safe(&line)));
@@ -98,9 +102,7 @@ pub(crate) async fn settle<C>(
             terminal_safe(&tool.source.display().to_string())
         ));
     }
-    let (mcp_servers, lines) =
-        config::mcp::servers(&loaded, &args.config, &|name| std::env::var(name).ok());
-    for line in lines {
+    for line in mcp_lines {
         front.notice(&terminal_safe(&line));
     }
     for (_, secret) in mcp_servers

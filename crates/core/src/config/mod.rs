@@ -12,7 +12,7 @@ pub mod mcp;
 pub mod own_files;
 mod providers;
 mod report;
-mod settings;
+pub(crate) mod settings;
 pub mod tools;
 
 #[cfg(test)]

@@ -104,8 +104,6 @@ pub struct PodmanOptions {
     pub memory: String,
     /// Clamped again to the host's hard limits at start.
     pub ulimits: Ulimits,
-    /// Mount `/work` read-only (for phases that must not write).
-    pub read_only_work: bool,
     /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
     /// project, never written) and whose changes go to these folders.
     pub overlay: Option<OverlayDirs>,
@@ -135,7 +133,6 @@ impl PodmanOptions {
             pids_limit: 1024,
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
-            read_only_work: false,
             overlay: None,
             network: NetworkMode::None,
             allow: Allowlist::default(),
@@ -281,7 +278,6 @@ impl PodmanBackend {
             memory: &opts.memory,
             ulimits: opts.ulimits.clamped(&HostLimits::read()),
             work_dir: &opts.work_dir,
-            read_only_work: opts.read_only_work,
             overlay: opts.overlay.as_ref(),
             init: init.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),

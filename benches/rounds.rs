@@ -18,8 +18,10 @@
 //!   overlay (in a namespace of its own with none; podman skipped as
 //!   above).
 //!
-//! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
-//! measures another build (an older commit, say) with the same harness.
+//! Run with `cargo bench --bench rounds`; `cargo bench --bench rounds --
+//! WORD` runs only the parts whose name holds WORD (`round`, `start`,
+//! `large`, `copy`). `AH_BENCH_BIN=/path/to/ah` measures another build (an
+//! older commit, say) with the same harness.
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
 // harness of its own (clippy does not count it as a test), where a failure
@@ -49,12 +51,27 @@ const ROUNDS: usize = 20;
 /// Runs of each kind; the spread shows the noise.
 const REPEATS: usize = 7;
 
+/// A part of this bench, by the name `cargo bench -- WORD` picks it with.
+type Part = (&'static str, fn(&Path));
+
 fn main() {
     let ah = common::ah_binary();
-    per_round(&ah);
-    start_to_first_request(&ah);
-    large_against_tiny(&ah);
-    copy_against_overlay(&ah);
+    let parts: [Part; 4] = [
+        ("per_round", per_round),
+        ("start_to_first_request", start_to_first_request),
+        ("large_against_tiny", large_against_tiny),
+        ("copy_against_overlay", copy_against_overlay),
+    ];
+    // cargo bench passes `--bench` first; any other word picks parts.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|word| !word.starts_with("--"))
+        .collect();
+    for (name, part) in parts {
+        if words.is_empty() || words.iter().any(|word| name.contains(word.as_str())) {
+            part(&ah);
+        }
+    }
 }
 
 /// What this bench does with a project.

@@ -32,6 +32,7 @@ mod included;
 mod instructions;
 mod json_events;
 mod layers;
+mod limits;
 mod live_keys;
 mod loops;
 mod many_pictures;

@@ -116,11 +116,15 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
     // A server of the user's own, whose call timeout the project raises.
     let home_config = host.home.join(".config/ah/config.toml");
     std::fs::create_dir_all(home_config.parent().unwrap()).unwrap();
-    std::fs::write(&home_config, "[mcp.mine]\ncommand = \"true\"\n").unwrap();
+    std::fs::write(
+        &home_config,
+        "[sandbox]\nstrict_limits = true\n[mcp.mine]\ncommand = \"true\"\n",
+    )
+    .unwrap();
     host.write(
         ".ah/config.toml",
         "[sandbox]\nmemory = \"512g\"\npids_limit = 4000000\ndisk_budget = \"900T\"\n\
-         nproc = 4000000\n[agent]\nmax_artifact_size = 100000\nloop_window = 0\n\
+         nproc = 4000000\nstrict_limits = false\n[agent]\nmax_artifact_size = 100000\nloop_window = 0\n\
          [tools.output]\nbash = 9999999\n[work]\nmax_rounds = 99\n\
          [mcp.mine]\ntimeout = 600\n",
     );
@@ -136,6 +140,7 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
         "work.max_rounds=99 (.ah/config.toml)",
         "mcp.mine.timeout=600 (.ah/config.toml)",
         "tools.output.bash=9999999 (.ah/config.toml)",
+        "sandbox.strict_limits=false (.ah/config.toml)",
     ] {
         assert!(line.contains(named), "{named} missing from:\n{line}");
     }

@@ -13,6 +13,7 @@ pub mod disk;
 pub mod doctor;
 pub mod egress;
 pub mod image;
+pub mod limits;
 mod merged;
 pub mod none;
 pub mod podman;

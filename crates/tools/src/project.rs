@@ -134,12 +134,8 @@ fn report(
             output.dropped_bytes
         ));
     }
-    if let Some(limit) = &output.memory_limit_hit {
-        note(format!(
-            "[ah: the sandbox's memory limit ({limit}) was hit while {} ran: the kernel killed \
-             a process, whatever its exit code says]",
-            tool.name
-        ));
+    if let Some(hit) = &output.memory_limit_hit {
+        note(hit.told(&format!("while {} ran", tool.name)));
     }
     if failed {
         if !content.is_empty() && !content.ends_with('\n') {

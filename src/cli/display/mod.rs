@@ -207,6 +207,27 @@ impl Display {
                     style("⇣").cyan()
                 );
             }
+            Event::Limits { checked, limits } => {
+                // One line, only when a limit does not hold as asked.
+                let weaker: Vec<String> = limits
+                    .iter()
+                    .filter(|limit| !limit.as_asked())
+                    .map(|limit| limit.describe())
+                    .collect();
+                if !weaker.is_empty() {
+                    state.end_line();
+                    let when = if *checked {
+                        "as the sandbox got them"
+                    } else {
+                        "not as asked"
+                    };
+                    eprintln!(
+                        "{} limits {when}: {}",
+                        style("⚠").yellow(),
+                        terminal_safe(&weaker.join("; "))
+                    );
+                }
+            }
             Event::Egress {
                 target,
                 allowed,

@@ -244,6 +244,7 @@ impl Side<'_> {
                 seq_before: self.seq_before,
                 branch: head,
                 restored: origin.restored().cloned(),
+                limits: sandbox.limits.clone(),
             };
             finish_run(run, end, &ending, &session, &mut front).await
         }

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
+use super::limits::{NotEnforced, RunLimits};
 use super::network;
 use super::queue::dropped_lines;
 use super::review::{self, Review, Reviewed};
@@ -28,6 +29,7 @@ use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::disk::DiskBudget;
+use ah_sandbox::limits::StandIns;
 use ah_sandbox::none::NoneBackend;
 use ah_sandbox::none::holder::Holder;
 use ah_sandbox::starting::{StartError, Starting};
@@ -63,6 +65,7 @@ pub(crate) fn start_run(
         .run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("the run id {} is not one", setup.run_id))?;
+    let (limits, stand_ins) = RunLimits::plan(args)?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
     let holder = match args.backend {
@@ -79,6 +82,11 @@ pub(crate) fn start_run(
         args.backend.as_str(),
         setup.model_name
     ));
+    let planned = Event::Limits {
+        checked: false,
+        limits: limits.held().0,
+    };
+    announce(session, front, &setup.run_id, planned);
     let holder = holder.and_then(Result::ok);
     let overlay = holder.is_some() || use_overlay(args, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
@@ -122,14 +130,24 @@ pub(crate) fn start_run(
             };
             (
                 Box::new(backend) as Box<dyn Backend>,
-                SandboxStart::default(),
+                SandboxStart {
+                    main: None,
+                    notices,
+                    limits,
+                },
             )
         }
         BackendKind::Podman => {
-            let main = start_podman(args, setup, &dir, &start, &notices, front)?;
+            let how = Confinement {
+                limits: &limits,
+                stand_ins,
+                notices: &notices,
+            };
+            let main = start_podman(args, setup, &dir, &start, &how, front)?;
             let sandbox = SandboxStart {
                 main: Some(main.clone()),
                 notices,
+                limits,
             };
             (Box::new(main), sandbox)
         }
@@ -157,15 +175,25 @@ pub(crate) fn start_run(
     })
 }
 
+/// What the run's container is confined by besides its options: the
+/// limits planned for it and what stands in for missing cgroup limits,
+/// and where its start leaves what it has to say.
+struct Confinement<'a> {
+    limits: &'a RunLimits,
+    stand_ins: StandIns,
+    notices: &'a Notices,
+}
+
 /// Configures the run's container (its network notes go to `front` now)
 /// and starts it in the background. Its start counts into `notices` the
-/// containers of crashed runs it removed.
+/// containers of crashed runs it removed, and checks the limits its init
+/// got.
 fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     start: &Start,
-    notices: &Notices,
+    how: &Confinement<'_>,
     front: &mut dyn Front,
 ) -> Result<Starting> {
     let name = dir.id().to_string();
@@ -180,8 +208,11 @@ fn start_podman(
     };
     options.image = setup.image.clone();
     configure_sandbox(&mut options, &args.sandbox);
+    options.stand_ins = how.stand_ins;
     network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
-    let notices = notices.clone();
+    let notices = how.notices.clone();
+    let limits = how.limits.clone();
+    let strict = args.sandbox.strict_limits;
     // The container's start is over once the baseline is taken too: a
     // baseline that cannot be taken fails the start, and the first command
     // waits for both.
@@ -200,6 +231,12 @@ fn start_podman(
         if let Err(why) = baseline {
             backend.shutdown().await.ok();
             return Err(StartFailure::Baseline(why));
+        }
+        if let Some(seen) = backend.observed_limits()
+            && let Err(refused) = limits.check(&seen, strict)
+        {
+            backend.shutdown().await.ok();
+            return Err(StartFailure::Limits(refused));
         }
         let removed = backend.removed_stale().len();
         notices.add(
@@ -224,6 +261,8 @@ enum StartFailure {
     Podman(#[from] podman::PodmanError),
     #[error("could not read the project's files for the run's baseline: {0}")]
     Baseline(String),
+    #[error(transparent)]
+    Limits(#[from] NotEnforced),
 }
 
 /// What the starts in the background have to say (a fallback, containers
@@ -251,11 +290,13 @@ impl Notices {
 
 /// The run's container while it starts: the run stops if it fails
 /// ([`SandboxStart::failed`]), and learns how the start ended before it
-/// finishes ([`SandboxStart::settled`]). Empty for the none backend.
-#[derive(Default)]
+/// finishes ([`SandboxStart::settled`]). No container for the none
+/// backend; its limits for every backend.
 pub(crate) struct SandboxStart {
     main: Option<Starting>,
     notices: Notices,
+    /// Planned at the start, checked by the container's.
+    pub(crate) limits: RunLimits,
 }
 
 impl SandboxStart {
@@ -396,6 +437,8 @@ pub(crate) struct Ending<'a> {
     /// went on side by side, each on its own.
     pub(crate) branch: Option<String>,
     pub(crate) restored: Option<RestoredFrom>,
+    /// The run's limits as they held (see `run::limits`).
+    pub(crate) limits: RunLimits,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -427,7 +470,16 @@ pub(crate) async fn finish_run(
             Event::egress(result.steps, decision),
         );
     }
+    let (limits, changed) = ending.limits.held();
+    if changed {
+        let checked = Event::Limits {
+            checked: true,
+            limits: limits.clone(),
+        };
+        announce(session, front, run_id, checked);
+    }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
+    manifest.limits = limits;
     for warning in &result.warnings {
         front.notice(&format!("warning: {}", terminal_safe(warning)));
     }

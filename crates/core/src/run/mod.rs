@@ -19,6 +19,7 @@ mod begin;
 mod engine;
 mod front;
 mod lifecycle;
+mod limits;
 mod model;
 mod network;
 mod options;
@@ -272,6 +273,7 @@ async fn run_in_session(
         seq_before: before.seq,
         branch: None,
         restored: origin.restored().cloned(),
+        limits: sandbox.limits.clone(),
     };
     finish_run(run, end, &ending, session, front).await
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
+use super::limits::{Observed, StandIns};
 use super::{Backend, BackendKind, Changed, View};
 use ah_tools::ExecOutput;
 use commands::without_channel;
@@ -104,6 +105,9 @@ pub struct PodmanOptions {
     pub memory: String,
     /// Clamped again to the host's hard limits at start.
     pub ulimits: Ulimits,
+    /// Per-process limits that stand in for cgroup limits podman would
+    /// ignore here (see `limits::plan`).
+    pub stand_ins: StandIns,
     /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
     /// project, never written) and whose changes go to these folders.
     pub overlay: Option<OverlayDirs>,
@@ -133,6 +137,7 @@ impl PodmanOptions {
             pids_limit: 1024,
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
+            stand_ins: StandIns::default(),
             overlay: None,
             network: NetworkMode::None,
             allow: Allowlist::default(),
@@ -173,6 +178,10 @@ pub struct PodmanBackend {
     oom: Option<oom::OomCounter>,
     /// The memory limit, as given (`4g`), to name in a command's result.
     memory: String,
+    /// The data limit that stands in for the memory cgroup, where one does.
+    data_limit: Option<u64>,
+    /// What the container's init got, read once it started.
+    observed: Option<Observed>,
     /// An overlay `/work`: its folders, and its merged view once opened.
     overlay: Option<OverlayDirs>,
     merged: Mutex<Option<crate::merged::Merged>>,
@@ -276,7 +285,11 @@ impl PodmanBackend {
             runtime: opts.runtime.resolve(),
             pids_limit: opts.pids_limit,
             memory: &opts.memory,
-            ulimits: opts.ulimits.clamped(&HostLimits::read()),
+            ulimits: stood_in(opts.ulimits, opts.stand_ins).clamped(&HostLimits::read()),
+            data_limit: opts
+                .stand_ins
+                .data
+                .map(|bytes| bytes.min(args::data_hard())),
             work_dir: &opts.work_dir,
             overlay: opts.overlay.as_ref(),
             init: init.path(),
@@ -309,7 +322,9 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        let oom = oom::OomCounter::find(&podman, &container).await;
+        let inspected = oom::inspect(&podman, &container).await;
+        let oom = inspected.and_then(oom::OomCounter::find);
+        let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
         let mut lane = channel::Lane::default();
         if agent.is_some() {
             match channel::Channel::open(&podman, &container).await {
@@ -328,6 +343,8 @@ impl PodmanBackend {
             egress,
             oom,
             memory: opts.memory.clone(),
+            data_limit: opts.stand_ins.data,
+            observed,
             overlay: opts.overlay.clone(),
             merged: Mutex::new(None),
             _init: init,
@@ -336,6 +353,12 @@ impl PodmanBackend {
             sweeps: AtomicU64::new(0),
             removed_stale,
         })
+    }
+
+    /// The limits the container's init got, read from the host once it
+    /// started (`None` when podman could not say which process it is).
+    pub fn observed_limits(&self) -> Option<Observed> {
+        self.observed
     }
 
     /// The containers left by crashed runs that the start removed.
@@ -523,6 +546,16 @@ pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
             what: "unshare rm",
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
+    }
+}
+
+/// `ulimits` with the process limit that stands in for the pids cgroup.
+fn stood_in(ulimits: Ulimits, stand_ins: StandIns) -> Ulimits {
+    Ulimits {
+        nproc: stand_ins
+            .nproc
+            .map_or(ulimits.nproc, |n| ulimits.nproc.min(n)),
+        ..ulimits
     }
 }
 

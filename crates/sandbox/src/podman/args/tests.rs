@@ -14,6 +14,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
             nofile: 1000,
             nproc: 200,
         },
+        data_limit: None,
         work_dir: work,
         overlay: None,
         init: Path::new("/usr/bin/catatonit"),
@@ -162,4 +163,20 @@ fn host_limits_match_getrlimit_of_this_process() {
         assert_eq!(limits.nofile_hard, expected);
     }
     assert!(Ulimits::for_host().nofile <= limits.nofile_hard);
+}
+
+#[test]
+fn a_data_limit_stands_in_for_a_memory_cgroup_only_when_asked() {
+    let work = Path::new("/w");
+    let without = strings(&run_args(&spec(work)));
+    assert!(!without.iter().any(|a| a.starts_with("--ulimit=data")));
+    let with = RunSpec {
+        data_limit: Some(512 << 20),
+        ..spec(work)
+    };
+    let args = strings(&run_args(&with));
+    assert!(
+        args.contains(&"--ulimit=data=536870912:536870912".to_string()),
+        "{args:?}"
+    );
 }

@@ -107,10 +107,9 @@ impl Side<'_> {
         engine: Box<dyn engine::Engine>,
         front: &mut dyn Front,
     ) -> Result<Vec<Attempt>> {
-        let read_only = engine.read_only_sandbox();
         let mut starts: Vec<Started> = Vec::with_capacity(setups.len());
         for setup in setups {
-            match start_run(self.options, setup, session, read_only, front) {
+            match start_run(self.options, setup, session, front) {
                 Ok(mut started) => {
                     started.run.set_project_tools(setup.project_tools.clone());
                     starts.push(started);

@@ -29,12 +29,6 @@ pub(crate) trait Engine {
     /// that holds the session.
     async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open>;
 
-    /// Whether the run needs a second sandbox that mounts `/work`
-    /// read-only (for phases that may only look).
-    fn read_only_sandbox(&self) -> bool {
-        false
-    }
-
     /// Enters the started run: the engine's loop, ready to drive it.
     fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>>;
 }

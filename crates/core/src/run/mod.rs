@@ -196,15 +196,12 @@ async fn run_in_session(
 ) -> Result<Outcome> {
     let started_at = std::time::SystemTime::now();
     let before = SessionRollback::of(session)?;
-    // Phases that only look (`ah work`'s plan and check) get a second
-    // container that mounts `/work` read-only.
-    let read_only_sandbox = engine.read_only_sandbox();
     let Started {
         mut run,
         origin,
         live: _live,
         sandbox,
-    } = start_run(options, setup, session, read_only_sandbox, front)?;
+    } = start_run(options, setup, session, front)?;
     run.set_project_tools(setup.project_tools.clone());
     let (signals, mut abort) = SignalWatch::start(lock, front.console());
     if let Err(err) = start_servers(&mut run, setup, &sandbox, &mut abort, front).await {

@@ -52,10 +52,6 @@ impl Engine for WorkEngine {
         open_session(options, setup)
     }
 
-    fn read_only_sandbox(&self) -> bool {
-        true
-    }
-
     fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
         // The configuration is settled by now: its value is the default.
         let max_rounds = self.max_rounds.unwrap_or(at.options.config.work.max_rounds);

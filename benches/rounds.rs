@@ -11,6 +11,12 @@
 //! - a whole run with one write step on podman, on a project of 70 000
 //!   files against one of 20: what ah adds that grows with the project
 //!   (prepare, steps, patch, cleanup). Skipped like the podman start;
+//! - a whole `--backend none` run with one write step, and a whole
+//!   `ah work` run (plan, one write, check, verdict) with each backend, on
+//!   70 000 files against 20: the copy (the old way, still taken where no
+//!   overlay can be mounted: here a project path with ':') against the
+//!   overlay (in a namespace of its own with none; podman skipped as
+//!   above);
 //! - a whole run whose model calls no tool, `--backend none` against
 //!   podman the old way (`-c sandbox.cleanup=wait`: the run waits for the
 //!   container it never used, then removes it) and the new (the start is
@@ -20,8 +26,10 @@
 //!   way and the new. Between two runs the bench waits for the detached
 //!   cleanup to end, so that runs do not slow each other.
 //!
-//! Run with `cargo bench --bench rounds`. `AH_BENCH_BIN=/path/to/ah`
-//! measures another build (an older commit, say) with the same harness.
+//! Run with `cargo bench --bench rounds`; `cargo bench --bench rounds --
+//! WORD` runs only the parts whose name holds WORD (`round`, `start`,
+//! `large`, `copy`, `tool`, `end`). `AH_BENCH_BIN=/path/to/ah` measures another build (an
+//! older commit, say) with the same harness.
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
 // harness of its own (clippy does not count it as a test), where a failure
@@ -51,13 +59,29 @@ const ROUNDS: usize = 20;
 /// Runs of each kind; the spread shows the noise.
 const REPEATS: usize = 7;
 
+/// A part of this bench, by the name `cargo bench -- WORD` picks it with.
+type Part = (&'static str, fn(&Path));
+
 fn main() {
     let ah = common::ah_binary();
-    per_round(&ah);
-    start_to_first_request(&ah);
-    large_against_tiny(&ah);
-    no_tool_call(&ah);
-    end_after_last_answer(&ah);
+    let parts: [Part; 6] = [
+        ("per_round", per_round),
+        ("start_to_first_request", start_to_first_request),
+        ("large_against_tiny", large_against_tiny),
+        ("copy_against_overlay", copy_against_overlay),
+        ("no_tool_call", no_tool_call),
+        ("end_after_last_answer", end_after_last_answer),
+    ];
+    // cargo bench passes `--bench` first; any other word picks parts.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|word| !word.starts_with("--"))
+        .collect();
+    for (name, part) in parts {
+        if words.is_empty() || words.iter().any(|word| name.contains(word.as_str())) {
+            part(&ah);
+        }
+    }
 }
 
 /// What this bench does with a project.
@@ -368,6 +392,115 @@ fn end_after_last_answer(ah: &Path) {
     let mut times = each_way(ah, after_last_answer);
     println!("end of a run with one step, last answer → exit ({REPEATS} runs each):");
     print_ways(&mut times);
+}
+
+/// Runs of each kind on the large projects without podman (a copy of
+/// 70 000 files takes seconds).
+const LARGE_REPEATS: usize = 3;
+
+/// The model's turns of an `ah work` run: plan, one write, check, verdict.
+fn work_script() -> Vec<Turn> {
+    let call = |id: &str, tool: &str, input: serde_json::Value| {
+        Turn::reply(Reply::new().tool_use(id, tool, input))
+    };
+    let text = |text: &str| Turn::reply(Reply::new().text(text));
+    vec![
+        call("t1", "report", json!({"content": "## Approach\nWrite.\n"})),
+        text("planned"),
+        call("t2", "bash", json!({"command": "echo new > src/new.rs"})),
+        call("t3", "report", json!({"content": "written"})),
+        text("done"),
+        call("t4", "report", json!({"content": "overall: pass\n"})),
+        text("checked"),
+        call(
+            "t5",
+            "verdict",
+            json!({"decision": "done", "summary": "ok"}),
+        ),
+        text("verdict given"),
+    ]
+}
+
+/// Wall time of a whole `ah work --backend none` run of `project`.
+fn work_none(ah: &Path, project: &Project) -> Duration {
+    work_run(ah, project, "none")
+}
+
+/// Wall time of a whole `ah work --backend podman` run of `project`.
+fn work_podman(ah: &Path, project: &Project) -> Duration {
+    work_run(ah, project, "podman")
+}
+
+/// Wall time of a whole `ah work` run of `project` on `backend`.
+fn work_run(ah: &Path, project: &Project, backend: &str) -> Duration {
+    let mock = MockServer::start(work_script());
+    let issue = project.path().join("../ISSUE.md");
+    std::fs::write(&issue, "Add a file\n\nsrc/new.rs must exist.\n").expect("issue");
+    let started = Instant::now();
+    let out = project
+        .command(ah, &mock.url())
+        .args(["work", "--backend", backend, "--review", "never"])
+        .arg(&issue)
+        .output()
+        .expect("run ah work");
+    check(&out, &format!("{backend} (ah work)"));
+    started.elapsed()
+}
+
+/// Wall time of a whole `--backend none` run of `project` with one write.
+fn none_run(ah: &Path, project: &Project) -> Duration {
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "echo new > src/new.rs && echo x >> src/m0/f0.rs"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let started = Instant::now();
+    project.run(ah, &mock, "none");
+    started.elapsed()
+}
+
+/// A timed run of a project.
+type Timed = fn(&Path, &Project) -> Duration;
+
+fn copy_against_overlay(ah: &Path) {
+    let tiny = Project::new();
+    let overlay = Project::with_files(LARGE);
+    // No overlay can be mounted from a path with ':': the run copies.
+    let copy = Project::named(LARGE, "project:copy");
+    let mut kinds: Vec<(&str, Timed)> = vec![
+        ("--backend none, one write step", none_run),
+        ("ah work --backend none", work_none),
+    ];
+    match podman_missing() {
+        None => kinds.push(("ah work --backend podman", work_podman)),
+        Some(why) => println!("whole run, ah work --backend podman: skipped: {why}"),
+    }
+    for (what, run) in kinds {
+        // One run of each warms the page cache.
+        for project in [&tiny, &overlay, &copy] {
+            run(ah, project);
+        }
+        let (mut small, mut over, mut copied) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut over_extra, mut copy_extra) = (Vec::new(), Vec::new());
+        for _ in 0..LARGE_REPEATS {
+            let t = run(ah, &tiny);
+            let (o, c) = (run(ah, &overlay), run(ah, &copy));
+            small.push(t);
+            over.push(o);
+            copied.push(c);
+            over_extra.push(o.saturating_sub(t));
+            copy_extra.push(c.saturating_sub(t));
+        }
+        println!("whole run, {what} ({LARGE_REPEATS} runs each):");
+        println!("  20 files              {}", spread(&mut small));
+        println!("  {LARGE} files, copy     {}", spread(&mut copied));
+        println!("  {LARGE} files, overlay  {}", spread(&mut over));
+        println!("  copy − 20             {}", spread(&mut copy_extra));
+        println!("  overlay − 20          {}", spread(&mut over_extra));
+    }
 }
 
 /// Why the podman runs cannot be measured here, if they cannot.

@@ -501,8 +501,14 @@ fn a_host_that_moved_on_elsewhere_in_the_file_is_merged_three_way() {
     let child = spawn_ah(&host, &mock, "auto", "change line 10");
 
     // Line 13 is inside the patch's 3 lines of context, so only a 3-way
-    // merge (not a plain apply) brings both changes together.
+    // merge (not a plain apply) brings both changes together. The host
+    // moves on once the step has changed the file: before that the work
+    // copy still shows the project's own version of it.
     mock.wait_for_requests(1, SYNC);
+    wait_until("the step's change", SYNC, || {
+        std::fs::read_to_string(work_view(&host.run()).join("merge.txt"))
+            .is_ok_and(|text| text.contains("by the run"))
+    });
     host.write(
         "merge.txt",
         &numbered_lines(20).replace("line 13\n", "line 13 by the host\n"),

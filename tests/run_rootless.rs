@@ -310,3 +310,149 @@ fn another_user_cannot_run_what_the_users_sandbox_made_set_uid() {
         "another user ran it: {said}"
     );
 }
+
+#[test]
+fn an_unprivileged_user_runs_the_none_backend_in_an_overlay() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let (user, project) = (&p.user, &p.project);
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": "id -u; pwd; grep CapEff /proc/self/status; echo made > made.txt; \
+                echo two >> a.txt"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = p.ah(
+        &mock,
+        &[],
+        &["--backend", "none", "--review", "never", "make a file"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("copying the project"),
+        "{}",
+        describe(&out)
+    );
+    let told = mock.requests()[1].told();
+    let mut lines = told.lines();
+    assert_eq!(lines.next(), Some(user.uid.to_string().as_str()), "{told}");
+    let run = std::fs::read_dir(project.join(".ah/runs"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    assert_eq!(
+        lines.next(),
+        Some(&*run.join("work").to_string_lossy()),
+        "{told}"
+    );
+    assert_eq!(
+        lines.next(),
+        Some("CapEff:\t0000000000000000"),
+        "commands hold no capability:\n{told}"
+    );
+    let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+    assert!(patch.contains("+made") && patch.contains("+two"), "{patch}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    // The run's overlay folders, scratch included, were removed as the user.
+    for gone in ["work", "upper", "overlay"] {
+        assert!(!run.join(gone).exists(), "{gone} is left");
+    }
+}
+
+#[test]
+fn rootless_memory_past_the_limit_is_stopped_by_the_stand_in_and_said_so() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    if ah_sandbox::limits::Cgroups::for_containers(true).memory {
+        // Delegated cgroups here: the cgroup holds, as rootful.
+        return;
+    }
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use(
+            "toolu_1",
+            "bash",
+            json!({"command": crate::limits::ALLOCATE_2G}),
+        )),
+        Turn::reply(Reply::new().tool_use(
+            "toolu_2",
+            "bash",
+            json!({"command": "git init -q /tmp/r && git -C /tmp/r status --short && python3 -c 'print(6 * 7)'"}),
+        )),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = p.ah(
+        &mock,
+        &[],
+        &["--memory", "512m", "--review", "never", "use memory"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "limits not as asked: memory 512m: not enforced by a cgroup (rootless podman on \
+             cgroup v1); a per-process data limit of 512m stands in"
+        ) && stderr.contains("pids 1024: not enforced by a cgroup"),
+        "one start line says what stands in:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("podman exec each"),
+        "the channel's agent runs: {stderr}"
+    );
+    let requests = mock.requests();
+    let killed = requests[1].told();
+    assert!(
+        killed.contains("[ah: the sandbox's memory limit (512m) was hit during this command: an allocation was refused")
+            && !killed.contains("allocated 2147483648"),
+        "the stand-in stopped the allocation and the model is told:\n{killed}"
+    );
+    assert_eq!(
+        requests[2].told(),
+        "42\nexit code: 0",
+        "git and python work under it"
+    );
+
+    let runs = p.project.join(".ah/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let manifest = crate::support::host::json_file(&run.join("manifest.json"));
+    let memory = crate::limits::entry(&manifest["limits"], "memory");
+    assert_eq!(memory["by"], json!("rlimit"), "{manifest}");
+    assert_eq!(
+        crate::limits::entry(&manifest["limits"], "pids")["by"],
+        json!("rlimit")
+    );
+}
+
+#[test]
+fn rootless_strict_limits_refuses_where_the_memory_cgroup_does_not_apply() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    if ah_sandbox::limits::Cgroups::for_containers(true).memory {
+        return;
+    }
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let out = p.ah(&mock, &[], &["--strict-limits", "--memory", "512m", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refusing to run (--strict-limits): memory 512m: not enforced by a cgroup")
+            && stderr.contains("ah doctor"),
+        "{stderr}"
+    );
+    assert!(mock.requests().is_empty(), "the model was never asked");
+}

@@ -116,11 +116,15 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
     // A server of the user's own, whose call timeout the project raises.
     let home_config = host.home.join(".config/ah/config.toml");
     std::fs::create_dir_all(home_config.parent().unwrap()).unwrap();
-    std::fs::write(&home_config, "[mcp.mine]\ncommand = \"true\"\n").unwrap();
+    std::fs::write(
+        &home_config,
+        "[sandbox]\nstrict_limits = true\n[mcp.mine]\ncommand = \"true\"\n",
+    )
+    .unwrap();
     host.write(
         ".ah/config.toml",
         "[sandbox]\nmemory = \"512g\"\npids_limit = 4000000\ndisk_budget = \"900T\"\n\
-         nproc = 4000000\n[agent]\nmax_artifact_size = 100000\nloop_window = 0\n\
+         nproc = 4000000\nstrict_limits = false\n[agent]\nmax_artifact_size = 100000\nloop_window = 0\n\
          [tools.output]\nbash = 9999999\n[work]\nmax_rounds = 99\n\
          [mcp.mine]\ntimeout = 600\n",
     );
@@ -136,6 +140,7 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
         "work.max_rounds=99 (.ah/config.toml)",
         "mcp.mine.timeout=600 (.ah/config.toml)",
         "tools.output.bash=9999999 (.ah/config.toml)",
+        "sandbox.strict_limits=false (.ah/config.toml)",
     ] {
         assert!(line.contains(named), "{named} missing from:\n{line}");
     }
@@ -167,4 +172,48 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
         &[],
     );
     assert_eq!(warning_line(&out), None, "{}", describe(&out));
+}
+
+#[test]
+fn a_servers_variables_are_named_only_when_it_gets_them() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // A secret the project alone lists, the API key, ah's own PATH, an unset
+    // variable and one with a line break are refused; RUST_LOG passes.
+    host.write(
+        ".ah/config.toml",
+        "[mcp.srv]\ncommand = \"true\"\n\
+         env = [\"MY_TOKEN\", \"ANTHROPIC_API_KEY\", \"PATH\", \"AH_TEST_UNSET\", \
+         \"AH_TEST_BROKEN\", \"RUST_LOG\"]\n",
+    );
+    let token = std::path::Path::new("tok_for_nobody_0001");
+    let broken = std::path::Path::new("a\nb");
+    let debug = std::path::Path::new("debug");
+    let out = run(
+        &host,
+        &["--backend", "none"],
+        &[
+            ("MY_TOKEN", token),
+            ("AH_TEST_BROKEN", broken),
+            ("RUST_LOG", debug),
+        ],
+    );
+    let line = warning_line(&out).unwrap_or_else(|| panic!("no warning:\n{}", describe(&out)));
+    assert!(
+        line.contains("mcp.srv env += RUST_LOG (.ah/config.toml)"),
+        "{line}"
+    );
+    for refused in [
+        "MY_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "PATH",
+        "AH_TEST_UNSET",
+        "AH_TEST_BROKEN",
+    ] {
+        assert!(!line.contains(refused), "{refused} is not passed: {line}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("MCP server srv: MY_TOKEN is not passed"),
+        "{stderr}"
+    );
 }

@@ -101,6 +101,21 @@ fn done_on_the_first_round_applies_the_patch_and_plan_cannot_write() {
     );
     assert_eq!(tools_of(&requests[8]), ["read", "bash", "report"]);
     assert_eq!(tools_of(&requests[11]), ["read", "verdict"]);
+    // Each phase's prompt names the tools of that phase: plan cannot write.
+    let plan_system = requests[0].system();
+    assert!(
+        plan_system.contains("you have `read`, `bash` and `report`."),
+        "{plan_system}"
+    );
+    for absent in ["`write`", "`edit`", "Prefer", "{{"] {
+        assert!(!plan_system.contains(absent), "{absent} in {plan_system}");
+    }
+    let do_system = requests[5].system();
+    assert!(
+        do_system.contains("with `read`, `write`, `edit`, `bash` and `report`.")
+            && do_system.contains("Prefer `edit` for changes to existing files"),
+        "{do_system}"
+    );
     let refused = requests[1].told();
     assert!(
         refused.contains("/work is read-only in this phase"),
@@ -466,7 +481,12 @@ fn an_interrupt_in_a_phase_saves_the_patch_and_exits_130() {
     wait_until("the do phase's sleep", Duration::from_secs(60), || {
         host.runs()
             .iter()
-            .any(|run| run.join("work/started").exists())
+            // In the overlay's upper folder (a copy where none can be mounted).
+            .any(|run| {
+                ["upper/started", "work/started"]
+                    .iter()
+                    .any(|f| run.join(f).exists())
+            })
     });
     crate::support::send_signal(child.id(), rustix::process::Signal::INT);
     let out = child.wait_with_output().unwrap();

@@ -23,6 +23,8 @@ pub(crate) fn ah_binary() -> PathBuf {
 /// A project with a few files, committed, and a home of its own.
 pub(crate) struct Project {
     root: tempfile::TempDir,
+    /// The project's folder in `root`.
+    name: &'static str,
 }
 
 impl Project {
@@ -32,8 +34,13 @@ impl Project {
 
     /// A project of `files` small source files, 100 to a folder.
     pub(crate) fn with_files(files: usize) -> Project {
+        Project::named(files, "project")
+    }
+
+    /// [`Project::with_files`] in a folder called `name`.
+    pub(crate) fn named(files: usize, name: &'static str) -> Project {
         let root = tempfile::tempdir().expect("temp dir");
-        let project = root.path().join("project");
+        let project = root.path().join(name);
         std::fs::create_dir_all(root.path().join("home")).expect("home dir");
         for i in 0..files {
             let dir = project.join(format!("src/m{}", i / 100));
@@ -72,11 +79,11 @@ impl Project {
             .status()
             .expect("run git");
         assert!(refreshed.success(), "git update-index failed");
-        Project { root }
+        Project { root, name }
     }
 
     pub(crate) fn path(&self) -> PathBuf {
-        self.root.path().join("project")
+        self.root.path().join(self.name)
     }
 
     /// `ah` in the project with the model at `mock_url` and an environment

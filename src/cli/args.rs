@@ -190,6 +190,13 @@ pub(crate) struct SandboxArgs {
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub pids_limit: u32,
 
+    /// Refuse to run when a limit asked for (memory, pids) cannot be
+    /// enforced by a cgroup here, rather than run with a weaker stand-in
+    /// (rootless podman on cgroup v1, `--backend none`) [config:
+    /// sandbox.strict_limits].
+    #[arg(long)]
+    pub strict_limits: bool,
+
     /// A resource limit inside the sandbox, `nofile=N` or `nproc=N`
     /// (repeatable); lowered to the caller's hard limits when higher.
     #[arg(long = "ulimit", value_name = "KIND=N", value_parser = parse_ulimit)]
@@ -433,6 +440,7 @@ impl RunArgs {
                 memory: sandbox.memory.clone(),
                 disk_budget: sandbox.disk_budget,
                 pids_limit: sandbox.pids_limit,
+                strict_limits: sandbox.strict_limits,
                 ulimits: sandbox.ulimits.clone(),
                 network: sandbox.network,
                 allow_hosts: sandbox.allow_hosts.clone(),

@@ -56,6 +56,13 @@ pub enum Event {
         model: String,
         backend: String,
     },
+    /// The run's limits and what holds each: planned at the start
+    /// (`checked` false), and again at the end when the container's check
+    /// found them otherwise (`checked` true).
+    Limits {
+        checked: bool,
+        limits: Vec<ah_sandbox::limits::Held>,
+    },
     TurnStart {
         turn: u32,
     },

@@ -14,6 +14,8 @@ pub mod disk;
 pub mod doctor;
 pub mod egress;
 pub mod image;
+pub mod limits;
+mod merged;
 pub mod none;
 pub mod podman;
 pub mod starting;
@@ -120,7 +122,7 @@ pub trait Backend: Send + Sync {
 
     /// The host's view of `/work`, up to date with every command so far:
     /// the work copy, or for an overlay `/work` its merged view (see
-    /// `podman::merged`), valid until the next command runs.
+    /// `merged`), valid until the next command runs.
     async fn view(&self) -> std::io::Result<View>;
 
     /// Makes the sandbox see what the host changed in its view since the

@@ -1,5 +1,6 @@
 //! The `none` backend: no sandbox. Commands run on the host with `bash -c`, in
-//! the run's work copy, with an environment built from nothing (so no API key
+//! the run's work folder — a copy of the project, or an overlay of it in a
+//! mount namespace of its own ([`holder`]) — with an environment built from nothing (so no API key
 //! or token of the user's shell reaches the model's commands), in their own
 //! process group so that a timeout or a cancelled step kills everything they
 //! started. Output is captured concurrently and capped in memory.
@@ -9,6 +10,8 @@
 //! them, such processes would keep changing the work copy after the step's
 //! commit and outlive the run on the host.
 
+pub mod holder;
+
 pub use super::capture::{HEAD_BYTES, TAIL_BYTES};
 
 use std::ffi::OsString;
@@ -17,6 +20,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::{Pin, pin};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
@@ -24,6 +28,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use super::capture::{Capture, pump};
+use super::podman::OverlayDirs;
 use super::{Backend, BackendKind, Changed, Program, Spawned, View};
 use ah_tools::ExecOutput;
 
@@ -41,12 +46,51 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 #[derive(Debug, Clone)]
 pub struct NoneBackend {
     work_dir: PathBuf,
+    overlay: Option<Arc<Overlay>>,
+}
+
+/// The none backend's overlay: its namespace, and its folders.
+#[derive(Debug)]
+struct Overlay {
+    namespace: std::sync::Mutex<holder::Namespace>,
+    dirs: OverlayDirs,
 }
 
 impl NoneBackend {
+    /// Commands run in the work copy `work_dir`.
     pub fn new(work_dir: impl Into<PathBuf>) -> NoneBackend {
         NoneBackend {
             work_dir: work_dir.into(),
+            overlay: None,
+        }
+    }
+
+    /// Commands run in `namespace`, whose overlay with the folders `dirs`
+    /// is mounted on `work_dir`.
+    pub fn over(
+        work_dir: impl Into<PathBuf>,
+        namespace: holder::Namespace,
+        dirs: OverlayDirs,
+    ) -> NoneBackend {
+        NoneBackend {
+            work_dir: work_dir.into(),
+            overlay: Some(Arc::new(Overlay {
+                namespace: std::sync::Mutex::new(namespace),
+                dirs,
+            })),
+        }
+    }
+
+    /// A command for `program` in the work folder (inside the overlay's
+    /// namespaces, for an overlay).
+    fn command(&self, program: &str) -> Command {
+        match &self.overlay {
+            Some(overlay) => overlay.lock().command(program),
+            None => {
+                let mut command = Command::new(program);
+                command.current_dir(&self.work_dir);
+                command
+            }
         }
     }
 
@@ -62,10 +106,9 @@ impl Backend for NoneBackend {
     }
 
     async fn exec(&self, command: &str, timeout: Duration) -> io::Result<ExecOutput> {
-        let mut cmd = Command::new("bash");
+        let mut cmd = self.command("bash");
         cmd.arg("-c")
             .arg(command)
-            .current_dir(&self.work_dir)
             .env_clear()
             .envs(clean_env(&self.work_dir));
         run_in_group(cmd, timeout).await.map_err(|e| {
@@ -77,9 +120,15 @@ impl Backend for NoneBackend {
     }
 
     async fn view(&self) -> io::Result<View> {
-        Ok(View {
-            root: self.work_dir.clone(),
-            changed: Changed::Anywhere,
+        Ok(match &self.overlay {
+            Some(overlay) => View {
+                root: overlay.lock().view()?,
+                changed: Changed::Within(overlay.dirs.upper.clone()),
+            },
+            None => View {
+                root: self.work_dir.clone(),
+                changed: Changed::Anywhere,
+            },
         })
     }
 
@@ -87,9 +136,8 @@ impl Backend for NoneBackend {
     /// clean environment and `program.env`, as the leader of a process
     /// group of its own (a command's end does not reach it).
     async fn spawn(&self, program: &Program<'_>) -> io::Result<Spawned> {
-        let mut cmd = Command::new(program.command);
+        let mut cmd = self.command(program.command);
         cmd.args(program.args)
-            .current_dir(&self.work_dir)
             .env_clear()
             .envs(clean_env(&self.work_dir))
             .envs(program.env.iter().map(|(name, value)| (name, value)))
@@ -103,8 +151,28 @@ impl Backend for NoneBackend {
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {}: {e}", program.command)))
     }
 
+    /// Ends an overlay's namespace (its mount goes with it) and removes
+    /// its scratch folder and mount point; the upper folder is the run's.
     async fn shutdown(&self) -> io::Result<()> {
-        Ok(())
+        let Some(overlay) = &self.overlay else {
+            return Ok(());
+        };
+        overlay.lock().end();
+        if overlay.dirs.work.exists() {
+            holder::remove_scratch(&overlay.dirs.work)?;
+        }
+        match std::fs::remove_dir(&self.work_dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Overlay {
+    fn lock(&self) -> std::sync::MutexGuard<'_, holder::Namespace> {
+        self.namespace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 

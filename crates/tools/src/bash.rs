@@ -110,14 +110,9 @@ fn report(
             output.dropped_bytes
         );
     }
-    if let Some(limit) = &output.memory_limit_hit {
-        details["memory_limit_hit"] = json!(limit);
-        let _ = writeln!(
-            content,
-            "[ah: the sandbox's memory limit ({limit}) was hit during this command: the kernel \
-             killed a process (out of memory), whatever the exit code below says; its output \
-             may be cut]"
-        );
+    if let Some(hit) = &output.memory_limit_hit {
+        details["memory_limit_hit"] = json!(hit.limit);
+        let _ = writeln!(content, "{}", hit.told("during this command"));
     }
     content.push_str(&status);
     ToolOutput {
@@ -294,7 +289,10 @@ mod tests {
         let output = ExecOutput {
             stdout: b"\n".to_vec(),
             exit_code: Some(0),
-            memory_limit_hit: Some("4g".to_string()),
+            memory_limit_hit: Some(crate::MemoryLimitHit {
+                limit: "4g".to_string(),
+                by: crate::HitBy::Cgroup,
+            }),
             ..ExecOutput::default()
         };
         let out = report("python3 big.py | tail -1", 120, 7, output, &exec);
@@ -302,8 +300,8 @@ mod tests {
         assert_eq!(
             out.content,
             "\n[ah: the sandbox's memory limit (4g) was hit during this command: the kernel \
-             killed a process (out of memory), whatever the exit code below says; its output \
-             may be cut]\nexit code: 0"
+             killed a process (out of memory), whatever the exit code says; its output may be \
+             cut]\nexit code: 0"
         );
     }
 

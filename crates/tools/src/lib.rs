@@ -53,11 +53,48 @@ pub struct ExecOutput {
     /// outgrew what a backend keeps in memory; a marker line in the stream shows
     /// where. 0 when nothing was cut.
     pub dropped_bytes: u64,
-    /// The sandbox's memory limit (as given, e.g. `4g`) when the kernel
-    /// killed a process for lack of memory under it while the command ran,
-    /// whatever the command's exit code says. `None` when it did not, or
-    /// when the backend cannot tell.
-    pub memory_limit_hit: Option<String>,
+    /// The sandbox's memory limit when the command hit it, whatever the
+    /// command's exit code says. `None` when it did not, or when the
+    /// backend cannot tell.
+    pub memory_limit_hit: Option<MemoryLimitHit>,
+}
+
+/// The sandbox's memory limit was hit during a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryLimitHit {
+    /// The limit as given, e.g. `4g`.
+    pub limit: String,
+    /// How it was hit: the kernel's OOM killer ended a process in the
+    /// sandbox's cgroup, or (where a per-process data limit stands in for
+    /// the cgroup) an allocation failed and the command said so.
+    pub by: HitBy,
+}
+
+/// What stopped a command at the memory limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HitBy {
+    /// The OOM killer of the sandbox's memory cgroup.
+    Cgroup,
+    /// The per-process data limit that stands in for the cgroup.
+    DataLimit,
+}
+
+impl MemoryLimitHit {
+    /// What the model is told, as one `[ah: …]` line.
+    pub fn told(&self, during: &str) -> String {
+        let limit = &self.limit;
+        match self.by {
+            HitBy::Cgroup => format!(
+                "[ah: the sandbox's memory limit ({limit}) was hit {during}: the kernel killed \
+                 a process (out of memory), whatever the exit code says; its output may be cut]"
+            ),
+            HitBy::DataLimit => format!(
+                "[ah: the sandbox's memory limit ({limit}) was hit {during}: an allocation was \
+                 refused (out of memory) by the per-process data limit that stands in for the \
+                 memory cgroup here, whatever the exit code says; its output may be cut]"
+            ),
+        }
+    }
 }
 
 /// Where tools act. Implemented by the sandbox layer.

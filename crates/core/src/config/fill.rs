@@ -57,6 +57,8 @@ pub fn fill(args: &mut RunOptions, config: &Config) {
         sandbox.pids_limit = config.sandbox.pids_limit;
     }
     sandbox.cleanup = config.sandbox.cleanup;
+    // `--strict-limits` can only tighten: a file cannot turn it off.
+    sandbox.strict_limits |= config.sandbox.strict_limits;
     let mut ulimits: Vec<(UlimitKind, u64)> = [
         config.sandbox.nofile.map(|n| (UlimitKind::Nofile, n)),
         config.sandbox.nproc.map(|n| (UlimitKind::Nproc, n)),

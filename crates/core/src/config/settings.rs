@@ -87,6 +87,9 @@ pub struct SandboxSettings {
     /// What the run directory may take on disk, e.g. `10G`.
     pub disk_budget: String,
     pub pids_limit: u32,
+    /// Refuse to run when a limit asked for cannot be enforced by a cgroup
+    /// here (rootless podman on cgroup v1, `--backend none`).
+    pub strict_limits: bool,
     /// Open files inside the sandbox (lowered to the host's hard limit).
     pub nofile: Option<u64>,
     /// Processes per user inside the sandbox (lowered likewise).
@@ -187,6 +190,7 @@ impl Default for SandboxSettings {
             memory: "4g".to_string(),
             disk_budget: "10G".to_string(),
             pids_limit: 1024,
+            strict_limits: false,
             nofile: None,
             nproc: None,
             env: Vec::new(),

@@ -34,6 +34,14 @@ fn examples() -> Vec<Event> {
             model: "m".into(),
             backend: "none".into(),
         },
+        Event::Limits {
+            checked: false,
+            limits: ah_sandbox::limits::plan_on_host(&ah_sandbox::limits::Asked {
+                memory: "4g".into(),
+                pids: 1024,
+                disk_budget: None,
+            }),
+        },
         Event::TurnStart { turn: 1 },
         Event::TurnEnd { turn: 1 },
         Event::ApiCallStart {

@@ -16,8 +16,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use ah_base::count;
 use anyhow::Result;
 
+use super::limits::{NotEnforced, RunLimits};
 use super::network;
 use super::queue::dropped_lines;
 use super::review::{self, Review, Reviewed};
@@ -36,7 +38,9 @@ use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, Review
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::cleanup::{Cleanup, Remains};
 use ah_sandbox::disk::DiskBudget;
+use ah_sandbox::limits::StandIns;
 use ah_sandbox::none::NoneBackend;
+use ah_sandbox::none::holder::Holder;
 use ah_sandbox::starting::{StartError, Starting};
 use ah_sandbox::{Backend, BackendKind, podman};
 use ah_session::queue::SessionLock;
@@ -57,30 +61,43 @@ pub(crate) struct Started {
 /// project's files, or those of the session's fork point: see
 /// `time_travel`) and starts the sandbox in the background: the model is
 /// asked while the container starts, and the run's first command waits for
-/// it (see [`SandboxStart`]). With `read_only_sandbox`, the podman backend
-/// also gets a second container that mounts `/work` read-only, for steps
-/// whose rules make `/work` read-only (the none backend has no such mount:
-/// its read-only steps are undone when they change anything).
+/// it (see [`SandboxStart`]). Every engine's run has the one sandbox: a
+/// step whose rules make `/work` read-only (`ah work`'s plan and check)
+/// runs there too, and is undone when it changes anything (`ah_record::run`).
 pub(crate) fn start_run(
     args: &RunOptions,
     setup: &RunSetup,
     session: &Session,
-    read_only_sandbox: bool,
     front: &mut dyn Front,
 ) -> Result<Started> {
     let id = setup
         .run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("the run id {} is not one", setup.run_id))?;
+    let (limits, stand_ins) = RunLimits::plan(args)?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
+    let holder = match args.backend {
+        BackendKind::None => Some(none_holder(&setup.project, &dir)),
+        BackendKind::Podman => None,
+    };
+    let copying = match &holder {
+        Some(Err(why)) => format!("; copying the project: {}", terminal_safe(why)),
+        _ => String::new(),
+    };
     front.notice(&format!(
-        "run {} ({} backend, model {})",
+        "run {} ({} backend, {}{copying})",
         dir.id(),
         args.backend.as_str(),
-        setup.model_name
+        setup.models_shown()
     ));
-    let overlay = use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
+    let planned = Event::Limits {
+        checked: false,
+        limits: limits.held().0,
+    };
+    announce(session, front, &setup.run_id, planned);
+    let holder = holder.and_then(Result::ok);
+    let overlay = holder.is_some() || use_overlay(args, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -107,19 +124,39 @@ pub(crate) fn start_run(
     }
     let notices = Notices::default();
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
-        BackendKind::None => (
-            Box::new(NoneBackend::new(dir.work_dir())),
-            SandboxStart::default(),
-        ),
+        BackendKind::None => {
+            let backend = match (holder, &start.overlay) {
+                (Some(holder), Some(overlay)) => {
+                    let namespace = holder.mount().map_err(|why| {
+                        anyhow::anyhow!(
+                            "{why} (a probe mount had worked); run again, or use \
+                             --backend podman"
+                        )
+                    })?;
+                    NoneBackend::over(dir.work_dir(), namespace, overlay.dirs.clone())
+                }
+                _ => NoneBackend::new(dir.work_dir()),
+            };
+            (
+                Box::new(backend) as Box<dyn Backend>,
+                SandboxStart {
+                    main: None,
+                    notices,
+                    limits,
+                },
+            )
+        }
         BackendKind::Podman => {
-            let main = start_podman(args, setup, &dir, &start, false, &notices, front)?;
-            let read_only = read_only_sandbox
-                .then(|| start_podman(args, setup, &dir, &start, true, &notices, front))
-                .transpose()?;
+            let how = Confinement {
+                limits: &limits,
+                stand_ins,
+                notices: &notices,
+            };
+            let main = start_podman(args, setup, &dir, &start, &how, front)?;
             let sandbox = SandboxStart {
                 main: Some(main.clone()),
-                read_only: read_only.clone(),
                 notices,
+                limits,
             };
             (Box::new(main), sandbox)
         }
@@ -131,9 +168,6 @@ pub(crate) fn start_run(
         setup.policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
     );
-    if let Some(read_only) = &sandbox.read_only {
-        run.attach_read_only_backend(Box::new(read_only.clone()));
-    }
     run.set_output_limits(output_limits(&args.output_limits));
     if let Some(max_bytes) = args.sandbox.disk_budget {
         run.set_disk_budget(DiskBudget {
@@ -151,23 +185,28 @@ pub(crate) fn start_run(
     })
 }
 
+/// What the run's container is confined by besides its options: the
+/// limits planned for it and what stands in for missing cgroup limits,
+/// and where its start leaves what it has to say.
+struct Confinement<'a> {
+    limits: &'a RunLimits,
+    stand_ins: StandIns,
+    notices: &'a Notices,
+}
+
 /// Configures the run's container (its network notes go to `front` now)
-/// and starts it in the background; the read-only one is `ah-<run>-ro`.
-/// The main container's start counts into `removed_stale` the containers of
-/// crashed runs it removed.
+/// and starts it in the background. Its start counts into `notices` the
+/// containers of crashed runs it removed, and checks the limits its init
+/// got.
 fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     start: &Start,
-    read_only: bool,
-    notices: &Notices,
+    how: &Confinement<'_>,
     front: &mut dyn Front,
 ) -> Result<Starting> {
-    let name = match read_only {
-        true => format!("{}-ro", dir.id()),
-        false => dir.id().to_string(),
-    };
+    let name = dir.id().to_string();
     let mut options = match &start.overlay {
         Some(overlay) => {
             let mut options = podman::PodmanOptions::new(&name, &overlay.project);
@@ -178,19 +217,16 @@ fn start_podman(
         None => podman::PodmanOptions::new(&name, &dir.work_dir()),
     };
     options.image = setup.image.clone();
-    options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);
-    if read_only {
-        // Plan and check read and test; they get no network.
-        network::configure_offline(&mut options, &setup.policy);
-    } else {
-        network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
-    }
-    let notices = notices.clone();
-    // The main container's start is over once the baseline is taken too: a
+    options.stand_ins = how.stand_ins;
+    network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
+    let notices = how.notices.clone();
+    let limits = how.limits.clone();
+    let strict = args.sandbox.strict_limits;
+    // The container's start is over once the baseline is taken too: a
     // baseline that cannot be taken fails the start, and the first command
     // waits for both.
-    let taking = (!read_only).then(|| start.taking.clone()).flatten();
+    let taking = start.taking.clone();
     let leaving = (options.remains(), options.makers.clone());
     let starting = Starting::spawn(BackendKind::Podman, async move {
         let baseline = async move {
@@ -207,6 +243,12 @@ fn start_podman(
             backend.shutdown().await.ok();
             return Err(StartFailure::Baseline(why));
         }
+        if let Some(seen) = backend.observed_limits()
+            && let Err(refused) = limits.check(&seen, strict)
+        {
+            backend.shutdown().await.ok();
+            return Err(StartFailure::Limits(refused));
+        }
         let removed = backend.removed_stale().len();
         notices.add(
             backend
@@ -216,7 +258,8 @@ fn start_podman(
         );
         if removed > 0 {
             notices.add([format!(
-                "removed {removed} container(s) left by an earlier run that did not finish"
+                "removed {} left by an earlier run that did not finish",
+                count(removed, "container", "containers")
             )]);
         }
         Ok::<_, StartFailure>(backend)
@@ -224,13 +267,15 @@ fn start_podman(
     Ok(starting.leaving(leaving.0, leaving.1))
 }
 
-/// Why the main container's start failed.
+/// Why the container's start failed.
 #[derive(Debug, thiserror::Error)]
 enum StartFailure {
     #[error(transparent)]
     Podman(#[from] podman::PodmanError),
     #[error("could not read the project's files for the run's baseline: {0}")]
     Baseline(String),
+    #[error(transparent)]
+    Limits(#[from] NotEnforced),
 }
 
 /// What the starts in the background have to say (a fallback, containers
@@ -256,44 +301,36 @@ impl Notices {
     }
 }
 
-/// The run's containers while they start: the run stops on the first that
-/// fails ([`SandboxStart::failed`]), and learns how the starts ended before
-/// it finishes ([`SandboxStart::settled`]). Empty for the none backend.
-#[derive(Default)]
+/// The run's container while it starts: the run stops if it fails
+/// ([`SandboxStart::failed`]), and learns how the start ended before it
+/// finishes ([`SandboxStart::settled`]). No container for the none
+/// backend; its limits for every backend.
 pub(crate) struct SandboxStart {
     main: Option<Starting>,
-    read_only: Option<Starting>,
     notices: Notices,
+    /// Planned at the start, checked by the container's.
+    pub(crate) limits: RunLimits,
 }
 
 impl SandboxStart {
-    /// Completes only if a container fails to start, with its error.
+    /// Completes only if the container fails to start, with its error.
     pub(crate) async fn failed(&self) -> StartError {
-        let failed = |start: &Option<Starting>| {
-            let start = start.clone();
-            async move {
-                match start {
-                    Some(start) => start.failed().await,
-                    None => std::future::pending().await,
-                }
-            }
-        };
-        tokio::select! {
-            err = failed(&self.main) => err,
-            err = failed(&self.read_only) => err,
+        match &self.main {
+            Some(start) => start.failed().await,
+            None => std::future::pending().await,
         }
     }
 
-    /// How the starts ended: the first error, if one failed. What they had
-    /// to say goes to `front`. A start still under way is waited for only
-    /// under [`Cleanup::Wait`]: the run did not need it, and its end
-    /// abandons it (see `Starting::leaving`).
+    /// How the start ended: its error, if it failed. What it had to say
+    /// goes to `front`. A start still under way is waited for only under
+    /// [`Cleanup::Wait`]: the run did not need it, and its end abandons it
+    /// (see `Starting::leaving`).
     pub(crate) async fn settled(
         &self,
         front: &mut dyn Front,
         cleanup: Cleanup,
     ) -> Result<(), StartError> {
-        for start in [&self.main, &self.read_only].into_iter().flatten() {
+        if let Some(start) = &self.main {
             match (start.ended(), cleanup) {
                 (Some(ended), _) => ended?,
                 (None, Cleanup::Wait) => drop(start.ready().await?),
@@ -306,13 +343,13 @@ impl SandboxStart {
         Ok(())
     }
 
-    /// Removes whatever the starts made, once they are over (for a run that
+    /// Removes whatever the start made, once it is over (for a run that
     /// ends without finishing: its sandbox failed, or it could not begin).
     pub(crate) async fn shutdown(&self, front: &mut dyn Front) {
-        for start in [&self.main, &self.read_only].into_iter().flatten() {
-            if let Err(err) = start.shutdown().await {
-                front.notice(&format!("warning: the sandbox could not be removed: {err}"));
-            }
+        if let Some(start) = &self.main
+            && let Err(err) = start.shutdown().await
+        {
+            front.notice(&format!("warning: the sandbox could not be removed: {err}"));
         }
     }
 }
@@ -374,18 +411,21 @@ impl SessionRollback {
     }
 }
 
-/// Whether the run's `/work` is an overlay of the project (podman, an
-/// agent run: `ah work` keeps a copy, which its read-only phases mount
-/// read-only) rather than a copy. Where podman cannot mount the project or
-/// the run directory, the run copies, and says so.
-fn use_overlay(
-    args: &RunOptions,
-    read_only_sandbox: bool,
-    project: &Path,
-    dir: &RunDir,
-    front: &mut dyn Front,
-) -> bool {
-    if args.backend != BackendKind::Podman || read_only_sandbox {
+/// The none backend's namespace holder, probed (see
+/// `ah_sandbox::none::holder`), or why the run copies the project instead.
+fn none_holder(project: &Path, dir: &RunDir) -> Result<Holder, String> {
+    let dirs = podman::OverlayDirs {
+        upper: dir.upper_dir(),
+        work: dir.overlay_scratch_dir(),
+    };
+    Holder::probe(project, &dirs, &dir.work_dir(), &dir.path().join("probe"))
+}
+
+/// Whether a podman run's `/work` is an overlay of the project rather than
+/// a copy. Where podman cannot mount the project or the run directory, the
+/// run copies, and says so.
+fn use_overlay(args: &RunOptions, project: &Path, dir: &RunDir, front: &mut dyn Front) -> bool {
+    if args.backend != BackendKind::Podman {
         return false;
     }
     let paths = [project.to_path_buf(), dir.path().to_path_buf()];
@@ -422,6 +462,8 @@ pub(crate) struct Ending<'a> {
     pub(crate) restored: Option<RestoredFrom>,
     /// The run's liveness, which a detached cleanup keeps until it is done.
     pub(crate) live: &'a LiveLock,
+    /// The run's limits as they held (see `run::limits`).
+    pub(crate) limits: RunLimits,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -456,7 +498,16 @@ pub(crate) async fn finish_run(
             Event::egress(result.steps, decision),
         );
     }
+    let (limits, changed) = ending.limits.held();
+    if changed {
+        let checked = Event::Limits {
+            checked: true,
+            limits: limits.clone(),
+        };
+        announce(session, front, run_id, checked);
+    }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
+    manifest.limits = limits;
     for warning in &result.warnings {
         front.notice(&format!("warning: {}", terminal_safe(warning)));
     }
@@ -720,11 +771,15 @@ fn not_kept_line(result: &RunResult, artifacts: &Path) -> Option<String> {
         named.push(format!("and {} more", over.len() - NAMED));
     }
     Some(format!(
-        "{} of the run's {new} new files were not kept in {}: they would pass the run's disk \
-         budget ({}); manifest.json lists them",
+        "{} of the run's {} {} not kept in {}: {} would pass the run's disk budget ({}); \
+         manifest.json lists {}",
         over.len(),
+        count(new, "new file", "new files"),
+        if over.len() == 1 { "was" } else { "were" },
         artifacts.display(),
-        named.join(", ")
+        if over.len() == 1 { "it" } else { "they" },
+        named.join(", "),
+        if over.len() == 1 { "it" } else { "them" },
     ))
 }
 
@@ -748,7 +803,7 @@ fn start_manifest(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         &setup.task,
-        &setup.model_name,
+        &setup.models(),
         options.backend.as_str(),
     );
     let sandboxed = options.backend == BackendKind::Podman;

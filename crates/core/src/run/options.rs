@@ -62,6 +62,8 @@ pub struct SandboxOptions {
     pub memory: String,
     pub disk_budget: Option<u64>,
     pub pids_limit: u32,
+    /// Refuse to run when a limit cannot be enforced by a cgroup.
+    pub strict_limits: bool,
     pub ulimits: Vec<(UlimitKind, u64)>,
     pub network: Option<NetworkMode>,
     pub allow_hosts: Vec<String>,

@@ -102,7 +102,7 @@ impl Run {
             None => self.dir.work_dir(),
         };
         let remains = match self.cleanup {
-            Cleanup::Detached => self.hand_off(&work, &mut warnings).await,
+            Cleanup::Detached => self.hand_off(&work).await,
             Cleanup::Wait => None,
         };
         if remains.is_none() {
@@ -158,24 +158,9 @@ impl Run {
     }
 
     /// Hands the sandbox off, and `work` with it; `None` (and nothing
-    /// handed off) when the backend cannot be. A read-only backend that
-    /// cannot be handed off is stopped here.
-    async fn hand_off(
-        &self,
-        work: &std::path::Path,
-        warnings: &mut Vec<String>,
-    ) -> Option<Remains> {
+    /// handed off) when the backend cannot be.
+    async fn hand_off(&self, work: &std::path::Path) -> Option<Remains> {
         let mut remains = self.backend.hand_off().await?;
-        if let Some(read_only) = &self.read_only_backend {
-            match read_only.hand_off().await {
-                Some(more) => remains.extend(more),
-                None => {
-                    if let Err(err) = read_only.shutdown().await {
-                        warnings.push(format!("the read-only sandbox could not be removed: {err}"));
-                    }
-                }
-            }
-        }
         remains.folders.push(work.to_path_buf());
         Some(remains)
     }
@@ -184,11 +169,6 @@ impl Run {
     async fn stop_sandbox(&self, work: &std::path::Path, warnings: &mut Vec<String>) {
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
-        }
-        if let Some(read_only) = &self.read_only_backend
-            && let Err(err) = read_only.shutdown().await
-        {
-            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
         }
         if let Err(err) = std::fs::remove_dir_all(work) {
             warnings.push(format!(

@@ -62,6 +62,10 @@ pub struct Manifest {
     /// What went wrong after the patch was saved (e.g. the sandbox could not
     /// be removed).
     pub warnings: Vec<String>,
+    /// The sandbox's limits and what held each (`by`: `cgroup`, `rlimit`
+    /// where a per-process limit stood in, `ah`, `none`, `not_asked`), as
+    /// the started container's init reported them where it could be read.
+    pub limits: Vec<ah_sandbox::limits::Held>,
     /// Why the run is poisoned (a violating step could not be undone), when
     /// it is: such a run's patch must never be applied.
     pub poisoned: Option<String>,

@@ -2,9 +2,10 @@
 //! effect here? Rootless podman on cgroup v1 (or on v2 without the memory
 //! and pids controllers delegated to the user) accepts both flags and
 //! ignores them, so a command could use all of the host's memory and
-//! processes. The sandbox still works, so this is a warning, not a failure.
-//! Where podman has the controllers, a container is started with the limits
-//! and asked what it got.
+//! processes. The sandbox still works, and a run puts per-process limits in
+//! their place (see `limits`), so this is a warning, not a failure. Where
+//! podman has the controllers, a container is started with the limits and
+//! asked what it got.
 
 use tokio::process::Command;
 
@@ -83,10 +84,12 @@ fn fix(rootless: bool) -> &'static str {
     if rootless {
         "use cgroup v2 with the memory and pids controllers delegated to your user \
          (boot with systemd.unified_cgroup_hierarchy=1; systemd's user@.service delegates them), \
-         or run ah as root (rootful podman enforces limits on cgroup v1 too)"
+         or run ah as root (rootful podman enforces limits on cgroup v1 too); until then runs \
+         say so at their start, and --strict-limits refuses them"
     } else {
         "enable the memory and pids cgroup controllers (e.g. cgroup_enable=memory on the \
-         kernel command line)"
+         kernel command line); until then runs say so at their start, and --strict-limits \
+         refuses them"
     }
 }
 
@@ -100,8 +103,9 @@ pub(super) fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -
             NAME,
             format!(
                 "not enforced: {mode} podman on cgroup {} has no {} controller, so \
-                 --memory and --pids-limit are ignored and a command may use all of \
-                 the host's memory and processes",
+                 podman ignores --memory and --pids-limit; a run puts a per-process data \
+                 limit and a process limit in their place, which bound each process \
+                 alone, not the sandbox as a whole",
                 info.version,
                 missing.join(" or ")
             ),

@@ -119,6 +119,12 @@ fn hard_limit(resource: Resource) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// The caller's hard data limit, which bounds the stand-in for the memory
+/// cgroup (`u64::MAX`: unlimited).
+pub(super) fn data_hard() -> u64 {
+    hard_limit(Resource::Data)
+}
+
 /// `--ulimit` values for the container (soft = hard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ulimits {
@@ -175,8 +181,10 @@ pub(super) struct RunSpec<'a> {
     pub pids_limit: u32,
     pub memory: &'a str,
     pub ulimits: Ulimits,
+    /// `--ulimit data`: the per-process stand-in for a memory cgroup
+    /// podman would ignore.
+    pub data_limit: Option<u64>,
     pub work_dir: &'a Path,
-    pub read_only_work: bool,
     /// Mount `/work` as an overlay of `work_dir` with these folders.
     pub overlay: Option<&'a super::OverlayDirs>,
     /// The execute-only copy of the host's catatonit ([`find_init`]; see
@@ -229,6 +237,9 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let Ulimits { nofile, nproc } = spec.ulimits;
     push(&format!("--ulimit=nofile={nofile}:{nofile}"));
     push(&format!("--ulimit=nproc={nproc}:{nproc}"));
+    if let Some(data) = spec.data_limit {
+        push(&format!("--ulimit=data={data}:{data}"));
+    }
     if spec.rootless {
         push("--userns=keep-id");
     } else if let Some((uid, gid)) = spec.user {
@@ -245,7 +256,6 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
             mode.push(dirs.work.as_os_str());
             mode
         }
-        None if spec.read_only_work => ":ro".into(),
         None => ":rw".into(),
     };
     args.push(volume(spec.work_dir, ah_tools::path::WORK, &work_mode));

@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{PodmanBackend, channel, exec, oom};
-use ah_tools::ExecOutput;
+use crate::limits::says_out_of_memory;
+use ah_tools::{ExecOutput, HitBy, MemoryLimitHit};
 
 impl PodmanBackend {
     /// Runs `command` with `bash -c` in `/work`, over the command channel
@@ -116,9 +117,17 @@ impl PodmanBackend {
         };
         let mut output = run?;
         let kills_after = self.oom.as_ref().and_then(oom::OomCounter::kills);
-        if oom::fired(kills_before, kills_after) {
-            output.memory_limit_hit = Some(self.memory.clone());
-        }
+        let by = if oom::fired(kills_before, kills_after) {
+            Some(HitBy::Cgroup)
+        } else if self.data_limit.is_some() && says_out_of_memory(&output.stderr) {
+            Some(HitBy::DataLimit)
+        } else {
+            None
+        };
+        output.memory_limit_hit = by.map(|by| MemoryLimitHit {
+            limit: self.memory.clone(),
+            by,
+        });
         Ok(output)
     }
 

@@ -16,7 +16,6 @@ mod commands;
 mod env;
 mod exec;
 mod init;
-mod merged;
 mod network;
 mod oom;
 mod program;
@@ -33,6 +32,7 @@ use tokio::sync::Mutex;
 
 use super::cleanup::{Makers, Remains};
 use super::egress::{Allowlist, EgressDecision, NetworkMode};
+use super::limits::{Observed, StandIns};
 use super::{Backend, BackendKind, Changed, View};
 use ah_tools::ExecOutput;
 use commands::without_channel;
@@ -106,8 +106,9 @@ pub struct PodmanOptions {
     pub memory: String,
     /// Clamped again to the host's hard limits at start.
     pub ulimits: Ulimits,
-    /// Mount `/work` read-only (for phases that must not write).
-    pub read_only_work: bool,
+    /// Per-process limits that stand in for cgroup limits podman would
+    /// ignore here (see `limits::plan`).
+    pub stand_ins: StandIns,
     /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
     /// project, never written) and whose changes go to these folders.
     pub overlay: Option<OverlayDirs>,
@@ -140,7 +141,7 @@ impl PodmanOptions {
             pids_limit: 1024,
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
-            read_only_work: false,
+            stand_ins: StandIns::default(),
             overlay: None,
             network: NetworkMode::None,
             allow: Allowlist::default(),
@@ -198,9 +199,13 @@ pub struct PodmanBackend {
     oom: Option<oom::OomCounter>,
     /// The memory limit, as given (`4g`), to name in a command's result.
     memory: String,
+    /// The data limit that stands in for the memory cgroup, where one does.
+    data_limit: Option<u64>,
+    /// What the container's init got, read once it started.
+    observed: Option<Observed>,
     /// An overlay `/work`: its folders, and its merged view once opened.
     overlay: Option<OverlayDirs>,
-    merged: Mutex<Option<merged::Merged>>,
+    merged: Mutex<Option<crate::merged::Merged>>,
     /// The init the container runs (and runs again on a restart).
     _init: init::ExecOnly,
     /// The agent's `ah` (started again when the channel breaks).
@@ -301,9 +306,12 @@ impl PodmanBackend {
             runtime: opts.runtime.resolve(),
             pids_limit: opts.pids_limit,
             memory: &opts.memory,
-            ulimits: opts.ulimits.clamped(&HostLimits::read()),
+            ulimits: stood_in(opts.ulimits, opts.stand_ins).clamped(&HostLimits::read()),
+            data_limit: opts
+                .stand_ins
+                .data
+                .map(|bytes| bytes.min(args::data_hard())),
             work_dir: &opts.work_dir,
-            read_only_work: opts.read_only_work,
             overlay: opts.overlay.as_ref(),
             init: init.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),
@@ -341,7 +349,9 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        let oom = oom::OomCounter::find(&podman, &container).await;
+        let inspected = oom::inspect(&podman, &container).await;
+        let oom = inspected.and_then(oom::OomCounter::find);
+        let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
         let mut lane = channel::Lane::default();
         if agent.is_some() {
             match channel::Channel::open(&podman, &container).await {
@@ -360,6 +370,8 @@ impl PodmanBackend {
             egress,
             oom,
             memory: opts.memory.clone(),
+            data_limit: opts.stand_ins.data,
+            observed,
             overlay: opts.overlay.clone(),
             merged: Mutex::new(None),
             _init: init,
@@ -368,6 +380,12 @@ impl PodmanBackend {
             sweeps: AtomicU64::new(0),
             removed_stale,
         })
+    }
+
+    /// The limits the container's init got, read from the host once it
+    /// started (`None` when podman could not say which process it is).
+    pub fn observed_limits(&self) -> Option<Observed> {
+        self.observed
     }
 
     /// The containers left by crashed runs that the start removed.
@@ -409,7 +427,8 @@ impl PodmanBackend {
             return open.path();
         }
         *merged = None;
-        let open = merged.insert(merged::Merged::open(&self.podman, &self.container).await?);
+        let pid = init_pid(&self.podman, &self.container).await?;
+        let open = merged.insert(crate::merged::Merged::open(pid, Path::new("/work"))?);
         open.path()
     }
 
@@ -545,7 +564,8 @@ pub(crate) async fn remove_container(podman: &Podman, name: &str) -> Result<(), 
 /// leave files of another of the container's users, which only the user
 /// namespace may remove (`podman unshare`).
 pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
-    if !rootless() {
+    // The none backend's scratch folder is the user's own.
+    if !rootless() || crate::none::holder::remove_scratch(dir).is_ok() {
         return match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PodmanError::Io {
                 what: "remove the overlay's scratch folder",
@@ -572,6 +592,38 @@ pub fn remove_scratch(dir: &Path) -> Result<(), PodmanError> {
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         })
     }
+}
+
+/// `ulimits` with the process limit that stands in for the pids cgroup.
+fn stood_in(ulimits: Ulimits, stand_ins: StandIns) -> Ulimits {
+    Ulimits {
+        nproc: stand_ins
+            .nproc
+            .map_or(ulimits.nproc, |n| ulimits.nproc.min(n)),
+        ..ulimits
+    }
+}
+
+/// The host's process id of `container`'s init.
+async fn init_pid(podman: &Podman, container: &str) -> std::io::Result<rustix::process::Pid> {
+    let output = podman
+        .command()
+        .args(["inspect", "--format", "{{.State.Pid}}", container])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    match text.trim().parse::<i32>() {
+        Ok(pid) if output.status.success() && pid > 0 => rustix::process::Pid::from_raw(pid),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        std::io::Error::other(format!(
+            "the sandbox container is not running (podman inspect: {}{})",
+            text.trim(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    })
 }
 
 /// The user-mode network stack `--network full` uses: slirp4netns (podman

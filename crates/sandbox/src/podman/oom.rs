@@ -24,29 +24,10 @@ pub(super) struct OomCounter {
 }
 
 impl OomCounter {
-    /// The counter of `container`, or `None` when it has no memory limit or
-    /// its cgroup cannot be read.
-    pub(super) async fn find(podman: &Podman, container: &str) -> Option<OomCounter> {
-        let output = podman
-            .command()
-            .args([
-                "inspect",
-                "--format",
-                "{{.HostConfig.Memory}} {{.State.Pid}}",
-                container,
-            ])
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await
-            .ok()?;
-        if !output.status.success() {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
-        let mut fields = text.split_whitespace();
-        let memory: u64 = fields.next()?.parse().ok()?;
-        let pid: u32 = fields.next()?.parse().ok()?;
-        if memory == 0 || pid == 0 {
+    /// The counter of the container [`inspect`] found, or `None` when it
+    /// has no memory limit or its cgroup cannot be read.
+    pub(super) fn find((memory, pid): (u64, u32)) -> Option<OomCounter> {
+        if memory == 0 {
             return None;
         }
         let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
@@ -61,6 +42,31 @@ impl OomCounter {
     pub(super) fn kills(&self) -> Option<u64> {
         parse_kills(&std::fs::read_to_string(&self.file).ok()?)
     }
+}
+
+/// The memory limit podman gave `container` (0: none) and the host pid of
+/// its init; `None` when podman cannot say.
+pub(super) async fn inspect(podman: &Podman, container: &str) -> Option<(u64, u32)> {
+    let output = podman
+        .command()
+        .args([
+            "inspect",
+            "--format",
+            "{{.HostConfig.Memory}} {{.State.Pid}}",
+            container,
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut fields = text.split_whitespace();
+    let memory: u64 = fields.next()?.parse().ok()?;
+    let pid: u32 = fields.next()?.parse().ok()?;
+    (pid != 0).then_some((memory, pid))
 }
 
 /// Whether the OOM killer fired between two readings of the counter. A

@@ -5,8 +5,8 @@
 //! flags, which win over both, known ([`given`]).
 //!
 //! Every key of the configuration, and why it is here or not:
-//! - limits, here: `sandbox.memory`, `pids_limit`, `disk_budget`, `nofile`
-//!   and `nproc` (what the sandbox and the run may use), each server's
+//! - limits, here: `sandbox.memory`, `pids_limit`, `disk_budget`, `nofile`,
+//!   `nproc` and `strict_limits` (what the sandbox and the run may use), each server's
 //!   `mcp.NAME.timeout` and `startup_timeout` (how long a server may take),
 //!   `tools.output.*` (how much of the
 //!   sandbox's output reaches the model), `agent.max_tools`,
@@ -30,6 +30,7 @@
 
 use crate::config::Config;
 use crate::run::{OutputLimit, RunOptions, UlimitKind};
+use ah_sandbox::limits::memory_bytes;
 use ah_sandbox::podman::Ulimits;
 
 /// The bound of a limit that does not bound anything (or cannot be read,
@@ -65,8 +66,14 @@ pub(super) fn limits(config: &Config) -> Vec<Limit> {
     let mut all = vec![
         limit(
             "sandbox.memory",
-            memory_bytes(&sandbox.memory),
+            memory_bytes(&sandbox.memory).map_or(NONE, u128::from),
             &sandbox.memory,
+        ),
+        // Refusing a run whose limits cannot hold is the tighter setting.
+        limit(
+            "sandbox.strict_limits",
+            if sandbox.strict_limits { 1 } else { 2 },
+            sandbox.strict_limits,
         ),
         limit(
             "sandbox.pids_limit",
@@ -137,6 +144,7 @@ pub(super) fn given(args: &RunOptions) -> Vec<&'static str> {
         ("sandbox.memory", flags.memory),
         ("sandbox.pids_limit", flags.pids_limit),
         ("sandbox.disk_budget", args.sandbox.disk_budget.is_some()),
+        ("sandbox.strict_limits", args.sandbox.strict_limits),
         ("agent.max_tools", args.max_tools.is_some()),
         ("agent.loop_window", flags.loop_window),
         ("agent.max_artifact_size", flags.max_artifact_size),
@@ -163,44 +171,9 @@ fn zero_is_none(n: u128) -> u128 {
     if n == 0 { NONE } else { n }
 }
 
-/// A memory size as podman takes it (`512m`, `4g`, `1.5GiB`, `1073741824`),
-/// in bytes; 0 (no limit) and what cannot be read count as no limit.
-fn memory_bytes(text: &str) -> u128 {
-    let lower = text.trim().to_ascii_lowercase();
-    let number = lower.strip_suffix('b').unwrap_or(&lower);
-    let number = number.strip_suffix('i').unwrap_or(number);
-    let (digits, shift) = match number.chars().last() {
-        Some('k') => (&number[..number.len() - 1], 10),
-        Some('m') => (&number[..number.len() - 1], 20),
-        Some('g') => (&number[..number.len() - 1], 30),
-        Some('t') => (&number[..number.len() - 1], 40),
-        Some('p') => (&number[..number.len() - 1], 50),
-        _ => (number, 0),
-    };
-    let digits = digits.trim();
-    let readable = !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '.');
-    match digits.parse::<f64>() {
-        Ok(value) if readable && value > 0.0 => (value * (1u64 << shift) as f64) as u128,
-        _ => NONE,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn memory_sizes_read_as_podman_reads_them() {
-        assert_eq!(memory_bytes("4g"), 4 << 30);
-        assert_eq!(memory_bytes("512m"), 512 << 20);
-        assert_eq!(memory_bytes("1.5GiB"), 3 << 29);
-        assert_eq!(memory_bytes("2 GB"), 2 << 30);
-        assert_eq!(memory_bytes("1048576"), 1 << 20);
-        assert_eq!(memory_bytes("64k"), 64 << 10);
-        for unlimited in ["0", "-1", "", "lots", "g", "1e9"] {
-            assert_eq!(memory_bytes(unlimited), NONE, "{unlimited}");
-        }
-    }
 
     #[test]
     fn every_limit_of_the_defaults_is_read() {

@@ -14,8 +14,8 @@ fn spec(work: &Path) -> RunSpec<'_> {
             nofile: 1000,
             nproc: 200,
         },
+        data_limit: None,
         work_dir: work,
-        read_only_work: false,
         overlay: None,
         init: Path::new("/usr/bin/catatonit"),
         agent: Some(Path::new("/tmp/ah-agent-x/ah")),
@@ -71,14 +71,13 @@ fn run_args_make_a_closed_sandbox() {
 }
 
 #[test]
-fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
+fn rootless_maps_the_caller_and_mounts_work_writable() {
     let mut spec = spec(Path::new("/w"));
     spec.rootless = true;
-    spec.read_only_work = true;
     let args = strings(&run_args(&spec));
     assert!(args.contains(&"--userns=keep-id".to_string()));
     assert!(!args.iter().any(|a| a.starts_with("--user=")));
-    assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
+    assert!(args.contains(&"--volume=/w:/work:rw".to_string()));
 }
 
 #[test]
@@ -164,4 +163,20 @@ fn host_limits_match_getrlimit_of_this_process() {
         assert_eq!(limits.nofile_hard, expected);
     }
     assert!(Ulimits::for_host().nofile <= limits.nofile_hard);
+}
+
+#[test]
+fn a_data_limit_stands_in_for_a_memory_cgroup_only_when_asked() {
+    let work = Path::new("/w");
+    let without = strings(&run_args(&spec(work)));
+    assert!(!without.iter().any(|a| a.starts_with("--ulimit=data")));
+    let with = RunSpec {
+        data_limit: Some(512 << 20),
+        ..spec(work)
+    };
+    let args = strings(&run_args(&with));
+    assert!(
+        args.contains(&"--ulimit=data=536870912:536870912".to_string()),
+        "{args:?}"
+    );
 }

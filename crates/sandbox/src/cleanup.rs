@@ -241,11 +241,21 @@ fn ah_executable() -> Result<PathBuf, String> {
     }
 }
 
-/// The processes that may still be making a start's containers: a start
-/// adds its `podman run` here, so that a cleanup of the start abandoned
-/// meanwhile waits for it ([`Remains::makers`]). Clones share the list.
+/// What a start has under way: its `podman run`, so that a cleanup of the
+/// start abandoned meanwhile waits for it ([`Remains::makers`]), and the
+/// folders it made for the container, which an abandoned start leaves to
+/// that cleanup (a `StartDir`). Clones share it.
 #[derive(Debug, Clone, Default)]
-pub struct Makers(Arc<Mutex<Vec<Owner>>>);
+pub struct Makers(Arc<Mutex<Making>>);
+
+#[derive(Debug, Default)]
+struct Making {
+    processes: Vec<Owner>,
+    /// Set once the start is abandoned.
+    abandoned: bool,
+    /// The `StartDir`s let go since.
+    left: Vec<PathBuf>,
+}
 
 impl Makers {
     /// Adds the running process `pid`.
@@ -253,22 +263,80 @@ impl Makers {
         let Some(owner) = Owner::of(pid) else {
             return;
         };
-        self.lock().push(owner);
+        self.lock().processes.push(owner);
     }
 
     /// Those that still run.
     pub fn running(&self) -> Vec<Owner> {
         self.lock()
+            .processes
             .iter()
             .filter(|owner| owner.is_alive())
             .cloned()
             .collect()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Owner>> {
+    /// Marks the start abandoned (or, with `false`, not: it finished
+    /// after all): the folders of the start let go meanwhile are left in
+    /// place.
+    pub fn abandon(&self, abandoned: bool) {
+        self.lock().abandoned = abandoned;
+    }
+
+    /// The folders left in place since the start was abandoned.
+    pub fn left(&self) -> Vec<PathBuf> {
+        self.lock().left.clone()
+    }
+
+    /// Whether `dir` must stay (the start was abandoned); noted if so.
+    fn keeps(&self, dir: &Path) -> bool {
+        let mut making = self.lock();
+        if making.abandoned {
+            making.left.push(dir.to_path_buf());
+        }
+        making.abandoned
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Making> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A private temporary folder a start makes for its container (the init's
+/// execute-only copy, the proxy's socket folder), removed when dropped —
+/// unless the start was abandoned before: its `podman run` may still be
+/// mounting it, so it is left for the cleanup, which removes it after the
+/// container.
+#[derive(Debug)]
+pub(crate) struct StartDir {
+    dir: Option<tempfile::TempDir>,
+    makers: Makers,
+}
+
+impl StartDir {
+    /// A new folder named `<prefix>…` under the system's temporary folder.
+    pub(crate) fn new(prefix: &str, makers: &Makers) -> std::io::Result<StartDir> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+        Ok(StartDir {
+            dir: Some(dir),
+            makers: makers.clone(),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new(""), |dir| dir.path())
+    }
+}
+
+impl Drop for StartDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.take()
+            && self.makers.keeps(dir.path())
+        {
+            let _ = dir.keep();
+        }
     }
 }
 

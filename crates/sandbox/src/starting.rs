@@ -212,6 +212,9 @@ impl Backend for Starting {
                 Err(_) => Some(Remains::default()),
             };
         };
+        let (remains, makers) = &**leaving;
+        // What the start made for its container stays for the cleanup.
+        makers.abandon(true);
         self.abort.abort();
         // Over once the task has stopped (its end dropped the sender) or
         // finished just before.
@@ -222,13 +225,15 @@ impl Backend for Starting {
             .ok()
             .and_then(|o| o.clone());
         if let Some(Ok(backend)) = ended {
-            // The same container and folders; the backend stops removing
-            // them itself.
+            // It finished after all: its container runs, and its own
+            // folders may go with it. The same container and folders; the
+            // backend stops removing them itself.
+            makers.abandon(false);
             backend.hand_off().await;
         }
-        let (remains, makers) = &**leaving;
         let mut remains = remains.clone();
         remains.makers = makers.running();
+        remains.folders.extend(makers.left());
         Some(remains)
     }
 }

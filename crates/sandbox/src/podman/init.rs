@@ -19,25 +19,26 @@ use std::fs::{self, Permissions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::cleanup::{Makers, StartDir};
+
 /// Execute for everyone, read and write for no one.
 const MODE: u32 = 0o111;
 
 /// An execute-only copy of a program; removed when dropped, so it must live
 /// as long as the container (a restart runs the init again, a broken
-/// channel the agent).
+/// channel the agent). A start abandoned before its container was made
+/// leaves it to the cleanup (see [`StartDir`]).
 #[derive(Debug)]
 pub(super) struct ExecOnly {
-    _dir: tempfile::TempDir,
+    _dir: StartDir,
     path: PathBuf,
 }
 
 impl ExecOnly {
     /// Copies `program` to a new private folder named `<name>-…`, as
     /// `name`.
-    pub(super) fn copy(program: &Path, name: &str) -> std::io::Result<ExecOnly> {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{name}-"))
-            .tempdir()?;
+    pub(super) fn copy(program: &Path, name: &str, makers: &Makers) -> std::io::Result<ExecOnly> {
+        let dir = StartDir::new(&format!("{name}-"), makers)?;
         let path = dir.path().join(name);
         fs::copy(program, &path)?;
         fs::set_permissions(&path, Permissions::from_mode(MODE))?;
@@ -60,7 +61,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
         let host = dir.path().join("catatonit");
         fs::write(&host, "#!/bin/sh\n").unwrap_or_else(|e| panic!("{e}"));
-        let init = ExecOnly::copy(&host, "ah-init").unwrap_or_else(|e| panic!("{e}"));
+        let init =
+            ExecOnly::copy(&host, "ah-init", &Makers::default()).unwrap_or_else(|e| panic!("{e}"));
         let meta = fs::metadata(init.path()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.permissions().mode() & 0o7777, MODE);
         let copy = init.path().to_path_buf();

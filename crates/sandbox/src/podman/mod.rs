@@ -260,14 +260,18 @@ impl PodmanBackend {
                 mountable(dir)?;
             }
         }
-        let init = init::ExecOnly::copy(&find_init().ok_or(PodmanError::InitMissing)?, "ah-init")
-            .map_err(|source| PodmanError::Io {
+        let init = init::ExecOnly::copy(
+            &find_init().ok_or(PodmanError::InitMissing)?,
+            "ah-init",
+            &opts.makers,
+        )
+        .map_err(|source| PodmanError::Io {
             what: "make the execute-only copy of the init",
             source,
         })?;
         let mut notes = Vec::new();
         let agent = channel::agent_executable(opts.ah_executable.as_deref()).and_then(|exe| {
-            init::ExecOnly::copy(&exe, "ah-agent")
+            init::ExecOnly::copy(&exe, "ah-agent", &opts.makers)
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
@@ -284,6 +288,7 @@ impl PodmanBackend {
                 opts.allow.clone(),
                 &opts.network_log,
                 opts.ah_executable.as_deref(),
+                &opts.makers,
             )?),
             _ => None,
         };

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::args::{AH_BIN, EGRESS_DIR};
 use super::{Podman, PodmanError};
+use crate::cleanup::{Makers, StartDir};
 use crate::egress::handoff::LISTEN_COMMAND;
 use crate::egress::{Allowlist, EgressDecision, PROXY_PORT, Proxy};
 
@@ -18,7 +19,7 @@ const RECEIVE_LIMIT: Duration = Duration::from_secs(2);
 /// Proxy mode's host side for one container.
 #[derive(Debug)]
 pub(super) struct Egress {
-    socket_dir: tempfile::TempDir,
+    socket_dir: StartDir,
     /// The running `ah`, mounted into the container to run the helper.
     executable: PathBuf,
     proxy: Proxy,
@@ -33,12 +34,11 @@ impl Egress {
         allow: Allowlist,
         log: &Path,
         executable: Option<&Path>,
+        makers: &Makers,
     ) -> Result<Egress, PodmanError> {
         let io = |what| move |source| PodmanError::Io { what, source };
-        let socket_dir = tempfile::Builder::new()
-            .prefix("ah-egress-")
-            .tempdir()
-            .map_err(io("create the proxy socket folder"))?;
+        let socket_dir =
+            StartDir::new("ah-egress-", makers).map_err(io("create the proxy socket folder"))?;
         let executable = executable
             .map_or_else(std::env::current_exe, |path| Ok(path.to_path_buf()))
             .and_then(std::fs::canonicalize)

@@ -66,6 +66,9 @@ fn agents_share_one_sandbox_and_one_patch() {
     no_container_left(&podman, &id);
 }
 
+/// Longer than a start with a runtime that fails at once takes.
+const SLOW_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[test]
 fn a_failed_start_takes_the_answer_back_and_it_reaches_the_asker_once() {
     let Some(_podman) = podman_ready_blocking() else {
@@ -74,12 +77,14 @@ fn a_failed_start_takes_the_answer_back_and_it_reaches_the_asker_once() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let mock = MockServer::start_agents(vec![
         // The model is asked while the container starts: the failed run
-        // may use turns too (its messages are taken back with it).
+        // may use turns too (its messages are taken back with it). Its
+        // answer takes long enough for the start to fail first: a run
+        // that needs no tool does not wait for a start still under way.
         (
             "lead",
             vec![
                 say("@@user Red or blue?"),
-                say("Blue then."),
+                Turn::stall(Reply::new().text("Blue then."), 1, SLOW_ANSWER),
                 say("Blue then."),
             ],
         ),

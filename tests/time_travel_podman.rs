@@ -6,7 +6,7 @@
 
 use crate::support::fork::{context, fork_at, result_message};
 use crate::support::host::{Host, describe, json_file, run_id};
-use crate::support::mock::MockServer;
+use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::podman_ready_blocking;
 use crate::support::steps::{bash, script};
 use serde_json::json;
@@ -40,7 +40,13 @@ fn a_forked_run_sees_the_files_of_that_step_in_the_container() {
     fork_at(&db, &fork_point);
 
     // A run whose sandbox cannot start leaves the fork point for the next.
-    let unused = MockServer::start(Vec::new());
+    // (Its model answers slower than the start fails: a run that needs no
+    // tool does not wait for a start still under way.)
+    let unused = MockServer::start(vec![Turn::stall(
+        Reply::new().text("hello"),
+        1,
+        std::time::Duration::from_secs(10),
+    )]);
     let out = host
         .ah(&unused.url())
         .arg("--db")

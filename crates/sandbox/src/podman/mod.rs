@@ -8,7 +8,8 @@
 //! `channel` and `exec` for running a command and ending everything it
 //! started, `oom` for telling a command that the memory limit was hit,
 //! `network` for the egress proxy's side, `stale` for cleaning up after
-//! crashed runs, `program` for where podman itself runs.
+//! crashed runs, `program` for where podman itself runs, `rootfs` for the
+//! root file system where podman's storage would copy the image per run.
 
 mod args;
 mod channel;
@@ -19,6 +20,7 @@ mod init;
 mod network;
 mod oom;
 mod program;
+pub mod rootfs;
 mod serve;
 mod stale;
 
@@ -192,6 +194,9 @@ pub struct PodmanBackend {
     _init: init::ExecOnly,
     /// The agent's `ah` (started again when the channel breaks).
     _agent: Option<init::ExecOnly>,
+    /// The copy of the image the container's root stands on, held while
+    /// it lives (`None`: the image itself, from podman's storage).
+    _rootfs: Option<rootfs::Rootfs>,
     stopped: AtomicBool,
     /// Commands run so far: each ended every process but the init.
     sweeps: AtomicU64,
@@ -216,6 +221,15 @@ pub async fn image_exists(podman: &Podman, image: &str) -> Result<bool, PodmanEr
             source,
         })?;
     Ok(status.success())
+}
+
+/// What the run is told when its root is a copy of the whole image after
+/// all.
+fn without_copy(why: &str) -> String {
+    format!(
+        "the sandbox starts from a copy of the whole image, made for this run (podman's \
+         storage driver here is vfs): the cached root file system could not be used: {why}"
+    )
 }
 
 /// Removes every container labelled `ah.run` whose owning process is gone
@@ -254,11 +268,20 @@ impl PodmanBackend {
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
         let removed_stale = stale::cleanup_stale(&podman).await?;
-        if !image_exists(&podman, &opts.image).await? {
-            return Err(PodmanError::ImageMissing {
+        let is_rootless = rootless();
+        let image = rootfs::inspect(&podman, &opts.image)
+            .await?
+            .ok_or_else(|| PodmanError::ImageMissing {
                 image: opts.image.clone(),
-            });
-        }
+            })?;
+        let copy = if is_rootless && image.copied_per_container() {
+            rootfs::prepare(&podman, &image.id)
+                .await
+                .map_err(|why| notes.push(without_copy(&why)))
+                .ok()
+        } else {
+            None
+        };
 
         let container = format!("ah-{}", opts.run_id);
         let egress = match opts.network {
@@ -280,11 +303,13 @@ impl PodmanBackend {
         let owner = stale::Owner::current();
         let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
         labels.extend(owner.labels());
-        let is_rootless = rootless();
         let spec = args::RunSpec {
             name: &container,
             labels,
-            image: &opts.image,
+            root: match &copy {
+                Some(copy) => args::Root::Copy(copy.path()),
+                None => args::Root::Image(&opts.image),
+            },
             runtime: opts.runtime.resolve(),
             pids_limit: opts.pids_limit,
             memory: &opts.memory,
@@ -353,6 +378,7 @@ impl PodmanBackend {
             merged: Mutex::new(None),
             _init: init,
             _agent: agent,
+            _rootfs: copy,
             stopped: AtomicBool::new(false),
             sweeps: AtomicU64::new(0),
             removed_stale,

@@ -126,6 +126,10 @@ pub struct PodmanOptions {
     /// the proxy its port inside the container (default: the running
     /// executable; the agent runs only when that is `ah`).
     pub ah_executable: Option<PathBuf>,
+    /// Start the container from the image in podman's storage even where
+    /// that copies the whole image (`vfs`), instead of on the cached copy
+    /// of its root file system (`rootfs`): the old way, for comparisons.
+    pub from_image: bool,
 }
 
 impl PodmanOptions {
@@ -149,6 +153,7 @@ impl PodmanOptions {
             network_log: work_dir.with_file_name("network.log"),
             env: container_env(NetworkMode::None, &[], &|_| None).0,
             ah_executable: None,
+            from_image: false,
         }
     }
 }
@@ -274,7 +279,7 @@ impl PodmanBackend {
             .ok_or_else(|| PodmanError::ImageMissing {
                 image: opts.image.clone(),
             })?;
-        let copy = if is_rootless && image.copied_per_container() {
+        let copy = if is_rootless && image.copied_per_container() && !opts.from_image {
             rootfs::prepare(&podman, &image.id)
                 .await
                 .map_err(|why| notes.push(without_copy(&why)))

@@ -129,21 +129,21 @@ pub fn cache_root() -> Option<PathBuf> {
 /// A copy of an image's root file system that a container may stand on:
 /// while this lives, no build removes it.
 #[derive(Debug)]
-pub(super) struct Rootfs {
+pub struct Rootfs {
     path: PathBuf,
     _lease: File,
 }
 
 impl Rootfs {
     /// The copy, to give `podman run --rootfs` as the overlay's lower layer.
-    pub(super) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 }
 
 /// The copy of the image `id`, made first if there is none (waiting for
 /// another ah that is making it). The error says what failed.
-pub(super) async fn prepare(podman: &Podman, id: &str) -> Result<Rootfs, String> {
+pub async fn prepare(podman: &Podman, id: &str) -> Result<Rootfs, String> {
     let podman = podman.clone();
     let id = id.to_string();
     tokio::task::spawn_blocking(move || prepare_blocking(&podman, &id))

@@ -12,14 +12,15 @@
 //!   files against one of 20: what ah adds that grows with the project
 //!   (prepare, steps, patch, cleanup). Skipped like the podman start;
 //! - a whole `--backend none` run with one write step, and a whole
-//!   `ah work --backend none` run (plan, one write, check, verdict), on 70 000
-//!   files against 20: the copy (the old way, still taken where no overlay
-//!   can be mounted: here a project path with ':') against the overlay in
-//!   a namespace of its own.
+//!   `ah work` run (plan, one write, check, verdict) with each backend, on
+//!   70 000 files against 20: the copy (the old way, still taken where no
+//!   overlay can be mounted: here a project path with ':') against the
+//!   overlay (in a namespace of its own with none; podman skipped as
+//!   above).
 //!
 //! Run with `cargo bench --bench rounds`; `cargo bench --bench rounds --
 //! WORD` runs only the parts whose name holds WORD (`round`, `start`,
-//! `large`, `none`). `AH_BENCH_BIN=/path/to/ah` measures another build (an
+//! `large`, `copy`). `AH_BENCH_BIN=/path/to/ah` measures another build (an
 //! older commit, say) with the same harness.
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
@@ -59,7 +60,7 @@ fn main() {
         ("per_round", per_round),
         ("start_to_first_request", start_to_first_request),
         ("large_against_tiny", large_against_tiny),
-        ("none_copy_against_overlay", none_copy_against_overlay),
+        ("copy_against_overlay", copy_against_overlay),
     ];
     // cargo bench passes `--bench` first; any other word picks parts.
     let words: Vec<String> = std::env::args()
@@ -276,18 +277,28 @@ fn work_script() -> Vec<Turn> {
 }
 
 /// Wall time of a whole `ah work --backend none` run of `project`.
-fn work_run(ah: &Path, project: &Project) -> Duration {
+fn work_none(ah: &Path, project: &Project) -> Duration {
+    work_run(ah, project, "none")
+}
+
+/// Wall time of a whole `ah work --backend podman` run of `project`.
+fn work_podman(ah: &Path, project: &Project) -> Duration {
+    work_run(ah, project, "podman")
+}
+
+/// Wall time of a whole `ah work` run of `project` on `backend`.
+fn work_run(ah: &Path, project: &Project, backend: &str) -> Duration {
     let mock = MockServer::start(work_script());
     let issue = project.path().join("../ISSUE.md");
     std::fs::write(&issue, "Add a file\n\nsrc/new.rs must exist.\n").expect("issue");
     let started = Instant::now();
     let out = project
         .command(ah, &mock.url())
-        .args(["work", "--backend", "none", "--review", "never"])
+        .args(["work", "--backend", backend, "--review", "never"])
         .arg(&issue)
         .output()
         .expect("run ah work");
-    check(&out, "none (ah work)");
+    check(&out, &format!("{backend} (ah work)"));
     started.elapsed()
 }
 
@@ -309,15 +320,19 @@ fn none_run(ah: &Path, project: &Project) -> Duration {
 /// A timed run of a project.
 type Timed = fn(&Path, &Project) -> Duration;
 
-fn none_copy_against_overlay(ah: &Path) {
+fn copy_against_overlay(ah: &Path) {
     let tiny = Project::new();
     let overlay = Project::with_files(LARGE);
     // No overlay can be mounted from a path with ':': the run copies.
     let copy = Project::named(LARGE, "project:copy");
-    let kinds: [(&str, Timed); 2] = [
+    let mut kinds: Vec<(&str, Timed)> = vec![
         ("--backend none, one write step", none_run),
-        ("ah work --backend none", work_run),
+        ("ah work --backend none", work_none),
     ];
+    match podman_missing() {
+        None => kinds.push(("ah work --backend podman", work_podman)),
+        Some(why) => println!("whole run, ah work --backend podman: skipped: {why}"),
+    }
     for (what, run) in kinds {
         // One run of each warms the page cache.
         for project in [&tiny, &overlay, &copy] {

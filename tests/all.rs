@@ -42,6 +42,7 @@ mod mock_server;
 mod openai;
 mod openai_podman;
 mod org_continuity;
+mod org_models;
 mod org_none;
 mod org_podman;
 mod org_terminal;

@@ -39,7 +39,7 @@ impl Front for Recorder {
         self.events.push(serde_json::to_value(event).unwrap());
     }
 
-    async fn ask_user(&mut self, _agent: &str, _question: &str) -> Option<String> {
+    async fn ask_user(&mut self, _agent: &str, _question: &str, _later: &str) -> Option<String> {
         None
     }
 

@@ -70,24 +70,11 @@ fn rootful_memory_is_held_by_the_cgroup_and_an_allocation_past_it_is_told() {
 #[test]
 fn the_host_backend_says_its_limits_do_not_hold_and_strict_refuses_it() {
     let host = Host::git(&[("a.txt", "one\n")]);
+    // The sandbox's defaults are not asked of a run without one: nothing
+    // to say, and nothing for --strict-limits to refuse.
     let mock = MockServer::start(script(vec![bash("echo hi")]));
     let out = host
         .ah(&mock.url())
-        .args(["--backend", "none", "--review", "never", "say hi"])
-        .output()
-        .unwrap_or_else(|e| panic!("run ah: {e}"));
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("limits not as asked: memory 4g: not enforced: --backend none runs commands on the host; pids 1024: not enforced"),
-        "one start line says what does not hold:\n{stderr}"
-    );
-    let manifest = json_file(&host.run().join("manifest.json"));
-    assert_eq!(entry(&manifest["limits"], "memory")["by"], json!("none"));
-
-    let refused = MockServer::start(script(vec![bash("echo hi")]));
-    let out = host
-        .ah(&refused.url())
         .args([
             "--backend",
             "none",
@@ -98,10 +85,51 @@ fn the_host_backend_says_its_limits_do_not_hold_and_strict_refuses_it() {
         ])
         .output()
         .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("limits"), "{stderr}");
+    let manifest = json_file(&host.run().join("manifest.json"));
+    assert_eq!(
+        entry(&manifest["limits"], "memory")["by"],
+        json!("not_asked")
+    );
+
+    // A limit the user named cannot hold on the host: said at the start.
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(script(vec![bash("echo hi")]));
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--memory",
+            "512m",
+            "--pids-limit",
+            "64",
+        ])
+        .args(["--review", "never", "say hi"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("limits not as asked: memory 512m: not enforced: --backend none runs commands on the host; pids 64: not enforced"),
+        "one start line says what does not hold:\n{stderr}"
+    );
+    let manifest = json_file(&host.run().join("manifest.json"));
+    assert_eq!(entry(&manifest["limits"], "memory")["by"], json!("none"));
+
+    let refused = MockServer::start(script(vec![bash("echo hi")]));
+    let out = host
+        .ah(&refused.url())
+        .args(["--backend", "none", "--memory", "512m", "--strict-limits"])
+        .args(["--review", "never", "say hi"])
+        .output()
+        .unwrap_or_else(|e| panic!("run ah: {e}"));
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("refusing to run (--strict-limits): memory 4g: not enforced")
+        stderr.contains("refusing to run (--strict-limits): memory 512m: not enforced")
             && stderr.contains("ah doctor"),
         "{stderr}"
     );

@@ -165,7 +165,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("MCP server time (mcp-time 2026.10.19, on the host, in the work copy: no sandbox): 2 tool(s): time__get_current_time, time__convert_time"),
+        stderr.contains("MCP server time (mcp-time 2026.10.19, on the host, in the work copy: no sandbox): 2 tools: time__get_current_time, time__convert_time"),
         "{stderr}"
     );
     let requests = mock.requests();
@@ -189,7 +189,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
         spec["description"]
             .as_str()
             .unwrap()
-            .contains("MCP server time, declared in"),
+            .contains("MCP server time, declared in the user's configuration file"),
         "{spec}"
     );
     assert!(
@@ -200,6 +200,7 @@ fn with_no_sandbox_the_servers_run_on_the_host_in_the_work_copy() {
     assert_eq!(requests[2].told(), "left");
     // At the run's start, after the crash, after the timeout.
     check_common(&requests, 2, &host, 3);
+    host.assert_unnamed_in(&requests);
     let left = host_processes(|line| line.trim() == format!("sleep {LEFT}"));
     assert!(
         left.is_empty(),
@@ -297,6 +298,7 @@ fn in_podman_the_servers_run_in_the_container_and_bad_ones_are_named() {
     // At the run's start; after the sweep that ended the servers that did
     // not start; after the bash command; after the crash; after the timeout.
     check_common(&requests, 2, &host, 5);
+    host.assert_unnamed_in(&requests);
     let run = host.run();
     let id = run.file_name().unwrap().to_string_lossy().to_string();
     assert_eq!(containers_of(&podman, &id), "", "no container left");
@@ -343,14 +345,30 @@ fn a_projects_server_is_named_as_weakening_and_gets_no_secret() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("mcp.probe.command=python3 (.ah/config.toml), mcp.probe env += PYTHONPATH GITHUB_TOKEN (.ah/config.toml)"),
+        stderr.contains("mcp.probe.command=python3 (.ah/config.toml), mcp.probe env += PYTHONPATH (.ah/config.toml)"),
         "{stderr}"
     );
     assert!(
         stderr.contains("MCP server probe: GITHUB_TOKEN is not passed: its name marks a secret"),
         "{stderr}"
     );
-    assert_eq!(mock.requests()[1].told(), "(unset)");
+    let requests = mock.requests();
+    assert_eq!(requests[1].told(), "(unset)");
+    let probe = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|tool| tool["name"] == "probe__variable")
+        .unwrap()
+        .clone();
+    assert!(
+        probe["description"]
+            .as_str()
+            .unwrap()
+            .contains("MCP server probe, declared in .ah/config.toml;"),
+        "{probe}"
+    );
+    host.assert_unnamed_in(&requests);
     let listed = host.ah(&mock.url()).arg("config").output().unwrap();
     let stdout = String::from_utf8_lossy(&listed.stdout);
     assert!(
@@ -541,4 +559,55 @@ fn what_a_server_says_of_itself_is_shown_on_one_line_escaped() {
         "{broken}"
     );
     assert!(broken.chars().count() < 600, "unbounded: {broken}");
+}
+
+/// The `[mcp.babbler]` table of `tests/mcp/babbler.py`, given to python3
+/// whole with `-c` (so that it runs in any sandbox image that has python3).
+fn babbler() -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/babbler.py");
+    let text = std::fs::read_to_string(&script).unwrap();
+    format!("[mcp.babbler]\ncommand = \"python3\"\nargs = [\"-c\", {text:?}]\n")
+}
+
+/// Runs a model that calls the babbler once with `backend_args`, and
+/// checks that every line it wrote to its standard error was kept.
+fn garbage_keeps_the_lines_before_it(backend_args: &[&str]) {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    write_config(&host, &babbler());
+    let mock = MockServer::start(vec![call("b", "babbler__babble", json!({})), say("done")]);
+    let out = host
+        .ah(&mock.url())
+        .args(backend_args)
+        .args(["--review", "never", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    assert!(
+        told.contains("MCP server babbler: it sent something that is not an MCP message"),
+        "{told}"
+    );
+    let stderr = std::fs::read_to_string(host.run().join("mcp/babbler.stderr")).unwrap();
+    let kept: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("babbler: line "))
+        .map(|line| line.trim_end_matches('.'))
+        .collect();
+    let all: Vec<String> = (1..=12)
+        .map(|n| format!("babbler: line {n} of 12 "))
+        .collect();
+    assert_eq!(kept, all, "{stderr}");
+}
+
+#[test]
+fn a_server_stopped_for_garbage_keeps_every_line_of_its_standard_error() {
+    garbage_keeps_the_lines_before_it(&["--backend", "none"]);
+}
+
+#[test]
+fn in_podman_a_server_stopped_for_garbage_keeps_every_line_of_its_standard_error() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    garbage_keeps_the_lines_before_it(&[]);
 }

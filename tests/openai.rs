@@ -77,6 +77,17 @@ fn a_text_answer_from_an_openai_model() {
         })
         .collect();
     assert_eq!(tools, ["read", "write", "apply_patch", "bash"]);
+    // The system prompt names the edit tool the model has, not Claude's.
+    let system = first.system();
+    assert!(
+        system.contains(
+            "Prefer `apply_patch` for changes to existing files and `write` for new files."
+        ) && system.contains("- `apply_patch` needs the context lines"),
+        "{system}"
+    );
+    for absent in ["`edit`", "old_string", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     // The patch goes in `input`, as in the apply_patch tool the models know.
     let apply_patch = &first.body["tools"][2]["function"]["parameters"];
     assert_eq!(apply_patch["required"], json!(["input"]), "{apply_patch}");

@@ -4,7 +4,8 @@
 //! agents with mail), the router (group fan-out without the sender, tags in
 //! code ignored, an unknown name told to its sender), budgets, the idle
 //! guard, an unattended `@@user` question and its continuation, two agents
-//! editing one file into one patch, and what the session keeps.
+//! editing one file into one patch, what the session keeps, and README's
+//! agent file, comments and all.
 
 use std::process::Output;
 
@@ -143,6 +144,24 @@ fn group_fans_out_without_the_sender_and_code_is_not_routing() {
 }
 
 #[test]
+fn all_is_the_group() {
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = MockServer::start_agents(vec![
+        ("a", vec![say("Everyone: @@all start.")]),
+        ("b", vec![say("ok")]),
+        ("c", vec![say("fine")]),
+    ]);
+    let out = org(&host, &mock, &["--agents", "a:opus,b:opus,c:opus", "Go."]);
+    // Had `@@all` named no agent, a would be told so and run again.
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["a", "b", "c"]);
+    for agent in ["b", "c"] {
+        let opened = opened_with(&of(&mock, agent)[0]);
+        assert!(opened.contains("Message from a to the group"), "{opened}");
+    }
+}
+
+#[test]
 fn an_unknown_name_is_told_to_its_sender() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let mock = MockServer::start_agents(vec![
@@ -236,6 +255,59 @@ fn an_unattended_question_stops_and_the_answer_goes_to_the_asker() {
 }
 
 #[test]
+fn an_unattended_questions_hint_is_the_command_that_answers_it() {
+    // A project whose name a shell would split.
+    let mut host = Host::git(&[("README.md", "hello\n")]);
+    let moved = host.root.path().join("my project");
+    std::fs::rename(&host.project, &moved).unwrap();
+    host.project = moved;
+    let mock = MockServer::start_agents(vec![
+        ("lead", vec![say("@@user Red or blue?"), say("Blue then.")]),
+        ("coder", vec![say("Nothing to add.")]),
+    ]);
+    let out = host
+        .ah(&mock.url())
+        .current_dir(host.root.path())
+        .args(["-C", "my project", "org", "--backend", "none"])
+        .args(["--review", "never", "--agents", "lead:opus,coder:opus"])
+        .arg("Paint it.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let id = session_id(&host);
+    let hint = format!("ah org -C 'my project' -S {id} \"ANSWER\"");
+    assert!(
+        stderr.contains(&format!("answer with `{hint}` (the answer goes to lead)")),
+        "{stderr}"
+    );
+
+    // The hint, typed into a shell where it was given, answers.
+    let ah = host.ah(&mock.url());
+    let mut shell = std::process::Command::new("bash");
+    shell.env_clear().current_dir(host.root.path());
+    for (name, value) in ah.get_envs() {
+        if let Some(value) = value {
+            shell.env(name, value);
+        }
+    }
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_ah"))
+        .parent()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = shell
+        .env("PATH", path)
+        .env("AH_BACKEND", "none")
+        .env("AH_REVIEW", "never")
+        .arg("-c")
+        .arg(hint.replace("ANSWER", "Blue"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(schedule(&mock), ["lead", "lead", "coder"]);
+}
+
+#[test]
 fn the_idle_guard_stops_agents_that_only_talk() {
     let host = Host::git(&[("README.md", "hello\n")]);
     let chat = |to: &str| (0..10).map(|_| say(&format!("@@{to} your turn"))).collect();
@@ -298,8 +370,56 @@ fn per_turn_and_total_tool_budgets() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(tools, ["read", "bash"]);
+    // Its prompt names no tool it does not have.
+    let system = worker[0].system();
+    assert!(system.contains("- `bash` output is truncated"), "{system}");
+    for absent in ["`write`", "`edit`", "`apply_patch`", "Prefer", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     assert!(opened_with(&worker[2]).contains("limit of 2 tool calls per turn"));
     // The write, refused by the agent's tools, is no step: no x.txt.
     let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
     assert!(!patch.contains("x.txt"), "{patch}");
+}
+
+/// The agent file README.md shows, as it stands there.
+fn readme_agent_example() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap_or_else(|e| panic!("read README.md: {e}"));
+    let start = readme
+        .find("```markdown\n---\nmodel:")
+        .unwrap_or_else(|| panic!("README.md has no agent file example"));
+    let block = &readme[start + "```markdown\n".len()..];
+    let end = block
+        .find("```")
+        .unwrap_or_else(|| panic!("the example never ends"));
+    block[..end].to_string()
+}
+
+#[test]
+fn the_readmes_agent_file_with_its_comments_is_understood() {
+    let example = readme_agent_example();
+    assert!(
+        example.contains("   # "),
+        "the example has comments:\n{example}"
+    );
+    let host = Host::git(&[("README.md", "hello\n")]);
+    std::fs::create_dir_all(host.project.join(".ah/agents")).unwrap();
+    host.write(".ah/agents/coder.md", &example);
+    let mock = MockServer::start_agents(vec![("coder", vec![say("Nothing to write.")])]);
+    let out = org(&host, &mock, &["--agents", "coder", "Write notes."]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let coder = of(&mock, "coder");
+    let tools: Vec<&str> = coder[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["read", "edit", "bash"]);
+    let system = coder[0].system();
+    assert!(
+        system.contains("You write the code the lead asks for"),
+        "{system}"
+    );
 }

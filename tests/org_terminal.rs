@@ -1,11 +1,12 @@
 //! `ah org` at a real terminal (tmux): an agent's `@@user` question is
 //! shown with its name, answered on a `You:` line, and the answer reaches
-//! the asking agent, which runs next; each agent's text opens with its
-//! name; the terminal is as it was afterwards.
+//! the asking agent, which runs next, as an answer given to the continued
+//! org does; each agent's text opens with its name; the terminal is as it
+//! was afterwards.
 
-use crate::support::host::Host;
+use crate::support::host::{Host, describe};
 use crate::support::mock::{MockServer, Reply, Turn};
-use crate::support::org::{last_user_text, say};
+use crate::support::org::{agents_of, last_user_text, org, say, session_id};
 use crate::support::tmux::{Tmux, ah_script};
 
 #[test]
@@ -21,13 +22,23 @@ fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {
     let script = ah_script(
         &host,
         &mock.url(),
-        "org --review never --agents lead:opus,coder:opus 'Paint it.'",
+        &format!(
+            "-C '{}' org --review never --agents lead:opus,coder:opus 'Paint it.'",
+            host.project.display()
+        ),
     );
     let Some(tmux) = Tmux::start(&script.path) else {
         return;
     };
     tmux.wait_for("lead asks you:");
-    tmux.wait_for("You:");
+    // The command that answers later, as it can be typed (long lines wrap).
+    let asked = tmux.wait_for("You:").replace('\n', "");
+    let later = format!(
+        "answer later with `ah org -C {} -S {} \"answer\"`",
+        host.project.display(),
+        session_id(&host)
+    );
+    assert!(asked.contains(&later), "{later} in {asked}");
     tmux.keys(&["-l", "Blue"]);
     tmux.keys(&["Enter"]);
     assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
@@ -47,6 +58,53 @@ fn a_question_is_answered_at_the_terminal_and_reaches_the_asker() {
     );
     let (before, after) = script.stty();
     assert_eq!(before, after, "the terminal is as it was before ah");
+}
+
+/// The lead names the coder and asks the user in one message.
+fn ask_and_name() -> MockServer {
+    MockServer::start_agents(vec![
+        (
+            "lead",
+            vec![
+                say("@@coder paint the wall. @@user Red or blue?"),
+                say("Blue then."),
+            ],
+        ),
+        ("coder", vec![say("Painted.")]),
+    ])
+}
+
+#[test]
+fn an_answer_schedules_alike_at_the_terminal_and_through_a_continued_org() {
+    let agents = ["--review", "never", "--agents", "lead:opus,coder:opus"];
+    // Unattended: the run stops at the question; the answer continues it.
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = ask_and_name();
+    let out = org(&host, &mock, &[&agents[..], &["Paint it."]].concat());
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let id = session_id(&host);
+    let out = org(&host, &mock, &["--review", "never", "-S", &id, "Blue"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let unattended = agents_of(&mock);
+
+    let host = Host::git(&[("README.md", "hello\n")]);
+    let mock = ask_and_name();
+    let script = ah_script(
+        &host,
+        &mock.url(),
+        &format!("org {} 'Paint it.'", agents.join(" ")),
+    );
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    tmux.wait_for("You:");
+    tmux.keys(&["-l", "Blue"]);
+    tmux.keys(&["Enter"]);
+    assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
+    let at_terminal = agents_of(&mock);
+    // The asker, waiting for its answer, runs next; the coder after it.
+    assert_eq!(unattended, ["lead", "lead", "coder"]);
+    assert_eq!(at_terminal, unattended);
 }
 
 #[test]

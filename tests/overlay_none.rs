@@ -21,7 +21,7 @@ const BIG: usize = 50 << 20;
 /// Every file of the project but `.ah` and `.git` (whose objects the
 /// shadow repo borrows, and libgit2 freshens): its inode, modification
 /// time and size.
-fn stamps(project: &Path) -> BTreeMap<PathBuf, (u64, i64, i64, u64)> {
+pub(crate) fn stamps(project: &Path) -> BTreeMap<PathBuf, (u64, i64, i64, u64)> {
     let mut all = BTreeMap::new();
     let mut pending = vec![project.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -44,7 +44,7 @@ fn stamps(project: &Path) -> BTreeMap<PathBuf, (u64, i64, i64, u64)> {
 }
 
 /// A project with a 50 MB file of bytes that do not compress, committed.
-fn big_project() -> Host {
+pub(crate) fn big_project() -> Host {
     let host = Host::git(&[("greet.txt", "hello\n"), ("src/keep.txt", "keep\n")]);
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
     let bytes: Vec<u8> = (0..BIG)

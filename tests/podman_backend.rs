@@ -38,8 +38,8 @@ fn run_id() -> String {
 }
 
 /// A work copy and a started backend.
-pub(crate) async fn start_run(read_only_work: bool) -> Option<Run> {
-    start_run_with(|opts| opts.read_only_work = read_only_work).await
+pub(crate) async fn start_run() -> Option<Run> {
+    start_run_with(|_| {}).await
 }
 
 /// [`start_run`] with `configure` changing the options.
@@ -117,7 +117,7 @@ pub(crate) fn all_processes(run: &Run) -> String {
 
 #[tokio::test]
 async fn commands_run_in_work_and_report_exit_codes_and_streams() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let backend: &dyn Backend = &run.backend;
@@ -175,7 +175,7 @@ fn expected_mount(point: &str) -> bool {
 
 #[tokio::test]
 async fn the_host_is_mounted_nowhere_but_work_and_the_init() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // The project itself is not there: only its work copy is.
@@ -237,7 +237,7 @@ fn assert_pid_1_out_of_reach(reach: &str) {
 
 #[tokio::test]
 async fn no_command_can_trace_or_read_the_init() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     assert_pid_1_out_of_reach(&reach_of_pid_1(&run).await);
@@ -249,7 +249,7 @@ async fn no_command_can_trace_or_read_the_init() {
 
 #[tokio::test]
 async fn work_writes_reach_the_host_owned_by_the_caller() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let (code, _, err) = sh(&run, "echo made > new.txt && mkdir -p d/e && touch d/e/f").await;
@@ -292,7 +292,7 @@ async fn doctor_says_limits_hold() -> bool {
 
 #[tokio::test]
 async fn doctor_tells_the_truth_about_resource_limits() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     assert_eq!(doctor_says_limits_hold().await, limits_hold(&run).await);
@@ -303,23 +303,8 @@ async fn doctor_tells_the_truth_about_resource_limits() {
 }
 
 #[tokio::test]
-async fn a_read_only_phase_cannot_write_work() {
-    let Some(run) = start_run(true).await else {
-        return;
-    };
-    let (code, _, err) = sh(&run, "touch /work/x").await;
-    assert_ne!(code, 0);
-    assert!(err.contains("Read-only"), "{err}");
-    assert!(!run.work.join("x").exists());
-    run.backend
-        .shutdown()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-#[tokio::test]
 async fn there_is_no_network() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // Only loopback exists, so nothing below can leave the container.
@@ -341,7 +326,7 @@ async fn there_is_no_network() {
 
 #[tokio::test]
 async fn commands_have_no_capabilities_and_no_new_privileges() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let (_, status, _) = sh(&run, "grep -E '^(Cap|NoNewPrivs)' /proc/self/status").await;
@@ -359,7 +344,7 @@ async fn commands_have_no_capabilities_and_no_new_privileges() {
 
 #[tokio::test]
 async fn the_environment_carries_no_host_variables() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // cargo gives this test process CARGO_* variables; none may leak in.
@@ -396,7 +381,7 @@ async fn the_environment_carries_no_host_variables() {
 
 #[tokio::test]
 async fn a_timeout_kills_the_command_and_its_children() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let started = Instant::now();
@@ -426,7 +411,7 @@ async fn a_timeout_kills_the_command_and_its_children() {
 
 #[tokio::test]
 async fn nothing_a_step_starts_outlives_it() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // A new session, a nohup job, a double fork, and a job holding stdout.
@@ -459,7 +444,7 @@ async fn nothing_a_step_starts_outlives_it() {
 
 #[tokio::test]
 async fn killing_the_wrapper_does_not_let_a_process_escape() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // The command kills the shell that would clean up after it, leaving a
@@ -533,7 +518,7 @@ async fn a_full_process_table_or_a_stopped_init_leaves_a_working_sandbox() {
 
 #[tokio::test]
 async fn a_sandbox_that_stopped_between_steps_is_restarted_for_the_next() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let podman = find_podman().unwrap_or_else(|e| panic!("{e}"));
@@ -554,7 +539,7 @@ async fn a_sandbox_that_stopped_between_steps_is_restarted_for_the_next() {
 
 #[tokio::test]
 async fn dropping_an_exec_kills_the_command_inside() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let cancelled = tokio::time::timeout(
@@ -582,7 +567,7 @@ async fn dropping_an_exec_kills_the_command_inside() {
 
 #[tokio::test]
 async fn output_is_capped_in_memory() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let out = run
@@ -607,7 +592,7 @@ async fn output_is_capped_in_memory() {
 
 #[tokio::test]
 async fn shutdown_removes_the_container_and_is_idempotent() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let Ok(podman) = find_podman() else { return };
@@ -631,7 +616,7 @@ async fn shutdown_removes_the_container_and_is_idempotent() {
 
 #[tokio::test]
 async fn cleanup_removes_leftovers_of_dead_runs_only() {
-    let Some(live) = start_run(false).await else {
+    let Some(live) = start_run().await else {
         return;
     };
     let Ok(podman) = find_podman() else { return };
@@ -736,7 +721,7 @@ async fn rootless_inner() {
         return;
     }
     assert!(ah_sandbox::podman::rootless());
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     assert_eq!(sh(&run, "id -u").await.1.trim(), uid.to_string());

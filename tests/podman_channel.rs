@@ -32,7 +32,7 @@ async fn shutdown(run: Run) {
 
 #[tokio::test]
 async fn the_agent_runs_the_commands_and_is_out_of_their_reach() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     // The command's parent is the agent, run from its execute-only copy.
@@ -57,7 +57,7 @@ async fn the_agent_runs_the_commands_and_is_out_of_their_reach() {
 
 #[tokio::test]
 async fn a_command_that_kills_the_agent_leaves_nothing_and_the_next_runs() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     for (i, kill) in ["kill -9 -1", "kill -9 $PPID", "kill -STOP $PPID; sleep 5"]
@@ -92,7 +92,7 @@ async fn a_command_that_kills_the_agent_leaves_nothing_and_the_next_runs() {
 
 #[tokio::test]
 async fn a_timed_out_command_that_ignores_term_is_killed_after_the_grace() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let started = Instant::now();
@@ -119,7 +119,7 @@ async fn a_timed_out_command_that_ignores_term_is_killed_after_the_grace() {
 
 #[tokio::test]
 async fn a_dropped_command_ends_before_the_next_one_starts() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     let cancelled = tokio::time::timeout(
@@ -140,7 +140,7 @@ async fn a_dropped_command_ends_before_the_next_one_starts() {
 
 #[tokio::test]
 async fn a_container_killed_from_outside_comes_back_and_the_model_is_told() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     assert_eq!(
@@ -227,7 +227,7 @@ async fn without_an_agent_commands_run_with_podman_exec_and_the_run_is_told() {
 
 #[tokio::test]
 async fn per_call_execs_and_the_channel_take_turns() {
-    let Some(run) = start_run(false).await else {
+    let Some(run) = start_run().await else {
         return;
     };
     for _ in 0..2 {

@@ -4,7 +4,8 @@
 //! (recorded, and undone when it writes a denied path); schemas with
 //! `oneOf` and `$ref` checked before anything runs; `ah config` lists
 //! them; a text-protocol model calls them with `##tool` blocks; with
-//! podman the command runs in the container, in /work.
+//! podman the command runs in the container, in /work; the model learns
+//! where a tool was declared without a path of the host's.
 
 use crate::support::host::{Host, describe};
 use crate::support::mock::MockServer;
@@ -224,6 +225,59 @@ fn with_podman_project_tools_run_in_the_container_and_a_denied_write_is_undone()
     );
     assert_eq!(host.read("made.txt"), "made\n");
     assert!(!host.project.join("secret.txt").exists());
+    host.assert_unnamed_in(&requests);
+}
+
+#[test]
+fn the_model_is_told_where_a_tool_comes_from_without_a_host_path() {
+    let host = project();
+    let users = host.home.join(".config/ah/tools");
+    std::fs::create_dir_all(&users).unwrap();
+    std::fs::write(
+        users.join("greet.toml"),
+        "description = \"Says hello\"\ncommand = \"cat >/dev/null; echo hello\"\n",
+    )
+    .unwrap();
+    let mock = MockServer::start(vec![call("t1", "greet", json!({})), say("done")]);
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "greet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let description = |name: &str| {
+        requests[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .and_then(|t| t["description"].as_str())
+            .unwrap_or_else(|| panic!("no tool {name}"))
+            .to_string()
+    };
+    assert!(
+        description("shout")
+            .ends_with("(A tool declared in .ah/tools/shout.toml; it runs in /work.)"),
+        "{}",
+        description("shout")
+    );
+    assert!(
+        description("greet").ends_with(
+            "(A tool declared in the user's own tools folder (greet.toml); it runs in /work.)"
+        ),
+        "{}",
+        description("greet")
+    );
+    assert_eq!(requests[1].told(), "hello\n");
+    host.assert_unnamed_in(&requests);
+    // People still see where the file is.
+    let listed = host.ah(&mock.url()).arg("config").output().unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        stdout.contains(&format!("{}", users.join("greet.toml").display())),
+        "{stdout}"
+    );
 }
 
 #[test]

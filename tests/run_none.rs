@@ -86,6 +86,16 @@ fn a_run_writes_edits_runs_bash_and_applies_to_the_host() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(tools, ["read", "write", "edit", "bash"]);
+    // The system prompt names the edit tool a Claude model has.
+    let system = first.system();
+    assert!(
+        system.contains("Prefer `edit` for changes to existing files and `write` for new files.")
+            && system.contains("- `edit` needs `old_string` to match exactly once"),
+        "{system}"
+    );
+    for absent in ["apply_patch", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     for tool in first.body["tools"].as_array().unwrap() {
         assert_eq!(tool["input_schema"]["type"], json!("object"), "{tool}");
     }

@@ -212,7 +212,7 @@ fn every_tree_command_shows_the_tree() {
     assert_eq!(numbers, ["total", "4", "calls", "1000", "in", "100", "out"]);
 
     let all = stdout(&host, &["usage", "--all"]);
-    assert!(all.starts_with("1 sessions in "), "{all}");
+    assert!(all.starts_with("1 session in "), "{all}");
     assert_eq!(all.lines().last(), usage.lines().last());
 
     let listed = stdout(&host, &["sessions"]);

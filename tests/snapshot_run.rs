@@ -20,8 +20,9 @@ use crate::support::snap;
 use crate::support::work::Script;
 
 /// Text, a command with more output than is shown, a new file, an edit, a
-/// write the policy refuses, a command whose step the policy undoes, and
-/// the last words (also shown at a terminal by `snapshot_terminal`).
+/// command that fails, a write the policy refuses, a command whose step the
+/// policy undoes, and the last words (also shown at a terminal by
+/// `snapshot_terminal`).
 pub(crate) fn whole_run() -> Vec<Turn> {
     vec![
         Turn::reply(
@@ -42,6 +43,11 @@ pub(crate) fn whole_run() -> Vec<Turn> {
             "toolu_3",
             "edit",
             json!({"path": "greet.txt", "old_string": "hello", "new_string": "hi"}),
+        )),
+        Turn::reply(Reply::new().tool_use(
+            "toolu_6",
+            "bash",
+            json!({"command": "grep -c hello greet.txt"}),
         )),
         Turn::reply(Reply::new().text("CI should check it too.").tool_use(
             "toolu_4",

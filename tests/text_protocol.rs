@@ -74,6 +74,15 @@ fn blocks_streamed_in_pieces_run_once_as_steps_and_results_come_back_as_text() {
         system.contains("##file:PATH") && system.contains("```sh"),
         "{system}"
     );
+    // The prompt names the blocks, never a tool the model cannot call.
+    assert!(
+        system.contains("Write a file whole in a `##file:` block to create or change it.")
+            && system.contains("- `##run` output is truncated when long"),
+        "{system}"
+    );
+    for absent in ["`edit`", "`apply_patch`", "`read`", "`bash`", "{{"] {
+        assert!(!system.contains(absent), "{absent} in {system}");
+    }
     let results = last_user_text(&requests[1]);
     assert!(
         results.contains(

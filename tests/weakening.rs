@@ -173,3 +173,47 @@ fn raised_limits_are_named_and_lowered_ones_are_not() {
     );
     assert_eq!(warning_line(&out), None, "{}", describe(&out));
 }
+
+#[test]
+fn a_servers_variables_are_named_only_when_it_gets_them() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // A secret the project alone lists, the API key, ah's own PATH, an unset
+    // variable and one with a line break are refused; RUST_LOG passes.
+    host.write(
+        ".ah/config.toml",
+        "[mcp.srv]\ncommand = \"true\"\n\
+         env = [\"MY_TOKEN\", \"ANTHROPIC_API_KEY\", \"PATH\", \"AH_TEST_UNSET\", \
+         \"AH_TEST_BROKEN\", \"RUST_LOG\"]\n",
+    );
+    let token = std::path::Path::new("tok_for_nobody_0001");
+    let broken = std::path::Path::new("a\nb");
+    let debug = std::path::Path::new("debug");
+    let out = run(
+        &host,
+        &["--backend", "none"],
+        &[
+            ("MY_TOKEN", token),
+            ("AH_TEST_BROKEN", broken),
+            ("RUST_LOG", debug),
+        ],
+    );
+    let line = warning_line(&out).unwrap_or_else(|| panic!("no warning:\n{}", describe(&out)));
+    assert!(
+        line.contains("mcp.srv env += RUST_LOG (.ah/config.toml)"),
+        "{line}"
+    );
+    for refused in [
+        "MY_TOKEN",
+        "ANTHROPIC_API_KEY",
+        "PATH",
+        "AH_TEST_UNSET",
+        "AH_TEST_BROKEN",
+    ] {
+        assert!(!line.contains(refused), "{refused} is not passed: {line}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("MCP server srv: MY_TOKEN is not passed"),
+        "{stderr}"
+    );
+}

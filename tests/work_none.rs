@@ -101,6 +101,21 @@ fn done_on_the_first_round_applies_the_patch_and_plan_cannot_write() {
     );
     assert_eq!(tools_of(&requests[8]), ["read", "bash", "report"]);
     assert_eq!(tools_of(&requests[11]), ["read", "verdict"]);
+    // Each phase's prompt names the tools of that phase: plan cannot write.
+    let plan_system = requests[0].system();
+    assert!(
+        plan_system.contains("you have `read`, `bash` and `report`."),
+        "{plan_system}"
+    );
+    for absent in ["`write`", "`edit`", "Prefer", "{{"] {
+        assert!(!plan_system.contains(absent), "{absent} in {plan_system}");
+    }
+    let do_system = requests[5].system();
+    assert!(
+        do_system.contains("with `read`, `write`, `edit`, `bash` and `report`.")
+            && do_system.contains("Prefer `edit` for changes to existing files"),
+        "{do_system}"
+    );
     let refused = requests[1].told();
     assert!(
         refused.contains("/work is read-only in this phase"),

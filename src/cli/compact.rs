@@ -8,8 +8,9 @@ use anyhow::Result;
 
 use super::EXIT_OK;
 use super::args::SessionArgs;
-use super::display::Display;
+use super::display::{Display, kept};
 use ah_core::agent::Event;
+use ah_core::present::{count, terminal_safe};
 use ah_core::run::resolve_project;
 use ah_core::sessions;
 
@@ -26,18 +27,22 @@ pub(super) async fn compact(
     let mut on_event = |event: &Event| display.show(event);
     let done =
         sessions::compact(&project, &which.choice(), model, overrides, &mut on_event).await?;
+    // In an org, whose conversation it is.
+    let whose = done.agent.map_or_else(String::new, |agent| {
+        format!(" ({}'s conversation)", terminal_safe(&agent))
+    });
     match done.compaction {
         None => println!(
-            "nothing to compact: session {} holds only its most recent messages",
+            "nothing to compact: session {}{whose} holds only its most recent messages",
             done.session
         ),
         Some(compaction) => println!(
-            "compacted session {}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} characters and the {} most recent messages)",
+            "compacted session {}{whose}: the next request ~{} tokens before, ~{} after (estimated; a summary of {} and {})",
             done.session,
             compaction.tokens_before,
             compaction.tokens_after,
-            compaction.summary_chars,
-            compaction.kept_messages
+            count(compaction.summary_chars, "character", "characters"),
+            kept(compaction.kept_messages)
         ),
     }
     Ok(EXIT_OK)

@@ -9,7 +9,7 @@ use console::{Color, style};
 
 use ah_core::event::Event;
 use ah_core::org::OrgEnd;
-use ah_core::present::terminal_safe;
+use ah_core::present::{count, terminal_safe};
 
 const COLOURS: [Color; 6] = [
     Color::Cyan,
@@ -54,10 +54,10 @@ impl OrgView {
             } => {
                 self.label_due = true;
                 format!(
-                    "{} tick {tick}: {} ({letters} letter{})",
+                    "{} tick {tick}: {} ({})",
                     style("──").dim(),
                     self.name(agent),
-                    if *letters == 1 { "" } else { "s" }
+                    count(*letters, "letter", "letters")
                 )
             }
             Event::Routed { from, to, kind } => {
@@ -74,18 +74,18 @@ impl OrgView {
                     .iter()
                     .map(|(name, tally)| {
                         format!(
-                            "{} {} tick(s), {} tool call(s), {}↑ {}↓ tokens",
+                            "{} {}, {}, {}↑ {}↓ tokens",
                             self.name(name),
-                            tally.ticks,
-                            tally.tool_calls,
+                            count(tally.ticks, "tick", "ticks"),
+                            count(tally.tool_calls, "tool call", "tool calls"),
                             tally.input_tokens,
                             tally.output_tokens
                         )
                     })
                     .collect();
                 format!(
-                    "org over after {ticks} tick{}: {}\n  {}",
-                    if *ticks == 1 { "" } else { "s" },
+                    "org over after {}: {}\n  {}",
+                    count(*ticks, "tick", "ticks"),
                     ending(end),
                     each.join("\n  ")
                 )
@@ -120,9 +120,11 @@ fn ending(end: &OrgEnd) -> String {
         OrgEnd::Asked { agent, .. } => {
             format!("{} waits for the user's answer", terminal_safe(agent))
         }
-        OrgEnd::Idle { ticks } => format!("{ticks} idle ticks in a row"),
+        OrgEnd::Idle { ticks } => format!("{} in a row", count(*ticks, "idle tick", "idle ticks")),
         OrgEnd::TickLimit { ticks } => format!("the tick limit ({ticks})"),
-        OrgEnd::ToolLimit { calls } => format!("the tool call limit ({calls} calls)"),
+        OrgEnd::ToolLimit { calls } => {
+            format!("the tool call limit ({})", count(*calls, "call", "calls"))
+        }
         OrgEnd::Stopped { agent, reason } => {
             format!("{} stopped ({})", terminal_safe(agent), reason.as_str())
         }

@@ -14,7 +14,7 @@ use super::live::{Asker, Controls, Wiring};
 use super::org_view::OrgView;
 use super::screen::Screen;
 use ah_core::event::{Event, RunEvent};
-use ah_core::present::{redact, terminal_safe};
+use ah_core::present::{count, redact, terminal_safe};
 use ah_core::run::{Choice, Console, Front, LiveControls, PatchToChoose, ReviewFront, Tone};
 use ah_core::sandbox::BuildOptions;
 
@@ -81,13 +81,13 @@ impl Front for Output {
         Output::show(self, event);
     }
 
-    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
+    async fn ask_user(&mut self, agent: &str, question: &str, later: &str) -> Option<String> {
         let asker = self.asker.as_ref()?;
         let shown = self.org.line(&Event::AskUser {
             agent: agent.to_string(),
             question: question.to_string(),
         })?;
-        asker.ask(shown).await
+        asker.ask(shown, terminal_safe(later).to_string()).await
     }
 
     fn notice(&mut self, line: &str) {
@@ -195,7 +195,10 @@ fn work_line(event: &Event) -> Option<String> {
             terminal_safe(summary.lines().next().unwrap_or_default())
         ),
         Event::WorkEnd { rounds, .. } => {
-            format!("work session over after {rounds} round(s)")
+            format!(
+                "work session over after {}",
+                count(*rounds, "round", "rounds")
+            )
         }
         _ => return None,
     })

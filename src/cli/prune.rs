@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::{EXIT_ERROR, EXIT_OK};
-use ah_core::present::size;
+use ah_core::present::{count, size};
 use ah_core::run::resolve_project;
 use ah_core::runs::{self, PruneOptions};
 
@@ -49,10 +49,9 @@ pub(super) fn runs_prune(
         "freed"
     };
     println!(
-        "{} {} run{}, {freed} {}; {} kept",
+        "{} {}, {freed} {}; {} kept",
         verb,
-        report.removed.len(),
-        if report.removed.len() == 1 { "" } else { "s" },
+        count(report.removed.len(), "run", "runs"),
         size(report.bytes()),
         report.kept + report.live.len() + report.failed.len(),
     );

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use ah_core::present::count;
 use console::style;
 
 /// What the last line of a run says.
@@ -23,10 +24,6 @@ pub(super) struct RunSummary {
 
 impl RunSummary {
     pub(super) fn line(&self) -> String {
-        let plural = |n: u64, one: &str, many: &str| match n {
-            1 => format!("1 {one}"),
-            n => format!("{n} {many}"),
-        };
         let parts = [
             format!("{:.1}s", self.duration.as_secs_f64()),
             format!(
@@ -34,11 +31,11 @@ impl RunSummary {
                 short(self.tokens.0),
                 short(self.tokens.1)
             ),
-            plural(u64::from(self.steps), "step", "steps"),
-            plural(self.violations as u64, "violation", "violations"),
+            count(self.steps, "step", "steps"),
+            count(self.violations, "violation", "violations"),
             format!(
                 "{} +{} −{}",
-                plural(self.files as u64, "file", "files"),
+                count(self.files, "file", "files"),
                 self.added,
                 self.removed
             ),

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::mock::RecordedRequest;
+
 /// A temporary project (a git repo with one commit unless made bare) and an
 /// empty HOME, removed when dropped.
 pub(crate) struct Host {
@@ -42,6 +44,32 @@ impl Host {
             host.write(path, content);
         }
         host
+    }
+
+    /// Panics when a request the mock received names a folder of this
+    /// host's (the project's or HOME's absolute path): the model is told
+    /// of `/work`, project-relative paths and neutral names only.
+    pub(crate) fn assert_unnamed_in(&self, requests: &[RecordedRequest]) {
+        let root = self.root.path();
+        let real = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        for (i, request) in requests.iter().enumerate() {
+            let body = request.body.to_string();
+            for folder in [root, real.as_path()] {
+                let folder = folder.display().to_string();
+                if let Some(at) = body.find(&folder) {
+                    let from = body[..at]
+                        .char_indices()
+                        .rev()
+                        .nth(200)
+                        .map_or(0, |(i, _)| i);
+                    let to = (at + folder.len() + 200).min(body.len());
+                    let to = (to..=body.len())
+                        .find(|&i| body.is_char_boundary(i))
+                        .unwrap_or(body.len());
+                    panic!("request {i} names {folder}: …{}…", &body[from..to]);
+                }
+            }
+        }
     }
 
     pub(crate) fn write(&self, path: &str, content: &str) {

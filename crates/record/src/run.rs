@@ -121,10 +121,6 @@ pub struct Run {
     dir: RunDir,
     shadow: ShadowRepo,
     backend: Box<dyn Backend>,
-    /// Runs commands while the rules make `/work` read-only (a container
-    /// that mounts it read-only); without one, `backend` runs them and what
-    /// they change is undone.
-    read_only_backend: Option<Box<dyn Backend>>,
     rules: StepRules,
     /// The project's own tools (see [`Run::set_project_tools`]).
     project_tools: Vec<Arc<ProjectTool>>,
@@ -251,7 +247,6 @@ impl Run {
             dir,
             shadow: start.shadow,
             backend,
-            read_only_backend: None,
             rules: StepRules::default(),
             project_tools: Vec::new(),
             mcp: mcp::McpServers::default(),
@@ -278,11 +273,6 @@ impl Run {
     /// Sets how much of each tool's output the model gets.
     pub fn set_output_limits(&mut self, limits: OutputLimits) {
         self.limits = limits;
-    }
-
-    /// Adds the backend that runs commands while `/work` is read-only.
-    pub fn attach_read_only_backend(&mut self, backend: Box<dyn Backend>) {
-        self.read_only_backend = Some(backend);
     }
 
     /// Sets what the next steps may do (the project's tools and the MCP
@@ -392,17 +382,13 @@ impl Run {
         } else {
             appeared.clear();
         }
-        let backend = match (&self.read_only_backend, self.rules.is_read_only()) {
-            (Some(read_only), true) => read_only.as_ref(),
-            _ => self.backend.as_ref(),
-        };
         // Where a file tool writes, the sandbox learns of it after the step.
         let on_host = matches!(self.rules.route(name), Route::Builtin) && name != "bash";
         let view = ExecView {
             root: seen
                 .as_ref()
                 .map_or_else(|_| self.dir.work_dir(), |seen| seen.root.clone()),
-            backend,
+            backend: self.backend.as_ref(),
             policy: &self.policy,
             limits: self.limits,
             bash_timeout: self.bash_timeout,
@@ -418,7 +404,11 @@ impl Run {
             (None, Ok(_)) => match self.rules.route(name) {
                 Route::Builtin => tools::call(name, input, &view).await,
                 Route::Project(tool) => tools::project::call(&tool, input, &view).await,
-                Route::Mcp(tool) => self.mcp.call(&tool, input, backend, &self.limits).await,
+                Route::Mcp(tool) => {
+                    self.mcp
+                        .call(&tool, input, self.backend.as_ref(), &self.limits)
+                        .await
+                }
                 Route::Host(tool) => rules::call_host(tool.as_ref(), input),
                 Route::Refused(why) => ToolOutput::error(why),
             },
@@ -552,9 +542,14 @@ impl Run {
         };
         if !committed.nested_repos.is_empty() {
             output.content.push_str(&format!(
-                "\n[ah: {} contain(s) a nested git repository; files inside are not recorded \
+                "\n[ah: {} {} a nested git repository; files inside are not recorded \
                  and will not be part of the patch]",
-                committed.nested_repos.join(", ")
+                committed.nested_repos.join(", "),
+                if committed.nested_repos.len() == 1 {
+                    "contains"
+                } else {
+                    "contain"
+                }
             ));
         }
         let mut violations: Vec<Violation> = committed

@@ -24,6 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use self::git::{Git, GitRun, directory_arg, nul_paths};
+use ah_base::count;
 use ah_record::safe_text::path_safe;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,14 +64,13 @@ impl std::fmt::Display for ApplyOutcome {
     /// One line for the user: how many files, how, and the host commit.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let files = self.paths.len();
-        let plural = if files == 1 { "" } else { "s" };
         let how = match self.method {
             ApplyMethod::Nothing => "nothing to apply",
             ApplyMethod::ThreeWay => "3-way apply",
             ApplyMethod::Direct => "direct apply (3-way failed, every hunk applied)",
             ApplyMethod::Plain => "plain apply, not a git repository",
         };
-        write!(f, "{files} file{plural} ({how})")?;
+        write!(f, "{} ({how})", count(files, "file", "files"))?;
         if let Some(commit) = &self.commit {
             write!(f, ", committed {}", &commit[..commit.len().min(12)])?;
         }

@@ -192,11 +192,15 @@ pub fn plan_on_host(asked: &Asked) -> Vec<Held> {
             Some("not enforced: --backend none runs commands on the host".to_string()),
         )
     };
-    vec![
-        not("memory", asked.memory.clone()),
-        not("pids", asked.pids.to_string()),
-        disk(asked),
-    ]
+    let memory = match memory_bytes(&asked.memory) {
+        Some(_) => not("memory", asked.memory.clone()),
+        None => unlimited("memory", &asked.memory),
+    };
+    let pids = match asked.pids {
+        0 => unlimited("pids", "0"),
+        pids => not("pids", pids.to_string()),
+    };
+    vec![memory, pids, disk(asked)]
 }
 
 fn disk(asked: &Asked) -> Held {

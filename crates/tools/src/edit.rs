@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 
+use ah_base::count;
 use serde_json::json;
 
 use super::input::Input;
@@ -83,7 +84,10 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
     let edited_bytes = (text.len() as u64 - replacements as u64 * old.len() as u64)
         .saturating_add((replacements as u64).saturating_mul(new.len() as u64));
     if edited_bytes > bounds::MAX_EDIT_BYTES {
-        let what = format!("{shown} after {replacements} replacement(s)");
+        let what = format!(
+            "{shown} after {}",
+            count(replacements, "replacement", "replacements")
+        );
         return Err(format!(
             "{} Nothing was changed.",
             bounds::result_too_big("edit", &what, edited_bytes, bounds::MAX_EDIT_BYTES)
@@ -106,10 +110,10 @@ async fn edit(input: Input<'_>, exec: &dyn Exec) -> Result<ToolOutput, String> {
 
     let lines_removed = replacements * line_span(old);
     let lines_added = replacements * line_span(new);
-    let plural = if replacements == 1 { "" } else { "s" };
     let summary = format!(
-        "Edited {shown}: {replacements} replacement{plural}, {lines_removed} lines removed, \
-         {lines_added} added.\n"
+        "Edited {shown}: {}, {} removed, {lines_added} added.\n",
+        count(replacements, "replacement", "replacements"),
+        count(lines_removed, "line", "lines")
     );
     let region = snippet(&edited, start, start + new.len());
     let budget = exec.limits().edit.saturating_sub(summary.chars().count());

@@ -51,8 +51,10 @@ pub struct McpServer {
     pub startup_timeout: u64,
     /// Seconds a call may take.
     pub timeout: u64,
-    /// Where it was declared, as the user sees it.
-    pub source: String,
+    /// Where it was declared, as the model is told: the project's file by
+    /// its path in the project (`.ah/config.toml`), the user's own by a
+    /// neutral name; never a path of the host's.
+    pub declared: String,
 }
 
 impl McpServer {
@@ -81,7 +83,8 @@ pub struct McpTool {
     pub name: String,
     pub description: String,
     pub input_schema: Value,
-    pub source: String,
+    /// Its server's [`McpServer::declared`].
+    pub declared: String,
 }
 
 impl McpTool {
@@ -91,7 +94,7 @@ impl McpTool {
             description: format!(
                 "{}\n\n(A tool of the MCP server {}, declared in {}; it runs where commands \
                  run, in /work.)",
-                self.description, self.server, self.source
+                self.description, self.server, self.declared
             ),
             input_schema: self.input_schema.clone(),
         }
@@ -152,7 +155,7 @@ pub fn offered(server: &McpServer, listed: &[Listed]) -> (Vec<McpTool>, Vec<Stri
             name,
             description,
             input_schema,
-            source: server.source.clone(),
+            declared: server.declared.clone(),
         });
     }
     (tools, skipped)

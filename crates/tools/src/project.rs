@@ -39,6 +39,10 @@ pub struct ProjectTool {
     pub timeout: Option<u64>,
     /// The file that declared it, as the user sees it.
     pub source: PathBuf,
+    /// Where it was declared, as the model is told: the file's path in
+    /// the project (`.ah/tools/lint.toml`) or a neutral name for the
+    /// user's own; never a path of the host's.
+    pub declared: String,
 }
 
 impl ProjectTool {
@@ -47,9 +51,8 @@ impl ProjectTool {
         ToolDef {
             name: self.name.clone(),
             description: format!(
-                "{}\n\n(A tool of this project, declared in {}; it runs in /work.)",
-                self.description,
-                self.source.display()
+                "{}\n\n(A tool declared in {}; it runs in /work.)",
+                self.description, self.declared
             ),
             input_schema: self.input_schema.clone(),
         }
@@ -182,6 +185,7 @@ mod tests {
             command: command.into(),
             timeout: Some(5),
             source: PathBuf::from(".ah/tools/shout.toml"),
+            declared: ".ah/tools/shout.toml".into(),
         }
     }
 

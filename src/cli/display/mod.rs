@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::screen::{Screen, ScreenState};
 use super::summary::RunSummary;
 use ah_core::agent::{CompactReason, Event};
-use ah_core::present::{name_safe, terminal_safe, terminal_safe_piece, tool_names};
+use ah_core::present::{count, name_safe, terminal_safe, terminal_safe_piece, tool_names};
 
 mod progress;
 
@@ -91,7 +91,7 @@ impl Display {
                 output,
                 ..
             } => {
-                let mark = if *is_error {
+                let mark = if failed(name, *is_error, details) {
                     style("✗").red()
                 } else {
                     style("✓").green()
@@ -160,8 +160,7 @@ impl Display {
                 state.end_line();
                 let skipped = match skipped {
                     0 => String::new(),
-                    1 => "; 1 tool call skipped".to_string(),
-                    n => format!("; {n} tool calls skipped"),
+                    n => format!("; {} skipped", count(*n, "tool call", "tool calls")),
                 };
                 eprintln!(
                     "{} steering #{id} delivered{skipped}: {}",
@@ -203,8 +202,10 @@ impl Display {
                 ..
             } => {
                 eprintln!(
-                    "{} compacted: a summary of {summary_chars} characters and the {kept_messages} most recent messages",
-                    style("⇣").cyan()
+                    "{} compacted: a summary of {} and {}",
+                    style("⇣").cyan(),
+                    count(*summary_chars, "character", "characters"),
+                    kept(*kept_messages)
                 );
             }
             Event::Limits { checked, limits } => {
@@ -300,7 +301,28 @@ impl Display {
     }
 }
 
+/// The messages a compaction kept as they were: `the 3 most recent
+/// messages`, or `the most recent message`.
+pub(super) fn kept(messages: usize) -> String {
+    match messages {
+        1 => "the most recent message".to_string(),
+        n => format!("the {n} most recent messages"),
+    }
+}
+
 /// One line on how a call went, from its structured details.
+/// Whether a call's end is shown as a failure: an error result, or a
+/// command that exited with a code other than 0 (which the model gets as
+/// an ordinary result, its exit code in it).
+fn failed(tool: &str, is_error: bool, details: &Value) -> bool {
+    is_error
+        || (tool == "bash"
+            && details
+                .get("exit_code")
+                .and_then(Value::as_i64)
+                .is_some_and(|code| code != 0))
+}
+
 fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> String {
     let number = |key: &str| details.get(key).and_then(Value::as_i64);
     let seconds = format!("{:.1}s", duration_ms as f64 / 1000.0);
@@ -327,12 +349,15 @@ fn outcome(tool: &str, is_error: bool, duration_ms: u64, details: &Value) -> Str
             } else {
                 "overwritten"
             };
-            format!("{verb}, {} bytes", number("bytes").unwrap_or(0))
+            format!(
+                "{verb}, {}",
+                count(number("bytes").unwrap_or(0), "byte", "bytes")
+            )
         }
         "read" => format!(
-            "{} of {} lines",
+            "{} of {}",
             number("lines_shown").unwrap_or(0),
-            number("total_lines").unwrap_or(0)
+            count(number("total_lines").unwrap_or(0), "line", "lines")
         ),
         _ => format!("done in {seconds}"),
     }
@@ -411,6 +436,15 @@ mod tests {
             "10 of 99 lines"
         );
         assert_eq!(outcome("edit", true, 1, &Value::Null), "error");
+    }
+
+    #[test]
+    fn a_command_that_exits_non_zero_is_shown_failed() {
+        assert!(!failed("bash", false, &json!({"exit_code": 0})));
+        assert!(failed("bash", false, &json!({"exit_code": 1})));
+        assert!(failed("bash", true, &json!({"exit_code": null})));
+        assert!(!failed("lint", false, &json!({"exit_code": 2})));
+        assert!(failed("edit", true, &Value::Null));
     }
 
     #[test]

@@ -58,6 +58,8 @@ pub(super) struct Controls {
 /// line that the key reader opens between keys.
 struct Ask {
     shown: String,
+    /// The command that answers later.
+    later: String,
     answer: oneshot::Sender<Option<String>>,
 }
 
@@ -65,11 +67,18 @@ struct Ask {
 pub(super) struct Asker(mpsc::Sender<Ask>);
 
 impl Asker {
-    /// Shows `shown` and waits for the user's line: `None` when the keys
-    /// are over or the line was empty.
-    pub(super) async fn ask(&self, shown: String) -> Option<String> {
+    /// Shows `shown` (and `later`, the command that answers after the
+    /// run) and waits for the user's line: `None` when the keys are over or
+    /// the line was empty.
+    pub(super) async fn ask(&self, shown: String, later: String) -> Option<String> {
         let (answer, answered) = oneshot::channel();
-        self.0.send(Ask { shown, answer }).ok()?;
+        self.0
+            .send(Ask {
+                shown,
+                later,
+                answer,
+            })
+            .ok()?;
         answered.await.ok().flatten()
     }
 }
@@ -231,9 +240,10 @@ fn answer(raw: &RawMode, wiring: &Wiring, stopped: &AtomicBool, question: Ask) -
     eprintln!("{}", question.shown);
     eprintln!(
         "{}",
-        style(
-            "(an empty line stops the run here; answer later with `ah org -S SESSION \"answer\"`)"
-        )
+        style(format!(
+            "(an empty line stops the run here; answer later with `{}`)",
+            question.later
+        ))
         .dim()
     );
     let text = prompt::read_line(|| stopped.load(Ordering::SeqCst) || wiring.abort.is_requested());

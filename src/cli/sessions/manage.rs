@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::super::EXIT_OK;
 use super::summary::row;
-use ah_core::present::terminal_safe;
+use ah_core::present::{count, terminal_safe};
 use ah_core::sessions::{self, CallKind, ModelUsage, Removed, Session, total_usage};
 
 /// `ah sessions`: one line per session, newest first.
@@ -67,8 +67,8 @@ pub(super) fn usage_all(project: &Path) -> Result<i32> {
         eprintln!("warning: skipped: {err}");
     }
     println!(
-        "{} sessions in {}",
-        all.sessions,
+        "{} in {}",
+        count(all.sessions, "session", "sessions"),
         project.join(".ah").display()
     );
     print_usage(&all.rows);
@@ -114,7 +114,11 @@ pub(super) fn branch_rm(session: &mut Session, seq: i64, force: bool) -> Result<
         head_moved_to,
     } = sessions::remove_branch(session, seq, force)?;
     let list: Vec<String> = seqs.iter().map(|s| format!("@{s}")).collect();
-    println!("removed {} messages: {}", seqs.len(), list.join(", "));
+    println!(
+        "removed {}: {}",
+        count(seqs.len(), "message", "messages"),
+        list.join(", ")
+    );
     match head_moved_to {
         Some(Some(parent)) => println!("head moved to @{parent}"),
         Some(None) => println!("head cleared: no message is left above the branch"),

@@ -8,7 +8,7 @@ use console::style;
 
 use super::super::EXIT_OK;
 use super::summary::{ScanEntry, last_text, row};
-use ah_core::present::terminal_safe;
+use ah_core::present::{count, terminal_safe};
 use ah_core::sessions::{Block, Session, StoredMessage, Tree, message, no_message};
 
 /// The mark before the head's line.
@@ -147,9 +147,9 @@ pub(super) fn diff(session: &Session, a: i64, b: i64) -> Result<i32> {
                 )
             }
             _ => println!(
-                "@{}: {} messages after the common ancestor",
+                "@{}: {} after the common ancestor",
                 end.seq,
-                after.len()
+                count(after.len(), "message", "messages")
             ),
         }
         for message in after {

@@ -115,6 +115,14 @@ impl MockServer {
 /// or the content (a string, or parts with `text`) of the `system` messages
 /// of Chat Completions. The first well-formed marker counts.
 pub(super) fn agent_in(body: &Value) -> Option<String> {
+    system_texts(body).into_iter().find_map(named_in)
+}
+
+/// The texts of the system prompt of a request body: the `system` field (a
+/// string, or blocks with `text`) of the Messages API, then the content (a
+/// string, or parts with `text`) of the `system` messages of Chat
+/// Completions.
+pub(super) fn system_texts(body: &Value) -> Vec<&str> {
     let messages = body["messages"].as_array().map_or(&[][..], Vec::as_slice);
     let system_messages = messages
         .iter()
@@ -123,7 +131,7 @@ pub(super) fn agent_in(body: &Value) -> Option<String> {
     texts(&body["system"])
         .into_iter()
         .chain(system_messages)
-        .find_map(named_in)
+        .collect()
 }
 
 /// A string, or the `text` of each block of an array.

@@ -1,5 +1,6 @@
 //! What the mock recorded of one request, with accessors for the parts
-//! tests read: headers, the conversation, the tool result, the agent.
+//! tests read: headers, the system prompt, the conversation, the tool
+//! result, the agent.
 
 use std::collections::BTreeMap;
 
@@ -72,6 +73,13 @@ impl RecordedRequest {
             .as_str()
             .unwrap_or_else(|| panic!("tool result without text: {result}"))
             .to_string()
+    }
+
+    /// The system prompt the request sent, whole: the `system` field (text
+    /// or blocks) on the Messages API, the `system` messages on Chat
+    /// Completions.
+    pub(crate) fn system(&self) -> String {
+        agents::system_texts(&self.body).join("\n")
     }
 
     /// The agent whose request this is: `NAME` of the marker "You are the

@@ -1,9 +1,13 @@
 //! The prompts: the system prompt (`sys/system.md` and `sys/claude.md`) and
 //! the compaction prompt (`sys/compact.md`), built into the binary, each
-//! replaceable by a project file of the same name in `.ah/sys/`; and the
+//! replaceable by a project file of the same name in `.ah/sys/`; the words
+//! that name the tools of one request in them (`name_tools`); and the
 //! run's note on the files the read policy withheld from the work copy.
 
 use std::path::Path;
+
+use ah_llm::ToolDef;
+use ah_llm::models::{ModelInfo, ToolProtocol};
 
 use crate::config::own_files::{PROMPT_CAP, ProjectFiles};
 
@@ -32,9 +36,9 @@ pub fn system_prompt(files: &ProjectFiles, workspace: Workspace) -> std::io::Res
              container."
         }
         Workspace::Host => {
-            "Your commands run in the work directory (the current directory of every \
-             `bash` call); use relative paths in commands, since `/work` is only an \
-             alias understood by the file tools."
+            "Your commands run in the work directory (it is their current directory); \
+             use relative paths in commands, since `/work` is only an alias that the \
+             tools for files understand."
         }
     };
     Ok(format!(
@@ -42,6 +46,108 @@ pub fn system_prompt(files: &ProjectFiles, workspace: Workspace) -> std::io::Res
         system.trim_end().replace("{{workspace}}", place),
         claude.trim_end()
     ))
+}
+
+/// `system` with its tool placeholders filled for a request that offers
+/// `tools` to `model`: the one place that decides how the prompts name the
+/// tools, so that they name those the model has, by its edit format and
+/// tool protocol, in this phase or for this agent. `{{tools}}` lists them;
+/// `{{editing}}` says which to change files with (nothing when none can);
+/// `{{tool_use}}` holds the notes on using them. Under the text protocol
+/// they are named by their blocks (`##file:`, `##run`, `##tool`).
+pub(crate) fn name_tools(system: &str, tools: &[ToolDef], model: &ModelInfo) -> String {
+    let own = ah_tools::specs(model.edit_format);
+    // ah's own tool `name`, not a project's tool that took its name.
+    let has = |name: &str| {
+        tools
+            .iter()
+            .any(|tool| tool.name == name && own.contains(tool))
+    };
+    let others = || tools.iter().filter(|tool| !own.contains(tool));
+    let text = model.tool_protocol == ToolProtocol::Text;
+    let (list, editing, mut notes) = if text {
+        let mut ways = Vec::new();
+        if has("write") {
+            ways.push("`##file:` blocks".to_string());
+        }
+        if has("bash") {
+            ways.push("`##run` blocks".to_string());
+        }
+        let others: Vec<String> = others().map(|tool| format!("`{}`", tool.name)).collect();
+        if !others.is_empty() {
+            ways.push(format!("`##tool` blocks for {}", and_list(&others)));
+        }
+        let editing = match has("write") {
+            true => "Write a file whole in a `##file:` block to create or change it. ",
+            false => "",
+        };
+        let notes = vec![
+            "- Write several blocks in one reply when they are independent; they run in order."
+                .to_string(),
+        ];
+        (ways, editing.to_string(), notes)
+    } else {
+        let names: Vec<String> = tools
+            .iter()
+            .map(|tool| format!("`{}`", tool.name))
+            .collect();
+        let edit = ["edit", "apply_patch"].into_iter().find(|name| has(name));
+        let editing = match (edit, has("write")) {
+            (Some(edit), true) => {
+                format!("Prefer `{edit}` for changes to existing files and `write` for new files. ")
+            }
+            (Some(edit), false) => format!("Use `{edit}` for changes to existing files. "),
+            (None, true) => "Use `write` to create a file or replace its content. ".to_string(),
+            (None, false) => String::new(),
+        };
+        let notes = vec![
+            "- You can call several tools in one response when they are independent (for \
+             example, reading several files); they run in order."
+                .to_string(),
+        ];
+        (names, editing, notes)
+    };
+    let run = if text { "`##run`" } else { "`bash`" };
+    if has("bash") {
+        notes.push(format!(
+            "- {run} output is truncated when long; narrow commands (`grep -n`, `head`, \
+             `sed -n`) instead of printing whole files."
+        ));
+    }
+    if !text && has("read") {
+        notes.push("- Use `read` with `offset`/`limit` for large files.".to_string());
+    }
+    if !text && has("edit") {
+        notes.push(
+            "- `edit` needs `old_string` to match exactly once (include enough surrounding \
+             lines), or set `replace_all`."
+                .to_string(),
+        );
+    }
+    if !text && has("apply_patch") {
+        notes.push(
+            "- `apply_patch` needs the context lines of each change to match the file \
+             exactly (read them first); a patch applies whole or not at all."
+                .to_string(),
+        );
+    }
+    let list = match list.is_empty() {
+        true => "no tools".to_string(),
+        false => and_list(&list),
+    };
+    system
+        .replace("{{tools}}", &list)
+        .replace("{{editing}}", &editing)
+        .replace("{{tool_use}}", &notes.join("\n"))
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first @ .., last] => format!("{} and {last}", first.join(", ")),
+    }
 }
 
 /// How many withheld files are named; the rest are counted.
@@ -101,6 +207,7 @@ pub fn part(files: &ProjectFiles, name: &str, builtin: &str) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ah_llm::models::EditFormat;
 
     /// A project whose `.ah` is `dir/.ah`, as ah reads it.
     fn files(dir: &Path) -> ProjectFiles {
@@ -125,6 +232,70 @@ mod tests {
         assert!(text.contains("CUSTOM TOOL RULES"));
         assert!(!text.contains("# Tool use"));
         assert!(text.contains("You are ah"));
+    }
+
+    fn model(edit_format: EditFormat, tool_protocol: ToolProtocol) -> ModelInfo {
+        ModelInfo {
+            id: "m".to_string(),
+            context_window: 100_000,
+            max_output_tokens: 8_000,
+            edit_format,
+            tool_protocol,
+            images: false,
+        }
+    }
+
+    /// ah's own tools `names` as offered in `format`, then a project's
+    /// tool `write` (which is not ah's) when `project_write`.
+    fn offered(format: EditFormat, names: &[&str], project_write: bool) -> Vec<ToolDef> {
+        let mut tools: Vec<ToolDef> = ah_tools::specs(format)
+            .into_iter()
+            .filter(|tool| names.contains(&tool.name.as_str()))
+            .collect();
+        if project_write {
+            tools.push(ToolDef {
+                name: "write".to_string(),
+                description: "the project's own".to_string(),
+                input_schema: serde_json::json!({"type": "object"}),
+            });
+        }
+        tools
+    }
+
+    const PLACES: &str = "{{tools}}|{{editing}}|{{tool_use}}";
+
+    #[test]
+    fn tools_are_named_as_the_request_offers_them() {
+        let native = model(EditFormat::Edit, ToolProtocol::Native);
+        // Read-only: nothing to change files with is named.
+        let tools = offered(EditFormat::Edit, &["read", "bash"], false);
+        let text = name_tools(PLACES, &tools, &native);
+        assert!(
+            text.starts_with("`read` and `bash`||- You can call"),
+            "{text}"
+        );
+        assert!(!text.contains("`edit`"), "{text}");
+        // A project's `write` is not ah's: no advice to write new files with it.
+        let tools = offered(EditFormat::ApplyPatch, &["apply_patch"], true);
+        let patch = model(EditFormat::ApplyPatch, ToolProtocol::Native);
+        let text = name_tools(PLACES, &tools, &patch);
+        assert!(
+            text.starts_with("`apply_patch` and `write`|Use `apply_patch` for changes"),
+            "{text}"
+        );
+        // The text protocol names blocks, and `##tool` for the project's.
+        let local = model(EditFormat::ApplyPatch, ToolProtocol::Text);
+        let tools = offered(EditFormat::ApplyPatch, &["read", "bash"], true);
+        let text = name_tools(PLACES, &tools, &local);
+        assert!(
+            text.starts_with("`##run` blocks and `##tool` blocks for `write`||- Write several"),
+            "{text}"
+        );
+        assert!(!text.contains("`read`"), "{text}");
+        assert_eq!(
+            name_tools(PLACES, &[], &native).split('|').next(),
+            Some("no tools")
+        );
     }
 
     #[test]

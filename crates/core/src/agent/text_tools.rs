@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
+use super::prompt;
 use super::state::{Halt, LoopState};
 use super::{AbortSignal, AgentConfig, AgentError};
 use crate::event::EndReason;
@@ -27,12 +28,14 @@ const PROTOCOL: &str = include_str!("../../../../sys/text_protocol.md");
 /// The largest file a `##file:` block may write, in bytes.
 pub(super) const MAX_FILE_BYTES: usize = 1024 * 1024;
 
-/// The system prompt and tools of a request: under the text protocol, no
-/// tools, and the protocol described after the prompt, for the tools the
-/// run offers (`write` for `##file:`, `bash` for `##run`).
+/// The system prompt and tools of a request, the prompt naming the tools
+/// offered ([`prompt::name_tools`]): under the text protocol, no tools, and
+/// the protocol described after the prompt, for the tools the run offers
+/// (`write` for `##file:`, `bash` for `##run`).
 pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
+    let system = prompt::name_tools(&config.system, &config.tools, &config.model);
     if config.model.tool_protocol == ToolProtocol::Native {
-        return (config.system.clone(), config.tools.clone());
+        return (system, config.tools.clone());
     }
     // `##file:` and `##run` stand for ah's own `write` and `bash`; a
     // project's tool of the same name is called with `##tool` instead.
@@ -64,7 +67,7 @@ pub(super) fn request_parts(config: &AgentConfig) -> (String, Vec<ToolDef>) {
         .replace("{{run}}", run)
         .replace("{{tools}}", &tools);
     (
-        format!("{}\n\n{}", config.system.trim_end(), protocol.trim_end()),
+        format!("{}\n\n{}", system.trim_end(), protocol.trim_end()),
         Vec::new(),
     )
 }

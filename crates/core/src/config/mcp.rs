@@ -19,6 +19,7 @@
 //! run says so, since the model's commands in the sandbox can read it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -93,12 +94,13 @@ pub fn problems(servers: &BTreeMap<String, McpSettings>) -> Vec<(String, String)
     problems
 }
 
-/// The servers a run starts, with their variables looked up by `host`,
-/// and a line for the user about each variable passed as a secret or not
-/// passed at all.
+/// The servers a run in `project` starts, with their variables looked up
+/// by `host`, and a line for the user about each variable passed as a
+/// secret or not passed at all.
 pub fn servers(
     loaded: &Loaded,
     config: &Config,
+    project: &Path,
     host: &dyn Fn(&str) -> Option<String>,
 ) -> (Vec<McpServer>, Vec<String>) {
     let mut servers = Vec::new();
@@ -139,7 +141,9 @@ pub fn servers(
             disabled_tools: settings.disabled_tools.clone(),
             startup_timeout: settings.startup_timeout(),
             timeout: settings.timeout(config),
-            source: loaded.source(&format!("mcp.{name}.command")).to_string(),
+            declared: loaded
+                .source(&format!("mcp.{name}.command"))
+                .for_model(project),
         });
     }
     (servers, lines)
@@ -158,6 +162,9 @@ mod tests {
         }
     }
 
+    /// The project's folder, where [`loaded`]'s file is.
+    const PROJECT: &str = "/home/u/repo";
+
     fn loaded(project: McpSettings, user: Option<McpSettings>) -> Loaded {
         let mut config = Config::default();
         config.mcp.insert("gh".into(), project);
@@ -168,7 +175,7 @@ mod tests {
         Loaded {
             sources: BTreeMap::from([(
                 "mcp.gh.command".to_string(),
-                Source::File(".ah/config.toml".into()),
+                Source::File(Path::new(PROJECT).join(".ah/config.toml")),
             )]),
             config,
             files: Vec::new(),
@@ -189,12 +196,12 @@ mod tests {
     fn a_secret_passes_only_when_the_user_lists_it() {
         let listed = ["GITHUB_TOKEN", "RUST_LOG", "PATH", "UNSET", "BROKEN"];
         let planted = loaded(settings(&listed), None);
-        let (passed, lines) = servers(&planted, &planted.config, &host);
+        let (passed, lines) = servers(&planted, &planted.config, Path::new(PROJECT), &host);
         assert_eq!(
             passed[0].env,
             [("RUST_LOG".to_string(), "debug".to_string())]
         );
-        assert_eq!(passed[0].source, ".ah/config.toml");
+        assert_eq!(passed[0].declared, ".ah/config.toml");
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(lines[0].contains("GITHUB_TOKEN is not passed: its name marks a secret"));
         assert!(lines[1].contains("PATH is not passed: ah sets it itself"));
@@ -204,8 +211,16 @@ mod tests {
             settings(&["GITHUB_TOKEN"]),
             Some(settings(&["GITHUB_TOKEN"])),
         );
-        let (passed, lines) = servers(&own, &own.config, &host);
+        let (passed, lines) = servers(&own, &own.config, Path::new(PROJECT), &host);
         assert_eq!(passed[0].env[0].0, "GITHUB_TOKEN");
+        // The user's own file is named, never its path.
+        let mut users = loaded(settings(&[]), None);
+        users.sources.insert(
+            "mcp.gh.command".into(),
+            Source::File("/home/u/.config/ah/config.toml".into()),
+        );
+        let (mine, _) = servers(&users, &users.config, Path::new(PROJECT), &host);
+        assert_eq!(mine[0].declared, "the user's configuration file");
         assert!(
             lines[0].contains("gets GITHUB_TOKEN, a secret"),
             "{lines:?}"
@@ -217,7 +232,11 @@ mod tests {
         let mut off = settings(&[]);
         off.enabled = Some(false);
         let config = loaded(off, None);
-        assert!(servers(&config, &config.config, &host).0.is_empty());
+        assert!(
+            servers(&config, &config.config, Path::new(PROJECT), &host)
+                .0
+                .is_empty()
+        );
         let bad = BTreeMap::from([
             ("a__b".to_string(), settings(&[])),
             (

@@ -12,7 +12,7 @@ pub mod mcp;
 pub mod own_files;
 mod providers;
 mod report;
-mod settings;
+pub(crate) mod settings;
 pub mod tools;
 
 #[cfg(test)]
@@ -48,6 +48,24 @@ impl fmt::Display for Source {
             Source::File(path) => write!(f, "{}", path.display()),
             Source::Env(name) => write!(f, "env {name}"),
             Source::Override(text) => write!(f, "-c {text}"),
+        }
+    }
+}
+
+impl Source {
+    /// Where a value came from, as the model may be told: a file of the
+    /// project (under `project`) by its path there, anything else by a
+    /// neutral name (the user's file, a variable or `-c` could name a path
+    /// of the host's).
+    pub fn for_model(&self, project: &Path) -> String {
+        match self {
+            Source::File(path) => match path.strip_prefix(project) {
+                Ok(rel) => rel.display().to_string(),
+                Err(_) => "the user's configuration file".to_string(),
+            },
+            Source::Env(_) => "an environment variable of the user's".to_string(),
+            Source::Override(_) => "a -c option of the user's".to_string(),
+            Source::Default => "ah's defaults".to_string(),
         }
     }
 }

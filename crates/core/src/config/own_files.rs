@@ -120,6 +120,16 @@ impl Folder {
         }
     }
 
+    /// Where a name in this folder is, for the model: its path in the
+    /// project, or a neutral name for the user's folder (`what`, e.g.
+    /// `tools`); never a path of the host's.
+    pub fn for_model(&self, what: &str, name: &str) -> String {
+        match self {
+            Folder::Project { rel, .. } => rel.join(name).display().to_string(),
+            Folder::User(_) => format!("the user's own {what} folder ({name})"),
+        }
+    }
+
     /// The entries of the folder with their kinds (a link's own), sorted;
     /// empty when there is no such folder.
     pub fn entries(&self) -> Result<Vec<(String, Kind)>, String> {

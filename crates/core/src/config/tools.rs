@@ -118,6 +118,7 @@ fn read(folder: &Folder, file: &str) -> Result<ProjectTool, String> {
         command: text_of("command")?,
         timeout,
         source,
+        declared: folder.for_model("tools", file),
     })
 }
 

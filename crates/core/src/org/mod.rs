@@ -36,7 +36,7 @@ use crate::agent::{
 use ah_llm::{Block, Provider, Role};
 use ah_record::run::Run;
 use ah_session::queue::Queued;
-use ah_session::{BlockRecord, Letter, MailKind, MessageMeta, Session, SessionError};
+use ah_session::{BlockRecord, MailKind, MessageMeta, Session, SessionError};
 use schedule::{STATE_KEY, Schedule};
 
 /// The default ticks in a row without a tool call or a file change that
@@ -294,20 +294,15 @@ impl Org<'_> {
             .clone()
             .ok_or_else(|| OrgError::State("it names no root message".into()))?;
         self.recover(&mut schedule)?;
-        if let Some(text) = input {
-            // The user spoke: the idle streak starts again.
-            schedule.idle = 0;
-            let letters = match schedule.question.take() {
-                Some(question) => vec![Letter {
-                    // The asker waits for its answer: it runs next.
-                    recipient: schedule.addressed.insert(question.agent).clone(),
-                    sender: "user".into(),
-                    kind: MailKind::Answer,
-                    text,
-                }],
-                None => self.to_everyone("user", MailKind::Interjection, &text, None),
-            };
-            self.post(None, &letters, &schedule)?;
+        match input {
+            Some(text) if schedule.question.is_some() => self.answer(&mut schedule, text)?,
+            Some(text) => {
+                // The user spoke: the idle streak starts again.
+                schedule.idle = 0;
+                let letters = self.to_everyone("user", MailKind::Interjection, &text, None);
+                self.post(None, &letters, &schedule)?;
+            }
+            None => {}
         }
         Ok((root, schedule))
     }

@@ -86,6 +86,26 @@ impl Org<'_> {
         Ok(())
     }
 
+    /// The user's answer to the open question, at a terminal or given to
+    /// the continued org: a letter to the asker, which runs next (it waits
+    /// for its answer, even when its message also named another agent);
+    /// the user spoke, so the idle streak starts again. Nothing when no
+    /// question is open.
+    pub(super) fn answer(&mut self, schedule: &mut Schedule, text: String) -> Result<(), OrgError> {
+        let Some(question) = schedule.question.take() else {
+            return Ok(());
+        };
+        schedule.idle = 0;
+        schedule.addressed = Some(question.agent.clone());
+        let letter = Letter {
+            recipient: question.agent,
+            sender: "user".into(),
+            kind: MailKind::Answer,
+            text,
+        };
+        self.post(None, &[letter], schedule)
+    }
+
     /// Moves the user's queued messages into the inboxes: to the agent a
     /// message names first with `@@name`, else to every agent.
     pub(super) fn take_interjections(&mut self, root: &str) -> Result<(), OrgError> {

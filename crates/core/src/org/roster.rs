@@ -79,6 +79,20 @@ pub fn roster(
     Ok(agents)
 }
 
+/// The agents of a roster in `--agents`' form, as the session keeps it
+/// (`lead:opus,coder:ollama:qwen2.5-coder:7b`): each name with its model,
+/// if the item gives one.
+pub fn listed(list: &str) -> Vec<(&str, Option<&str>)> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| match item.split_once(':') {
+            Some((name, model)) => (name.trim(), Some(model.trim())),
+            None => (item, None),
+        })
+        .collect()
+}
+
 /// One `--agents` item: `name:model` (a defined agent's other settings
 /// kept), or a defined agent's name.
 fn named(item: &str, dirs: &[Folder]) -> Result<AgentSpec, String> {
@@ -326,5 +340,17 @@ mod tests {
             .unwrap();
         let agents = roster(Some("lead"), &files(&project), None).unwrap();
         assert_eq!(agents[0].role, "You lead.");
+    }
+
+    #[test]
+    fn a_stored_roster_lists_each_agent_with_its_model() {
+        assert_eq!(
+            listed("lead:opus, coder:ollama:qwen2.5-coder:7b,tester,"),
+            [
+                ("lead", Some("opus")),
+                ("coder", Some("ollama:qwen2.5-coder:7b")),
+                ("tester", None)
+            ]
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! The router's reading of an agent's final text: its routing tags.
-//! `@@name` addresses that agent, `@@group` every other agent, `@@user` the
-//! human. A tag is `@@` followed by a name (letters, digits, `-`, `_`),
-//! not preceded by a letter, a digit or another `@` (`a@@b` is no tag);
-//! a name never ends in `_` or `-` (`_@@coder_` names `coder`), and
-//! `@@group` and `@@user` may be written in any case.
+//! `@@name` addresses that agent, `@@group` (or `@@all`, as models often
+//! write it) every other agent, `@@user` the human. A tag is `@@` followed
+//! by a name (letters, digits, `-`, `_`), not preceded by a letter, a digit
+//! or another `@` (`a@@b` is no tag); a name never ends in `_` or `-`
+//! (`_@@coder_` names `coder`), and `@@group`, `@@all` and `@@user` may be
+//! written in any case.
 //! Text inside code — fenced blocks (```` ``` ```` or `~~~`, closed by a
 //! like fence) and inline code (a run of backticks up to the same run) — is
 //! not read: an agent may quote a tag without sending anything.
@@ -81,7 +82,7 @@ fn line_tags(line: &str, found: &mut Vec<Tag>) {
             continue;
         }
         let tag = match name.to_ascii_lowercase().as_str() {
-            "group" => Tag::Group,
+            "group" | "all" => Tag::Group,
             "user" => Tag::User,
             _ => Tag::Name(name.to_string()),
         };
@@ -147,5 +148,7 @@ mod tests {
             tags("_@@coder_ and **@@User** and @@GROUP-"),
             [name("coder"), Tag::User, Tag::Group]
         );
+        // `@@all` is `@@group`, once.
+        assert_eq!(tags("@@all and @@group, @@All"), [Tag::Group]);
     }
 }

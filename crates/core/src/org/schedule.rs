@@ -26,7 +26,8 @@ pub struct Schedule {
     /// The agent whose tick began and did not end (a crash, Ctrl+C): its
     /// turn goes on first.
     pub running: Option<String>,
-    /// The agent the last routed message named first: it runs next.
+    /// The agent the last routed message named first, or the one the user
+    /// just answered: it runs next.
     pub addressed: Option<String>,
     /// An agent's question to the user, not answered yet.
     pub question: Option<Question>,

@@ -194,17 +194,7 @@ impl Org<'_> {
                 },
             );
             if let Some(answer) = self.front.ask_user(&question.agent, &question.text).await {
-                schedule.question = None;
-                // The asker waits for its answer, unless its message
-                // named an agent to run next.
-                schedule.addressed.get_or_insert(question.agent.clone());
-                let letter = Letter {
-                    recipient: question.agent.clone(),
-                    sender: "user".into(),
-                    kind: MailKind::Answer,
-                    text: answer,
-                };
-                self.post(None, &[letter], schedule)?;
+                self.answer(schedule, answer)?;
             }
         }
         Ok(self.idle_end(schedule))

@@ -3,26 +3,32 @@
 //! continued), the prompt stored, then the agent loop until the model is
 //! done, stopped or interrupted.
 
-use anyhow::Result;
+use std::sync::Arc;
+
+use anyhow::{Result, anyhow};
 
 use super::begin::{self, Begin, plan, position, split_prompt};
 use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::{Claim, claim_exclusive, claim_for_run};
 use super::resolve::{self, Target};
-use super::settle::{RunSetup, resolve_project, settle};
+use super::settle::{RunSetup, resolve_project, run_model, settle};
 use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop};
 use crate::agent::loop_detect::MAX_DETECTIONS;
 use crate::agent::prompt;
 use crate::agent::{AgentConfig, EndReason, run_agent};
 use crate::event::{Event, RunEvent};
 use crate::time_travel::files::Origin;
-use ah_llm::{Block, Role};
+use ah_llm::{Block, Provider, Role};
 use ah_record::run::Run;
 use ah_session::{BlockRecord, MessageMeta, Session};
 
 /// Resolves and opens the session, settles the run and takes the session's
-/// lock; a new prompt for a session another ah holds is queued there.
-async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
+/// lock; a new prompt for a session another ah holds is queued there. The
+/// run's model, connected.
+async fn open(
+    options: &mut RunOptions,
+    front: &mut dyn Front,
+) -> Result<(Open, Box<dyn Provider>)> {
     let (fork, prompt) = split_prompt(&options.prompt);
     let project = resolve_project(options.project.as_deref())?;
     let ah_dir = project.join(".ah");
@@ -44,7 +50,7 @@ async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
         .into());
     }
     let (begin, task) = plan(existing.as_ref(), fork, &prompt)?;
-    let (mut setup, provider) = settle(options, task, front).await?;
+    let (mut setup, provider) = settle(options, task, run_model, front).await?;
     let session = match existing {
         Some(session) => session,
         None => target.open(&setup.ah_dir)?,
@@ -55,7 +61,7 @@ async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
             let prompt = setup.prompts.blocks.join("\n\n");
             match claim_for_run(&session, &prompt, options.wait).await? {
                 Claim::Owner(lock) => lock,
-                Claim::Queued(outcome) => return Ok(Open::Queued(outcome)),
+                Claim::Queued(outcome) => return Ok((Open::Queued(outcome), provider)),
             }
         }
         // A fork or a continuation moves the head: not under a live ah.
@@ -63,25 +69,36 @@ async fn open(options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
     };
     begin::enter(&session, &begin)?;
     setup.begin = begin;
-    Ok(Open::Run(Box::new(LockedRun {
+    let opened = LockedRun {
         setup,
-        provider,
         session,
         lock,
-    })))
+    };
+    Ok((Open::Run(Box::new(opened)), provider))
 }
 
-/// The single agent, as an engine of the run.
-pub(crate) struct AgentEngine;
+/// The single agent, as an engine of the run: the run's model once its
+/// opening connected it.
+#[derive(Default)]
+pub(crate) struct AgentEngine {
+    provider: Option<Arc<dyn Provider>>,
+}
 
 #[async_trait::async_trait(?Send)]
 impl Engine for AgentEngine {
     async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
-        open(options, front).await
+        let (open, provider) = open(options, front).await?;
+        self.provider = Some(Arc::from(provider));
+        Ok(open)
     }
 
     fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
-        let ready = enter(at.options, at.setup, at.session, at.run, at.origin)?;
+        let provider = self
+            .provider
+            .ok_or_else(|| anyhow!("the agent was entered into a run it did not open"))?;
+        let ready = enter(
+            at.options, at.setup, at.session, at.run, at.origin, provider,
+        )?;
         Ok(Box::new(ready))
     }
 }
@@ -97,12 +114,13 @@ impl Loop for AgentLoop {
     }
 }
 
-/// The agent, entered into its started run: its configuration and the
-/// message it answers.
+/// The agent, entered into its started run: its configuration, the
+/// message it answers and its model's connection (one for every attempt).
 #[derive(Clone)]
 pub(crate) struct AgentLoop {
     config: AgentConfig,
     start: String,
+    provider: Arc<dyn Provider>,
 }
 
 /// Stores the prompt (or, continuing a cut turn, a note on where the files
@@ -113,6 +131,7 @@ fn enter(
     session: &mut Session,
     run: &Run,
     origin: &Origin,
+    provider: Arc<dyn Provider>,
 ) -> Result<AgentLoop> {
     // A session left mid-turn by a crash gets its missing tool results first.
     let parent = position(session)?;
@@ -158,7 +177,11 @@ fn enter(
         compact_reserve: options.compact_reserve,
         compact_prompt: prompt::compact_prompt(&setup.files)?,
     };
-    Ok(AgentLoop { config, start })
+    Ok(AgentLoop {
+        config,
+        start,
+        provider,
+    })
 }
 
 /// Runs the agent loop; returns how the session's intake closes and what
@@ -166,7 +189,6 @@ fn enter(
 async fn drive(ready: AgentLoop, with: RunParts<'_>) -> Driven {
     let RunParts {
         options,
-        provider,
         session,
         run,
         abort,
@@ -178,7 +200,7 @@ async fn drive(ready: AgentLoop, with: RunParts<'_>) -> Driven {
         let mut on_event = |event: &Event| front.show(&RunEvent::of(&id, event));
         run_agent(
             &ready.config,
-            provider,
+            ready.provider.as_ref(),
             session,
             run,
             ready.start,

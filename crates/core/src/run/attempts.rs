@@ -31,7 +31,6 @@ use super::{
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::event::{RunEvent, SessionState};
-use ah_llm::Provider;
 use ah_sandbox::image::BuildOptions;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
@@ -63,11 +62,10 @@ pub async fn run_attempts(
     };
     let LockedRun {
         setup,
-        provider,
         mut session,
         lock,
     } = *opened;
-    session.set_context(SESSION_MODEL, &setup.model_name)?;
+    session.set_context(SESSION_MODEL, &setup.models())?;
     let setups: Vec<RunSetup> = (0..count)
         .map(|i| RunSetup {
             run_id: match i {
@@ -81,7 +79,6 @@ pub async fn run_attempts(
     let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
     let run = Side {
         options: &options,
-        provider: provider.as_ref(),
         lock: &lock,
         started_at: SystemTime::now(),
         seq_before: session.last_seq()?,
@@ -94,7 +91,6 @@ pub async fn run_attempts(
 /// What every attempt shares.
 struct Side<'a> {
     options: &'a RunOptions,
-    provider: &'a dyn Provider,
     lock: &'a SessionLock,
     started_at: SystemTime,
     /// The session's last `@N` before the attempts.
@@ -111,10 +107,9 @@ impl Side<'_> {
         engine: Box<dyn engine::Engine>,
         front: &mut dyn Front,
     ) -> Result<Vec<Attempt>> {
-        let read_only = engine.read_only_sandbox();
         let mut starts: Vec<Started> = Vec::with_capacity(setups.len());
         for setup in setups {
-            match start_run(self.options, setup, session, read_only, front) {
+            match start_run(self.options, setup, session, front) {
                 Ok(mut started) => {
                     started.run.set_project_tools(setup.project_tools.clone());
                     starts.push(started);
@@ -214,7 +209,6 @@ impl Side<'_> {
             }
             let with = RunParts {
                 options: self.options,
-                provider: self.provider,
                 session: &mut session,
                 run: &mut run,
                 abort: &mut abort,
@@ -313,7 +307,7 @@ impl Front for Shared<'_, '_> {
         self.0.lock().show(event);
     }
 
-    async fn ask_user(&mut self, _agent: &str, _question: &str) -> Option<String> {
+    async fn ask_user(&mut self, _agent: &str, _question: &str, _later: &str) -> Option<String> {
         None
     }
 

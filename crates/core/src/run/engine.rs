@@ -29,12 +29,6 @@ pub(crate) trait Engine {
     /// that holds the session.
     async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open>;
 
-    /// Whether the run needs a second sandbox that mounts `/work`
-    /// read-only (for phases that may only look).
-    fn read_only_sandbox(&self) -> bool {
-        false
-    }
-
     /// Enters the started run: the engine's loop, ready to drive it.
     fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>>;
 }
@@ -88,7 +82,7 @@ pub(crate) struct Entry<'a> {
 /// The engine a front-end asked for: the one registration of engines.
 pub(crate) fn engine(asked: super::Engine) -> Box<dyn Engine> {
     match asked {
-        super::Engine::Agent => Box::new(super::agent::AgentEngine),
+        super::Engine::Agent => Box::new(super::agent::AgentEngine::default()),
         super::Engine::Work { issue, max_rounds } => {
             Box::new(super::work::WorkEngine::new(issue, max_rounds))
         }

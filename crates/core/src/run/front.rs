@@ -24,9 +24,10 @@ pub trait Front: ReviewFront + Send {
     fn show(&mut self, event: &RunEvent<'_>);
 
     /// An agent asks the user (`@@user` in `ah org`): the answer, or `None`
-    /// when nobody can answer here (no terminal, `--json`), which stops the
-    /// run with the question saved.
-    async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String>;
+    /// when nobody can answer here (no terminal, `--json`) or the user would
+    /// rather not now, which stops the run with the question saved; `later`
+    /// is the command that answers it then.
+    async fn ask_user(&mut self, agent: &str, question: &str, later: &str) -> Option<String>;
 
     /// A line for the person running ah that is not part of the event
     /// stream: where the files came from, what the network allows, a

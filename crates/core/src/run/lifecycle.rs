@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use ah_base::count;
 use anyhow::Result;
 
 use super::limits::{NotEnforced, RunLimits};
@@ -52,15 +53,13 @@ pub(crate) struct Started {
 /// project's files, or those of the session's fork point: see
 /// `time_travel`) and starts the sandbox in the background: the model is
 /// asked while the container starts, and the run's first command waits for
-/// it (see [`SandboxStart`]). With `read_only_sandbox`, the podman backend
-/// also gets a second container that mounts `/work` read-only, for steps
-/// whose rules make `/work` read-only (the none backend has no such mount:
-/// its read-only steps are undone when they change anything).
+/// it (see [`SandboxStart`]). Every engine's run has the one sandbox: a
+/// step whose rules make `/work` read-only (`ah work`'s plan and check)
+/// runs there too, and is undone when it changes anything (`ah_record::run`).
 pub(crate) fn start_run(
     args: &RunOptions,
     setup: &RunSetup,
     session: &Session,
-    read_only_sandbox: bool,
     front: &mut dyn Front,
 ) -> Result<Started> {
     let id = setup
@@ -79,10 +78,10 @@ pub(crate) fn start_run(
         _ => String::new(),
     };
     front.notice(&format!(
-        "run {} ({} backend, model {}{copying})",
+        "run {} ({} backend, {}{copying})",
         dir.id(),
         args.backend.as_str(),
-        setup.model_name
+        setup.models_shown()
     ));
     let planned = Event::Limits {
         checked: false,
@@ -90,8 +89,7 @@ pub(crate) fn start_run(
     };
     announce(session, front, &setup.run_id, planned);
     let holder = holder.and_then(Result::ok);
-    let overlay =
-        holder.is_some() || use_overlay(args, read_only_sandbox, &setup.project, &dir, front);
+    let overlay = holder.is_some() || use_overlay(args, &setup.project, &dir, front);
     let (start, origin) = time_travel::prepare_files(
         session,
         args.no_restore,
@@ -135,7 +133,6 @@ pub(crate) fn start_run(
                 Box::new(backend) as Box<dyn Backend>,
                 SandboxStart {
                     main: None,
-                    read_only: None,
                     notices,
                     limits,
                 },
@@ -147,13 +144,9 @@ pub(crate) fn start_run(
                 stand_ins,
                 notices: &notices,
             };
-            let main = start_podman(args, setup, &dir, &start, false, &how, front)?;
-            let read_only = read_only_sandbox
-                .then(|| start_podman(args, setup, &dir, &start, true, &how, front))
-                .transpose()?;
+            let main = start_podman(args, setup, &dir, &start, &how, front)?;
             let sandbox = SandboxStart {
                 main: Some(main.clone()),
-                read_only: read_only.clone(),
                 notices,
                 limits,
             };
@@ -167,9 +160,6 @@ pub(crate) fn start_run(
         setup.policy.clone(),
         args.max_artifact_size.saturating_mul(1024 * 1024),
     );
-    if let Some(read_only) = &sandbox.read_only {
-        run.attach_read_only_backend(Box::new(read_only.clone()));
-    }
     run.set_output_limits(output_limits(&args.output_limits));
     if let Some(max_bytes) = args.sandbox.disk_budget {
         run.set_disk_budget(DiskBudget {
@@ -186,9 +176,9 @@ pub(crate) fn start_run(
     })
 }
 
-/// What the run's containers are confined by besides their options: the
-/// limits planned for them and what stands in for missing cgroup limits,
-/// and where their starts leave what they have to say.
+/// What the run's container is confined by besides its options: the
+/// limits planned for it and what stands in for missing cgroup limits,
+/// and where its start leaves what it has to say.
 struct Confinement<'a> {
     limits: &'a RunLimits,
     stand_ins: StandIns,
@@ -196,22 +186,18 @@ struct Confinement<'a> {
 }
 
 /// Configures the run's container (its network notes go to `front` now)
-/// and starts it in the background; the read-only one is `ah-<run>-ro`.
-/// The main container's start counts into `removed_stale` the containers of
-/// crashed runs it removed, and checks the limits its init got.
+/// and starts it in the background. Its start counts into `notices` the
+/// containers of crashed runs it removed, and checks the limits its init
+/// got.
 fn start_podman(
     args: &RunOptions,
     setup: &RunSetup,
     dir: &RunDir,
     start: &Start,
-    read_only: bool,
     how: &Confinement<'_>,
     front: &mut dyn Front,
 ) -> Result<Starting> {
-    let name = match read_only {
-        true => format!("{}-ro", dir.id()),
-        false => dir.id().to_string(),
-    };
+    let name = dir.id().to_string();
     let mut options = match &start.overlay {
         Some(overlay) => {
             let mut options = podman::PodmanOptions::new(&name, &overlay.project);
@@ -222,22 +208,16 @@ fn start_podman(
         None => podman::PodmanOptions::new(&name, &dir.work_dir()),
     };
     options.image = setup.image.clone();
-    options.read_only_work = read_only;
     configure_sandbox(&mut options, &args.sandbox);
     options.stand_ins = how.stand_ins;
-    if read_only {
-        // Plan and check read and test; they get no network.
-        network::configure_offline(&mut options, &setup.policy);
-    } else {
-        network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
-    }
+    network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     let notices = how.notices.clone();
-    let limits = (!read_only).then(|| how.limits.clone());
+    let limits = how.limits.clone();
     let strict = args.sandbox.strict_limits;
-    // The main container's start is over once the baseline is taken too: a
+    // The container's start is over once the baseline is taken too: a
     // baseline that cannot be taken fails the start, and the first command
     // waits for both.
-    let taking = (!read_only).then(|| start.taking.clone()).flatten();
+    let taking = start.taking.clone();
     Ok(Starting::spawn(BackendKind::Podman, async move {
         let baseline = async move {
             let Some(taking) = taking else {
@@ -253,7 +233,7 @@ fn start_podman(
             backend.shutdown().await.ok();
             return Err(StartFailure::Baseline(why));
         }
-        if let (Some(limits), Some(seen)) = (limits, backend.observed_limits())
+        if let Some(seen) = backend.observed_limits()
             && let Err(refused) = limits.check(&seen, strict)
         {
             backend.shutdown().await.ok();
@@ -268,14 +248,15 @@ fn start_podman(
         );
         if removed > 0 {
             notices.add([format!(
-                "removed {removed} container(s) left by an earlier run that did not finish"
+                "removed {} left by an earlier run that did not finish",
+                count(removed, "container", "containers")
             )]);
         }
         Ok::<_, StartFailure>(backend)
     }))
 }
 
-/// Why the main container's start failed.
+/// Why the container's start failed.
 #[derive(Debug, thiserror::Error)]
 enum StartFailure {
     #[error(transparent)]
@@ -309,40 +290,30 @@ impl Notices {
     }
 }
 
-/// The run's containers while they start: the run stops on the first that
-/// fails ([`SandboxStart::failed`]), and learns how the starts ended before
-/// it finishes ([`SandboxStart::settled`]). No container for the none
+/// The run's container while it starts: the run stops if it fails
+/// ([`SandboxStart::failed`]), and learns how the start ended before it
+/// finishes ([`SandboxStart::settled`]). No container for the none
 /// backend; its limits for every backend.
 pub(crate) struct SandboxStart {
     main: Option<Starting>,
-    read_only: Option<Starting>,
     notices: Notices,
-    /// Planned at the start, checked by the main container's.
+    /// Planned at the start, checked by the container's.
     pub(crate) limits: RunLimits,
 }
 
 impl SandboxStart {
-    /// Completes only if a container fails to start, with its error.
+    /// Completes only if the container fails to start, with its error.
     pub(crate) async fn failed(&self) -> StartError {
-        let failed = |start: &Option<Starting>| {
-            let start = start.clone();
-            async move {
-                match start {
-                    Some(start) => start.failed().await,
-                    None => std::future::pending().await,
-                }
-            }
-        };
-        tokio::select! {
-            err = failed(&self.main) => err,
-            err = failed(&self.read_only) => err,
+        match &self.main {
+            Some(start) => start.failed().await,
+            None => std::future::pending().await,
         }
     }
 
-    /// Waits for every start; the first error, if one failed. What the
-    /// starts had to say goes to `front`.
+    /// Waits for the start; its error, if it failed. What the start had to
+    /// say goes to `front`.
     pub(crate) async fn settled(&self, front: &mut dyn Front) -> Result<(), StartError> {
-        for start in [&self.main, &self.read_only].into_iter().flatten() {
+        if let Some(start) = &self.main {
             start.ready().await?;
         }
         for notice in self.notices.take() {
@@ -351,13 +322,13 @@ impl SandboxStart {
         Ok(())
     }
 
-    /// Removes whatever the starts made, once they are over (for a run that
+    /// Removes whatever the start made, once it is over (for a run that
     /// ends without finishing: its sandbox failed, or it could not begin).
     pub(crate) async fn shutdown(&self, front: &mut dyn Front) {
-        for start in [&self.main, &self.read_only].into_iter().flatten() {
-            if let Err(err) = start.shutdown().await {
-                front.notice(&format!("warning: the sandbox could not be removed: {err}"));
-            }
+        if let Some(start) = &self.main
+            && let Err(err) = start.shutdown().await
+        {
+            front.notice(&format!("warning: the sandbox could not be removed: {err}"));
         }
     }
 }
@@ -429,18 +400,11 @@ fn none_holder(project: &Path, dir: &RunDir) -> Result<Holder, String> {
     Holder::probe(project, &dirs, &dir.work_dir(), &dir.path().join("probe"))
 }
 
-/// Whether the run's `/work` is an overlay of the project (podman, an
-/// agent run: `ah work` keeps a copy, which its read-only phases mount
-/// read-only) rather than a copy. Where podman cannot mount the project or
-/// the run directory, the run copies, and says so.
-fn use_overlay(
-    args: &RunOptions,
-    read_only_sandbox: bool,
-    project: &Path,
-    dir: &RunDir,
-    front: &mut dyn Front,
-) -> bool {
-    if args.backend != BackendKind::Podman || read_only_sandbox {
+/// Whether a podman run's `/work` is an overlay of the project rather than
+/// a copy. Where podman cannot mount the project or the run directory, the
+/// run copies, and says so.
+fn use_overlay(args: &RunOptions, project: &Path, dir: &RunDir, front: &mut dyn Front) -> bool {
+    if args.backend != BackendKind::Podman {
         return false;
     }
     let paths = [project.to_path_buf(), dir.path().to_path_buf()];
@@ -753,11 +717,15 @@ fn not_kept_line(result: &RunResult, artifacts: &Path) -> Option<String> {
         named.push(format!("and {} more", over.len() - NAMED));
     }
     Some(format!(
-        "{} of the run's {new} new files were not kept in {}: they would pass the run's disk \
-         budget ({}); manifest.json lists them",
+        "{} of the run's {} {} not kept in {}: {} would pass the run's disk budget ({}); \
+         manifest.json lists {}",
         over.len(),
+        count(new, "new file", "new files"),
+        if over.len() == 1 { "was" } else { "were" },
         artifacts.display(),
-        named.join(", ")
+        if over.len() == 1 { "it" } else { "they" },
+        named.join(", "),
+        if over.len() == 1 { "it" } else { "them" },
     ))
 }
 
@@ -781,7 +749,7 @@ fn start_manifest(
     let mut manifest = Manifest::new(
         &run_dir.id().to_string(),
         &setup.task,
-        &setup.model_name,
+        &setup.models(),
         options.backend.as_str(),
     );
     let sandboxed = options.backend == BackendKind::Podman;

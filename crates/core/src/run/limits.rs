@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::RunOptions;
+use crate::config::settings::SandboxSettings;
 use ah_sandbox::BackendKind;
 use ah_sandbox::limits::{self, Asked, Cgroups, Held, Observed, StandIns};
 use ah_sandbox::podman;
@@ -22,6 +23,26 @@ struct State {
     held: Vec<Held>,
     /// The sandbox's check found other limits than the plan.
     changed: bool,
+}
+
+/// What a `--backend none` run asks: the sandbox's defaults are limits for
+/// a sandbox, and a run that has none asked for nothing unless the command
+/// line or a configuration file named a limit of its own (then it is said,
+/// and `--strict-limits` refuses, that it cannot hold on the host).
+fn asked_on_host(args: &RunOptions, asked: Asked) -> Asked {
+    let defaults = SandboxSettings::default();
+    let given = &args.given;
+    Asked {
+        memory: match given.memory || asked.memory != defaults.memory {
+            true => asked.memory,
+            false => "0".to_string(),
+        },
+        pids: match given.pids_limit || asked.pids != defaults.pids_limit {
+            true => asked.pids,
+            false => 0,
+        },
+        disk_budget: asked.disk_budget,
+    }
 }
 
 /// `--strict-limits` and a limit that cannot be enforced here.
@@ -46,7 +67,10 @@ impl RunLimits {
             disk_budget: sandbox.disk_budget,
         };
         let (held, stand_ins) = match args.backend {
-            BackendKind::None => (limits::plan_on_host(&asked), StandIns::default()),
+            BackendKind::None => (
+                limits::plan_on_host(&asked_on_host(args, asked)),
+                StandIns::default(),
+            ),
             BackendKind::Podman => {
                 let rootless = podman::rootless();
                 limits::plan(&asked, Cgroups::for_containers(rootless), rootless)

@@ -39,7 +39,6 @@ use anyhow::Result;
 use crate::agent::{AbortSignal, set_state};
 use crate::event::RunEvent;
 use crate::event::SessionState;
-use ah_llm::Provider;
 use ah_record::run::Run;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
@@ -154,7 +153,6 @@ pub async fn run(
     let opened = engine.open(&mut options, front).await?;
     let LockedRun {
         setup,
-        provider,
         mut session,
         lock,
     } = match opened {
@@ -163,17 +161,8 @@ pub async fn run(
     };
     // What `ah compact` uses: the provider is not in the model id the API
     // reports.
-    session.set_context(SESSION_MODEL, &setup.model_name)?;
-    let outcome = run_in_session(
-        &options,
-        &setup,
-        provider.as_ref(),
-        &mut session,
-        &lock,
-        engine,
-        front,
-    )
-    .await;
+    session.set_context(SESSION_MODEL, &setup.models())?;
+    let outcome = run_in_session(&options, &setup, &mut session, &lock, engine, front).await;
     leave_session(&session, &lock, front, &[&setup.run_id]);
     outcome
 }
@@ -184,10 +173,10 @@ pub(crate) enum Open {
     Queued(Outcome),
 }
 
-/// A settled run with its session open and locked.
+/// A settled run with its session open and locked (the engine keeps what
+/// it talks to).
 pub(crate) struct LockedRun {
     pub(crate) setup: RunSetup,
-    pub(crate) provider: Box<dyn Provider>,
     pub(crate) session: Session,
     pub(crate) lock: SessionLock,
 }
@@ -200,7 +189,6 @@ pub(crate) struct LockedRun {
 async fn run_in_session(
     options: &RunOptions,
     setup: &RunSetup,
-    provider: &dyn Provider,
     session: &mut Session,
     lock: &SessionLock,
     engine: Box<dyn engine::Engine>,
@@ -208,15 +196,12 @@ async fn run_in_session(
 ) -> Result<Outcome> {
     let started_at = std::time::SystemTime::now();
     let before = SessionRollback::of(session)?;
-    // Phases that only look (`ah work`'s plan and check) get a second
-    // container that mounts `/work` read-only.
-    let read_only_sandbox = engine.read_only_sandbox();
     let Started {
         mut run,
         origin,
         live: _live,
         sandbox,
-    } = start_run(options, setup, session, read_only_sandbox, front)?;
+    } = start_run(options, setup, session, front)?;
     run.set_project_tools(setup.project_tools.clone());
     let (signals, mut abort) = SignalWatch::start(lock, front.console());
     if let Err(err) = start_servers(&mut run, setup, &sandbox, &mut abort, front).await {
@@ -243,7 +228,6 @@ async fn run_in_session(
     let controls = front.live(signals.controls(&abort, session.path()));
     let with = RunParts {
         options,
-        provider,
         session,
         run: &mut run,
         abort: &mut abort,
@@ -354,7 +338,6 @@ fn enter(engine: Box<dyn engine::Engine>, at: Entry<'_>) -> Result<Box<dyn Loop>
 /// What an engine drives a started run with.
 pub(crate) struct RunParts<'a> {
     pub(crate) options: &'a RunOptions,
-    pub(crate) provider: &'a dyn Provider,
     pub(crate) session: &'a mut Session,
     pub(crate) run: &'a mut Run,
     pub(crate) abort: &'a mut AbortSignal,

@@ -10,7 +10,8 @@ use ah_llm::models::ToolProtocol;
 use ah_llm::providers::Selection;
 
 /// The session `context` key holding the model of its last run, as `-m`
-/// takes it (`claude-…`, `openai:gpt-4.1`).
+/// takes it (`claude-…`, `openai:gpt-4.1`); an org's, each agent's as
+/// `--agents` takes them (`lead:claude-…,coder:openai:gpt-4.1`).
 pub const SESSION_MODEL: &str = "model";
 
 /// The model `name` stands for: an alias from the configuration's

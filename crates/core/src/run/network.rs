@@ -73,14 +73,3 @@ pub(crate) fn configure_network(
     }
     Ok(())
 }
-
-/// A container with no network: the environment is built from nothing as
-/// always (without proxy variables), quietly, since the run's main
-/// container has already said what it withholds.
-pub(crate) fn configure_offline(options: &mut PodmanOptions, policy: &Policy) {
-    options.network = NetworkMode::None;
-    let (env, _withheld) = container_env(NetworkMode::None, &policy.sandbox().env, &|name| {
-        std::env::var(name).ok()
-    });
-    options.env = env;
-}

@@ -8,18 +8,21 @@
 use anyhow::{Result, anyhow};
 
 use super::engine::{Driven, Engine, Entry, Loop};
-use super::queue::claim_exclusive;
+use super::queue::{claim_exclusive, shell_word};
 use super::resolve::{self, Target};
 use super::settle::{RunSetup, resolve_project, retry_policy, settle};
 use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop, UsageError};
 use crate::agent::instructions::global_dir;
 use crate::agent::{AgentConfig, EndReason, prompt};
+use crate::config::ProjectFiles;
 use crate::event::{Event, RunEvent};
-use crate::org::roster::{AgentSpec, roster};
+use crate::org::roster::{AgentSpec, listed, roster};
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY, Schedule};
 use crate::org::{Interjections, Org, OrgAgent, OrgConfig, OrgEnd, OrgFront, letters};
 use crate::time_travel::files::Origin;
+use ah_base::count;
 use ah_llm::models::{self, ModelInfo};
+use ah_llm::providers::Selection;
 use ah_llm::{Block, Provider};
 use ah_record::run::Run;
 use ah_record::safe_text::terminal_safe;
@@ -138,10 +141,20 @@ async fn open(
             (request.agents.clone(), task)
         }
     };
-    let (setup, provider) = settle(options, task, front).await?;
-    let specs = roster(list.as_deref(), &setup.files, global_dir().as_deref())
-        .map_err(UsageError::Message)?;
-    let members = connect(&specs, options)?;
+    // Only the agents' models are connected: the run's own is an agent's
+    // only when the agent names none.
+    let agents = |_: &Selection, options: &RunOptions, files: &ProjectFiles| {
+        let specs =
+            roster(list.as_deref(), files, global_dir().as_deref()).map_err(UsageError::Message)?;
+        let members = connect(&specs, options)?;
+        Ok((specs, members))
+    };
+    let (mut setup, (specs, members)) = settle(options, task, agents, front).await?;
+    setup.agent_models = specs
+        .iter()
+        .zip(&members)
+        .map(|(spec, member)| (spec.name.clone(), member.shown.clone()))
+        .collect();
     for (spec, member) in specs.iter().zip(&members) {
         // A cloned repository may ship agent files: say what they choose.
         if let Some(file) = &spec.defined_in {
@@ -186,7 +199,6 @@ async fn open(
     };
     let opened = LockedRun {
         setup,
-        provider,
         session,
         lock,
     };
@@ -205,8 +217,9 @@ fn continued(session: &Session, agents: Option<&str>) -> Result<(Option<String>,
         .into());
     };
     let names = |list: &str| -> Vec<String> {
-        list.split(',')
-            .map(|item| item.split(':').next().unwrap_or("").trim().to_string())
+        listed(list)
+            .into_iter()
+            .map(|(name, _)| name.to_string())
             .filter(|name| !name.is_empty())
             .collect()
     };
@@ -358,18 +371,19 @@ fn enter(
 /// of the run does.
 async fn drive(config: OrgConfig, with: RunParts<'_>) -> (EndReason, RunEnd) {
     let RunParts {
+        options,
         session,
         run,
         abort,
         lock,
         front,
-        ..
     } = with;
     let session_id = session.id();
     let question_file = run.dir().path().join(QUESTION_FILE);
     let mut adapter = Adapter {
         front,
         run: run.id(),
+        answer_later: org_command(options, &session_id, "\"answer\""),
     };
     let ran = Org {
         config: &config,
@@ -398,19 +412,44 @@ async fn drive(config: OrgConfig, with: RunParts<'_>) -> (EndReason, RunEnd) {
             return (EndReason::Failed, RunEnd::Failed(err));
         }
     }
-    run_end(&record.end, &session_id, config.max_tools)
+    run_end(
+        &record.end,
+        |words| org_command(options, &session_id, words),
+        config.max_tools,
+    )
+}
+
+/// `ah org` on the session `session` as the user would type it: with the
+/// project (`-C`) and the session's database (`--db`) as this run was given
+/// them, quoted for a shell, then `words` (a placeholder, as it stands).
+fn org_command(options: &RunOptions, session: &str, words: &str) -> String {
+    let mut command = vec!["ah org".to_string()];
+    if let Some(project) = &options.project {
+        command.push(format!("-C {}", shell_word(&project.to_string_lossy())));
+    }
+    match &options.session.db {
+        Some(db) => command.push(format!("--db {}", shell_word(&db.to_string_lossy()))),
+        None => command.push(format!("-S {}", shell_word(session))),
+    }
+    command.push(words.to_string());
+    command.join(" ")
 }
 
 /// The file in the run directory that holds an unanswered `@@user`
 /// question.
 pub const QUESTION_FILE: &str = "question.json";
 
-/// What the end of the org means for the run.
-fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, RunEnd) {
+/// What the end of the org means for the run; `command` gives the command
+/// that continues the org with the words it is given.
+fn run_end(
+    end: &OrgEnd,
+    command: impl Fn(&str) -> String,
+    max_tools: Option<u32>,
+) -> (EndReason, RunEnd) {
     let stopped = |why: String, next: String, stop: Stop| {
         (EndReason::Done, RunEnd::Stopped { why, next, stop })
     };
-    let go_on = format!("go on with `ah org -S {session} \"what to do\"`");
+    let go_on = format!("go on with `{}`", command("\"what to do\""));
     match end {
         OrgEnd::Done | OrgEnd::Finished => (EndReason::Done, RunEnd::Finished),
         OrgEnd::Asked { agent, question } => stopped(
@@ -418,13 +457,17 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
                 "{agent} asks the user: {}",
                 terminal_safe(question.lines().next().unwrap_or_default())
             ),
-            format!("answer with `ah org -S {session} \"ANSWER\"` (the answer goes to {agent})"),
+            format!(
+                "answer with `{}` (the answer goes to {agent})",
+                command("\"ANSWER\"")
+            ),
             Stop::Question,
         ),
         OrgEnd::Idle { ticks } => stopped(
             format!(
-                "the agents exchanged messages for {ticks} ticks without a tool call or a file \
-                 change (--idle-ticks)"
+                "the agents exchanged messages for {} without a tool call or a file change \
+                 (--idle-ticks)",
+                count(*ticks, "tick", "ticks")
             ),
             go_on,
             Stop::Unfinished,
@@ -436,8 +479,9 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
         ),
         OrgEnd::ToolLimit { calls } => stopped(
             format!(
-                "the run reached the tool call limit (--max-tools {}) after {calls} calls",
-                max_tools.unwrap_or_default()
+                "the run reached the tool call limit (--max-tools {}) after {}",
+                max_tools.unwrap_or_default(),
+                count(*calls, "call", "calls")
             ),
             go_on,
             Stop::Limit,
@@ -468,6 +512,8 @@ fn run_end(end: &OrgEnd, session: &str, max_tools: Option<u32>) -> (EndReason, R
 struct Adapter<'a> {
     front: &'a mut dyn Front,
     run: String,
+    /// The command that answers a question after the run.
+    answer_later: String,
 }
 
 #[async_trait::async_trait(?Send)]
@@ -481,7 +527,9 @@ impl OrgFront for Adapter<'_> {
     }
 
     async fn ask_user(&mut self, agent: &str, question: &str) -> Option<String> {
-        self.front.ask_user(agent, question).await
+        self.front
+            .ask_user(agent, question, &self.answer_later)
+            .await
     }
 }
 

@@ -263,7 +263,7 @@ fn shell_quote(text: &str) -> String {
 }
 
 /// `text` as one shell word, quoted only when a shell would read it otherwise.
-fn shell_word(text: &str) -> String {
+pub(super) fn shell_word(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         text.to_string()

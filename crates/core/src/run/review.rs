@@ -9,6 +9,7 @@
 use std::io::BufReader;
 use std::path::Path;
 
+use ah_base::count;
 use anyhow::{Context, Result};
 
 use super::ReviewMode;
@@ -299,9 +300,9 @@ fn apply_files(
         "chosen by the user: every file".to_string()
     } else {
         format!(
-            "chosen by the user: {} of {} files; the rest is in {}",
+            "chosen by the user: {} of {}; the rest is in {}",
             split.chosen.files.len(),
-            review.patch.files.len(),
+            count(review.patch.files.len(), "file", "files"),
             rest_path.display()
         )
     };
@@ -312,8 +313,8 @@ fn apply_files(
             Tone::Plain,
             "not applied:",
             &format!(
-                "{} more file(s), saved in {} (apply later with git apply --3way)",
-                split.rest.files.len(),
+                "{} more, saved in {} (apply later with git apply --3way)",
+                count(split.rest.files.len(), "file", "files"),
                 rest_path.display()
             ),
         );

@@ -14,6 +14,7 @@ use super::prompt::{self, PromptSetup};
 use super::{Front, ReviewMode, RunOptions, UsageError, network, weakening};
 use crate::agent::instructions::global_dir;
 use crate::config::{self, ProjectFiles, RetrySettings};
+use ah_llm::providers::Selection;
 use ah_llm::retry::RetryPolicy;
 use ah_llm::{Provider, models};
 use ah_record::policy::Policy;
@@ -22,12 +23,17 @@ use ah_sandbox::{BackendKind, podman};
 
 /// Settles a run of `task` (filling `args` from the configuration where
 /// the user gave no value). The run begins with a new prompt unless the
-/// caller says otherwise.
-pub(crate) async fn settle(
+/// caller says otherwise. `connect` connects what the engine talks to once
+/// the configuration is read, before the sandbox's image is looked at (a
+/// missing key is said before an image is built): given the run's model
+/// (`-m`, else the configuration's), the options and the project's files;
+/// [`run_model`] for an engine that talks to the run's model.
+pub(crate) async fn settle<C>(
     args: &mut RunOptions,
     task: String,
+    connect: impl FnOnce(&Selection, &RunOptions, &ProjectFiles) -> Result<C>,
     front: &mut dyn Front,
-) -> Result<(RunSetup, Box<dyn Provider>)> {
+) -> Result<(RunSetup, C)> {
     let project = resolve_project(args.project.as_deref())?;
     // The policy comes first: it says which project files ah may read.
     let (file, allow, deny) = (args.policy.as_deref(), &args.allow, &args.deny);
@@ -53,15 +59,19 @@ pub(crate) async fn settle(
         args.model.as_deref().unwrap_or(models::DEFAULT_MODEL),
         &args.config,
     )?;
-    let provider = selection.connect(retry_policy(&args.config.retry))?;
+    let connected = connect(&selection, args, &files)?;
     let policy = finish_policy(policy, args, &args.config)?;
     let user_policy = finish_policy(user_policy, args, &loaded.user)?;
+    let (mcp_servers, mcp_lines) = config::mcp::servers(&loaded, &args.config, &project, &|name| {
+        std::env::var(name).ok()
+    });
     let settings = weakening::Settings {
         config: &loaded.config,
         user_config: &loaded.user,
         policy: &policy,
         user_policy: &user_policy,
         given,
+        mcp_servers: &mcp_servers,
     };
     if let Some(line) = weakening::warning(&settings) {
         front.notice(&format!("{}", terminal_safe(&line)));
@@ -92,9 +102,7 @@ pub(crate) async fn settle(
             terminal_safe(&tool.source.display().to_string())
         ));
     }
-    let (mcp_servers, lines) =
-        config::mcp::servers(&loaded, &args.config, &|name| std::env::var(name).ok());
-    for line in lines {
+    for line in mcp_lines {
         front.notice(&terminal_safe(&line));
     }
     for (_, secret) in mcp_servers
@@ -121,6 +129,7 @@ pub(crate) async fn settle(
         files,
         model_name: selection.display_name(),
         model: selection.model,
+        agent_models: Vec::new(),
         policy,
         review_mode,
         image,
@@ -130,7 +139,17 @@ pub(crate) async fn settle(
         mcp_servers,
         begin: Begin::Prompt,
     };
-    Ok((setup, provider))
+    Ok((setup, connected))
+}
+
+/// The run's model, connected: what the single agent and the work phases
+/// talk to (see [`settle`]).
+pub(crate) fn run_model(
+    selection: &Selection,
+    args: &RunOptions,
+    _: &ProjectFiles,
+) -> Result<Box<dyn Provider>> {
+    Ok(selection.connect(retry_policy(&args.config.retry))?)
 }
 
 /// Names, at the start, what of the read policy a project's file tried to
@@ -174,9 +193,15 @@ pub(crate) struct RunSetup {
     pub ah_dir: PathBuf,
     /// The project's files as ah reads them for itself.
     pub files: ProjectFiles,
+    /// The run's model (`-m`, else the configuration's): the single
+    /// agent's and the work phases'; an org's agents that name none take it.
     pub model: models::ModelInfo,
-    /// The model as people see it (`opus`'s id, `ollama:qwen2.5-coder:7b`).
+    /// The run's model as people see it (`opus`'s id,
+    /// `ollama:qwen2.5-coder:7b`).
     pub model_name: String,
+    /// An org's agents, each with the model it runs as people see it, in
+    /// turn order; empty when the run talks to its own model.
+    pub agent_models: Vec<(String, String)>,
     pub policy: Policy,
     pub review_mode: ReviewMode,
     pub image: String,
@@ -188,6 +213,38 @@ pub(crate) struct RunSetup {
     pub mcp_servers: Vec<ah_tools::mcp::McpServer>,
     /// Where in the session tree the run starts.
     pub begin: Begin,
+}
+
+impl RunSetup {
+    /// The model or models the run talks to, as the session and the
+    /// manifest record them: the run's model, or an org's agents' as
+    /// `--agents` takes them (`lead:claude-opus-4-5,coder:ollama:qwen`).
+    pub(crate) fn models(&self) -> String {
+        match self.agent_models.is_empty() {
+            true => self.model_name.clone(),
+            false => self
+                .agent_models
+                .iter()
+                .map(|(agent, model)| format!("{agent}:{model}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
+    /// The same for people: `model M`, or `models lead M, coder N`.
+    pub(crate) fn models_shown(&self) -> String {
+        match self.agent_models.is_empty() {
+            true => format!("model {}", self.model_name),
+            false => format!(
+                "models {}",
+                self.agent_models
+                    .iter()
+                    .map(|(agent, model)| format!("{agent} {model}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
 }
 
 /// The review mode when none is given: ask at a terminal, else only save.

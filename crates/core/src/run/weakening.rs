@@ -17,6 +17,7 @@ use crate::config::mcp::McpSettings;
 use ah_record::policy::{PROJECT_POLICY_FILE, Policy};
 use ah_sandbox::BackendKind;
 use ah_sandbox::egress::NetworkMode;
+use ah_tools::mcp::McpServer;
 
 /// The project's configuration file, relative to the project root.
 const PROJECT_CONFIG_FILE: &str = ".ah/config.toml";
@@ -51,6 +52,9 @@ pub(super) struct Settings<'a> {
     pub policy: &'a Policy,
     pub user_policy: &'a Policy,
     pub given: CommandLineWins,
+    /// The MCP servers as the run starts them, with the variables each
+    /// actually gets (the refused ones left out).
+    pub mcp_servers: &'a [McpServer],
 }
 
 /// The line for stderr, or `None` when the project's files weaken nothing.
@@ -115,7 +119,8 @@ fn config_items(settings: &Settings<'_>) -> Vec<Item> {
     }
     // A server the project's file starts (or changes) runs where commands
     // run, before any turn of the model's, and gets what the user gave the
-    // server of that name; its variables are host variables in the sandbox.
+    // server of that name; the variables it gets are host variables in the
+    // sandbox.
     for (server, entry) in config.mcp.iter().filter(|(_, e)| e.enabled != Some(false)) {
         // A server the user turned off counts as none of theirs.
         let mine = user
@@ -134,8 +139,21 @@ fn config_items(settings: &Settings<'_>) -> Vec<Item> {
             let command = entry.command.as_deref().unwrap_or_default();
             name(format!("mcp.{server}.command={command}"));
         }
+        // Only the variables it gets: a refused one never leaves the host.
+        let gets: Vec<String> = settings
+            .mcp_servers
+            .iter()
+            .filter(|started| &started.name == server)
+            .flat_map(|started| started.env.iter().map(|(var, _)| var.clone()))
+            .collect();
         let listed = mine.map(|own| own.env.clone()).unwrap_or_default();
-        if let Some(names) = added(&entry.env, &listed) {
+        let passed: Vec<String> = entry
+            .env
+            .iter()
+            .filter(|var| gets.contains(var))
+            .cloned()
+            .collect();
+        if let Some(names) = added(&passed, &listed) {
             name(format!("mcp.{server} env += {names}"));
         }
     }

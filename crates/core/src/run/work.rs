@@ -10,26 +10,34 @@ use ulid::Ulid;
 
 use super::engine::{Driven, Engine, Entry, Loop};
 use super::queue::claim_exclusive;
-use super::settle::{RunSetup, settle};
+use super::settle::{RunSetup, run_model, settle};
 use super::{Front, LockedRun, Open, RunEnd, RunOptions, RunParts, Stop, UsageError};
 use crate::agent::EndReason;
 use crate::agent::prompt;
 use crate::config::own_files::read_user;
 use crate::event::{Event, RunEvent};
 use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker};
+use ah_base::count;
+use ah_llm::Provider;
 use ah_record::run::Run;
 use ah_session::Session;
 
 /// The work phases, as an engine of the run: the issue given (else the
-/// file named in the prompt) and the most do rounds, as asked.
+/// file named in the prompt) and the most do rounds, as asked; the run's
+/// model once its opening connected it.
 pub(crate) struct WorkEngine {
     issue: Option<String>,
     max_rounds: Option<u32>,
+    provider: Option<Box<dyn Provider>>,
 }
 
 impl WorkEngine {
     pub(crate) fn new(issue: Option<String>, max_rounds: Option<u32>) -> WorkEngine {
-        WorkEngine { issue, max_rounds }
+        WorkEngine {
+            issue,
+            max_rounds,
+            provider: None,
+        }
     }
 }
 
@@ -39,40 +47,36 @@ impl Engine for WorkEngine {
     /// session (or `--db`).
     async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
         let issue = read_issue(options, self.issue.take())?;
-        let (setup, provider) = settle(options, issue, front).await?;
-        open_session(options, setup, provider)
-    }
-
-    fn read_only_sandbox(&self) -> bool {
-        true
+        let (setup, provider) = settle(options, issue, run_model, front).await?;
+        self.provider = Some(provider);
+        open_session(options, setup)
     }
 
     fn enter(self: Box<Self>, at: Entry<'_>) -> Result<Box<dyn Loop>> {
         // The configuration is settled by now: its value is the default.
         let max_rounds = self.max_rounds.unwrap_or(at.options.config.work.max_rounds);
+        let provider = self
+            .provider
+            .ok_or_else(|| anyhow!("the work phases were entered into a run they did not open"))?;
         let config = enter(
             at.options, at.setup, at.session, at.run, max_rounds, at.front,
         );
-        Ok(Box::new(WorkLoop(config)))
+        Ok(Box::new(WorkLoop(config, provider)))
     }
 }
 
-/// The work phases in their started run.
-struct WorkLoop(WorkConfig);
+/// The work phases in their started run, with their model's connection.
+struct WorkLoop(WorkConfig, Box<dyn Provider>);
 
 #[async_trait::async_trait(?Send)]
 impl Loop for WorkLoop {
     async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven {
-        Driven::of(drive(self.0, with).await)
+        Driven::of(drive(self.0, self.1.as_ref(), with).await)
     }
 }
 
 /// Opens and locks a new work session (or `--db`).
-fn open_session(
-    options: &RunOptions,
-    setup: RunSetup,
-    provider: Box<dyn ah_llm::Provider>,
-) -> Result<Open> {
+fn open_session(options: &RunOptions, setup: RunSetup) -> Result<Open> {
     let db = match &options.session.db {
         Some(db) => db.clone(),
         None => setup.ah_dir.join(format!("work-{}.db", Ulid::generate())),
@@ -81,7 +85,6 @@ fn open_session(
     let lock = claim_exclusive(&session, true)?;
     Ok(Open::Run(Box::new(LockedRun {
         setup,
-        provider,
         session,
         lock,
     })))
@@ -143,10 +146,13 @@ fn enter(
 
 /// Runs the phases; returns how the session's intake closes and what the
 /// end of the run does.
-async fn drive(config: WorkConfig, with: RunParts<'_>) -> (EndReason, RunEnd) {
+async fn drive(
+    config: WorkConfig,
+    provider: &dyn Provider,
+    with: RunParts<'_>,
+) -> (EndReason, RunEnd) {
     let RunParts {
         options,
-        provider,
         session,
         run,
         abort,
@@ -193,8 +199,8 @@ fn run_end(record: &WorkRecord, max_tools: &Option<u32>) -> RunEnd {
         ),
         WorkEnd::MaxRounds => stopped(
             format!(
-                "the checks still failed after {} round(s)",
-                record.max_rounds
+                "the checks still failed after {}",
+                count(record.max_rounds, "round", "rounds")
             ),
             "read phases/check/ and run ah work again with a clearer issue or more --max-rounds",
         ),

@@ -92,11 +92,6 @@ impl Run {
         if let Err(err) = self.backend.shutdown().await {
             warnings.push(format!("the sandbox could not be removed: {err}"));
         }
-        if let Some(read_only) = &self.read_only_backend
-            && let Err(err) = read_only.shutdown().await
-        {
-            warnings.push(format!("the read-only sandbox could not be removed: {err}"));
-        }
         settled?;
         let egress = self.backend.take_egress();
         if let Some(overlay) = &self.overlay {

@@ -8,7 +8,8 @@
 //! something that is not MCP gives the model an error result, and is
 //! ended with everything else the sandbox runs. What a server writes to
 //! its standard error goes to `mcp/NAME.stderr` in the run directory
-//! (`stderr`). What a server says of itself, or in an error, reaches the
+//! (`stderr`): all it wrote before it was stopped, since it is ended in
+//! the container before its host side, and the pipe read to its end. What a server says of itself, or in an error, reaches the
 //! user's lines escaped onto one line and cut ([`line_safe`]).
 
 mod stderr;
@@ -17,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ah_base::count;
 use futures_util::future::join_all;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 use serde_json::{Value, json};
@@ -34,8 +36,14 @@ use crate::safe_text::line_safe;
 /// How long ending a failed server's processes may take.
 const END_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long the host side of a killed server is waited for.
+/// How long the host side of a server is waited for: to end by itself
+/// once its server in the container was ended, and to be reaped once
+/// killed.
 const REAP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long what is left of a stopped server's standard error is read for,
+/// until its end.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The most characters of what a server says (of itself, in an error)
 /// shown in one of the lines about it.
@@ -57,11 +65,15 @@ pub fn end_host_groups() {
 }
 
 /// Ends every process in a container `backend` but its init, as the
-/// end of every command does (a host process is ended by its group).
-async fn sweep(backend: &dyn Backend) {
-    if backend.kind() == BackendKind::Podman {
+/// end of every command does (a host process is ended by its group), and
+/// says whether it did: a server's `podman exec` then ends by itself once
+/// it has passed on all its server wrote.
+async fn sweep(backend: &dyn Backend) -> bool {
+    let container = backend.kind() == BackendKind::Podman;
+    if container {
         let _ = backend.exec(":", END_TIMEOUT).await;
     }
+    container
 }
 
 /// The servers of a run, and the tools they offer.
@@ -94,6 +106,9 @@ struct Live {
     /// A request is under way (set while one is; still set when the step
     /// that made it was cut short, which leaves the pipes mid-message).
     busy: bool,
+    /// The copying of its standard error to the run directory, which ends
+    /// with the pipe.
+    stderr: tokio::task::JoinHandle<()>,
 }
 
 impl McpServers {
@@ -118,24 +133,23 @@ impl McpServers {
         let mut tools = Vec::new();
         let mut lines = Vec::new();
         let mut kept = Vec::new();
-        let mut failed = false;
+        let mut failed = Vec::new();
         let place = match backend.kind() {
             BackendKind::Podman => "in the sandbox",
             BackendKind::None => "on the host, in the work copy: no sandbox",
         };
-        for (mut slot, opened) in slots.into_iter().zip(opened) {
+        for (slot, opened) in slots.into_iter().zip(opened) {
             let name = slot.server.name.clone();
             let (info, listing) = match opened {
                 Ok(found) => found,
                 Err(err) => {
-                    slot.stop_host().await;
-                    failed = true;
                     lines.push(format!(
                         "MCP server {name} did not start: {}; its tools are not offered \
                          (its standard error: {})",
                         line_safe(&err.to_string(), MAX_SAID),
                         slot.stderr.path().display()
                     ));
+                    failed.push(slot);
                     continue;
                 }
             };
@@ -151,10 +165,13 @@ impl McpServers {
             tools.extend(offered.into_iter().map(Arc::new));
             kept.push(slot);
         }
-        // What a failed server left in the container ends now (the others
-        // with it: they start again at their first call).
-        if failed {
-            sweep(backend).await;
+        // A failed server ends now, and what it left in the container (the
+        // others with it: they start again at their first call).
+        if !failed.is_empty() {
+            let swept = sweep(backend).await;
+            for mut slot in failed {
+                slot.stop_host(swept).await;
+            }
         }
         (McpServers { slots: kept }, tools, lines)
     }
@@ -176,7 +193,7 @@ impl McpServers {
         };
         match slot.gone(backend) {
             // A sweep ended it: only its host side is left.
-            Some(Gone::Swept) => slot.stop_host().await,
+            Some(Gone::Swept) => slot.stop_host(true).await,
             // What it left in the sandbox ends too.
             Some(Gone::Broken) => slot.end(backend).await,
             None => {}
@@ -184,11 +201,13 @@ impl McpServers {
         let failed = |slot: &Slot, err: &McpError| ToolOutput {
             may_change_files: true,
             details: json!({"server": slot.server.name, "tool": tool.tool}),
+            // The model is told of the file by its place in the run's
+            // folder: a path of the host's is none of its business.
             ..ToolOutput::error(format!(
                 "MCP server {}: {err}; it was stopped and starts again at the next call \
-                 (its standard error: {})",
+                 (the user finds its standard error in the run's folder, as {})",
                 slot.server.name,
-                slot.stderr.path().display()
+                stderr::in_run_dir(&slot.server.name).display()
             ))
         };
         let timeout = slot.server.timeout;
@@ -231,10 +250,10 @@ impl McpServers {
     /// change `/work`).
     pub async fn end_all(&mut self, backend: &dyn Backend) {
         if self.slots.iter().any(|slot| slot.live.is_some()) {
+            let swept = sweep(backend).await;
             for slot in &mut self.slots {
-                slot.stop_host().await;
+                slot.stop_host(swept).await;
             }
-            sweep(backend).await;
         }
     }
 
@@ -242,7 +261,7 @@ impl McpServers {
     /// the container).
     pub async fn shutdown(&mut self) {
         for slot in &mut self.slots {
-            slot.stop_host().await;
+            slot.stop_host(false).await;
         }
     }
 }
@@ -261,8 +280,8 @@ fn started_line(name: &str, info: &str, place: &str, offered: &[McpTool]) -> Str
         false => names.join(", "),
     };
     format!(
-        "MCP server {name} ({info}, {place}): {} tool(s): {names}",
-        offered.len()
+        "MCP server {name} ({info}, {place}): {}: {names}",
+        count(offered.len(), "tool", "tools")
     )
 }
 
@@ -314,12 +333,13 @@ impl Slot {
                 "its pipes could not be opened",
             )));
         };
-        tokio::spawn(Arc::clone(&self.stderr).pump(stderr));
+        let stderr = tokio::spawn(Arc::clone(&self.stderr).pump(stderr));
         // Busy until the handshake is over: a start cut short is no start.
         let live = self.live.insert(Live {
             spawned,
             conn: Conn::new(Box::new(stdout), Box::new(stdin)),
             busy: true,
+            stderr,
         });
         if let (Some(pid), Ok(mut groups)) = (live.pid(), HOST_GROUPS.lock()) {
             groups.push(pid);
@@ -330,22 +350,31 @@ impl Slot {
         Ok((info, deadline, live))
     }
 
-    /// Ends the server: its host side, and in a container every process
-    /// but the init (the same sweep that follows every command).
+    /// Ends the server: in a container first, with every process but the
+    /// init (the same sweep that follows every command), then its host
+    /// side. Killed first, a `podman exec` would take with it what the
+    /// server wrote that it had not passed on yet.
     async fn end(&mut self, backend: &dyn Backend) {
-        self.stop_host().await;
-        sweep(backend).await;
+        let swept = sweep(backend).await;
+        self.stop_host(swept).await;
     }
 
-    /// Kills the server's host side and reaps it (for a while at most).
-    async fn stop_host(&mut self) {
+    /// Ends the server's host side: once its server in the container was
+    /// `swept`, it is given a while to end by itself; then it is killed
+    /// and reaped, and its standard error read to its end (each for a
+    /// while at most), so that the file keeps every line written before.
+    async fn stop_host(&mut self, swept: bool) {
         let Some(mut live) = self.live.take() else {
             return;
         };
+        if swept {
+            let _ = tokio::time::timeout(REAP_TIMEOUT, live.spawned.child.wait()).await;
+        }
         live.kill_group();
         live.unlist();
         let _ = live.spawned.child.start_kill();
         let _ = tokio::time::timeout(REAP_TIMEOUT, live.spawned.child.wait()).await;
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, &mut live.stderr).await;
     }
 }
 

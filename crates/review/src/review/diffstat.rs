@@ -6,6 +6,7 @@
 //! name with a newline cannot forge a line of the stat.
 
 use super::{FileStat, elsewhere};
+use ah_base::count;
 use ah_record::safe_text::name_safe;
 
 /// Widest line of the stat, as `git diff --stat` uses without a terminal.
@@ -133,25 +134,18 @@ fn shorten(path: &str) -> String {
 }
 
 fn summary(stats: &[FileStat]) -> String {
-    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let added: u64 = stats.iter().map(|stat| stat.added).sum();
     let removed: u64 = stats.iter().map(|stat| stat.removed).sum();
-    let mut line = format!(" {} changed", plural(stats.len() as u64, "file", "files"));
+    let mut line = format!(" {} changed", count(stats.len(), "file", "files"));
     if stats.is_empty() {
         line.push('\n');
         return line;
     }
     if added > 0 || removed == 0 {
-        line.push_str(&format!(
-            ", {}(+)",
-            plural(added, "insertion", "insertions")
-        ));
+        line.push_str(&format!(", {}(+)", count(added, "insertion", "insertions")));
     }
     if removed > 0 || added == 0 {
-        line.push_str(&format!(
-            ", {}(-)",
-            plural(removed, "deletion", "deletions")
-        ));
+        line.push_str(&format!(", {}(-)", count(removed, "deletion", "deletions")));
     }
     line.push('\n');
     line

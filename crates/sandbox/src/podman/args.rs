@@ -195,7 +195,6 @@ pub(super) struct RunSpec<'a> {
     /// podman would ignore.
     pub data_limit: Option<u64>,
     pub work_dir: &'a Path,
-    pub read_only_work: bool,
     /// Mount `/work` as an overlay of `work_dir` with these folders.
     pub overlay: Option<&'a super::OverlayDirs>,
     /// The execute-only copy of the host's catatonit ([`find_init`]; see
@@ -267,7 +266,6 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
             mode.push(dirs.work.as_os_str());
             mode
         }
-        None if spec.read_only_work => ":ro".into(),
         None => ":rw".into(),
     };
     args.push(volume(spec.work_dir, ah_tools::path::WORK, &work_mode));

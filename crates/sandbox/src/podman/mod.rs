@@ -110,8 +110,6 @@ pub struct PodmanOptions {
     /// Per-process limits that stand in for cgroup limits podman would
     /// ignore here (see `limits::plan`).
     pub stand_ins: StandIns,
-    /// Mount `/work` read-only (for phases that must not write).
-    pub read_only_work: bool,
     /// Mount `/work` as an overlay whose lower layer is `work_dir` (the
     /// project, never written) and whose changes go to these folders.
     pub overlay: Option<OverlayDirs>,
@@ -146,7 +144,6 @@ impl PodmanOptions {
             memory: "4g".to_string(),
             ulimits: Ulimits::for_host(),
             stand_ins: StandIns::default(),
-            read_only_work: false,
             overlay: None,
             network: NetworkMode::None,
             allow: Allowlist::default(),
@@ -324,7 +321,6 @@ impl PodmanBackend {
                 .data
                 .map(|bytes| bytes.min(args::data_hard())),
             work_dir: &opts.work_dir,
-            read_only_work: opts.read_only_work,
             overlay: opts.overlay.as_ref(),
             init: init.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),

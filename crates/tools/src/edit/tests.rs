@@ -33,7 +33,7 @@ async fn one_match_is_replaced_and_the_region_shown() {
     );
     assert_eq!(
         out.content,
-        "Edited /work/f.txt: 1 replacement, 1 lines removed, 2 added.\n\
+        "Edited /work/f.txt: 1 replacement, 1 line removed, 2 added.\n\
          \x20    2\tline 2\n     3\tline 3\n     4\tline 4\n     5\tfive\n     6\tFIVE\n\
          \x20    7\tline 6\n     8\tline 7\n     9\tline 8\n"
     );
@@ -236,7 +236,7 @@ async fn a_replace_all_that_would_blow_the_file_up_is_refused_before_building_it
     assert!(out.is_error && !out.may_change_files);
     assert_eq!(
         out.content,
-        "/work/a.txt after 1000000 replacement(s) would be 953.7 MiB, over the 8.0 MiB that \
+        "/work/a.txt after 1000000 replacements would be 953.7 MiB, over the 8.0 MiB that \
          edit builds. Make smaller changes, or use bash in the sandbox (e.g. `sed -i`, or a \
          script). Nothing was changed."
     );

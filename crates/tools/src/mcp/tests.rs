@@ -184,7 +184,7 @@ fn server() -> McpServer {
         disabled_tools: vec!["hidden".into()],
         startup_timeout: 10,
         timeout: 10,
-        source: "config.toml".into(),
+        declared: "config.toml".into(),
     }
 }
 

@@ -1,6 +1,10 @@
 //! The `---` header of a skill, command or agent file: `key: value` lines between
 //! two `---` lines. Only flat string values are understood (quoted or not);
-//! anything else is reported, never guessed at.
+//! anything else is reported, never guessed at. A comment runs from a `#`
+//! that opens a line or follows a space or tab to the end of the line, as
+//! in YAML: `tools: read, bash   # a subset` is `read, bash`, while the `#`
+//! of `C#` belongs to the value; a quoted value keeps every `#` inside its
+//! quotes.
 
 use std::collections::BTreeMap;
 
@@ -60,19 +64,44 @@ fn strip_marker_line(text: &str) -> Option<&str> {
         .or_else(|| rest.strip_prefix('\n'))
 }
 
+/// The value of a `key: value` line (`value` trimmed), without its quotes
+/// or its comment.
 fn unquote(value: &str) -> Result<String, String> {
     for quote in ['"', '\''] {
         if let Some(inner) = value.strip_prefix(quote) {
+            // The quote that closes the value is the first one followed
+            // only by a comment, or by nothing.
             return inner
-                .strip_suffix(quote)
-                .map(str::to_string)
-                .ok_or_else(|| format!("the value {value:?} opens a quote it never closes"));
+                .match_indices(quote)
+                .map(|(at, _)| at)
+                .find(|&at| uncommented(&inner[at + 1..]).is_empty())
+                .map(|at| inner[..at].to_string())
+                .ok_or_else(|| {
+                    format!(
+                        "the value {value:?} opens a quote it never closes (or has more than \
+                         a comment after it)"
+                    )
+                });
         }
     }
+    let value = uncommented(value);
     if matches!(value, "|" | ">" | "|-" | ">-") {
         return Err("multi-line values are not supported: keep the value on one line".into());
     }
     Ok(value.to_string())
+}
+
+/// `text` without its comment (from a `#` at its start or after a space or
+/// tab), trimmed.
+fn uncommented(text: &str) -> &str {
+    let mut before = None;
+    for (at, c) in text.char_indices() {
+        if c == '#' && before.is_none_or(|b: char| b == ' ' || b == '\t') {
+            return text[..at].trim();
+        }
+        before = Some(c);
+    }
+    text.trim()
 }
 
 #[cfg(test)]
@@ -86,6 +115,26 @@ mod tests {
         assert_eq!(doc.fields["name"], "lint");
         assert_eq!(doc.fields["description"], "Fix: lint");
         assert_eq!(doc.body, "Body\n");
+    }
+
+    #[test]
+    fn comments_after_a_value_are_dropped_and_a_hash_inside_one_is_kept() {
+        let doc = parse(
+            "---\ntools: read, edit, bash      # a subset\nmax_tools: 20\t# per turn\n\
+             description: use C# style\nissue: see #12\nquoted: \"a # b\"   # why\n\
+             single: 'x#y' # note\ninner: \"say \"hi\" now\"\nempty: # nothing\n---\n",
+        )
+        .unwrap();
+        assert_eq!(doc.fields["tools"], "read, edit, bash");
+        assert_eq!(doc.fields["max_tools"], "20");
+        assert_eq!(doc.fields["description"], "use C# style");
+        assert_eq!(doc.fields["issue"], "see");
+        assert_eq!(doc.fields["quoted"], "a # b");
+        assert_eq!(doc.fields["single"], "x#y");
+        assert_eq!(doc.fields["inner"], "say \"hi\" now");
+        assert_eq!(doc.fields["empty"], "");
+        let after = parse("---\nname: \"x\" y\n---\n").unwrap_err();
+        assert!(after.contains("never closes"), "{after}");
     }
 
     #[test]

@@ -14,6 +14,11 @@ pub(super) const STDERR_CAP: u64 = 1024 * 1024;
 /// The longest line redacted whole; a longer one is cut into pieces.
 const MAX_LINE: u64 = 64 * 1024;
 
+/// Where the standard error of the server `name` goes, in the run's folder.
+pub(super) fn in_run_dir(name: &str) -> PathBuf {
+    Path::new("mcp").join(format!("{name}.stderr"))
+}
+
 pub(super) struct StderrLog {
     path: PathBuf,
     written: AtomicU64,
@@ -22,7 +27,7 @@ pub(super) struct StderrLog {
 impl StderrLog {
     pub(super) fn new(run_dir: &Path, name: &str) -> StderrLog {
         StderrLog {
-            path: run_dir.join("mcp").join(format!("{name}.stderr")),
+            path: run_dir.join(in_run_dir(name)),
             written: AtomicU64::new(0),
         }
     }

@@ -140,6 +140,7 @@ fn project_tool(name: &str) -> Arc<ProjectTool> {
         command: "cat >/dev/null; echo project".to_string(),
         timeout: None,
         source: std::path::PathBuf::from(format!(".ah/tools/{name}.toml")),
+        declared: format!(".ah/tools/{name}.toml"),
     })
 }
 

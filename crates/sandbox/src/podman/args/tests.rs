@@ -16,7 +16,6 @@ fn spec(work: &Path) -> RunSpec<'_> {
         },
         data_limit: None,
         work_dir: work,
-        read_only_work: false,
         overlay: None,
         init: Path::new("/usr/bin/catatonit"),
         agent: Some(Path::new("/tmp/ah-agent-x/ah")),
@@ -96,14 +95,13 @@ fn a_copy_of_the_image_is_the_lower_layer_of_a_read_only_root() {
 }
 
 #[test]
-fn rootless_maps_the_caller_and_read_only_work_mounts_ro() {
+fn rootless_maps_the_caller_and_mounts_work_writable() {
     let mut spec = spec(Path::new("/w"));
     spec.rootless = true;
-    spec.read_only_work = true;
     let args = strings(&run_args(&spec));
     assert!(args.contains(&"--userns=keep-id".to_string()));
     assert!(!args.iter().any(|a| a.starts_with("--user=")));
-    assert!(args.contains(&"--volume=/w:/work:ro".to_string()));
+    assert!(args.contains(&"--volume=/w:/work:rw".to_string()));
 }
 
 #[test]

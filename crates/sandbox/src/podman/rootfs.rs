@@ -19,9 +19,10 @@
 //! when complete, so a half-made copy is never used. Builders take turns
 //! under `build.lock` (a second ah waits for the first one's copy); each
 //! run holds a shared lock on its entry's `<id>.lock` while its container
-//! lives; a build removes what a killed build left and the entries of
-//! other images that no run holds. The key is the image's id, so a rebuilt
-//! image gets a copy of its own at its first run.
+//! lives; a build removes what a killed build left and the copies of
+//! images gone from podman's storage that no run holds. The key is the
+//! image's id, so a rebuilt image gets a copy of its own (made by `ah image
+//! build`, else at its first run).
 //!
 //! Where storage shares the image's layers between containers (`overlay`),
 //! and for rootful podman, containers start from the image itself.
@@ -170,7 +171,7 @@ fn prepare_blocking(podman: &Podman, id: &str) -> Result<Rootfs, String> {
         let _turn = lock(&root.join("build.lock"), FlockOperation::LockExclusive)?;
         if !is_dir(&path) {
             build(podman, &root, id)?;
-            prune(podman, &root, id);
+            prune(podman, &root, id, &|other| image_gone(podman, other));
         }
     }
     Ok(Rootfs {
@@ -276,16 +277,19 @@ fn build(podman: &Podman, root: &Path, id: &str) -> Result<(), String> {
 const COPY_SCRIPT: &str = "set -e; root=$(\"$3\" mount \"$1\"); cp -a -- \"$root\" \"$2\"; \
                            \"$3\" umount \"$1\" >/dev/null";
 
-/// Removes the entries of images other than `keep` that no run holds.
-/// Best effort: what cannot be removed now is tried at the next build.
-fn prune(podman: &Podman, root: &Path, keep: &str) {
+/// Removes the copies of images that are gone from podman's storage
+/// (rebuilt or removed) and that no run holds; the copies of other images
+/// still there stay, so runs that take turns between two images do not
+/// copy them again and again. Best effort: what cannot be removed now is
+/// tried at the next build.
+fn prune(podman: &Podman, root: &Path, keep: &str, image_gone: &dyn Fn(&str) -> bool) {
     let mut ids: Vec<String> = entries(root)
         .map(|name| name.trim_end_matches(".lock").to_string())
         .filter(|id| is_image_id(id) && id != keep)
         .collect();
     ids.sort();
     ids.dedup();
-    for id in ids {
+    for id in ids.into_iter().filter(|id| image_gone(id)) {
         let lock_path = root.join(format!("{id}.lock"));
         let Ok(_unused) = lock(&lock_path, FlockOperation::NonBlockingLockExclusive) else {
             continue;
@@ -295,6 +299,18 @@ fn prune(podman: &Podman, root: &Path, keep: &str) {
             let _ = fs::remove_file(&lock_path);
         }
     }
+}
+
+/// Whether podman says it has no image `id` (not when podman cannot say).
+fn image_gone(podman: &Podman, id: &str) -> bool {
+    podman
+        .std_command()
+        .args(["image", "exists", id])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.code() == Some(1))
 }
 
 /// The names in `root`.
@@ -390,26 +406,43 @@ mod tests {
     }
 
     #[test]
-    fn a_held_entry_is_not_pruned_and_a_free_one_is() {
+    fn only_copies_of_gone_images_that_no_run_holds_are_pruned() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let root = dir.path();
-        let other = ID.replace('4', "5");
-        let third = ID.replace('4', "6");
-        for id in [ID, &other, &third] {
+        let (held, gone, there) = (
+            ID.replace('4', "5"),
+            ID.replace('4', "6"),
+            ID.replace('4', "7"),
+        );
+        for id in [ID, &held, &gone, &there] {
             fs::create_dir(root.join(id)).unwrap_or_else(|e| panic!("{e}"));
         }
-        let _held = lock(
-            &root.join(format!("{other}.lock")),
+        let _lease = lock(
+            &root.join(format!("{held}.lock")),
             FlockOperation::LockShared,
         )
         .unwrap_or_else(|e| panic!("{e}"));
-        // Removing a tree needs podman here; the unused one's lock is taken
-        // and the removal fails, so its lock file is kept too.
-        prune(&unused_podman(), root, ID);
-        assert!(is_dir(&root.join(ID)) && is_dir(&root.join(&other)));
-        fs::remove_dir(root.join(&third)).unwrap_or_else(|e| panic!("{e}"));
-        prune(&unused_podman(), root, ID);
-        assert!(!root.join(format!("{third}.lock")).exists());
-        assert!(root.join(format!("{other}.lock")).exists());
+        let image_gone = |id: &str| id != there;
+        // Removing a tree needs podman, missing here: the free copy of a
+        // gone image is tried, fails, and keeps its lock file.
+        prune(&unused_podman(), root, ID, &image_gone);
+        for id in [ID, &held, &gone, &there] {
+            assert!(is_dir(&root.join(id)), "{id}");
+        }
+        assert!(root.join(format!("{gone}.lock")).exists());
+        assert!(!root.join(format!("{there}.lock")).exists(), "never tried");
+        // Without its tree, it goes; the held one stays.
+        fs::remove_dir(root.join(&gone)).unwrap_or_else(|e| panic!("{e}"));
+        prune(&unused_podman(), root, ID, &image_gone);
+        assert!(!root.join(format!("{gone}.lock")).exists());
+        assert!(root.join(format!("{held}.lock")).exists());
+        assert!(
+            !image_gone_here(&unused_podman()),
+            "podman cannot say: kept"
+        );
+    }
+
+    fn image_gone_here(podman: &Podman) -> bool {
+        image_gone(podman, ID)
     }
 }

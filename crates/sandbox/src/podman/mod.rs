@@ -269,13 +269,16 @@ impl PodmanBackend {
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
-        let removed_stale = stale::cleanup_stale(&podman).await?;
+        // Side by side: each podman command costs ~100 ms rootless.
+        let (removed_stale, image) = tokio::join!(
+            stale::cleanup_stale(&podman),
+            rootfs::inspect(&podman, &opts.image)
+        );
+        let removed_stale = removed_stale?;
         let is_rootless = rootless();
-        let image = rootfs::inspect(&podman, &opts.image)
-            .await?
-            .ok_or_else(|| PodmanError::ImageMissing {
-                image: opts.image.clone(),
-            })?;
+        let image = image?.ok_or_else(|| PodmanError::ImageMissing {
+            image: opts.image.clone(),
+        })?;
         let copy = if is_rootless && image.copied_per_container() && !opts.from_image {
             rootfs::prepare(&podman, &image.id)
                 .await
@@ -352,15 +355,22 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        let inspected = oom::inspect(&podman, &container).await;
+        // The init's facts and the channel's agent, side by side.
+        let wants_channel = agent.is_some();
+        let opening = async {
+            match wants_channel {
+                true => Some(channel::Channel::open(&podman, &container).await),
+                false => None,
+            }
+        };
+        let (inspected, opened) = tokio::join!(oom::inspect(&podman, &container), opening);
         let oom = inspected.and_then(oom::OomCounter::find);
         let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
         let mut lane = channel::Lane::default();
-        if agent.is_some() {
-            match channel::Channel::open(&podman, &container).await {
-                Ok(opened) => lane.channel = Some(opened),
-                Err(err) => notes.push(without_channel(&err.reason())),
-            }
+        match opened {
+            Some(Ok(opened)) => lane.channel = Some(opened),
+            Some(Err(err)) => notes.push(without_channel(&err.reason())),
+            None => {}
         }
         Ok(PodmanBackend {
             podman,

@@ -529,7 +529,10 @@ const RM_ATTEMPTS: u32 = 5;
 
 /// `podman rm -f -t 0 -i`: no error when the container is already gone.
 /// A container whose init just ended is briefly in a state podman 4.3
-/// cannot stop ("container state improper"): tried again a few times.
+/// cannot stop ("container state improper"), and on a loaded machine its
+/// processes may outlast podman's wait for them ("given PIDs did not die
+/// within timeout"): either is tried again a few times, a little later
+/// each time.
 async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
     let mut attempt = 1;
     loop {
@@ -547,11 +550,12 @@ async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError
             return Ok(());
         }
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        if attempt >= RM_ATTEMPTS || !stderr.contains("state improper") {
+        let passing = stderr.contains("state improper") || stderr.contains("did not die");
+        if attempt >= RM_ATTEMPTS || !passing {
             return Err(PodmanError::Command { what: "rm", stderr });
         }
+        tokio::time::sleep(Duration::from_millis(200) * attempt).await;
         attempt += 1;
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

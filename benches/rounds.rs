@@ -224,6 +224,12 @@ const LARGE: usize = 70_000;
 
 /// Wall time of a podman run of `project` with one step that writes a file.
 fn one_write_step(ah: &Path, project: &Project) -> Duration {
+    write_step_run(ah, project, "podman")
+}
+
+/// Wall time of a run of `project` on `backend` whose one step writes a
+/// file and changes another.
+fn write_step_run(ah: &Path, project: &Project, backend: &str) -> Duration {
     let mock = MockServer::start(vec![
         Turn::reply(Reply::new().tool_use(
             "toolu_1",
@@ -233,7 +239,7 @@ fn one_write_step(ah: &Path, project: &Project) -> Duration {
         Turn::reply(Reply::new().text("done")),
     ]);
     let started = Instant::now();
-    project.run(ah, &mock, "podman");
+    project.run(ah, &mock, backend);
     started.elapsed()
 }
 
@@ -449,17 +455,7 @@ fn work_run(ah: &Path, project: &Project, backend: &str) -> Duration {
 
 /// Wall time of a whole `--backend none` run of `project` with one write.
 fn none_run(ah: &Path, project: &Project) -> Duration {
-    let mock = MockServer::start(vec![
-        Turn::reply(Reply::new().tool_use(
-            "toolu_1",
-            "bash",
-            json!({"command": "echo new > src/new.rs && echo x >> src/m0/f0.rs"}),
-        )),
-        Turn::reply(Reply::new().text("done")),
-    ]);
-    let started = Instant::now();
-    project.run(ah, &mock, "none");
-    started.elapsed()
+    write_step_run(ah, project, "none")
 }
 
 /// A timed run of a project.

@@ -2,22 +2,29 @@
 //! `true` through the command channel (one long-lived agent in the
 //! container) versus through one `podman exec` per command (the path
 //! without the channel), on one real container, in the same run so the
-//! ratio means something on any machine.
+//! ratio means something on any machine. Then the time from a container's
+//! start to its first command's answer, started from the image in podman's
+//! storage (the old way) and from the cached copy of its root file system
+//! (`podman::rootfs`; the same as the image where storage is overlay or
+//! podman rootful), alternately, medians printed.
 //!
 //! Run with `cargo bench --bench sandbox`; skipped when podman or the
-//! sandbox image is missing.
+//! sandbox image is missing. Rootless: run the bench binary as the user
+//! (`runuser -u USER -- target/release/deps/sandbox-…`).
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
 // harness of its own (clippy does not count it as a test), where a failure
 // should stop the measurement with the message it panics with.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ah_sandbox::podman::{DEFAULT_IMAGE, PodmanBackend, PodmanOptions, find_podman};
 
 const ROUNDS: usize = 50;
+/// Starts per way of making the container's root.
+const STARTS: usize = 5;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn main() {
@@ -43,10 +50,58 @@ async fn bench() {
     let dir = tempfile::tempdir().expect("temp dir");
     let work = dir.path().join("work");
     std::fs::create_dir(&work).expect("work dir");
+    round_trips(&work).await;
+    first_commands(&work).await;
+}
+
+/// The options of a bench container on `work`.
+fn options(work: &Path) -> PodmanOptions {
     let id = format!("bench{}", ulid::Ulid::generate()).to_lowercase();
-    let mut options = PodmanOptions::new(&id, &work);
+    let mut options = PodmanOptions::new(&id, work);
     options.ah_executable = Some(PathBuf::from(env!("CARGO_BIN_EXE_ah")));
-    let backend = PodmanBackend::start(&options)
+    options
+}
+
+/// Start to the first command's answer, from the image and from the
+/// cached copy of its root, taking turns (the copy made before, once).
+async fn first_commands(work: &Path) {
+    let mut from_image = Vec::new();
+    let mut from_copy = Vec::new();
+    let warm = PodmanBackend::start(&options(work)).await.expect("start");
+    warm.shutdown().await.expect("shutdown");
+    for _ in 0..STARTS {
+        for (old, times) in [(true, &mut from_image), (false, &mut from_copy)] {
+            let mut options = options(work);
+            options.from_image = old;
+            let started = Instant::now();
+            let backend = PodmanBackend::start(&options).await.expect("start");
+            backend.exec("true", TIMEOUT).await.expect("first command");
+            times.push(started.elapsed());
+            backend.shutdown().await.expect("shutdown");
+        }
+    }
+    from_image.sort();
+    from_copy.sort();
+    let rootless = if ah_sandbox::podman::rootless() {
+        "rootless"
+    } else {
+        "rootful"
+    };
+    println!("start to the first command's answer, {rootless}, {STARTS} starts each:");
+    println!("{:>12} | {:>9} {:>9} {:>9}", "root", "min", "median", "max");
+    for (name, times) in [("image", &from_image), ("cached copy", &from_copy)] {
+        println!(
+            "{name:>12} | {:>9} {:>9} {:>9}",
+            ms(times[0]),
+            ms(times[STARTS / 2]),
+            ms(times[STARTS - 1])
+        );
+    }
+}
+
+/// `true` through the channel and through one `podman exec` per command.
+async fn round_trips(work: &Path) {
+    let backend = PodmanBackend::start(&options(work))
         .await
         .unwrap_or_else(|err| panic!("could not start the sandbox: {err}"));
     for note in backend.notes() {

@@ -4,14 +4,12 @@
 //! later request carries only the most recent pictures within the bound a
 //! request has, and each picture left out is named in a note.
 
-use std::io::Read as _;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::memory_bounds::{assert_small, peak_until_exit};
+use crate::memory_bounds::{assert_small, run_measuring_peak};
 use crate::support::host::Host;
 use crate::support::mock::{MockServer, RecordedRequest, Reply, Turn};
 
@@ -141,25 +139,8 @@ fn check(request: &RecordedRequest, sent: &[usize], left_out: &[usize]) {
 /// Runs the script with `command` (ah for one API), measuring its peak
 /// resident size, and checks what the model was sent.
 fn many_pictures(mock: &MockServer, mut command: Command) {
-    command
-        .args(["--backend", "none", "--review", "never", "look at them all"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = command.spawn().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let (peak, code) = peak_until_exit(child);
-    let stderr = reader.join().unwrap();
-    eprintln!(
-        "peak RSS {:.1} MiB in {:.1}s",
-        peak as f64 / 1048576.0,
-        started.elapsed().as_secs_f64()
-    );
+    command.args(["--backend", "none", "--review", "never", "look at them all"]);
+    let (peak, code, stderr) = run_measuring_peak(command);
     assert_small(peak);
     assert_eq!(code, Some(0), "{stderr}");
     let requests = mock.requests();

@@ -18,9 +18,32 @@ use serde_json::{Value, json};
 /// The most the host `ah` may hold in memory at once.
 pub(crate) const PEAK_LIMIT: u64 = 256 * 1024 * 1024;
 
+/// Spawns `command` with its stderr piped, and returns the largest
+/// `VmHWM` (peak resident size) seen while it ran, in bytes, its exit code
+/// and its stderr; the peak is printed with the time taken.
+pub(crate) fn run_measuring_peak(mut command: Command) -> (u64, Option<i32>, String) {
+    command.stdout(Stdio::null()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = command.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let (peak, code) = peak_until_exit(child);
+    let stderr = reader.join().unwrap();
+    eprintln!(
+        "peak RSS {:.1} MiB in {:.1}s",
+        peak as f64 / 1048576.0,
+        started.elapsed().as_secs_f64()
+    );
+    (peak, code, stderr)
+}
+
 /// The largest `VmHWM` (peak resident size) seen while `child` ran, in
 /// bytes, and its exit code.
-pub(crate) fn peak_until_exit(mut child: Child) -> (u64, Option<i32>) {
+fn peak_until_exit(mut child: Child) -> (u64, Option<i32>) {
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak = 0;
     loop {
@@ -64,24 +87,8 @@ fn run_exit(
     command
         .args(["--backend", "none"])
         .args(args)
-        .arg("stress the host")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = command.spawn().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let (peak, code) = peak_until_exit(child);
-    let stderr = reader.join().unwrap();
-    eprintln!(
-        "peak RSS {:.1} MiB in {:.1}s",
-        peak as f64 / 1048576.0,
-        started.elapsed().as_secs_f64()
-    );
+        .arg("stress the host");
+    let (peak, code, stderr) = run_measuring_peak(command);
     assert_eq!(code, Some(exit), "{stderr}");
     (peak, stderr, mock)
 }

@@ -64,6 +64,20 @@ pub(crate) fn big_project() -> Host {
 /// does not cross into the overlay mounted on `work`.
 const RUN_FOLDER_KIB: &str = "du -skx \"$HOME/..\" | cut -f1";
 
+/// Checks the size [`RUN_FOLDER_KIB`] wrote to `size`: a run folder that
+/// holds no copy of the 50 MB file stays under 5 MiB.
+fn assert_run_folder_small(size: &Path) {
+    let kib: u64 = std::fs::read_to_string(size)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        kib < 5 * 1024,
+        "the run folder holds {kib} KiB with a 50 MB file in the project"
+    );
+}
+
 #[test]
 fn a_none_run_copies_nothing_and_never_touches_the_project() {
     let host = big_project();
@@ -102,15 +116,7 @@ fn a_none_run_copies_nothing_and_never_touches_the_project() {
         told.contains("made.txt"),
         "git works in the work tree:\n{told}"
     );
-    let kib: u64 = std::fs::read_to_string(&size)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        kib < 5 * 1024,
-        "the run folder holds {kib} KiB with a 50 MB file in the project"
-    );
+    assert_run_folder_small(&size);
 
     // The commands' writes are the patch; the project was never written.
     let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
@@ -163,15 +169,7 @@ fn an_ah_work_run_with_the_none_backend_copies_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("copying the project"), "{stderr}");
-    let kib: u64 = std::fs::read_to_string(&size)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        kib < 5 * 1024,
-        "the run folder holds {kib} KiB with a 50 MB file in the project"
-    );
+    assert_run_folder_small(&size);
     let patch = std::fs::read_to_string(host.run().join("session.patch")).unwrap();
     assert!(patch.contains("+hi"), "{patch}");
     assert_eq!(stamps(&host.project), before, "the project was touched");

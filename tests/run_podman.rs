@@ -97,6 +97,33 @@ fn shadow_log(run: &Path) -> Vec<String> {
 }
 
 #[test]
+fn a_copy_of_ah_under_another_name_keeps_the_command_channel() {
+    if podman_ready_blocking().is_none() {
+        return;
+    }
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let bin = tempfile::tempdir().unwrap();
+    let renamed = bin.path().join("ah-bin");
+    std::fs::copy(env!("CARGO_BIN_EXE_ah"), &renamed).unwrap();
+    let mock = MockServer::start(script(vec![bash("tr '\\0' ' ' < /proc/$PPID/cmdline")]));
+    let ah = host.ah(&mock.url());
+    let mut renamed_ah = Command::new(&renamed);
+    renamed_ah
+        .current_dir(&host.project)
+        .env_clear()
+        .envs(ah.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    let out = renamed_ah
+        .args(["--review", "never", "show the agent"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("podman exec each"), "{stderr}");
+    let told = mock.requests()[1].told();
+    assert!(told.contains("/run/ah-agent __sandbox-agent"), "{told}");
+}
+
+#[test]
 fn the_project_is_not_in_the_sandbox_and_work_writes_reach_the_host() {
     if podman_ready_blocking().is_none() {
         return;

@@ -456,3 +456,186 @@ fn rootless_strict_limits_refuses_where_the_memory_cgroup_does_not_apply() {
     );
     assert!(mock.requests().is_empty(), "the model was never asked");
 }
+
+/// `podman ARGS` as the project's user: its trimmed output, or a panic
+/// with podman's words.
+fn user_podman(p: &UserProject, args: &[&str]) -> String {
+    let out = p
+        .user
+        .command(Path::new("/usr/bin/podman"), &[])
+        .args(args)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "podman {args:?}: {}", describe(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The user's copies of image roots, where podman's storage is vfs (where
+/// it shares layers, runs start from the image and there is nothing to
+/// test: `None`).
+fn root_copies(p: &UserProject) -> Option<PathBuf> {
+    let driver = user_podman(p, &["info", "--format", "{{.Store.GraphDriverName}}"]);
+    (driver == "vfs").then(|| p.user.home.join(".cache/ah/rootfs"))
+}
+
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_rebuilt_image_gets_a_root_of_its_own_at_the_next_run() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let Some(copies) = root_copies(&p) else {
+        return;
+    };
+    // A new image id, as a rebuild makes: the sandbox image with a label.
+    let tag = ulid::Ulid::generate().to_string().to_lowercase();
+    let (image, maker) = (
+        format!("localhost/ah-test-rebuilt:{tag}"),
+        format!("ah-test-rebuild-{tag}"),
+    );
+    user_podman(
+        &p,
+        &[
+            "create",
+            "--name",
+            &maker,
+            ah_sandbox::podman::DEFAULT_IMAGE,
+            "true",
+        ],
+    );
+    user_podman(
+        &p,
+        &[
+            "commit",
+            "-q",
+            "--change",
+            "LABEL=ah.test=rebuilt",
+            &maker,
+            &image,
+        ],
+    );
+    user_podman(&p, &["rm", &maker]);
+    let id = user_podman(&p, &["image", "inspect", "--format", "{{.Id}}", &image]);
+
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({"command": "echo from-copy"}))),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = p.ah(
+        &mock,
+        &[("AH_IMAGE", &image)],
+        &["--review", "never", "look"],
+    );
+    let made = copies.join(&id).is_dir();
+    user_podman(&p, &["rmi", "-f", &image]);
+    user_podman(
+        &p,
+        &[
+            "unshare",
+            "rm",
+            "-rf",
+            &copies.join(&id).display().to_string(),
+        ],
+    );
+    let _ = std::fs::remove_file(copies.join(format!("{id}.lock")));
+
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("copy of the whole image"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        made,
+        "the new image's root was copied into {}",
+        copies.display()
+    );
+    assert!(mock.requests()[1].told().contains("from-copy"));
+    let mode = std::fs::metadata(&copies).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "the copies are the user's alone");
+    assert!(
+        !names_in(&copies)
+            .iter()
+            .any(|n| n.starts_with(".building-")),
+        "no half-made copy is left: {:?}",
+        names_in(&copies)
+    );
+}
+
+#[test]
+fn a_rootless_run_killed_with_sigkill_leaves_nothing_the_next_run_does_not_sweep() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let Some(copies) = root_copies(&p) else {
+        return;
+    };
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().tool_use(
+        "toolu_1",
+        "bash",
+        json!({"command": "touch /tmp/going; sleep 300"}),
+    ))]);
+    let mut child = p
+        .command(&mock, &[], &["--review", "never", "wait"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let runs = p.project.join(".ah/runs");
+    wait_until("the run's folder", Duration::from_secs(120), || {
+        names_in(&runs).len() == 1
+    });
+    let killed = names_in(&runs).remove(0);
+    let label = format!("label=ah.run={killed}");
+    let gone = || user_podman(&p, &["ps", "-a", "-q", "--filter", &label]).is_empty();
+    wait_until("the step to run", Duration::from_secs(120), || {
+        !gone() && mock.requests().len() == 1
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // ah itself, not runuser: the process of the user running the copy.
+    let ah = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == p.ah)
+                && std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == p.user.uid)
+        })
+        .expect("the running ah");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(ah).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    child.wait().unwrap();
+    assert!(!gone(), "SIGKILL left the run's container");
+
+    let next = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({"command": "echo next"}))),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = p.ah(&next, &[], &["--review", "never", "-n", "again"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        gone(),
+        "the next run swept the killed run's container: {}",
+        describe(&out)
+    );
+    assert!(
+        !names_in(&copies)
+            .iter()
+            .any(|n| n.starts_with(".building-")),
+        "{:?}",
+        names_in(&copies)
+    );
+}

@@ -19,7 +19,7 @@
 //! containers: `podman::cleanup_stale`; the folders:
 //! `ah_record::rundir::sweep`).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
@@ -64,7 +64,24 @@ pub struct Remains {
     /// Folders the containers wrote to (an overlay's scratch and upper
     /// folders, a work copy), removed once the containers are gone.
     pub folders: Vec<PathBuf>,
+    /// The shared lock on the cached root file system a container stands
+    /// on (`podman::rootfs`): held by the cleanup until it is done, so that
+    /// no prune removes the copy under a container not yet removed.
+    pub lease: Option<Lease>,
 }
+
+/// An open lock file whose lock the cleanup holds while it works (given to
+/// it as its standard output, which it does not write to otherwise).
+#[derive(Debug, Clone)]
+pub struct Lease(pub Arc<File>);
+
+impl PartialEq for Lease {
+    fn eq(&self, other: &Lease) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Lease {}
 
 impl Remains {
     /// Whether there is nothing to remove.
@@ -77,6 +94,7 @@ impl Remains {
         self.makers.extend(other.makers);
         self.containers.extend(other.containers);
         self.folders.extend(other.folders);
+        self.lease = self.lease.take().or(other.lease);
     }
 
     /// Removes everything, within [`LIMIT`]: waits for the makers, then
@@ -154,13 +172,19 @@ impl Remains {
             Ok(exe) => exe,
             Err(why) => return Err((self, why)),
         };
+        // The lease's lock is the open file's: a duplicate holds it too.
+        let lease = match self.lease.as_ref().map(|lease| lease.0.try_clone()) {
+            Some(Ok(held)) => Stdio::from(held),
+            Some(Err(err)) => return Err((self, format!("the rootfs lease ({err})"))),
+            None => Stdio::null(),
+        };
         let spawned = std::process::Command::new(&exe)
             .arg(COMMAND)
             .args(self.to_args(log))
             .arg("--sweep")
             .arg(sweep)
             .stdin(Stdio::from(live))
-            .stdout(Stdio::null())
+            .stdout(lease)
             .stderr(Stdio::null())
             // Out of the terminal's foreground group from the fork on.
             .process_group(0)
@@ -231,13 +255,17 @@ impl Remains {
 }
 
 /// The running program, when it is ah (the cleanup is its hidden
-/// subcommand).
+/// subcommand, answered wherever the sandbox's agent is:
+/// [`crate::channel::agent::answered_here`]), whatever its file is named.
 fn ah_executable() -> Result<PathBuf, String> {
     let exe = std::env::current_exe()
         .map_err(|err| format!("the running program cannot be found ({err})"))?;
-    match exe.file_name() == Some(OsStr::new("ah")) {
+    match crate::channel::agent::is_answered_here() {
         true => Ok(exe),
-        false => Err(format!("the running program {} is not ah", exe.display())),
+        false => Err(format!(
+            "the running program {} is not ah (it does not answer 'ah {COMMAND}')",
+            exe.display()
+        )),
     }
 }
 
@@ -439,6 +467,7 @@ mod tests {
             makers: vec![Owner { pid: 42, start: 7 }],
             containers: vec!["ah-x".into(), "ah-x-ro".into()],
             folders: vec!["/r/overlay-work".into(), "/r/upper".into()],
+            lease: None,
         };
         let args = remains.to_args(Path::new("/r/cleanup.log"));
         let job = Remains::from_args(&args);

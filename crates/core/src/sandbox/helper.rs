@@ -29,8 +29,12 @@ pub enum Helped {
 }
 
 /// Runs the hidden subcommand `args` (the program's arguments, its name
-/// first) name; `None` when they name none.
+/// first) name; `None` when they name none. A program that calls it
+/// answers the hidden subcommands, so from then on its own executable is
+/// what a run starts as the command channel's agent, whatever the file is
+/// named ([`agent::answered_here`]).
 pub fn helper(args: impl Iterator<Item = OsString>) -> Option<Helped> {
+    agent::answered_here();
     let args: Vec<OsString> = args.skip(1).collect();
     if args.first()? == cleanup::COMMAND {
         return Some(match cleanup::Job::from_args(&args[1..]) {

@@ -18,6 +18,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -29,6 +30,24 @@ use crate::podman::INIT_PATH;
 
 /// The hidden subcommand that starts the agent.
 pub const COMMAND: &str = "__sandbox-agent";
+
+/// Set once the running program has said that it answers [`COMMAND`].
+static ANSWERED_HERE: AtomicBool = AtomicBool::new(false);
+
+/// Says that the running program answers [`COMMAND`] (ah does, at its
+/// start, before it reads its arguments): its own executable can then run
+/// the agent in the sandbox, whatever its file is named (`ah-bin`, a
+/// versioned copy). A program that never says so (a test binary, another
+/// tool linking this crate) is not copied into the sandbox as the agent.
+pub fn answered_here() {
+    ANSWERED_HERE.store(true, Ordering::Relaxed);
+}
+
+/// Whether the running program said it answers [`COMMAND`]
+/// ([`answered_here`]).
+pub(crate) fn is_answered_here() -> bool {
+    ANSWERED_HERE.load(Ordering::Relaxed)
+}
 /// Output bytes per frame.
 const CHUNK: usize = 32 * 1024;
 /// How long the output pipes are read after everything was killed (a

@@ -3,10 +3,11 @@
 //! CLI's output; the backend is ready when every check of
 //! [`Severity::Error`] passes. A [`Severity::Warning`] check that fails
 //! (resource limits not enforced, see `limits`) weakens the sandbox without
-//! stopping it.
+//! stopping it; one on podman's storage (`storage`) makes runs slower.
 
 mod limits;
 mod network;
+mod storage;
 
 use std::path::Path;
 
@@ -170,6 +171,7 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
     checks.push(network::proxy_check(run, probe_image).await);
     checks.push(network::full_check());
     checks.push(offline_build_check(rootless()));
+    checks.push(storage::check(&podman, &opts.image, rootless()).await);
     checks.push(image);
     checks.push(git_check());
     checks

@@ -210,7 +210,31 @@ pub async fn build_image(
         opts.image,
         duration.as_secs_f64()
     )));
+    copy_root(&podman, &opts.image, progress).await;
     Ok(BuildReport { source, duration })
+}
+
+/// Rootless on storage that copies the image into every container (`vfs`):
+/// makes the copy of the image's root that runs stand on
+/// (`podman::rootfs`) now, so that the first run does not wait for it.
+/// What fails here the first run tries again, so it is only said.
+async fn copy_root(podman: &podman::Podman, image: &str, progress: &mut OnProgress<'_>) {
+    if !podman::rootless() {
+        return;
+    }
+    let facts = match podman::rootfs::inspect(podman, image).await {
+        Ok(Some(facts)) if facts.copied_per_container() => facts,
+        _ => return,
+    };
+    progress(Progress::Note(
+        "copying the image's root file system for runs (podman's storage here is vfs; \
+         once per image)",
+    ));
+    if let Err(why) = podman::rootfs::prepare(podman, &facts.id).await {
+        progress(Progress::Note(&format!(
+            "the copy could not be made ({why}); the first run tries again"
+        )));
+    }
 }
 
 /// The quick check: the registry host resolves and accepts a connection.

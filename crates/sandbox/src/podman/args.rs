@@ -170,13 +170,23 @@ pub(super) enum Network<'a> {
     Full(&'static str),
 }
 
+/// What the container's root file system is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Root<'a> {
+    /// The image, through podman's storage.
+    Image(&'a str),
+    /// An overlay whose lower layer is this copy of the image's root file
+    /// system (see `rootfs`), never written.
+    Copy(&'a Path),
+}
+
 /// Everything `podman run` needs to create one run's container.
 #[derive(Debug, Clone)]
 pub(super) struct RunSpec<'a> {
     pub name: &'a str,
     /// Labels identifying the run and the process that owns the container.
     pub labels: Vec<(&'static str, String)>,
-    pub image: &'a str,
+    pub root: Root<'a>,
     pub runtime: Option<String>,
     pub pids_limit: u32,
     pub memory: &'a str,
@@ -267,7 +277,15 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));
         args.push(volume(ah, AH_BIN, ":ro"));
     }
-    args.push(spec.image.into());
+    match spec.root {
+        Root::Image(image) => args.push(image.into()),
+        Root::Copy(tree) => {
+            args.push("--rootfs".into());
+            let mut lower = tree.as_os_str().to_owned();
+            lower.push(":O");
+            args.push(lower);
+        }
+    }
     args.push(INIT_PATH.into());
     args.push("-P".into());
     args

@@ -70,22 +70,27 @@ pub(super) enum OpenError {
     Unavailable(String),
 }
 
+/// The running program's own executable, as the kernel has it: the file it
+/// was started from, whatever it is named now or was named then.
+const RUNNING_EXECUTABLE: &str = "/proc/self/exe";
+
 /// The `ah` executable to run as the agent: the configured one, else the
-/// running program when it is ah.
+/// running program when it answers the agent's command (it said so with
+/// [`agent::answered_here`]; its name does not matter).
 pub(super) fn agent_executable(configured: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(path) = configured {
         return Ok(path.to_path_buf());
     }
-    let exe = std::env::current_exe()
-        .map_err(|err| format!("the running program cannot be found ({err})"))?;
-    if exe.file_name().is_some_and(|name| name == "ah") {
-        Ok(exe)
-    } else {
-        Err(format!(
-            "the running program {} is not ah, and no ah executable was given",
-            exe.display()
-        ))
+    if agent::is_answered_here() {
+        return Ok(PathBuf::from(RUNNING_EXECUTABLE));
     }
+    let exe = std::env::current_exe()
+        .map_or_else(|err| format!("({err})"), |exe| exe.display().to_string());
+    Err(format!(
+        "the running program {exe} is not ah (it does not answer 'ah {}'), and no ah \
+         executable was given",
+        agent::COMMAND
+    ))
 }
 
 impl Channel {
@@ -280,5 +285,12 @@ mod tests {
         // The unit tests run from a test binary, which is not ah.
         let refused = agent_executable(None).err().unwrap_or_default();
         assert!(refused.contains("is not ah"), "{refused}");
+        // A program that answers the agent's command runs it from its own
+        // executable, whatever the file's name.
+        agent::answered_here();
+        assert_eq!(
+            agent_executable(None),
+            Ok(PathBuf::from(RUNNING_EXECUTABLE))
+        );
     }
 }

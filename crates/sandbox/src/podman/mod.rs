@@ -8,7 +8,8 @@
 //! `channel` and `exec` for running a command and ending everything it
 //! started, `oom` for telling a command that the memory limit was hit,
 //! `network` for the egress proxy's side, `stale` for cleaning up after
-//! crashed runs, `program` for where podman itself runs.
+//! crashed runs, `program` for where podman itself runs, `rootfs` for the
+//! root file system where podman's storage would copy the image per run.
 
 mod args;
 mod channel;
@@ -19,6 +20,7 @@ mod init;
 mod network;
 mod oom;
 mod program;
+pub mod rootfs;
 mod serve;
 mod stale;
 
@@ -126,6 +128,10 @@ pub struct PodmanOptions {
     /// Where the start puts its `podman run` while it runs, for a cleanup
     /// of the start abandoned meanwhile to wait for.
     pub makers: Makers,
+    /// Start the container from the image in podman's storage even where
+    /// that copies the whole image (`vfs`), instead of on the cached copy
+    /// of its root file system (`rootfs`): the old way, for comparisons.
+    pub from_image: bool,
 }
 
 impl PodmanOptions {
@@ -149,6 +155,7 @@ impl PodmanOptions {
             env: container_env(NetworkMode::None, &[], &|_| None).0,
             ah_executable: None,
             makers: Makers::default(),
+            from_image: false,
         }
     }
 
@@ -160,6 +167,7 @@ impl PodmanOptions {
             makers: Vec::new(),
             containers: vec![container_name(&self.run_id)],
             folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
+            lease: None,
         }
     }
 }
@@ -210,6 +218,9 @@ pub struct PodmanBackend {
     _init: init::ExecOnly,
     /// The agent's `ah` (started again when the channel breaks).
     _agent: Option<init::ExecOnly>,
+    /// The copy of the image the container's root stands on, held while
+    /// it lives (`None`: the image itself, from podman's storage).
+    _rootfs: Option<rootfs::Rootfs>,
     stopped: AtomicBool,
     /// Commands run so far: each ended every process but the init.
     sweeps: AtomicU64,
@@ -234,6 +245,15 @@ pub async fn image_exists(podman: &Podman, image: &str) -> Result<bool, PodmanEr
             source,
         })?;
     Ok(status.success())
+}
+
+/// What the run is told when its root is a copy of the whole image after
+/// all.
+fn without_copy(why: &str) -> String {
+    format!(
+        "the sandbox starts from a copy of the whole image, made for this run (podman's \
+         storage driver here is vfs): the cached root file system could not be used: {why}"
+    )
 }
 
 /// Removes every container labelled `ah.run` whose owning process is gone
@@ -275,12 +295,24 @@ impl PodmanBackend {
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
-        let removed_stale = stale::cleanup_stale(&podman).await?;
-        if !image_exists(&podman, &opts.image).await? {
-            return Err(PodmanError::ImageMissing {
-                image: opts.image.clone(),
-            });
-        }
+        // Side by side: each podman command costs ~100 ms rootless.
+        let (removed_stale, image) = tokio::join!(
+            stale::cleanup_stale(&podman),
+            rootfs::inspect(&podman, &opts.image)
+        );
+        let removed_stale = removed_stale?;
+        let is_rootless = rootless();
+        let image = image?.ok_or_else(|| PodmanError::ImageMissing {
+            image: opts.image.clone(),
+        })?;
+        let copy = if is_rootless && image.copied_per_container() && !opts.from_image {
+            rootfs::prepare(&podman, &image.id)
+                .await
+                .map_err(|why| notes.push(without_copy(&why)))
+                .ok()
+        } else {
+            None
+        };
 
         let container = container_name(&opts.run_id);
         let egress = match opts.network {
@@ -303,11 +335,13 @@ impl PodmanBackend {
         let owner = stale::Owner::current();
         let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
         labels.extend(owner.labels());
-        let is_rootless = rootless();
         let spec = args::RunSpec {
             name: &container,
             labels,
-            image: &opts.image,
+            root: match &copy {
+                Some(copy) => args::Root::Copy(copy.path()),
+                None => args::Root::Image(&opts.image),
+            },
             runtime: opts.runtime.resolve(),
             pids_limit: opts.pids_limit,
             memory: &opts.memory,
@@ -354,15 +388,22 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        let inspected = oom::inspect(&podman, &container).await;
+        // The init's facts and the channel's agent, side by side.
+        let wants_channel = agent.is_some();
+        let opening = async {
+            match wants_channel {
+                true => Some(channel::Channel::open(&podman, &container).await),
+                false => None,
+            }
+        };
+        let (inspected, opened) = tokio::join!(oom::inspect(&podman, &container), opening);
         let oom = inspected.and_then(oom::OomCounter::find);
         let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
         let mut lane = channel::Lane::default();
-        if agent.is_some() {
-            match channel::Channel::open(&podman, &container).await {
-                Ok(opened) => lane.channel = Some(opened),
-                Err(err) => notes.push(without_channel(&err.reason())),
-            }
+        match opened {
+            Some(Ok(opened)) => lane.channel = Some(opened),
+            Some(Err(err)) => notes.push(without_channel(&err.reason())),
+            None => {}
         }
         Ok(PodmanBackend {
             podman,
@@ -381,6 +422,7 @@ impl PodmanBackend {
             merged: Mutex::new(None),
             _init: init,
             _agent: agent,
+            _rootfs: copy,
             stopped: AtomicBool::new(false),
             sweeps: AtomicU64::new(0),
             removed_stale,
@@ -446,6 +488,7 @@ impl PodmanBackend {
             makers: Vec::new(),
             containers: vec![self.container.clone()],
             folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
+            lease: self._rootfs.as_ref().and_then(rootfs::Rootfs::lease),
         }
     }
 
@@ -536,7 +579,10 @@ const RM_ATTEMPTS: u32 = 5;
 
 /// `podman rm -f -t 0 -i`: no error when the container is already gone.
 /// A container whose init just ended is briefly in a state podman 4.3
-/// cannot stop ("container state improper"): tried again a few times.
+/// cannot stop ("container state improper"), and on a loaded machine its
+/// processes may outlast podman's wait for them ("given PIDs did not die
+/// within timeout"): either is tried again a few times, a little later
+/// each time.
 pub(crate) async fn remove_container(podman: &Podman, name: &str) -> Result<(), PodmanError> {
     let mut attempt = 1;
     loop {
@@ -554,11 +600,12 @@ pub(crate) async fn remove_container(podman: &Podman, name: &str) -> Result<(), 
             return Ok(());
         }
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        if attempt >= RM_ATTEMPTS || !stderr.contains("state improper") {
+        let passing = stderr.contains("state improper") || stderr.contains("did not die");
+        if attempt >= RM_ATTEMPTS || !passing {
             return Err(PodmanError::Command { what: "rm", stderr });
         }
+        tokio::time::sleep(Duration::from_millis(200) * attempt).await;
         attempt += 1;
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -132,15 +132,18 @@ pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, Podman
         .filter_map(|c| c.names.first().cloned())
         .collect();
     // Another ah may be cleaning up at the same time: a container that is
-    // gone after a failed removal was removed by it, which is fine.
-    for name in &stale {
-        if let Err(err) = super::remove_container(podman, name).await
-            && container_exists(podman, name).await
+    // gone after a failed removal was removed by it, which is fine. One that
+    // will not go is a dead run's, not this one's: it stays for the next
+    // sweep rather than stop the run that found it.
+    let mut removed = Vec::new();
+    for name in stale {
+        if super::remove_container(podman, &name).await.is_ok()
+            || !container_exists(podman, &name).await
         {
-            return Err(err);
+            removed.push(name);
         }
     }
-    Ok(stale)
+    Ok(removed)
 }
 
 /// Whether a container named `name` exists (`podman container exists`).

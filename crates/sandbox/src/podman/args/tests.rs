@@ -6,7 +6,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
     RunSpec {
         name: "ah-r1",
         labels: vec![("ah.run", "r1".to_string())],
-        image: "localhost/ah-sandbox:latest",
+        root: Root::Image("localhost/ah-sandbox:latest"),
         runtime: Some("runc".to_string()),
         pids_limit: 512,
         memory: "2g",
@@ -68,6 +68,30 @@ fn run_args_make_a_closed_sandbox() {
         &args[args.len() - 3..],
         ["localhost/ah-sandbox:latest", "/run/ah-init", "-P"]
     );
+}
+
+#[test]
+fn a_copy_of_the_image_is_the_lower_layer_of_a_read_only_root() {
+    let mut spec = spec(Path::new("/w"));
+    spec.rootless = true;
+    spec.root = Root::Copy(Path::new("/home/u/.cache/ah/rootfs/abc"));
+    let args = strings(&run_args(&spec));
+    assert_eq!(
+        &args[args.len() - 4..],
+        [
+            "--rootfs",
+            "/home/u/.cache/ah/rootfs/abc:O",
+            "/run/ah-init",
+            "-P"
+        ]
+    );
+    for flag in ["--read-only", "--cap-drop=all", "--userns=keep-id"] {
+        assert!(
+            args.contains(&flag.to_string()),
+            "missing {flag} in {args:?}"
+        );
+    }
+    assert!(!args.iter().any(|a| a.contains("ah-sandbox")), "{args:?}");
 }
 
 #[test]

@@ -128,6 +128,10 @@ impl ReviewFront for Output {
         // On stderr in both modes, as notices are.
         self.display.line(&super::review::line(tone, lead, rest));
     }
+
+    fn can_revise(&self) -> bool {
+        !self.json && super::review::at_a_terminal()
+    }
 }
 
 impl Console for Screen {

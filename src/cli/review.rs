@@ -1,7 +1,8 @@
 //! The terminal's part of a review: the lines the run says about the patch,
 //! in their colours, and at `--review ask` the patch in a pager followed by
-//! the question (apply all, choose files, save only, discard). What the
-//! answer leads to is the run's to decide (core's `run/review.rs`).
+//! the question (apply all, choose files, save only, discard, and revise
+//! where the run can go on: a note for the model). What the answer leads
+//! to is the run's to decide (core's `run/review.rs`).
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -12,28 +13,53 @@ use console::style;
 
 use super::review_pick;
 use ah_core::present::copy_terminal_safe;
-use ah_core::run::{Choice, PatchToChoose, Question, Tone};
+use ah_core::run::{Choice, PatchToChoose, Question, Revise, Tone};
+
+/// Whether a person is there to ask: standard input and error are a
+/// terminal.
+pub(super) fn at_a_terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
 
 /// Shows the patch and asks what becomes of it.
 pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+    if !at_a_terminal() {
         return Ok(Choice::NobodyToAsk);
     }
     show_in_pager(patch.patch)?;
-    let choices = ["apply all", "choose files", "save only", "discard"];
+    let mut choices = vec!["apply all", "choose files", "save only", "discard"];
+    if patch.can_revise {
+        choices.push("revise: send the model back with a note");
+    }
     let picked = dialoguer::Select::new()
         .with_prompt("What should happen to this patch?")
-        .items(choices)
+        .items(&choices)
         .default(0)
         .interact();
     Ok(match picked {
         Ok(0) => Choice::ApplyAll,
         Ok(1) => review_pick::pick(patch),
         Ok(2) => Choice::SaveOnly,
-        Ok(_) => Choice::Discard,
+        Ok(3) => Choice::Discard,
+        Ok(_) => revise_note(),
         // Ctrl+C or a closed terminal at the prompt keeps the patch.
         Err(_) => Choice::Left(Question::WhatToDo),
     })
+}
+
+/// Asks for the note the model goes back to work with.
+fn revise_note() -> Choice {
+    let note = dialoguer::Input::<String>::new()
+        .with_prompt("What should the model change?")
+        .allow_empty(true)
+        .interact_text();
+    match note {
+        Ok(note) => Choice::Revise(Revise {
+            note,
+            rejected: Vec::new(),
+        }),
+        Err(_) => Choice::Left(Question::WhatToDo),
+    }
 }
 
 /// A line of the review (or of `ah apply`): its lead in the tone's colour,

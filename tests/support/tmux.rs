@@ -86,6 +86,25 @@ impl Tmux {
         }
     }
 
+    /// Waits until the pane has shown `text` after the last `marker`;
+    /// returns what it showed from that `marker` on.
+    pub(crate) fn wait_for_after(&self, marker: &str, text: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let history = self.history();
+            if let Some(at) = history.rfind(marker)
+                && history[at..].contains(text)
+            {
+                return history[at..].to_string();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {text:?} after {marker:?}; pane:\n{history}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Types `keys` (tmux key names, or text with `-l` first).
     pub(crate) fn keys(&self, keys: &[&str]) {
         let status = Command::new("tmux")
@@ -117,6 +136,11 @@ pub(crate) struct AhScript {
 
 /// Writes the script that runs `ah <args>` (`args` as shell words).
 pub(crate) fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
+    ah_script_on(host, url, "none", args)
+}
+
+/// [`ah_script`] on the sandbox `backend` (`none`, `podman`).
+pub(crate) fn ah_script_on(host: &Host, url: &str, backend: &str, args: &str) -> AhScript {
     let root = host.root.path();
     let script = AhScript {
         path: root.join("run.sh"),
@@ -128,7 +152,7 @@ pub(crate) fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
         "cd '{project}'\nstty -a > '{before}'\n\
          env -i PATH=\"$PATH\" HOME='{home}' TERM=xterm-256color PAGER=cat NO_COLOR=1 \
          ANTHROPIC_BASE_URL='{url}' ANTHROPIC_API_KEY=test-key GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t \
-         GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t '{ah}' --backend none {args}\n\
+         GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t '{ah}' --backend {backend} {args}\n\
          code=$?\nstty -a > '{after}'\necho $code > '{exit}'\nsleep 30\n",
         project = host.project.display(),
         home = host.home.display(),

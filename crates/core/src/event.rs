@@ -16,6 +16,7 @@ use crate::org::{OrgEnd, Tally};
 use crate::work::{Decision, Phase, WorkEnd};
 use ah_llm::Usage;
 use ah_record::Change;
+use ah_record::rundir::ReviseRound;
 use ah_sandbox::egress::EgressDecision;
 use ah_session::Tokens;
 
@@ -184,6 +185,9 @@ pub enum Event {
         decision: String,
         reason: Option<String>,
         applied: bool,
+        /// The rounds in which the user sent the model back to work.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        rounds: Vec<ReviseRound>,
     },
     /// The run is over (what its end line says): `usage` counts every model
     /// call it made, answers and compaction summaries, as the session

@@ -16,7 +16,7 @@ mod rules;
 mod tests;
 mod view;
 
-pub use finish::RunResult;
+pub use finish::{Draft, RunResult};
 pub use rules::{HostTool, StepRules};
 
 use std::path::Path;

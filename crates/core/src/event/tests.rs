@@ -130,6 +130,7 @@ fn examples() -> Vec<Event> {
             decision: "saved".into(),
             reason: None,
             applied: false,
+            rounds: Vec::new(),
         },
         Event::RunEnd {
             duration_ms: 1,

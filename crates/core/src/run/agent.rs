@@ -112,6 +112,13 @@ impl Loop for AgentLoop {
     fn again(&self) -> Option<Box<dyn Loop>> {
         Some(Box::new(self.clone()))
     }
+
+    fn continued(&self, start: String) -> Option<Box<dyn Loop>> {
+        Some(Box::new(AgentLoop {
+            start,
+            ..self.clone()
+        }))
+    }
 }
 
 /// The agent, entered into its started run: its configuration, the

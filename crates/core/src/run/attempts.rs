@@ -244,6 +244,8 @@ impl Side<'_> {
                 restored: origin.restored().cloned(),
                 live: &live,
                 limits: sandbox.limits.clone(),
+                decided: None,
+                rounds: Vec::new(),
             };
             finish_run(run, end, &ending, &session, &mut front).await
         }

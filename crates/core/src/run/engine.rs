@@ -45,6 +45,14 @@ pub(crate) trait Loop {
     fn again(&self) -> Option<Box<dyn Loop>> {
         None
     }
+
+    /// The same loop going on in the same run from the session's message
+    /// `start` (the user's notes of a review sent back for revision;
+    /// `None`: the engine cannot be sent back, and its review offers no
+    /// revise).
+    fn continued(&self, _start: String) -> Option<Box<dyn Loop>> {
+        None
+    }
 }
 
 /// How a loop ended.

@@ -22,7 +22,7 @@ use anyhow::Result;
 use super::limits::{NotEnforced, RunLimits};
 use super::network;
 use super::queue::dropped_lines;
-use super::review::{self, Review, Reviewed};
+use super::review::{self, Decided, Review, Reviewed};
 use super::sandbox::{configure_sandbox, output_limits};
 use super::settle::RunSetup;
 use super::{Front, Outcome, ReviewMode, RunEnd, RunOptions, Stop};
@@ -34,7 +34,9 @@ use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
 use crate::time_travel::files::{self as time_travel, Origin};
 use ah_record::artifacts::SkipReason;
 use ah_record::run::{Run, RunResult, Start};
-use ah_record::rundir::{LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, RunDir};
+use ah_record::rundir::{
+    LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, ReviseRound, RunDir,
+};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::cleanup::{Cleanup, Remains};
 use ah_sandbox::disk::DiskBudget;
@@ -464,6 +466,10 @@ pub(crate) struct Ending<'a> {
     pub(crate) live: &'a LiveLock,
     /// The run's limits as they held (see `run::limits`).
     pub(crate) limits: RunLimits,
+    /// The choice of the review held before the run's end, if one was.
+    pub(crate) decided: Option<Decided>,
+    /// The rounds that sent the model back to work.
+    pub(crate) rounds: Vec<ReviseRound>,
 }
 
 /// Builds and saves the patch, writes the manifest, and reviews the patch
@@ -543,6 +549,7 @@ pub(crate) async fn finish_run(
         mode: review_mode,
         decision,
         reason: Some(why),
+        rounds: ending.rounds.clone(),
     };
     // The end line, and its event for `--json`.
     let run_end = |front: &mut dyn Front, decision: &str| {
@@ -633,6 +640,9 @@ pub(crate) async fn finish_run(
                 policy: &setup.policy,
                 task: &setup.task,
                 no_commit: args.no_commit,
+                head: &result.head,
+                decided: ending.decided.as_ref(),
+                rounds: &ending.rounds,
             };
             let reviewed = review::review(&request, front)?;
             announce(
@@ -698,6 +708,7 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         decision: record.decision.as_str().to_string(),
         reason: record.reason.clone(),
         applied,
+        rounds: record.rounds.clone(),
     }
 }
 

@@ -28,6 +28,7 @@ mod prompt;
 pub mod queue;
 pub mod resolve;
 pub(crate) mod review;
+mod revise;
 mod sandbox;
 mod settle;
 pub mod signals;
@@ -52,17 +53,19 @@ pub use options::{
     RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
-pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Tone};
+pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Revise, Tone};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
+use ah_record::rundir::ReviseRound;
 use ah_record::safe_text::terminal_safe;
 use engine::{Driven, Entry, Loop};
 use lifecycle::{
     Ending, SandboxStart, SessionRollback, Started, close_intake, finish_run, leave_session,
     start_run,
 };
+use review::{Decided, Review, Round};
 use signals::SignalWatch;
 
 /// A mistake in what was asked (exit code 2 at the command line).
@@ -225,25 +228,56 @@ async fn run_in_session(
             return Err(err);
         }
     };
-    let controls = front.live(signals.controls(&abort, session.path()));
-    let with = RunParts {
-        options,
-        session,
-        run: &mut run,
-        abort: &mut abort,
-        lock,
-        front,
+    let mut engine_loop = engine_loop;
+    let mut review = HeldReview::default();
+    let driven = loop {
+        // A copy of the loop, to go on with when the review sends the
+        // model back.
+        let spare = engine_loop.again();
+        let controls = front.live(signals.controls(&abort, session.path()));
+        let with = RunParts {
+            options,
+            session,
+            run: &mut run,
+            abort: &mut abort,
+            lock,
+            front,
+        };
+        let engine = engine_loop.drive(with);
+        // The failed start first: an engine that saw it would tell the model.
+        let driven = tokio::select! {
+            biased;
+            err = sandbox.failed() => Err(err),
+            driven = engine => Ok(driven),
+        };
+        // The review's prompts need the keys and the terminal's own mode.
+        drop(controls);
+        signals.loop_over();
+        let driven = match driven {
+            Ok(driven) => driven,
+            Err(err) => break Err(err),
+        };
+        let revisable = setup.review_mode == ReviewMode::Ask
+            && matches!(driven.end, RunEnd::Finished)
+            && front.can_revise();
+        let (Some(spare), Some(head), true) = (spare, driven.head.clone(), revisable) else {
+            break Ok(driven);
+        };
+        let Some((revise, at)) = review.hold(&mut run, setup, options, front).await else {
+            break Ok(driven);
+        };
+        let number = review.rounds.len() + 1;
+        let (start, round) = revise::send_back(session, &head, &revise, number, &at)?;
+        review.rounds.push(round);
+        front.notice(&format!(
+            "revise: the model goes on with your notes (review round {number})"
+        ));
+        let Some(next) = spare.continued(start) else {
+            break Ok(driven);
+        };
+        engine_loop = next;
+        signals.loop_again();
     };
-    let engine = engine_loop.drive(with);
-    // The failed start first: an engine that saw it would tell the model.
-    let driven = tokio::select! {
-        biased;
-        err = sandbox.failed() => Err(err),
-        driven = engine => Ok(driven),
-    };
-    // The review's prompts need the keys and the terminal's own mode.
-    drop(controls);
-    signals.loop_over();
     let settled = match driven {
         Ok(driven) => sandbox
             .settled(front, options.sandbox.cleanup)
@@ -265,8 +299,75 @@ async fn run_in_session(
         restored: origin.restored().cloned(),
         live: &live,
         limits: sandbox.limits.clone(),
+        decided: review.decided,
+        rounds: review.rounds,
     };
     finish_run(run, end, &ending, session, front).await
+}
+
+/// The review of a run that can go on, held before its end: the rounds
+/// that sent the model back, and the choice that ended them.
+#[derive(Default)]
+struct HeldReview {
+    rounds: Vec<ReviseRound>,
+    decided: Option<Decided>,
+}
+
+impl HeldReview {
+    /// Shows the run's patch as it stands and asks; the notes and the
+    /// shadow head they were written at when the user sends the model
+    /// back. A choice is kept for the run's end; a patch that cannot be
+    /// offered (empty, refused, not saved, not made) is left to the end's
+    /// own review.
+    async fn hold(
+        &mut self,
+        run: &mut Run,
+        setup: &RunSetup,
+        options: &RunOptions,
+        front: &mut dyn Front,
+    ) -> Option<(Revise, String)> {
+        let draft = match run.draft_patch().await {
+            Ok(Some(draft)) => draft,
+            Ok(None) => return None,
+            Err(err) => {
+                front.notice(&format!(
+                    "warning: the patch could not be made before the run's end ({}); no revise",
+                    terminal_safe(&err.to_string())
+                ));
+                return None;
+            }
+        };
+        if draft.patch.files.is_empty() || draft.poisoned.is_some() {
+            return None;
+        }
+        let request = Review {
+            mode: ReviewMode::Ask,
+            project: &setup.project,
+            patch: &draft.patch,
+            patch_path: &draft.patch_path,
+            poisoned: None,
+            policy: &setup.policy,
+            task: &setup.task,
+            no_commit: options.no_commit,
+            head: &draft.head,
+            decided: None,
+            rounds: &self.rounds,
+        };
+        match review::round(&request, front) {
+            Ok(Round::Revise(revise)) => Some((revise, draft.head)),
+            Ok(Round::Decided(decided)) => {
+                self.decided = Some(decided);
+                None
+            }
+            Err(err) => {
+                front.notice(&format!(
+                    "warning: the review could not ask ({}); asking at the run's end",
+                    terminal_safe(&err.to_string())
+                ));
+                None
+            }
+        }
+    }
 }
 
 /// Starts the run's MCP servers, if it has any, and tells the user about

@@ -5,6 +5,12 @@
 //! or discards what the user chose, all of it or some of its files. The
 //! front-end only shows the lines and the patch, and returns the choice
 //! ([`ReviewFront`]); applying is always the review layer's 3-way apply.
+//!
+//! Where the run can go on (an agent at a terminal), the `ask` review is
+//! held before the run ends ([`round`]): a choice to revise sends the model
+//! back to work in the same sandbox with the user's notes, and the review
+//! opens again on the new patch; any other choice is acted on once the run
+//! has ended ([`Decided`]), provided its files did not change meanwhile.
 
 use std::io::BufReader;
 use std::path::Path;
@@ -15,7 +21,7 @@ use anyhow::{Context, Result};
 use super::ReviewMode;
 use ah_record::patch::PatchInfo;
 use ah_record::policy::Policy;
-use ah_record::rundir::{ReviewDecision, ReviewRecord};
+use ah_record::rundir::{RejectedHunk, ReviewDecision, ReviewRecord, ReviseRound};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
 use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
@@ -32,6 +38,13 @@ pub trait ReviewFront {
     /// stands out in `tone`, `rest` follows after a space; either may be
     /// empty. Both are escaped for a terminal already.
     fn say(&mut self, tone: Tone, lead: &str, rest: &str);
+
+    /// Whether a person can be asked here, and write notes for the model:
+    /// only then is a run's review held before its end, with "revise"
+    /// among the choices (never with `--json` or without a terminal).
+    fn can_revise(&self) -> bool {
+        false
+    }
 }
 
 /// How a line of the review reads.
@@ -53,6 +66,8 @@ pub struct PatchToChoose<'a> {
     pub patch: &'a Path,
     /// Its files in patch order; [`Choice::Files`] names them by index.
     pub files: Vec<FileToChoose>,
+    /// "Revise" may be offered ([`Choice::Revise`]).
+    pub can_revise: bool,
 }
 
 /// One file of a patch put to the user.
@@ -82,6 +97,36 @@ pub enum Choice {
     Left(Question),
     /// Nobody can be asked here (no terminal): the patch is saved.
     NobodyToAsk,
+    /// Send the model back to work with these notes; nothing is applied
+    /// (offered only where [`PatchToChoose::can_revise`]).
+    Revise(Revise),
+}
+
+/// What the user tells the model when sending its work back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Revise {
+    /// The user's note (may be empty when the rejected hunks say it all).
+    pub note: String,
+    /// The hunks the user rejected, with their reasons.
+    pub rejected: Vec<RejectedHunk>,
+}
+
+/// A choice made in a review before the run's end, acted on at the end
+/// when the run's files are still those the user saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decided {
+    /// The shadow repo's head the reviewed patch was made at.
+    pub(crate) head: String,
+    pub(crate) choice: Choice,
+}
+
+/// What a review held before the run's end came to.
+#[derive(Debug)]
+pub(crate) enum Round {
+    /// Send the model back to work.
+    Revise(Revise),
+    /// Act on this once the run has ended.
+    Decided(Decided),
 }
 
 /// Which question the user left.
@@ -104,6 +149,12 @@ pub(crate) struct Review<'a> {
     pub(crate) policy: &'a Policy,
     pub(crate) task: &'a str,
     pub(crate) no_commit: bool,
+    /// The shadow repo's head the patch was made at.
+    pub(crate) head: &'a str,
+    /// The choice a review held before the run's end made ([`round`]).
+    pub(crate) decided: Option<&'a Decided>,
+    /// The rounds that sent the model back before, to record.
+    pub(crate) rounds: &'a [ReviseRound],
 }
 
 /// How the review ended.
@@ -117,6 +168,31 @@ pub(crate) struct Reviewed {
 
 /// Reviews the patch as `review.mode` says, telling `front` what happens.
 pub(crate) fn review(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
+    let mut reviewed = review_once(review, front)?;
+    reviewed.record.rounds = review.rounds.to_vec();
+    Ok(reviewed)
+}
+
+/// The review of a run that can go on, held before its end (the caller
+/// made sure: `ask`, a patch that may be applied, a front that can ask):
+/// the patch shown, and what the user chose, decided nothing yet.
+pub(crate) fn round(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Round> {
+    present(review, front)?;
+    let choice = front.choose(&PatchToChoose {
+        patch: review.patch_path,
+        files: review.patch.files.iter().map(file_to_choose).collect(),
+        can_revise: true,
+    })?;
+    Ok(match choice {
+        Choice::Revise(revise) => Round::Revise(revise),
+        choice => Round::Decided(Decided {
+            head: review.head.to_string(),
+            choice,
+        }),
+    })
+}
+
+fn review_once(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
     let Review {
         mode, patch_path, ..
     } = *review;
@@ -128,19 +204,25 @@ pub(crate) fn review(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result
             "the run changed no files",
         ));
     }
-    // The diffstat escapes the names itself; the rest is ours.
-    front.say(Tone::Plain, "", &rules::diffstat(&review.patch.files));
-    let hidden = hidden_chars(review.patch, patch_path)?;
-    if !hidden.is_empty() {
-        front.say(
-            Tone::Warning,
-            "warning:",
-            &format!(
-                "the patch holds invisible or bidi characters: {}",
-                rules::describe_hidden(&hidden)
-            ),
-        );
-    }
+    // A choice made on these very files was shown them already.
+    let decided = match review.decided {
+        Some(decided) if decided.head == review.head && mode == ReviewMode::Ask => {
+            Some(decided.choice.clone())
+        }
+        Some(_) => {
+            front.say(
+                Tone::Warning,
+                "warning:",
+                "the run's files changed after your review: look at the patch again",
+            );
+            None
+        }
+        None => None,
+    };
+    let hidden = match decided {
+        Some(_) => Vec::new(),
+        None => present(review, front)?,
+    };
     if let Some(why) = review.poisoned {
         front.say(
             Tone::Refused,
@@ -170,8 +252,27 @@ pub(crate) fn review(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result
             Ok(ended(mode, ReviewDecision::Saved, "review mode never"))
         }
         ReviewMode::Auto => auto(review, &hidden, front),
-        ReviewMode::Ask => ask(review, front),
+        ReviewMode::Ask => ask(review, decided, front),
     }
+}
+
+/// Shows the patch's summary and warns of invisible characters in it;
+/// what was found.
+fn present(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Vec<Hidden>> {
+    // The diffstat escapes the names itself; the rest is ours.
+    front.say(Tone::Plain, "", &rules::diffstat(&review.patch.files));
+    let hidden = hidden_chars(review.patch, review.patch_path)?;
+    if !hidden.is_empty() {
+        front.say(
+            Tone::Warning,
+            "warning:",
+            &format!(
+                "the patch holds invisible or bidi characters: {}",
+                rules::describe_hidden(&hidden)
+            ),
+        );
+    }
+    Ok(hidden)
 }
 
 fn hidden_chars(patch: &PatchInfo, patch_path: &Path) -> Result<Vec<Hidden>> {
@@ -217,14 +318,23 @@ fn auto(review: &Review<'_>, hidden: &[Hidden], front: &mut dyn ReviewFront) -> 
     }
 }
 
-/// `--review ask`: what the user chose, done.
-fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
+/// `--review ask`: what the user chose (now, or in the review held
+/// before the run's end: `decided`), done.
+fn ask(
+    review: &Review<'_>,
+    decided: Option<Choice>,
+    front: &mut dyn ReviewFront,
+) -> Result<Reviewed> {
     let patch_path = review.patch_path;
     let saved = |why: &str| ended(review.mode, ReviewDecision::Saved, why);
-    let choice = front.choose(&PatchToChoose {
-        patch: patch_path,
-        files: review.patch.files.iter().map(file_to_choose).collect(),
-    })?;
+    let choice = match decided {
+        Some(choice) => choice,
+        None => front.choose(&PatchToChoose {
+            patch: patch_path,
+            files: review.patch.files.iter().map(file_to_choose).collect(),
+            can_revise: false,
+        })?,
+    };
     let path = patch_path.display().to_string();
     Ok(match choice {
         Choice::ApplyAll => apply_now(review, patch_path, "chosen by the user", front),
@@ -260,6 +370,19 @@ fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
                 &format!("{path} (no terminal to ask on)"),
             );
             saved("no terminal to ask on")
+        }
+        // Not offered here: the run is over.
+        Choice::Revise(_) => {
+            front.say(
+                Tone::Plain,
+                "patch saved:",
+                &format!(
+                    "{path} (the run is over: go on with `ah review {}`, whose revise \
+                     starts a new run)",
+                    run_id(patch_path)
+                ),
+            );
+            saved("revise asked after the run's end")
         }
     })
 }
@@ -381,6 +504,7 @@ fn ended(mode: ReviewMode, decision: ReviewDecision, reason: &str) -> Reviewed {
             mode,
             decision,
             reason: Some(reason.to_string()),
+            rounds: Vec::new(),
         },
         applied: false,
         failed: false,

@@ -143,4 +143,10 @@ impl SignalWatch {
     pub(crate) fn loop_over(&self) {
         self.loop_over.store(true, Ordering::SeqCst);
     }
+
+    /// The loop goes on (a review sent the model back): a signal stops it
+    /// again, as before [`SignalWatch::loop_over`].
+    pub(crate) fn loop_again(&self) {
+        self.loop_over.store(false, Ordering::SeqCst);
+    }
 }

@@ -50,6 +50,17 @@ pub struct RunResult {
     pub remains: Option<Remains>,
 }
 
+/// The patch of a run not over yet ([`Run::draft_patch`]).
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub patch: PatchInfo,
+    pub patch_path: PathBuf,
+    /// The shadow repo's head it was made at.
+    pub head: String,
+    /// Why the patch must never be applied, when it must not.
+    pub poisoned: Option<String>,
+}
+
 impl Run {
     /// The lower layer of an overlay is the live project: a file the user
     /// changed during the run showed through to the commands until the run
@@ -83,6 +94,24 @@ impl Run {
                 moved.join(", ")
             )
         })
+    }
+
+    /// Writes `session.patch` as the run stands, its sandbox still up: the
+    /// patch a review held before the run's end looks at (the run may go
+    /// on after it). `None` when it would pass the disk budget (the end
+    /// says so).
+    pub async fn draft_patch(&mut self) -> Result<Option<Draft>, RunError> {
+        self.settle().await.map_err(|err| {
+            RunError::Shadow(format!("the project's baseline could not be taken: {err}"))
+        })?;
+        let mut room = self.disk_budget.room(self.dir.path());
+        let (patch, not_saved) = self.write_patch(&mut room)?;
+        Ok(not_saved.is_none().then(|| Draft {
+            patch,
+            patch_path: self.dir.patch_path(),
+            head: self.head.to_string(),
+            poisoned: self.poisoned.clone(),
+        }))
     }
 
     /// Hands the sandbox off (see [`Run::set_cleanup`]) or stops it,

@@ -115,6 +115,33 @@ pub struct ReviewRecord {
     pub mode: ReviewMode,
     pub decision: ReviewDecision,
     pub reason: Option<String>,
+    /// The rounds in which the user sent the model back to revise its
+    /// work, in order, before the decision above.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<ReviseRound>,
+}
+
+/// One round of a review that sent the model back to work: the user's
+/// note and the hunks they rejected, with their reasons.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReviseRound {
+    /// The shadow repo's head the round's patch was made at.
+    pub head: String,
+    pub note: String,
+    pub rejected: Vec<RejectedHunk>,
+}
+
+/// A hunk the user rejected in a review, and why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RejectedHunk {
+    pub path: String,
+    /// The hunk's `@@ … @@` line, or what the unit is (`rename`, `binary
+    /// file`…) for a file decided as a whole.
+    pub header: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What becomes of a finished run's patch.

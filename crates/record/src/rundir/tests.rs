@@ -176,6 +176,7 @@ fn full_manifest(run: &RunDir) -> Manifest {
         mode: ReviewMode::Ask,
         decision: ReviewDecision::Applied,
         reason: None,
+        rounds: Vec::new(),
     });
     manifest.applied = true;
     manifest.artifacts = vec!["out/report.txt".into()];

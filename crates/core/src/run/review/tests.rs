@@ -97,6 +97,9 @@ impl World {
             task: "change a and b",
             // The machine's git identity stays out of the test.
             no_commit: true,
+            head: "h1",
+            decided: None,
+            rounds: &[],
         };
         review(&request, front).unwrap()
     }
@@ -294,6 +297,9 @@ fn an_empty_patch_is_recorded_without_a_question() {
         policy: Policy::builtin().unwrap(),
         task: "nothing",
         no_commit: true,
+        head: "h1",
+        decided: None,
+        rounds: &[],
     };
     let reviewed = review(&request, &mut front).unwrap();
     assert_eq!(reviewed.record.decision, ReviewDecision::Empty);
@@ -307,4 +313,74 @@ fn the_commit_message_names_the_task() {
     let long = "x".repeat(100);
     let subject = commit_message(&long).lines().next().unwrap().to_string();
     assert_eq!(subject.chars().count(), 4 + 68 + 1);
+}
+
+impl World {
+    /// A `--review ask` of the world's patch, at shadow head `head`, with
+    /// the choice of a review held before the run's end.
+    fn request<'a>(&'a self, head: &'a str, decided: Option<&'a Decided>) -> Review<'a> {
+        Review {
+            mode: ReviewMode::Ask,
+            project: &self.project,
+            patch: &self.patch,
+            patch_path: &self.patch_path,
+            poisoned: None,
+            policy: Policy::builtin().unwrap(),
+            task: "change a and b",
+            no_commit: true,
+            head,
+            decided,
+            rounds: &[],
+        }
+    }
+}
+
+#[test]
+fn a_held_review_offers_revise_and_returns_the_notes_unapplied() {
+    let world = World::new();
+    let revise = Revise {
+        note: "smaller".into(),
+        rejected: Vec::new(),
+    };
+    let mut front = Fake::answering(Choice::Revise(revise.clone()));
+    let round = round(&world.request("h1", None), &mut front).unwrap();
+    assert!(
+        matches!(round, Round::Revise(ref r) if *r == revise),
+        "{round:?}"
+    );
+    assert_eq!(world.read("a.txt"), "one\n");
+    assert!(front.lines.iter().any(|(_, line)| line.contains("a.txt")));
+}
+
+#[test]
+fn a_held_choice_is_acted_on_at_the_end_without_asking_again() {
+    let world = World::new();
+    let decided = Decided {
+        head: "h1".into(),
+        choice: Choice::ApplyAll,
+    };
+    // Fake::default() fails the test when asked.
+    let mut front = Fake::default();
+    let reviewed = review(&world.request("h1", Some(&decided)), &mut front).unwrap();
+    assert!(reviewed.applied);
+    assert_eq!(world.read("a.txt"), "two\n");
+    assert!(front.asked.is_none());
+}
+
+#[test]
+fn a_held_choice_on_files_that_changed_since_is_asked_again() {
+    let world = World::new();
+    let decided = Decided {
+        head: "h1".into(),
+        choice: Choice::ApplyAll,
+    };
+    let mut front = Fake::answering(Choice::SaveOnly);
+    let reviewed = review(&world.request("h2", Some(&decided)), &mut front).unwrap();
+    assert!(!reviewed.applied);
+    assert!(front.asked.is_some());
+    assert!(front.said(
+        Tone::Warning,
+        "warning: the run's files changed after your review: look at the patch again"
+    ));
+    assert_eq!(world.read("a.txt"), "one\n");
 }

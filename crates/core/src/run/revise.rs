@@ -1,0 +1,139 @@
+//! A review that sends the model back to work: the user's note and the
+//! hunks they rejected become the next user message of the run's branch
+//! ([`send_back`]), and the round is recorded ([`ReviseRound`]). The agent
+//! goes on in the same sandbox and work copy; the review opens again on
+//! the new patch (the loop is the run's, `run/mod.rs`).
+
+use anyhow::{Context, Result};
+
+use super::review::Revise;
+use ah_llm::{Block, Role};
+use ah_record::rundir::ReviseRound;
+use ah_session::{BlockRecord, MessageMeta, Session};
+
+/// The most of the user's note the model is sent.
+const MAX_NOTE: usize = 16 * 1024;
+/// The most rejected hunks listed one by one.
+const MAX_LISTED: usize = 100;
+/// The most of a reason the model is sent.
+const MAX_REASON: usize = 2 * 1024;
+
+/// Appends the user message that sends the model back to work (under
+/// `head`, the branch's last message) and returns its id, the round to
+/// record beside it.
+pub(crate) fn send_back(
+    session: &mut Session,
+    head: &str,
+    revise: &Revise,
+    round: usize,
+    shadow_head: &str,
+) -> Result<(String, ReviseRound)> {
+    let text = message(revise, round);
+    let block = BlockRecord::from(Block::Text { text });
+    let id = session
+        .append(Some(head), Role::User, &[block], &MessageMeta::default())
+        .context("cannot store the review's notes in the session")?
+        .id;
+    let record = ReviseRound {
+        head: shadow_head.to_string(),
+        note: revise.note.clone(),
+        rejected: revise.rejected.clone(),
+    };
+    Ok((id, record))
+}
+
+/// What the model reads: that nothing was applied, the note, the rejected
+/// hunks with their reasons.
+pub(crate) fn message(revise: &Revise, round: usize) -> String {
+    let mut text = format!(
+        "[ah: the user reviewed your changes (review round {round}) and sent them back to be \
+         revised; nothing was applied. Work on in the same files, then end your turn: the user \
+         will review the whole patch again.]"
+    );
+    let note = revise.note.trim();
+    if !note.is_empty() {
+        text.push_str("\n\nThe user's note:\n");
+        text.push_str(cut(note, MAX_NOTE));
+    }
+    if !revise.rejected.is_empty() {
+        text.push_str("\n\nHunks the user rejected (change or undo them):");
+        for hunk in revise.rejected.iter().take(MAX_LISTED) {
+            text.push_str(&format!("\n- {} {}", hunk.path, hunk.header));
+            if let Some(reason) = hunk.reason.as_deref().map(str::trim)
+                && !reason.is_empty()
+            {
+                text.push_str(&format!(": {}", cut(reason, MAX_REASON)));
+            }
+        }
+        if revise.rejected.len() > MAX_LISTED {
+            text.push_str(&format!(
+                "\n- and {} more",
+                revise.rejected.len() - MAX_LISTED
+            ));
+        }
+        text.push_str("\nThe hunks not listed were acceptable as they are.");
+    }
+    text
+}
+
+/// `text` up to `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ah_record::rundir::RejectedHunk;
+
+    #[test]
+    fn the_message_names_the_note_and_every_rejected_hunk_with_its_reason() {
+        let revise = Revise {
+            note: "use the logger, not println".into(),
+            rejected: vec![
+                RejectedHunk {
+                    path: "src/a.rs".into(),
+                    header: "@@ -1,3 +1,4 @@ fn main".into(),
+                    reason: Some("keep the old name".into()),
+                },
+                RejectedHunk {
+                    path: "b.txt".into(),
+                    header: "deleted file".into(),
+                    reason: None,
+                },
+            ],
+        };
+        let text = message(&revise, 2);
+        assert!(text.contains("review round 2"), "{text}");
+        assert!(text.contains("nothing was applied"), "{text}");
+        assert!(text.contains("use the logger, not println"), "{text}");
+        assert!(
+            text.contains("- src/a.rs @@ -1,3 +1,4 @@ fn main: keep the old name"),
+            "{text}"
+        );
+        assert!(text.contains("- b.txt deleted file\n"), "{text}");
+    }
+
+    #[test]
+    fn long_notes_and_long_lists_are_cut() {
+        let hunk = RejectedHunk {
+            path: "f".into(),
+            header: "@@ -1 +1 @@".into(),
+            reason: Some("é".repeat(MAX_REASON)),
+        };
+        let revise = Revise {
+            note: "ü".repeat(MAX_NOTE),
+            rejected: vec![hunk; MAX_LISTED + 5],
+        };
+        let text = message(&revise, 1);
+        assert!(text.contains("- and 5 more"), "{text}");
+        assert!(text.len() < MAX_NOTE + (MAX_LISTED + 1) * (MAX_REASON + 40) + 1024);
+    }
+}

@@ -58,14 +58,12 @@ pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};
 
-use ah_record::rundir::ReviseRound;
 use ah_record::safe_text::terminal_safe;
 use engine::{Driven, Entry, Loop};
 use lifecycle::{
     Ending, SandboxStart, SessionRollback, Started, close_intake, finish_run, leave_session,
     start_run,
 };
-use review::{Decided, Review, Round};
 use signals::SignalWatch;
 
 /// A mistake in what was asked (exit code 2 at the command line).
@@ -229,7 +227,7 @@ async fn run_in_session(
         }
     };
     let mut engine_loop = engine_loop;
-    let mut review = HeldReview::default();
+    let mut review = revise::HeldReview::default();
     let driven = loop {
         // A copy of the loop, to go on with when the review sends the
         // model back.
@@ -303,71 +301,6 @@ async fn run_in_session(
         rounds: review.rounds,
     };
     finish_run(run, end, &ending, session, front).await
-}
-
-/// The review of a run that can go on, held before its end: the rounds
-/// that sent the model back, and the choice that ended them.
-#[derive(Default)]
-struct HeldReview {
-    rounds: Vec<ReviseRound>,
-    decided: Option<Decided>,
-}
-
-impl HeldReview {
-    /// Shows the run's patch as it stands and asks; the notes and the
-    /// shadow head they were written at when the user sends the model
-    /// back. A choice is kept for the run's end; a patch that cannot be
-    /// offered (empty, refused, not saved, not made) is left to the end's
-    /// own review.
-    async fn hold(
-        &mut self,
-        run: &mut Run,
-        setup: &RunSetup,
-        options: &RunOptions,
-        front: &mut dyn Front,
-    ) -> Option<(Revise, String)> {
-        let draft = match run.draft_patch().await {
-            Ok(Some(draft)) => draft,
-            Ok(None) => return None,
-            Err(err) => {
-                front.notice(&format!(
-                    "warning: the patch could not be made before the run's end ({}); no revise",
-                    terminal_safe(&err.to_string())
-                ));
-                return None;
-            }
-        };
-        if draft.patch.files.is_empty() || draft.poisoned.is_some() {
-            return None;
-        }
-        let request = Review {
-            mode: ReviewMode::Ask,
-            project: &setup.project,
-            patch: &draft.patch,
-            patch_path: &draft.patch_path,
-            poisoned: None,
-            policy: &setup.policy,
-            task: &setup.task,
-            no_commit: options.no_commit,
-            head: &draft.head,
-            decided: None,
-            rounds: &self.rounds,
-        };
-        match review::round(&request, front) {
-            Ok(Round::Revise(revise)) => Some((revise, draft.head)),
-            Ok(Round::Decided(decided)) => {
-                self.decided = Some(decided);
-                None
-            }
-            Err(err) => {
-                front.notice(&format!(
-                    "warning: the review could not ask ({}); asking at the run's end",
-                    terminal_safe(&err.to_string())
-                ));
-                None
-            }
-        }
-    }
 }
 
 /// Starts the run's MCP servers, if it has any, and tells the user about

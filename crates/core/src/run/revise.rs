@@ -1,15 +1,84 @@
-//! A review that sends the model back to work: the user's note and the
-//! hunks they rejected become the next user message of the run's branch
-//! ([`send_back`]), and the round is recorded ([`ReviseRound`]). The agent
-//! goes on in the same sandbox and work copy; the review opens again on
-//! the new patch (the loop is the run's, `run/mod.rs`).
+//! A review held before the run's end ([`HeldReview`]) that sends the
+//! model back to work: the user's note and the hunks they rejected become
+//! the next user message of the run's branch ([`send_back`]), and the round
+//! is recorded ([`ReviseRound`]). The agent goes on in the same sandbox and
+//! work copy; the review opens again on the new patch (the loop that drives
+//! it again is the run's, `run/mod.rs`).
 
 use anyhow::{Context, Result};
 
-use super::review::Revise;
+use super::review::{self, Decided, Review, Revise, Round};
+use super::{Front, ReviewMode, RunOptions, RunSetup};
 use ah_llm::{Block, Role};
+use ah_record::run::Run;
 use ah_record::rundir::ReviseRound;
+use ah_record::safe_text::terminal_safe;
 use ah_session::{BlockRecord, MessageMeta, Session};
+
+/// The review of a run that can go on, held before its end: the rounds
+/// that sent the model back, and the choice that ended them.
+#[derive(Default)]
+pub(crate) struct HeldReview {
+    pub(crate) rounds: Vec<ReviseRound>,
+    pub(crate) decided: Option<Decided>,
+}
+
+impl HeldReview {
+    /// Shows the run's patch as it stands and asks; the notes and the
+    /// shadow head they were written at when the user sends the model
+    /// back. A choice is kept for the run's end; a patch that cannot be
+    /// offered (empty, refused, not saved, not made) is left to the end's
+    /// own review.
+    pub(crate) async fn hold(
+        &mut self,
+        run: &mut Run,
+        setup: &RunSetup,
+        options: &RunOptions,
+        front: &mut dyn Front,
+    ) -> Option<(Revise, String)> {
+        let draft = match run.draft_patch().await {
+            Ok(Some(draft)) => draft,
+            Ok(None) => return None,
+            Err(err) => {
+                front.notice(&format!(
+                    "warning: the patch could not be made before the run's end ({}); no revise",
+                    terminal_safe(&err.to_string())
+                ));
+                return None;
+            }
+        };
+        if draft.patch.files.is_empty() || draft.poisoned.is_some() {
+            return None;
+        }
+        let request = Review {
+            mode: ReviewMode::Ask,
+            project: &setup.project,
+            patch: &draft.patch,
+            patch_path: &draft.patch_path,
+            poisoned: None,
+            policy: &setup.policy,
+            task: &setup.task,
+            no_commit: options.no_commit,
+            head: &draft.head,
+            decided: None,
+            rounds: &self.rounds,
+        };
+        match review::round(&request, front) {
+            Ok(Round::Revise(revise)) => Some((revise, draft.head)),
+            Ok(Round::Decided(decided)) => {
+                self.decided = Some(decided);
+                None
+            }
+            Err(err) => {
+                front.notice(&format!(
+                    "warning: the review could not ask ({}); asking at the run's end",
+                    terminal_safe(&err.to_string())
+                ));
+                None
+            }
+        }
+    }
+}
 
 /// The most of the user's note the model is sent.
 const MAX_NOTE: usize = 16 * 1024;

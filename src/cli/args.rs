@@ -9,8 +9,8 @@ use clap::{ArgMatches, Parser, Subcommand};
 
 use super::sessions::SessionCommand;
 use ah_core::run::{
-    BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode, RunOptions,
-    SandboxOptions, SessionChoice, UlimitKind, parse_size,
+    AttemptOptions, BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode,
+    RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 
 /// ah — a coding agent that works on a sandboxed copy of your project and
@@ -164,6 +164,47 @@ pub(crate) struct RunArgs {
     /// as artifacts.
     #[arg(long, value_name = "MIB", default_value_t = 10)]
     pub max_artifact_size: u64,
+
+    /// Run N attempts of the task side by side, each a run of its own from
+    /// the same files, and review the best one (see --check).
+    #[arg(short = 'N', long = "attempts", value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub attempts: Option<u32>,
+
+    /// With -N: run COMMAND in each attempt's sandbox once its agent is done;
+    /// exit code 0 passes (what it changes is undone). Without it every
+    /// attempt that finished passes.
+    #[arg(long, value_name = "COMMAND", requires = "attempts")]
+    pub check: Option<String>,
+
+    /// With -N: seconds the check may take (at most 600).
+    #[arg(long, value_name = "SECS", default_value_t = 600, requires = "check",
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub check_timeout: u64,
+
+    /// With -N: at most J attempts work at once (default: the number of cores).
+    #[arg(short = 'j', long = "jobs", value_name = "J", requires = "attempts",
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: Option<u32>,
+
+    /// With -N: stop the other attempts as soon as one passes its check.
+    #[arg(long, requires = "check")]
+    pub first: bool,
+}
+
+impl RunArgs {
+    /// What `-N` asks for, when it asks for more than one attempt.
+    pub(crate) fn attempts(&self) -> Option<AttemptOptions> {
+        let count = self.attempts.filter(|n| *n > 1)? as usize;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Some(AttemptOptions {
+            count,
+            jobs: self.jobs.map_or(cores, |j| j as usize),
+            check: self.check.clone(),
+            check_timeout: self.check_timeout,
+            first: self.first,
+        })
+    }
 }
 
 /// How the podman sandbox is started. The defaults work on hosts like the

@@ -45,12 +45,17 @@ pub(crate) const EXIT_LIMIT: i32 = 4;
 /// patch so far is saved and the question is in the run's `question.json`.
 pub(crate) const EXIT_QUESTION: i32 = 5;
 
+/// Exit code: none of a task's attempts (`-N`) passed its check; nothing
+/// was applied, every attempt's patch is saved.
+pub(crate) const EXIT_NONE_PASSED: i32 = 6;
+
 /// The exit code of a run's outcome.
 fn exit_code(outcome: Outcome) -> i32 {
     match outcome {
         Outcome::Done | Outcome::Queued { answered: true } => EXIT_OK,
         Outcome::Failed | Outcome::Queued { answered: false } => EXIT_ERROR,
         Outcome::NotApplied => EXIT_NOT_APPLIED,
+        Outcome::NonePassed => EXIT_NONE_PASSED,
         Outcome::Aborted => run::signals::EXIT_ABORTED,
         Outcome::Stopped(Stop::Limit) => EXIT_LIMIT,
         Outcome::Stopped(Stop::Unfinished) => EXIT_ERROR,
@@ -135,9 +140,11 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
         None => {
             let mut output = Output::new(cli.run.json);
             let options = cli.run.options(&matches);
-            run::run(options, Engine::Agent, &mut output)
-                .await
-                .map(exit_code)
+            match cli.run.attempts() {
+                Some(how) => run::best_of(options, Engine::Agent, how, &mut output).await,
+                None => run::run(options, Engine::Agent, &mut output).await,
+            }
+            .map(exit_code)
         }
         Some(Command::Apply {
             run_id,
@@ -153,9 +160,11 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
             let sub = matches.subcommand_matches("work").unwrap_or(&matches);
             let mut output = Output::new(run.json);
             let engine = Engine::Work { issue, max_rounds };
-            run::run(run.options(sub), engine, &mut output)
-                .await
-                .map(exit_code)
+            match run.attempts() {
+                Some(how) => run::best_of(run.options(sub), engine, how, &mut output).await,
+                None => run::run(run.options(sub), engine, &mut output).await,
+            }
+            .map(exit_code)
         }
         Some(Command::Org {
             agents,
@@ -165,6 +174,11 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
         }) => {
             let sub = matches.subcommand_matches("org").unwrap_or(&matches);
             let mut output = Output::new(run.json);
+            if run.attempts().is_some() {
+                anyhow::bail!(run::UsageError::Message(
+                    "ah org runs one attempt at a time: leave out -N".into()
+                ));
+            }
             let engine = Engine::Org(run::OrgRequest {
                 agents,
                 max_ticks,

@@ -27,21 +27,35 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
         return Ok(Choice::NobodyToAsk);
     }
     show_in_pager(patch.patch)?;
-    let mut choices = vec!["apply all", "choose files", "save only", "discard"];
+    let mut choices: Vec<String> = ["apply all", "choose files", "save only", "discard"]
+        .map(String::from)
+        .to_vec();
     if patch.can_revise {
-        choices.push("revise: send the model back with a note");
+        choices.push("revise: send the model back with a note".to_string());
+    }
+    // Another attempt of the task, by its index among the attempts.
+    let others: Vec<usize> = (0..patch.attempts.len())
+        .filter(|&i| i != patch.this_attempt)
+        .collect();
+    for &other in &others {
+        choices.push(format!("show {} instead", patch.attempts[other]));
     }
     let picked = dialoguer::Select::new()
         .with_prompt("What should happen to this patch?")
         .items(&choices)
         .default(0)
         .interact();
+    let revise = usize::from(patch.can_revise);
     Ok(match picked {
         Ok(0) => Choice::ApplyAll,
         Ok(1) => review_pick::pick(patch),
         Ok(2) => Choice::SaveOnly,
         Ok(3) => Choice::Discard,
-        Ok(_) => revise_note(),
+        Ok(4) if patch.can_revise => revise_note(),
+        Ok(n) => match others.get(n - 4 - revise) {
+            Some(&other) => Choice::Attempt(other),
+            None => Choice::Left(Question::WhatToDo),
+        },
         // Ctrl+C or a closed terminal at the prompt keeps the patch.
         Err(_) => Choice::Left(Question::WhatToDo),
     })

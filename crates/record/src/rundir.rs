@@ -15,8 +15,8 @@ pub mod sweep;
 
 pub use live::{LiveLock, Liveness};
 pub use manifest::{
-    Manifest, PatchStats, RejectedHunk, RestoredFrom, ReviewDecision, ReviewMode, ReviewRecord,
-    ReviseRound, ViolationRecord,
+    CheckRecord, Manifest, PatchStats, RejectedHunk, RestoredFrom, ReviewDecision, ReviewMode,
+    ReviewRecord, ReviseRound, ViolationRecord,
 };
 
 use std::io::{self, Write};

@@ -14,43 +14,122 @@
 //! out, as a single run does, would need the other attempts to stand still).
 
 use std::any::Any;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
 use super::engine::{self, Driven, Entry, Loop};
-use super::lifecycle::{Ending, Started, close_intake, finish_run, leave_session, start_run};
+use super::lifecycle::{
+    Ending, Finished, Started, close_intake, finish_run, leave_session, start_run,
+};
 use super::settle::RunSetup;
 use super::signals::SignalWatch;
 use super::{
     Choice, Console, Engine, Front, LiveControls, LockedRun, Open, Outcome, PatchToChoose,
-    ReviewFront, ReviewMode, RunOptions, RunParts, SESSION_MODEL, Tone, UsageError, enter,
+    ReviewFront, ReviewMode, RunEnd, RunOptions, RunParts, SESSION_MODEL, Tone, UsageError, enter,
     start_servers,
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::event::{RunEvent, SessionState};
+use ah_record::run::{Run, StepRules};
+use ah_record::rundir::{CheckRecord, Manifest};
 use ah_sandbox::image::BuildOptions;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
+
+/// How a task's attempts are run and judged (`ah -N`).
+#[derive(Debug, Clone, Default)]
+pub struct AttemptOptions {
+    pub count: usize,
+    /// At most this many attempts work at once (0: all of them).
+    pub jobs: usize,
+    /// Run in each attempt's sandbox once its agent is done; exit code 0
+    /// passes. `None`: every attempt that finished passes.
+    pub check: Option<String>,
+    /// Seconds the check may take (at most the bash tool's hard limit).
+    pub check_timeout: u64,
+    /// Stop the other attempts as soon as one passes.
+    pub first: bool,
+}
 
 /// How one attempt ended.
 pub struct Attempt {
     /// Its run's id.
     pub run: String,
     pub outcome: Result<Outcome>,
+    /// What its check found, when one ran.
+    pub check: Option<Check>,
+    /// Its patch and how its run ended, when it got that far.
+    pub(crate) finished: Option<Finished>,
+    /// Where its branch of the session ends (its messages' tokens).
+    pub(crate) head: Option<String>,
+    /// From its start to its saved patch.
+    pub duration: Duration,
+}
+
+/// What an attempt's check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// `None`: killed at its timeout, or it could not run.
+    pub exit_code: Option<i32>,
+    /// What it printed (as the model would have seen it), in the run folder.
+    pub log: PathBuf,
+    pub duration_ms: u64,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}
+
+/// The attempts of a task, with what they all share.
+pub(crate) struct Tried {
+    pub(crate) attempts: Vec<Attempt>,
+    /// The first attempt's setup, with the review mode the user asked for.
+    pub(crate) setup: RunSetup,
+    pub(crate) session: Session,
+    pub(crate) lock: SessionLock,
+    /// The session's last `@N` before the attempts.
+    pub(crate) seq_before: i64,
 }
 
 /// Runs `count` attempts of the task `options` give, driven by `engine`,
 /// side by side; how each ended, in the order they were started. An error
 /// when the task cannot start at all (settling, the session, the engine).
 pub async fn run_attempts(
-    mut options: RunOptions,
+    options: RunOptions,
     engine: Engine,
     count: usize,
     front: &mut dyn Front,
 ) -> Result<Vec<Attempt>> {
+    let how = AttemptOptions {
+        count,
+        ..AttemptOptions::default()
+    };
+    let tried = try_all(options, engine, &how, front).await?;
+    leave_session(&tried.session, &tried.lock, front, &tried.ids());
+    Ok(tried.attempts)
+}
+
+impl Tried {
+    pub(crate) fn ids(&self) -> Vec<&str> {
+        self.attempts.iter().map(|a| a.run.as_str()).collect()
+    }
+}
+
+/// The attempts `how` asks for, each to its saved patch (and its check);
+/// the session is left open and locked for the caller, who leaves it.
+pub(crate) async fn try_all(
+    mut options: RunOptions,
+    engine: Engine,
+    how: &AttemptOptions,
+    front: &mut dyn Front,
+) -> Result<Tried> {
+    let count = how.count;
     if count == 0 {
         bail!(UsageError::Message("no attempts asked for".into()));
     }
@@ -76,16 +155,35 @@ pub async fn run_attempts(
             ..setup.clone()
         })
         .collect();
-    let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
+    let seq_before = session.last_seq()?;
+    let jobs = match how.jobs {
+        0 => count,
+        jobs => jobs.min(count),
+    };
     let run = Side {
         options: &options,
         lock: &lock,
         started_at: SystemTime::now(),
-        seq_before: session.last_seq()?,
+        seq_before,
+        how,
+        slots: tokio::sync::Semaphore::new(jobs),
     };
     let attempts = run.all(&setups, &mut session, engine, front).await;
-    leave_session(&session, &lock, front, &ids);
-    attempts
+    let attempts = match attempts {
+        Ok(attempts) => attempts,
+        Err(err) => {
+            let ids: Vec<&str> = setups.iter().map(|s| s.run_id.as_str()).collect();
+            leave_session(&session, &lock, front, &ids);
+            return Err(err);
+        }
+    };
+    Ok(Tried {
+        attempts,
+        setup,
+        session,
+        lock,
+        seq_before,
+    })
 }
 
 /// What every attempt shares.
@@ -95,6 +193,9 @@ struct Side<'a> {
     started_at: SystemTime,
     /// The session's last `@N` before the attempts.
     seq_before: i64,
+    how: &'a AttemptOptions,
+    /// One permit per attempt that may work at once.
+    slots: tokio::sync::Semaphore,
 }
 
 impl Side<'_> {
@@ -132,7 +233,14 @@ impl Side<'_> {
             .zip(starts)
             .zip(loops)
             .map(|((setup, started), each)| {
-                self.one(setup, &path, abort.clone(), started, each, &share)
+                self.one(
+                    setup,
+                    &path,
+                    (abort.clone(), &signals),
+                    started,
+                    each,
+                    &share,
+                )
             });
         let attempts = futures_util::future::join_all(attempts).await;
         signals.loop_over();
@@ -180,12 +288,13 @@ impl Side<'_> {
         Ok(loops)
     }
 
-    /// One attempt, from its started run to its saved patch.
+    /// One attempt, from its started run to its saved patch (and its
+    /// check, which stops the others when it passes and `first` says so).
     async fn one(
         &self,
         setup: &RunSetup,
         session_path: &Path,
-        mut abort: AbortSignal,
+        (mut abort, signals): (AbortSignal, &SignalWatch),
         started: Started,
         engine_loop: Box<dyn Loop>,
         share: &Share<'_>,
@@ -197,6 +306,9 @@ impl Side<'_> {
             live,
             sandbox,
         } = started;
+        let began = Instant::now();
+        let mut check = None;
+        let mut branch = None;
         let outcome = async {
             // A handle of its own on the one session: each loop appends to
             // its own branch.
@@ -207,6 +319,9 @@ impl Side<'_> {
                 sandbox.shutdown(&mut front).await;
                 return Err(err.into());
             }
+            // Waits for its turn; a closed semaphore never happens here.
+            let _slot = self.slots.acquire().await.ok();
+            let stopped = abort.is_requested();
             let with = RunParts {
                 options: self.options,
                 session: &mut session,
@@ -215,11 +330,27 @@ impl Side<'_> {
                 lock: self.lock,
                 front: &mut front,
             };
-            let driven = tokio::select! {
-                biased;
-                err = sandbox.failed() => Err(err),
-                driven = engine_loop.drive(with) => Ok(driven),
+            // Stopped while it waited (another attempt passed first): it
+            // never asks the model.
+            let driven = if stopped {
+                Ok(Driven::of((EndReason::Aborted, RunEnd::Aborted)))
+            } else {
+                tokio::select! {
+                    biased;
+                    err = sandbox.failed() => Err(err),
+                    driven = engine_loop.drive(with) => Ok(driven),
+                }
             };
+            if let (Ok(driven), Some(command)) = (&driven, &self.how.check)
+                && matches!(driven.end, RunEnd::Finished)
+            {
+                let found = run_check(&mut run, command, self.how.check_timeout).await;
+                front.notice(&check_line(&setup.run_id, &found));
+                if found.passed() && self.how.first {
+                    signals.stop_all();
+                }
+                check = Some(found);
+            }
             let settled = match driven {
                 Ok(driven) => sandbox
                     .settled(&mut front, self.options.sandbox.cleanup)
@@ -235,6 +366,7 @@ impl Side<'_> {
                     return Err(err.into());
                 }
             };
+            branch = head.clone();
             let ending = Ending {
                 options: self.options,
                 setup,
@@ -250,10 +382,76 @@ impl Side<'_> {
             finish_run(run, end, &ending, &session, &mut front).await
         }
         .await;
+        let (outcome, finished) = match outcome {
+            Ok(finished) => (Ok(finished.outcome), Some(finished)),
+            Err(err) => (Err(err), None),
+        };
+        if let (Some(found), Some(finished)) = (&check, &finished) {
+            record_check(
+                finished,
+                found,
+                self.how.check.as_deref().unwrap_or_default(),
+            );
+        }
         Attempt {
             run: setup.run_id.clone(),
             outcome,
+            check,
+            finished,
+            head: branch,
+            duration: began.elapsed(),
         }
+    }
+}
+
+/// Runs `command` in the run's sandbox as a read-only step (what it
+/// changes is undone: the attempt's patch stays the agent's), within
+/// `timeout` seconds; its output goes to the run folder's `check.log`.
+async fn run_check(run: &mut Run, command: &str, timeout: u64) -> Check {
+    run.set_rules(StepRules::read_only());
+    let timeout = timeout.clamp(1, ah_tools::bash::MAX_TIMEOUT);
+    let input = serde_json::json!({"command": command, "timeout": timeout});
+    let step = run.tool_step("bash", &input).await;
+    let log = run.dir().path().join("check.log");
+    let text = format!("$ {command}\n{}\n", step.output.content);
+    // The exit code stands without its log.
+    let _ = std::fs::write(&log, text);
+    Check {
+        exit_code: step.output.exit_code,
+        log,
+        duration_ms: step.duration_ms,
+    }
+}
+
+/// The line that says how an attempt's check went.
+fn check_line(run_id: &str, check: &Check) -> String {
+    let how = match check.exit_code {
+        Some(0) => "passed".to_string(),
+        Some(code) => format!("failed (exit code {code})"),
+        None => "did not finish (timeout or error)".to_string(),
+    };
+    format!(
+        "attempt {run_id}: check {how} in {:.1} s; output in {}",
+        check.duration_ms as f64 / 1000.0,
+        check.log.display()
+    )
+}
+
+/// Adds the check to the attempt's manifest (a manifest that cannot be
+/// read or written keeps what it had: the check's log is in the folder).
+fn record_check(finished: &Finished, check: &Check, command: &str) {
+    let Some(dir) = finished.patch_path.parent() else {
+        return;
+    };
+    let path = dir.join("manifest.json");
+    if let Ok(mut manifest) = Manifest::load(&path) {
+        manifest.check = Some(CheckRecord {
+            command: command.to_string(),
+            exit_code: check.exit_code,
+            passed: check.passed(),
+            duration_ms: check.duration_ms,
+        });
+        let _ = manifest.save(&path);
     }
 }
 

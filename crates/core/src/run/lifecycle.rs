@@ -12,7 +12,7 @@
 //! keeps the old way: wait for the start, remove, then review). That
 //! cleanup then sweeps what killed runs of the project left.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -33,6 +33,7 @@ use crate::event::SessionState;
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
 use crate::time_travel::files::{self as time_travel, Origin};
 use ah_record::artifacts::SkipReason;
+use ah_record::patch::PatchInfo;
 use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{
     LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, ReviseRound, RunDir,
@@ -472,6 +473,18 @@ pub(crate) struct Ending<'a> {
     pub(crate) rounds: Vec<ReviseRound>,
 }
 
+/// How a run ended, with its patch, for whoever compares runs (the
+/// attempts of a task).
+pub(crate) struct Finished {
+    pub(crate) outcome: Outcome,
+    pub(crate) patch: PatchInfo,
+    pub(crate) patch_path: PathBuf,
+    /// Why the patch must never be applied, when it must not.
+    pub(crate) poisoned: Option<String>,
+    /// The shadow repo's last commit.
+    pub(crate) head: String,
+}
+
 /// Builds and saves the patch, writes the manifest, and reviews the patch
 /// when the run `Finished`; returns how the run ended.
 pub(crate) async fn finish_run(
@@ -480,7 +493,7 @@ pub(crate) async fn finish_run(
     ending: &Ending<'_>,
     session: &Session,
     front: &mut dyn Front,
-) -> Result<Outcome> {
+) -> Result<Finished> {
     let Ending {
         options: args,
         setup,
@@ -599,7 +612,7 @@ pub(crate) async fn finish_run(
             manifest.review = Some(record);
             manifest.save(&run_dir.manifest_path())?;
             run_end(front, ReviewDecision::Aborted.as_str());
-            Ok(Outcome::Aborted)
+            Ok(finished(Outcome::Aborted, result))
         }
         RunEnd::Stopped { why, next, stop } => {
             // Not offered for applying: the patch is kept for `ah apply`
@@ -628,7 +641,7 @@ pub(crate) async fn finish_run(
             manifest.review = Some(record);
             manifest.finished_at = Some(ah_base::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
-            Ok(Outcome::Stopped(stop))
+            Ok(finished(Outcome::Stopped(stop), result))
         }
         RunEnd::Finished => {
             let request = Review {
@@ -656,7 +669,8 @@ pub(crate) async fn finish_run(
             manifest.finished_at = Some(ah_base::format_rfc3339(SystemTime::now()));
             manifest.save(&run_dir.manifest_path())?;
             run_end(front, reviewed.record.decision.as_str());
-            Ok(outcome(review_mode, &result, &reviewed))
+            let outcome = outcome(review_mode, &result, &reviewed);
+            Ok(finished(outcome, result))
         }
     }
 }
@@ -709,6 +723,16 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         reason: record.reason.clone(),
         applied,
         rounds: record.rounds.clone(),
+    }
+}
+
+fn finished(outcome: Outcome, result: RunResult) -> Finished {
+    Finished {
+        outcome,
+        patch: result.patch,
+        patch_path: result.patch_path,
+        poisoned: result.poisoned,
+        head: result.head,
     }
 }
 

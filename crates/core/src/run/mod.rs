@@ -16,6 +16,7 @@
 mod agent;
 mod attempts;
 mod begin;
+mod best;
 mod engine;
 mod front;
 mod lifecycle;
@@ -44,8 +45,9 @@ use ah_record::run::Run;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
 
-pub use attempts::{Attempt, run_attempts};
+pub use attempts::{Attempt, AttemptOptions, Check, run_attempts};
 pub use begin::split_prompt;
+pub use best::best_of;
 pub use front::{Console, Front, LiveControls};
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
@@ -110,6 +112,9 @@ pub enum Outcome {
     Aborted,
     /// The engine stopped before it was done; the patch so far is saved.
     Stopped(Stop),
+    /// None of a task's attempts passed its check: nothing was applied,
+    /// every attempt's patch is saved.
+    NonePassed,
     /// Another ah holds the session: the prompt was queued for it (and,
     /// with `wait`, followed: `answered` says whether it was answered).
     Queued { answered: bool },
@@ -300,7 +305,9 @@ async fn run_in_session(
         decided: review.decided,
         rounds: review.rounds,
     };
-    finish_run(run, end, &ending, session, front).await
+    finish_run(run, end, &ending, session, front)
+        .await
+        .map(|finished| finished.outcome)
 }
 
 /// Starts the run's MCP servers, if it has any, and tells the user about

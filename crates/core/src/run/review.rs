@@ -68,6 +68,11 @@ pub struct PatchToChoose<'a> {
     pub files: Vec<FileToChoose>,
     /// "Revise" may be offered ([`Choice::Revise`]).
     pub can_revise: bool,
+    /// The attempts of the task, when this is one of several
+    /// ([`Choice::Attempt`] names another by its index here).
+    pub attempts: Vec<String>,
+    /// Which of `attempts` this patch is.
+    pub this_attempt: usize,
 }
 
 /// One file of a patch put to the user.
@@ -100,6 +105,9 @@ pub enum Choice {
     /// Send the model back to work with these notes; nothing is applied
     /// (offered only where [`PatchToChoose::can_revise`]).
     Revise(Revise),
+    /// Look at another attempt of the task instead (an index into
+    /// [`PatchToChoose::attempts`]); nothing is applied yet.
+    Attempt(usize),
 }
 
 /// What the user tells the model when sending its work back.
@@ -182,6 +190,8 @@ pub(crate) fn round(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<
         patch: review.patch_path,
         files: review.patch.files.iter().map(file_to_choose).collect(),
         can_revise: true,
+        attempts: Vec::new(),
+        this_attempt: 0,
     })?;
     Ok(match choice {
         Choice::Revise(revise) => Round::Revise(revise),
@@ -190,6 +200,29 @@ pub(crate) fn round(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<
             choice,
         }),
     })
+}
+
+/// The review of one of several attempts of a task (`attempts`, this one
+/// at `this`), held before it is acted on: the patch shown, and what the
+/// user chose, decided nothing yet (another attempt, say).
+pub(crate) fn round_among(
+    review: &Review<'_>,
+    attempts: &[String],
+    this: usize,
+    front: &mut dyn ReviewFront,
+) -> Result<Round> {
+    present(review, front)?;
+    let choice = front.choose(&PatchToChoose {
+        patch: review.patch_path,
+        files: review.patch.files.iter().map(file_to_choose).collect(),
+        can_revise: false,
+        attempts: attempts.to_vec(),
+        this_attempt: this,
+    })?;
+    Ok(Round::Decided(Decided {
+        head: review.head.to_string(),
+        choice,
+    }))
 }
 
 fn review_once(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
@@ -333,6 +366,8 @@ fn ask(
             patch: patch_path,
             files: review.patch.files.iter().map(file_to_choose).collect(),
             can_revise: false,
+            attempts: Vec::new(),
+            this_attempt: 0,
         })?,
     };
     let path = patch_path.display().to_string();
@@ -371,7 +406,11 @@ fn ask(
             );
             saved("no terminal to ask on")
         }
-        // Not offered here: the run is over.
+        // Not offered here: the run is over, or it is the only one.
+        Choice::Attempt(_) => {
+            front.say(Tone::Plain, "patch saved:", &path);
+            saved("another attempt was asked for where there is none")
+        }
         Choice::Revise(_) => {
             front.say(
                 Tone::Plain,

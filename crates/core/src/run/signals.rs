@@ -144,6 +144,12 @@ impl SignalWatch {
         self.loop_over.store(true, Ordering::SeqCst);
     }
 
+    /// Stops every loop that watches this, as a first Ctrl+C would (the
+    /// other attempts of a task, once one passed its check).
+    pub(crate) fn stop_all(&self) {
+        self.stop.abort();
+    }
+
     /// The loop goes on (a review sent the model back): a signal stops it
     /// again, as before [`SignalWatch::loop_over`].
     pub(crate) fn loop_again(&self) {

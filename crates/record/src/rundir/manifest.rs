@@ -69,6 +69,9 @@ pub struct Manifest {
     /// Why the run is poisoned (a violating step could not be undone), when
     /// it is: such a run's patch must never be applied.
     pub poisoned: Option<String>,
+    /// The check an attempt of a task was judged by (`ah -N --check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<CheckRecord>,
 }
 
 /// The step of an earlier run whose files a run started from.
@@ -119,6 +122,17 @@ pub struct ReviewRecord {
     /// work, in order, before the decision above.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<ReviseRound>,
+}
+
+/// A check run in a run's sandbox once its agent was done.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CheckRecord {
+    pub command: String,
+    /// `None`: it was killed at its timeout or could not run.
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+    pub duration_ms: u64,
 }
 
 /// One round of a review that sent the model back to work: the user's

@@ -1,0 +1,195 @@
+//! Best of N through the real binary (`ah -N 3 --check CMD`), with the mock
+//! model: each attempt is a run of its own, judged by its check in its own
+//! sandbox; the passing attempt with the smallest patch is reviewed; none
+//! passing applies nothing; `--first` stops the others. `-j 1` makes the
+//! attempts take turns, so that each gets its own turns of the mock.
+
+use crate::support::host::{Host, json_file};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::{no_container_left, podman_ready_blocking};
+use crate::support::tmux::{Tmux, ah_script_on};
+use serde_json::json;
+use std::path::PathBuf;
+
+/// One attempt's work: write `content` to a.txt, then say it is done.
+fn writes(n: usize, content: &str) -> [Turn; 2] {
+    [
+        Turn::reply(Reply::new().tool_use(
+            format!("toolu_{n}"),
+            "write",
+            json!({"path": "a.txt", "content": format!("{content}\n")}),
+        )),
+        Turn::reply(Reply::new().text(format!("attempt {n} done"))),
+    ]
+}
+
+fn mock_of(contents: &[&str]) -> MockServer {
+    MockServer::start(
+        contents
+            .iter()
+            .enumerate()
+            .flat_map(|(i, content)| writes(i + 1, content))
+            .collect(),
+    )
+}
+
+/// Passes unless a.txt says "bad".
+const CHECK: &str = "! grep -q bad a.txt";
+
+/// The run folder whose patch adds `line`.
+fn run_adding(host: &Host, line: &str) -> PathBuf {
+    host.runs()
+        .into_iter()
+        .find(|run| {
+            std::fs::read_to_string(run.join("session.patch"))
+                .is_ok_and(|patch| patch.lines().any(|l| l == format!("+{line}")))
+        })
+        .unwrap_or_else(|| panic!("no run adds {line:?}"))
+}
+
+fn the_smallest_passing_attempt_wins(backend: &str) -> Host {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = mock_of(&["bad", "good\nand a second line", "ok"]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            backend,
+            "--review",
+            "auto",
+            "-N",
+            "3",
+            "-j",
+            "1",
+        ])
+        .args(["--check", CHECK, "change a"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(host.read("a.txt"), "ok\n", "{stderr}");
+    assert!(stderr.contains("#   run"), "the table:\n{stderr}");
+    assert!(stderr.contains("winner: attempt 3"), "{stderr}");
+    assert_eq!(host.runs().len(), 3);
+    let bad = json_file(&run_adding(&host, "bad").join("manifest.json"));
+    assert_eq!(bad["check"]["passed"], json!(false));
+    assert_eq!(bad["check"]["exit_code"], json!(1));
+    assert_eq!(bad["applied"], json!(false));
+    let long = json_file(&run_adding(&host, "and a second line").join("manifest.json"));
+    assert_eq!(long["check"]["passed"], json!(true));
+    assert_eq!(long["applied"], json!(false));
+    let ok = run_adding(&host, "ok");
+    let won = json_file(&ok.join("manifest.json"));
+    assert_eq!(won["applied"], json!(true));
+    assert_eq!(won["review"]["mode"], json!("auto"));
+    let log = std::fs::read_to_string(ok.join("check.log")).unwrap();
+    assert!(log.starts_with(&format!("$ {CHECK}")), "{log}");
+    host
+}
+
+/// The run ids of `host`.
+fn ids(host: &Host) -> Vec<String> {
+    host.runs()
+        .iter()
+        .map(|run| run.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn the_smallest_passing_attempt_wins_without_a_sandbox() {
+    the_smallest_passing_attempt_wins("none");
+}
+
+#[test]
+fn the_smallest_passing_attempt_wins_on_podman() {
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    let host = the_smallest_passing_attempt_wins("podman");
+    for id in ids(&host) {
+        no_container_left(&podman, &id);
+    }
+}
+
+#[test]
+fn when_no_attempt_passes_nothing_is_applied_and_any_attempt_can_be_applied_later() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = mock_of(&["bad", "bad too"]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "-N",
+            "2",
+            "-j",
+            "1",
+        ])
+        .args(["--check", CHECK, "change a"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("no attempt passed"), "{stderr}");
+    assert_eq!(host.read("a.txt"), "one\n");
+    let second = run_adding(&host, "bad too");
+    assert!(second.join("session.patch").is_file());
+    let id = second.file_name().unwrap().to_str().unwrap().to_string();
+    let applied = host.ah(&mock.url()).args(["apply", &id]).output().unwrap();
+    assert!(applied.status.success(), "{applied:?}");
+    assert_eq!(host.read("a.txt"), "bad too\n");
+}
+
+#[test]
+fn first_stops_the_other_attempts_once_one_passes() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = mock_of(&["good"]);
+    let out = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "none",
+            "--review",
+            "auto",
+            "-N",
+            "3",
+            "-j",
+            "1",
+        ])
+        .args(["--first", "--check", CHECK, "change a"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(host.read("a.txt"), "good\n");
+    assert_eq!(mock.requests().len(), 2, "the others never asked the model");
+    assert!(stderr.contains("winner: attempt 1"), "{stderr}");
+}
+
+#[test]
+fn at_a_terminal_another_attempt_can_be_chosen_instead_of_the_winner() {
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = mock_of(&["ok", "longer\nanswer"]);
+    let args = format!("-N 2 -j 1 --check '{CHECK}' 'change a'");
+    let script = ah_script_on(&host, &mock.url(), "podman", &args);
+    let Some(tmux) = Tmux::start(&script.path) else {
+        return;
+    };
+    let screen = tmux.wait_for("What should happen to this patch?");
+    assert!(screen.contains("+ok"), "the winner first:\n{screen}");
+    // apply all, choose files, save only, discard, then attempt 2.
+    tmux.keys(&["Down", "Down", "Down", "Down", "Enter"]);
+    tmux.wait_for_after("show attempt 2", "+longer");
+    tmux.wait_for_after("+longer", "What should happen to this patch?");
+    tmux.keys(&["Enter"]);
+    assert_eq!(script.exit_code(), 0, "{}", tmux.history());
+    assert_eq!(host.read("a.txt"), "longer\nanswer\n");
+    for id in ids(&host) {
+        no_container_left(&podman, &id);
+    }
+}

@@ -8,6 +8,7 @@ pub(crate) mod args;
 mod argv;
 mod commands;
 mod compact;
+mod diff_view;
 pub(crate) mod display;
 mod egress_helper;
 mod image_progress;

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 use console::style;
 
+use super::diff_view::{self, Paint};
 use super::review_pick;
 use ah_core::present::copy_terminal_safe;
 use ah_core::run::{Choice, PatchToChoose, Question, Tone};
@@ -53,35 +54,54 @@ pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
 }
 
 /// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
-/// it; control, bidi and invisible characters in it are made visible first,
-/// whatever the pager (the file on disk stays exact). The patch is streamed
-/// from its file, never read whole.
+/// it, streamed from its file, never read whole. `delta` gets the patch as
+/// it is (it colours it itself), any other pager the coloured view
+/// ([`diff_view`], plain when colours are off); control, bidi and
+/// invisible characters are made visible in both (the file on disk stays
+/// exact).
 fn show_in_pager(patch_path: &Path) -> Result<()> {
     let open = || {
         std::fs::File::open(patch_path)
             .with_context(|| format!("cannot read {}", patch_path.display()))
     };
+    let paint = match console::colors_enabled() {
+        true => Paint::Colour,
+        false => Paint::Plain,
+    };
     let pager = ["GIT_PAGER", "PAGER"]
         .iter()
         .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
-        .or_else(|| which::which("delta").ok().map(|_| "delta".to_string()))
-        .or_else(|| which::which("less").ok().map(|_| "less -R".to_string()));
-    if let Some(pager) = pager {
+        .map(|pager| (pager, false))
+        .or_else(|| {
+            which::which("delta")
+                .ok()
+                .map(|_| ("delta".to_string(), true))
+        })
+        .or_else(|| {
+            which::which("less")
+                .ok()
+                .map(|_| ("less -R".to_string(), false))
+        });
+    if let Some((pager, raw)) = pager {
         let child = Command::new("sh")
             .arg("-c")
             .arg(&pager)
             .stdin(Stdio::piped())
             .spawn();
         if let Ok(mut child) = child {
-            if let Some(stdin) = child.stdin.take() {
+            if let Some(mut stdin) = child.stdin.take() {
                 // A pager quit early closes its input; that is not an error.
-                let _ = copy_terminal_safe(open()?, stdin);
+                let _ = match raw {
+                    true => copy_terminal_safe(open()?, stdin),
+                    false => diff_view::render_patch(open()?, paint, &mut stdin),
+                };
             }
             let _ = child.wait();
             return Ok(());
         }
     }
-    copy_terminal_safe(open()?, std::io::stdout().lock()).context("cannot print the patch")
+    let mut stdout = std::io::stdout().lock();
+    diff_view::render_patch(open()?, paint, &mut stdout).context("cannot print the patch")
 }
 
 #[cfg(test)]

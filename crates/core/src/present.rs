@@ -6,6 +6,8 @@
 
 pub use ah_base::redact::text as redact;
 pub use ah_base::{count, format_rfc3339};
-pub use ah_record::safe_text::{copy_terminal_safe, name_safe, terminal_safe, terminal_safe_piece};
+pub use ah_record::safe_text::{
+    copy_terminal_safe, name_safe, terminal_safe, terminal_safe_bytes, terminal_safe_piece,
+};
 pub use ah_tools::bounds::size;
 pub use ah_tools::names as tool_names;

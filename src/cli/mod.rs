@@ -6,6 +6,7 @@
 
 pub(crate) mod args;
 mod argv;
+mod colour;
 mod commands;
 mod compact;
 mod diff_view;
@@ -98,6 +99,7 @@ pub(crate) fn main() -> i32 {
             };
         }
     };
+    colour::settle(cli.run.color);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

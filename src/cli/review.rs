@@ -37,14 +37,15 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     })
 }
 
-/// A line of the review (or of `ah apply`): its lead in the tone's colour,
-/// bold, then the rest.
+/// A line of the review (or of `ah apply`), for stderr: its lead in the
+/// tone's colour, bold, when stderr's colours are on, then the rest.
 pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
+    let styled = || style(lead).for_stderr().bold();
     let lead = match tone {
         Tone::Plain => lead.to_string(),
-        Tone::Good => style(lead).green().bold().to_string(),
-        Tone::Warning => style(lead).yellow().bold().to_string(),
-        Tone::Refused => style(lead).red().bold().to_string(),
+        Tone::Good => styled().green().to_string(),
+        Tone::Warning => styled().yellow().to_string(),
+        Tone::Refused => styled().red().to_string(),
     };
     match (lead.is_empty(), rest.is_empty()) {
         (true, _) => rest.to_string(),
@@ -110,7 +111,7 @@ mod tests {
 
     #[test]
     fn a_line_joins_its_parts_with_one_space() {
-        console::set_colors_enabled(false);
+        console::set_colors_enabled_stderr(false);
         assert_eq!(line(Tone::Plain, "patch saved:", "x"), "patch saved: x");
         assert_eq!(line(Tone::Good, "applied:", "1 file"), "applied: 1 file");
         assert_eq!(line(Tone::Plain, "", "no changes"), "no changes");

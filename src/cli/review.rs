@@ -4,7 +4,6 @@
 //! answer leads to is the run's to decide (core's `run/review.rs`).
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
@@ -13,14 +12,14 @@ use console::style;
 use super::diff_view::{self, Paint};
 use super::review_pick;
 use ah_core::present::copy_terminal_safe;
-use ah_core::run::{Choice, PatchToChoose, Question, Tone};
+use ah_core::run::{Choice, Pager, PatchToChoose, Question, Tone};
 
 /// Shows the patch and asks what becomes of it.
 pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Ok(Choice::NobodyToAsk);
     }
-    show_in_pager(patch.patch)?;
+    show_in_pager(patch)?;
     let choices = ["apply all", "choose files", "save only", "discard"];
     let picked = dialoguer::Select::new()
         .with_prompt("What should happen to this patch?")
@@ -54,42 +53,41 @@ pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
     }
 }
 
-/// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
-/// it, streamed from its file, never read whole. `delta` gets the patch as
-/// it is (it colours it itself), any other pager the coloured view
-/// ([`diff_view`], plain when colours are off); control, bidi and
-/// invisible characters are made visible in both (the file on disk stays
-/// exact).
-fn show_in_pager(patch_path: &Path) -> Result<()> {
+/// Shows the patch in the pager the user chose (core's
+/// `run::review::pager`), or `less -R` where none was and less is
+/// installed, or prints it; streamed from its file, never read whole. A
+/// diff pager gets the patch as it is (it colours it itself), any other the
+/// coloured view ([`diff_view`], plain when stdout's colours are off, as git
+/// decides for its pager); control, bidi and invisible characters are made
+/// visible in both (the file on disk stays exact). `LESS` and `LV` get
+/// git's defaults when unset (`FRX`: a short patch needs no `q`).
+fn show_in_pager(patch: &PatchToChoose<'_>) -> Result<()> {
     let open = || {
-        std::fs::File::open(patch_path)
-            .with_context(|| format!("cannot read {}", patch_path.display()))
+        std::fs::File::open(patch.patch)
+            .with_context(|| format!("cannot read {}", patch.patch.display()))
     };
     let paint = match console::colors_enabled() {
         true => Paint::Colour,
         false => Paint::Plain,
     };
-    let pager = ["GIT_PAGER", "PAGER"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
-        .map(|pager| (pager, false))
-        .or_else(|| {
-            which::which("delta")
-                .ok()
-                .map(|_| ("delta".to_string(), true))
-        })
-        .or_else(|| {
-            which::which("less")
-                .ok()
-                .map(|_| ("less -R".to_string(), false))
-        });
-    if let Some((pager, raw)) = pager {
-        let child = Command::new("sh")
-            .arg("-c")
-            .arg(&pager)
-            .stdin(Stdio::piped())
-            .spawn();
-        if let Ok(mut child) = child {
+    let (command, raw) = match &patch.pager {
+        Pager::Plain(command) => (Some(command.clone()), false),
+        Pager::Diff(command) => (Some(command.clone()), true),
+        Pager::Default => (
+            which::which("less").ok().map(|_| "less -R".to_string()),
+            false,
+        ),
+        Pager::Off => (None, false),
+    };
+    if let Some(command) = command {
+        let mut pager = Command::new("sh");
+        pager.arg("-c").arg(&command).stdin(Stdio::piped());
+        for (name, value) in [("LESS", "FRX"), ("LV", "-c")] {
+            if std::env::var_os(name).is_none() {
+                pager.env(name, value);
+            }
+        }
+        if let Ok(mut child) = pager.spawn() {
             if let Some(mut stdin) = child.stdin.take() {
                 // A pager quit early closes its input; that is not an error.
                 let _ = match raw {

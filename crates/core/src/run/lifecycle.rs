@@ -633,6 +633,7 @@ pub(crate) async fn finish_run(
                 policy: &setup.policy,
                 task: &setup.task,
                 no_commit: args.no_commit,
+                pager: setup.pager.as_deref(),
             };
             let reviewed = review::review(&request, front)?;
             announce(

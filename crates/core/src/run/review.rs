@@ -21,6 +21,9 @@ use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
 use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
 use ah_review::subpatch;
 
+pub(crate) mod pager;
+pub use pager::Pager;
+
 /// What the review needs of a front-end: a way to say its lines, and the
 /// user's choice when the mode is `ask`.
 pub trait ReviewFront {
@@ -51,6 +54,8 @@ pub enum Tone {
 pub struct PatchToChoose<'a> {
     /// The patch file, to show whole.
     pub patch: &'a Path,
+    /// What to show it in, as the user chose.
+    pub pager: Pager,
     /// Its files in patch order; [`Choice::Files`] names them by index.
     pub files: Vec<FileToChoose>,
 }
@@ -104,6 +109,8 @@ pub(crate) struct Review<'a> {
     pub(crate) policy: &'a Policy,
     pub(crate) task: &'a str,
     pub(crate) no_commit: bool,
+    /// `[review] pager` from the user's own configuration.
+    pub(crate) pager: Option<&'a str>,
 }
 
 /// How the review ended.
@@ -223,6 +230,11 @@ fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
     let saved = |why: &str| ended(review.mode, ReviewDecision::Saved, why);
     let choice = front.choose(&PatchToChoose {
         patch: patch_path,
+        pager: pager::choose(
+            |name| std::env::var(name).ok(),
+            review.pager,
+            ah_review::pager::users_git_pager,
+        ),
         files: review.patch.files.iter().map(file_to_choose).collect(),
     })?;
     let path = patch_path.display().to_string();

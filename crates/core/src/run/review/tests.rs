@@ -97,6 +97,7 @@ impl World {
             task: "change a and b",
             // The machine's git identity stays out of the test.
             no_commit: true,
+            pager: None,
         };
         review(&request, front).unwrap()
     }
@@ -294,6 +295,7 @@ fn an_empty_patch_is_recorded_without_a_question() {
         policy: Policy::builtin().unwrap(),
         task: "nothing",
         no_commit: true,
+        pager: None,
     };
     let reviewed = review(&request, &mut front).unwrap();
     assert_eq!(reviewed.record.decision, ReviewDecision::Empty);

@@ -60,7 +60,10 @@ pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
 /// coloured view ([`diff_view`], plain when stdout's colours are off, as git
 /// decides for its pager); control, bidi and invisible characters are made
 /// visible in both (the file on disk stays exact). `LESS` and `LV` get
-/// git's defaults when unset (`FRX`: a short patch needs no `q`).
+/// git's defaults when unset (`FRX`: a short patch needs no `q`). The pager
+/// runs in `/` with `GIT_DIR=/dev/null`: a diff pager that reads git's
+/// configuration for its own settings reads the user's, never the
+/// project's.
 fn show_in_pager(patch: &PatchToChoose<'_>) -> Result<()> {
     let open = || {
         std::fs::File::open(patch.patch)
@@ -81,7 +84,12 @@ fn show_in_pager(patch: &PatchToChoose<'_>) -> Result<()> {
     };
     if let Some(command) = command {
         let mut pager = Command::new("sh");
-        pager.arg("-c").arg(&command).stdin(Stdio::piped());
+        pager
+            .arg("-c")
+            .arg(&command)
+            .current_dir("/")
+            .env("GIT_DIR", "/dev/null")
+            .stdin(Stdio::piped());
         for (name, value) in [("LESS", "FRX"), ("LV", "-c")] {
             if std::env::var_os(name).is_none() {
                 pager.env(name, value);

@@ -61,6 +61,7 @@ mod read_policy;
 mod retries;
 mod review_ask;
 mod review_auto;
+mod review_pager;
 mod review_revise;
 mod run_folder;
 mod run_none;

@@ -89,7 +89,10 @@ fn ask_choose_files_applies_only_the_chosen_ones_and_saves_the_rest() {
     tmux.wait_for("What should happen to this patch?");
     tmux.keys(&["Down", "Enter"]);
     let screen = tmux.wait_for("Files to apply");
-    assert!(screen.contains("a.txt  +1 −1"), "counts shown:\n{screen}");
+    assert!(
+        screen.contains("a.txt  +1 −1  +-"),
+        "counts and bar shown:\n{screen}"
+    );
     // Every file starts chosen: un-choose a.txt, keep b.txt.
     tmux.keys(&["Space", "Enter"]);
     assert_eq!(script.exit_code(), 0, "{}", tmux.screen());
@@ -146,7 +149,7 @@ fn ask_shows_hidden_characters_and_forged_names_escaped_in_the_pager_and_the_pic
     tmux.keys(&["Down", "Enter"]);
     let screen = tmux.wait_for("Files to apply");
     assert!(
-        screen.contains("b\\n nothing else changed | 1 +  +1 −0"),
+        screen.contains("b\\n nothing else changed | 1 +  +1 −0  +"),
         "picker:\n{screen}"
     );
     tmux.keys(&["Escape"]);
@@ -181,15 +184,16 @@ fn ask_marks_files_that_run_code_elsewhere_or_instruct_agents() {
     );
     tmux.keys(&["Down", "Enter"]);
     let screen = tmux.wait_for("Files to apply");
+    // Names and counts in columns, each with its bar.
     for item in [
-        ".claude/settings.json  +1 −0  (runs code in other tools)",
-        "AGENTS.md  +1 −0  (instructions for agents)",
-        ".tool/config  +1 −0  (dotfile not known to be inert)",
+        ".claude/settings.json  +1 −0  +  (runs code in other tools)",
+        "AGENTS.md              +1 −0  +  (instructions for agents)",
+        ".tool/config           +1 −0  +  (dotfile not known to be inert)",
     ] {
         assert!(screen.contains(item), "{item}:\n{screen}");
     }
     assert!(
-        screen.contains("a.txt  +1 −1\n"),
+        screen.contains("a.txt                  +1 −1  +-\n"),
         "a.txt unmarked:\n{screen}"
     );
     tmux.keys(&["Escape"]);

@@ -7,6 +7,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Parser, Subcommand};
 
+use super::colour::ColorWhen;
 use super::sessions::SessionCommand;
 use ah_core::run::{
     AttemptOptions, BackendKind, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode,
@@ -47,6 +48,17 @@ pub(crate) struct RunArgs {
     /// lists the keys).
     #[arg(short = 'c', long = "config", value_name = "KEY=VALUE", global = true)]
     pub overrides: Vec<String>,
+
+    /// Colour the output: auto (only a terminal, and not when NO_COLOR is
+    /// set), always (also into a pipe or a pager), never.
+    #[arg(
+        long = "color",
+        value_name = "WHEN",
+        value_enum,
+        global = true,
+        default_value_t
+    )]
+    pub color: ColorWhen,
 
     /// Where the tools run: a rootless podman container, or unsandboxed on a copy.
     #[arg(long, value_parser = backend_parser(), default_value = "podman")]

@@ -6,8 +6,10 @@
 
 pub(crate) mod args;
 mod argv;
+mod colour;
 mod commands;
 mod compact;
+mod diff_view;
 pub(crate) mod display;
 mod egress_helper;
 mod image_progress;
@@ -102,6 +104,7 @@ pub(crate) fn main() -> i32 {
             };
         }
     };
+    colour::settle(cli.run.color);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -5,15 +5,15 @@
 //! to is the run's to decide (core's `run/review.rs`).
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result};
 use console::style;
 
+use super::diff_view::{self, Paint};
 use super::review_pick;
 use ah_core::present::copy_terminal_safe;
-use ah_core::run::{Choice, PatchToChoose, Question, Revise, Tone};
+use ah_core::run::{Choice, Pager, PatchToChoose, Question, Revise, Tone};
 
 /// Whether a person is there to ask: standard input and error are a
 /// terminal.
@@ -26,7 +26,7 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     if !at_a_terminal() {
         return Ok(Choice::NobodyToAsk);
     }
-    show_in_pager(patch.patch)?;
+    show_in_pager(patch)?;
     let mut choices: Vec<String> = ["apply all", "choose files", "save only", "discard"]
         .map(String::from)
         .to_vec();
@@ -76,14 +76,15 @@ fn revise_note() -> Choice {
     }
 }
 
-/// A line of the review (or of `ah apply`): its lead in the tone's colour,
-/// bold, then the rest.
+/// A line of the review (or of `ah apply`), for stderr: its lead in the
+/// tone's colour, bold, when stderr's colours are on, then the rest.
 pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
+    let styled = || style(lead).for_stderr().bold();
     let lead = match tone {
         Tone::Plain => lead.to_string(),
-        Tone::Good => style(lead).green().bold().to_string(),
-        Tone::Warning => style(lead).yellow().bold().to_string(),
-        Tone::Refused => style(lead).red().bold().to_string(),
+        Tone::Good => styled().green().to_string(),
+        Tone::Warning => styled().yellow().to_string(),
+        Tone::Refused => styled().red().to_string(),
     };
     match (lead.is_empty(), rest.is_empty()) {
         (true, _) => rest.to_string(),
@@ -92,36 +93,62 @@ pub(super) fn line(tone: Tone, lead: &str, rest: &str) -> String {
     }
 }
 
-/// Shows the patch in `$GIT_PAGER`, `$PAGER`, `delta`, `less -R`, or prints
-/// it; control, bidi and invisible characters in it are made visible first,
-/// whatever the pager (the file on disk stays exact). The patch is streamed
-/// from its file, never read whole.
-fn show_in_pager(patch_path: &Path) -> Result<()> {
+/// Shows the patch in the pager the user chose (core's
+/// `run::review::pager`), or `less -R` where none was and less is
+/// installed, or prints it; streamed from its file, never read whole. A
+/// diff pager gets the patch as it is (it colours it itself), any other the
+/// coloured view ([`diff_view`], plain when stdout's colours are off, as git
+/// decides for its pager); control, bidi and invisible characters are made
+/// visible in both (the file on disk stays exact). `LESS` and `LV` get
+/// git's defaults when unset (`FRX`: a short patch needs no `q`). The pager
+/// runs in `/` with `GIT_DIR=/dev/null`: a diff pager that reads git's
+/// configuration for its own settings reads the user's, never the
+/// project's.
+fn show_in_pager(patch: &PatchToChoose<'_>) -> Result<()> {
     let open = || {
-        std::fs::File::open(patch_path)
-            .with_context(|| format!("cannot read {}", patch_path.display()))
+        std::fs::File::open(patch.patch)
+            .with_context(|| format!("cannot read {}", patch.patch.display()))
     };
-    let pager = ["GIT_PAGER", "PAGER"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
-        .or_else(|| which::which("delta").ok().map(|_| "delta".to_string()))
-        .or_else(|| which::which("less").ok().map(|_| "less -R".to_string()));
-    if let Some(pager) = pager {
-        let child = Command::new("sh")
+    let paint = match console::colors_enabled() {
+        true => Paint::Colour,
+        false => Paint::Plain,
+    };
+    let (command, raw) = match &patch.pager {
+        Pager::Plain(command) => (Some(command.clone()), false),
+        Pager::Diff(command) => (Some(command.clone()), true),
+        Pager::Default => (
+            which::which("less").ok().map(|_| "less -R".to_string()),
+            false,
+        ),
+        Pager::Off => (None, false),
+    };
+    if let Some(command) = command {
+        let mut pager = Command::new("sh");
+        pager
             .arg("-c")
-            .arg(&pager)
-            .stdin(Stdio::piped())
-            .spawn();
-        if let Ok(mut child) = child {
-            if let Some(stdin) = child.stdin.take() {
+            .arg(&command)
+            .current_dir("/")
+            .env("GIT_DIR", "/dev/null")
+            .stdin(Stdio::piped());
+        for (name, value) in [("LESS", "FRX"), ("LV", "-c")] {
+            if std::env::var_os(name).is_none() {
+                pager.env(name, value);
+            }
+        }
+        if let Ok(mut child) = pager.spawn() {
+            if let Some(mut stdin) = child.stdin.take() {
                 // A pager quit early closes its input; that is not an error.
-                let _ = copy_terminal_safe(open()?, stdin);
+                let _ = match raw {
+                    true => copy_terminal_safe(open()?, stdin),
+                    false => diff_view::render_patch(open()?, paint, &mut stdin),
+                };
             }
             let _ = child.wait();
             return Ok(());
         }
     }
-    copy_terminal_safe(open()?, std::io::stdout().lock()).context("cannot print the patch")
+    let mut stdout = std::io::stdout().lock();
+    diff_view::render_patch(open()?, paint, &mut stdout).context("cannot print the patch")
 }
 
 #[cfg(test)]
@@ -130,7 +157,7 @@ mod tests {
 
     #[test]
     fn a_line_joins_its_parts_with_one_space() {
-        console::set_colors_enabled(false);
+        console::set_colors_enabled_stderr(false);
         assert_eq!(line(Tone::Plain, "patch saved:", "x"), "patch saved: x");
         assert_eq!(line(Tone::Good, "applied:", "1 file"), "applied: 1 file");
         assert_eq!(line(Tone::Plain, "", "no changes"), "no changes");

@@ -59,6 +59,15 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The screen with its colours and attributes, as escape sequences.
+    pub(crate) fn screen_with_escapes(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-e"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Everything the pane showed since it started, scrolled-off lines
     /// first, without the blank rows below the last line written.
     pub(crate) fn history(&self) -> String {
@@ -134,13 +143,26 @@ pub(crate) struct AhScript {
     stty_after: PathBuf,
 }
 
-/// Writes the script that runs `ah <args>` (`args` as shell words).
+/// Writes the script that runs `ah <args>` (`args` as shell words), with
+/// `PAGER=cat` and `NO_COLOR=1`.
 pub(crate) fn ah_script(host: &Host, url: &str, args: &str) -> AhScript {
-    ah_script_on(host, url, "none", args)
+    ah_script_in(host, url, "none", "PAGER=cat NO_COLOR=1", args)
 }
 
 /// [`ah_script`] on the sandbox `backend` (`none`, `podman`).
 pub(crate) fn ah_script_on(host: &Host, url: &str, backend: &str, args: &str) -> AhScript {
+    ah_script_in(host, url, backend, "PAGER=cat NO_COLOR=1", args)
+}
+
+/// [`ah_script`] with `vars` (shell words, `NAME=value …`) instead of its
+/// pager and colour variables; the machine's system git configuration is
+/// left out.
+pub(crate) fn ah_script_with(host: &Host, url: &str, vars: &str, args: &str) -> AhScript {
+    ah_script_in(host, url, "none", vars, args)
+}
+
+/// The script of `ah --backend BACKEND <args>` with `vars` set.
+fn ah_script_in(host: &Host, url: &str, backend: &str, vars: &str, args: &str) -> AhScript {
     let root = host.root.path();
     let script = AhScript {
         path: root.join("run.sh"),
@@ -150,7 +172,7 @@ pub(crate) fn ah_script_on(host: &Host, url: &str, backend: &str, args: &str) ->
     };
     let body = format!(
         "cd '{project}'\nstty -a > '{before}'\n\
-         env -i PATH=\"$PATH\" HOME='{home}' TERM=xterm-256color PAGER=cat NO_COLOR=1 \
+         env -i PATH=\"$PATH\" HOME='{home}' TERM=xterm-256color GIT_CONFIG_NOSYSTEM=1 {vars} \
          ANTHROPIC_BASE_URL='{url}' ANTHROPIC_API_KEY=test-key GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@t \
          GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t '{ah}' --backend {backend} {args}\n\
          code=$?\nstty -a > '{after}'\necho $code > '{exit}'\nsleep 30\n",

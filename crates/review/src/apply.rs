@@ -14,7 +14,7 @@
 //!
 //! Every error says where the patch is saved and how to apply it by hand.
 
-mod git;
+pub(crate) mod git;
 mod probe;
 
 use std::collections::BTreeSet;

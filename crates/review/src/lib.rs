@@ -1,10 +1,12 @@
 //! The host side of a run's end: what `--review auto` decides about a
 //! patch, the diffstat and hidden characters shown to a person, the patch
-//! narrowed to chosen files, and the 3-way apply to the user's repository
-//! through one hook-free git runner.
+//! narrowed to chosen files, the 3-way apply to the user's repository
+//! through one hook-free git runner, and the diff pager the user's own git
+//! configuration names.
 
 #![forbid(unsafe_code)]
 
 pub mod apply;
+pub mod pager;
 pub mod review;
 pub mod subpatch;

@@ -21,7 +21,7 @@ use ah_record::policy::Policy;
 use ah_record::safe_text::name_safe;
 use ah_tools::bounds::size;
 
-pub use diffstat::diffstat;
+pub use diffstat::{bar, diffstat};
 pub use elsewhere::{Elsewhere, elsewhere};
 pub use hidden::{Hidden, describe_hidden, hidden_chars};
 

@@ -36,6 +36,7 @@ pub(super) const UNSET_KEYS: &[&str] = &[
     "review.max_files",
     "review.max_lines",
     "review.mode",
+    "review.pager",
     "sandbox.nofile",
     "sandbox.nproc",
     "sandbox.runtime",

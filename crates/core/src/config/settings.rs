@@ -123,6 +123,10 @@ pub struct ReviewSettings {
     pub max_files: Option<u64>,
     /// Bytes of patch text, in all and per file.
     pub max_bytes: Option<u64>,
+    /// The program that shows the patch at `--review ask`, a diff pager
+    /// that colours it itself (e.g. `delta`); taken from the user's own
+    /// configuration only, never from the project's file.
+    pub pager: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

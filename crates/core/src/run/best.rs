@@ -180,6 +180,7 @@ fn review_winner(
             head: &finished.head,
             decided: None,
             rounds: &[],
+            pager: setup.pager.as_deref(),
         };
         // Only a person can turn to another attempt.
         let decided = match setup.review_mode {

@@ -656,6 +656,7 @@ pub(crate) async fn finish_run(
                 head: &result.head,
                 decided: ending.decided.as_ref(),
                 rounds: &ending.rounds,
+                pager: setup.pager.as_deref(),
             };
             let reviewed = review::review(&request, front)?;
             announce(

@@ -55,7 +55,7 @@ pub use options::{
     RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
-pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Revise, Tone};
+pub use review::{Choice, FileToChoose, Pager, PatchToChoose, Question, ReviewFront, Revise, Tone};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};

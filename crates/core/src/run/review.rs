@@ -27,6 +27,9 @@ use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
 use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
 use ah_review::subpatch;
 
+pub(crate) mod pager;
+pub use pager::Pager;
+
 /// What the review needs of a front-end: a way to say its lines, and the
 /// user's choice when the mode is `ask`.
 pub trait ReviewFront {
@@ -64,6 +67,8 @@ pub enum Tone {
 pub struct PatchToChoose<'a> {
     /// The patch file, to show whole.
     pub patch: &'a Path,
+    /// What to show it in, as the user chose.
+    pub pager: Pager,
     /// Its files in patch order; [`Choice::Files`] names them by index.
     pub files: Vec<FileToChoose>,
     /// "Revise" may be offered ([`Choice::Revise`]).
@@ -163,6 +168,21 @@ pub(crate) struct Review<'a> {
     pub(crate) decided: Option<&'a Decided>,
     /// The rounds that sent the model back before, to record.
     pub(crate) rounds: &'a [ReviseRound],
+    /// `[review] pager` from the user's own configuration.
+    pub(crate) pager: Option<&'a str>,
+}
+
+impl Review<'_> {
+    /// The pager the user chose (their environment, ah's configuration,
+    /// their own git configuration: `pager::choose`), looked up only when
+    /// someone is asked.
+    fn pager_to_use(&self) -> Pager {
+        pager::choose(
+            |name| std::env::var(name).ok(),
+            self.pager,
+            ah_review::pager::users_git_pager,
+        )
+    }
 }
 
 /// How the review ended.
@@ -188,6 +208,7 @@ pub(crate) fn round(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<
     present(review, front)?;
     let choice = front.choose(&PatchToChoose {
         patch: review.patch_path,
+        pager: review.pager_to_use(),
         files: review.patch.files.iter().map(file_to_choose).collect(),
         can_revise: true,
         attempts: Vec::new(),
@@ -214,6 +235,7 @@ pub(crate) fn round_among(
     present(review, front)?;
     let choice = front.choose(&PatchToChoose {
         patch: review.patch_path,
+        pager: review.pager_to_use(),
         files: review.patch.files.iter().map(file_to_choose).collect(),
         can_revise: false,
         attempts: attempts.to_vec(),
@@ -364,6 +386,7 @@ fn ask(
         Some(choice) => choice,
         None => front.choose(&PatchToChoose {
             patch: patch_path,
+            pager: review.pager_to_use(),
             files: review.patch.files.iter().map(file_to_choose).collect(),
             can_revise: false,
             attempts: Vec::new(),

@@ -62,6 +62,7 @@ impl HeldReview {
             head: &draft.head,
             decided: None,
             rounds: &self.rounds,
+            pager: setup.pager.as_deref(),
         };
         match review::round(&request, front) {
             Ok(Round::Revise(revise)) => Some((revise, draft.head)),

@@ -76,6 +76,9 @@ pub(crate) async fn settle<C>(
     if let Some(line) = weakening::warning(&settings) {
         front.notice(&format!("{}", terminal_safe(&line)));
     }
+    if let Some(line) = weakening::ignored(&settings) {
+        front.notice(&terminal_safe(&line));
+    }
     network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,
@@ -132,6 +135,7 @@ pub(crate) async fn settle<C>(
         agent_models: Vec::new(),
         policy,
         review_mode,
+        pager: loaded.user.review.pager.clone(),
         image,
         task,
         prompts,
@@ -204,6 +208,9 @@ pub(crate) struct RunSetup {
     pub agent_models: Vec<(String, String)>,
     pub policy: Policy,
     pub review_mode: ReviewMode,
+    /// `[review] pager` from the user's own configuration (the project's
+    /// file cannot set it).
+    pub pager: Option<String>,
     pub image: String,
     pub task: String,
     pub prompts: PromptSetup,

@@ -76,6 +76,20 @@ pub(super) fn warning(settings: &Settings<'_>) -> Option<String> {
     ))
 }
 
+/// The line naming each setting of the project's file that ah ignores
+/// (whatever its value: a project must not choose a program the host runs
+/// outside the sandbox), or `None`.
+pub(super) fn ignored(settings: &Settings<'_>) -> Option<String> {
+    let (config, user) = (settings.config, settings.user_config);
+    (config.review.pager != user.review.pager).then(|| {
+        format!(
+            "ah: project setting ignored: review.pager ({PROJECT_CONFIG_FILE}): only your own \
+             configuration, GIT_PAGER, PAGER or your own git configuration choose the program \
+             that shows the patch"
+        )
+    })
+}
+
 type Item = (String, &'static str);
 
 fn config_items(settings: &Settings<'_>) -> Vec<Item> {

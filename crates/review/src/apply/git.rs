@@ -57,27 +57,27 @@ fn kept_env(vars: impl Iterator<Item = (OsString, OsString)>) -> Vec<(OsString, 
 /// The `git` program, plus environment for every call (tests use it to keep
 /// the machine's git configuration out).
 #[derive(Debug, Clone)]
-pub(super) struct Git {
+pub(crate) struct Git {
     program: PathBuf,
     env: Vec<(OsString, OsString)>,
 }
 
 /// What one git call did.
 #[derive(Debug)]
-pub(super) struct GitRun {
+pub(crate) struct GitRun {
     pub status: ExitStatus,
     pub stdout: Vec<u8>,
     pub stderr: String,
 }
 
 impl GitRun {
-    pub(super) fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.status.success()
     }
 }
 
 impl Git {
-    pub(super) fn find() -> Result<Git, which::Error> {
+    pub(crate) fn find() -> Result<Git, which::Error> {
         Ok(Git {
             program: which::which("git")?,
             env: Vec::new(),
@@ -93,7 +93,7 @@ impl Git {
     /// Runs `git <args>` in `dir` with stdin closed, no hooks and no
     /// fsmonitor, in ah's environment reduced to [`kept_env`] plus
     /// `extra_env`.
-    pub(super) fn run<S: AsRef<OsStr>>(
+    pub(crate) fn run<S: AsRef<OsStr>>(
         &self,
         dir: &Path,
         args: &[S],

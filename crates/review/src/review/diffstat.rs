@@ -96,9 +96,11 @@ fn mode_line(stat: &FileStat) -> Option<String> {
     }
 }
 
-/// How many `+` and `-` a file gets; scaled down as git does when the largest
+/// How many `+` and `-` a file of `added` and `removed` lines gets in a
+/// graph `width` wide, when the largest change among the files shown is
+/// `max_change` lines; scaled down as git's `--stat` does when the largest
 /// change does not fit, keeping at least one of each kind that is present.
-fn bar(added: u64, removed: u64, width: u64, max_change: u64) -> (u64, u64) {
+pub fn bar(added: u64, removed: u64, width: u64, max_change: u64) -> (u64, u64) {
     if max_change <= width {
         return (added, removed);
     }

@@ -100,6 +100,7 @@ impl World {
             head: "h1",
             decided: None,
             rounds: &[],
+            pager: None,
         };
         review(&request, front).unwrap()
     }
@@ -300,6 +301,7 @@ fn an_empty_patch_is_recorded_without_a_question() {
         head: "h1",
         decided: None,
         rounds: &[],
+        pager: None,
     };
     let reviewed = review(&request, &mut front).unwrap();
     assert_eq!(reviewed.record.decision, ReviewDecision::Empty);
@@ -331,6 +333,7 @@ impl World {
             head,
             decided,
             rounds: &[],
+            pager: None,
         }
     }
 }

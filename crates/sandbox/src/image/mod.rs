@@ -39,17 +39,47 @@ const REGISTRY_HOST: &str = "registry-1.docker.io";
 /// Debian release of the image.
 pub const SUITE: &str = "bookworm";
 
-/// Packages in the image, whichever way it is built.
+/// Packages in the image, whichever way it is built, without their
+/// recommends; the offline build's `--variant=minbase` adds Debian's
+/// required set (dash, sed, grep, findutils, diffutils, tar, gzip,
+/// util-linux, e2fsprogs, apt, …). The README's image section gives the
+/// reasons and the sizes.
 pub const PACKAGES: &[&str] = &[
+    // Every command runs with `bash -c`.
     "bash",
+    // sleep, timeout, id, env, …: required already, named to say it is relied on.
     "coreutils",
+    // Agents diff and commit; it brings perl, which git needs.
     "git",
     "ripgrep",
     "python3",
     "curl",
     "ca-certificates",
-    "build-essential",
+    // ps, pgrep, top.
     "procps",
+    // A C toolchain: cc, make, libc's headers and start files. Not
+    // build-essential, whose g++ and dpkg-dev add ~60 MB for C++ and Debian
+    // packaging only.
+    "gcc",
+    "make",
+    "libc6-dev",
+    // Applies the diffs models write (`patch -p1`); came with dpkg-dev.
+    "patch",
+];
+
+/// dpkg's path filters in the image: no documentation but each package's
+/// copyright, no manual or info pages, no translated messages (~95 MB of
+/// the image built with build-essential, read by no command an agent
+/// runs). They stay in `/etc/dpkg/dpkg.cfg.d/`, so what a project's image
+/// installs on top is filtered too.
+pub const DPKG_FILTERS: &[&str] = &[
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/lintian/*",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -299,5 +329,20 @@ mod tests {
         let listed: Vec<&str> = install.split_whitespace().filter(|w| *w != "\\").collect();
         assert_eq!(listed, PACKAGES);
         assert!(CONTAINERFILE.contains(r#"CMD ["sleep", "infinity"]"#));
+    }
+
+    #[test]
+    fn the_containerfile_writes_the_offline_dpkg_filters() {
+        let written = CONTAINERFILE
+            .split("printf '%s\\n'")
+            .nth(1)
+            .and_then(|rest| rest.split("> /etc/dpkg/dpkg.cfg.d/").next())
+            .unwrap_or("");
+        let rules: Vec<&str> = written
+            .split_whitespace()
+            .filter(|w| *w != "\\")
+            .map(|w| w.trim_matches('\''))
+            .collect();
+        assert_eq!(rules, DPKG_FILTERS);
     }
 }

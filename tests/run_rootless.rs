@@ -30,7 +30,8 @@ fn chown(path: &Path, user: &TestUser) {
 /// not run here.
 struct UserProject {
     user: TestUser,
-    _root: tempfile::TempDir,
+    /// The folder the user can reach, holding ah and the project.
+    root: tempfile::TempDir,
     ah: PathBuf,
     project: PathBuf,
 }
@@ -74,7 +75,7 @@ fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
     chown(&project, &user);
     Some(UserProject {
         user,
-        _root: root,
+        root,
         ah,
         project,
     })
@@ -571,6 +572,99 @@ fn a_rebuilt_image_gets_a_root_of_its_own_at_the_next_run() {
         "no half-made copy is left: {:?}",
         names_in(&copies)
     );
+}
+
+#[test]
+fn a_project_image_built_with_ah_image_build_has_its_root_copied_before_its_first_run() {
+    let Some(p) = user_project(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let Some(copies) = root_copies(&p) else {
+        return;
+    };
+    // A project's Containerfile: the sandbox image and a tool of its own.
+    let context = p.root.path().join("image");
+    std::fs::create_dir(&context).unwrap();
+    let tool = context.join("project-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho project-tool-ran\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let containerfile = context.join("Containerfile");
+    std::fs::write(
+        &containerfile,
+        format!(
+            "FROM {}\nCOPY project-tool /usr/local/bin/project-tool\n",
+            ah_sandbox::podman::DEFAULT_IMAGE
+        ),
+    )
+    .unwrap();
+    chown(&context, &p.user);
+    let tag = ulid::Ulid::generate().to_string().to_lowercase();
+    let image = format!("localhost/ah-test-project:{tag}");
+
+    let built = p
+        .user
+        .command(&p.ah, &[("NO_COLOR", "1")])
+        .args(["image", "build", "--image", &image, "--file"])
+        .arg(&containerfile)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let id = (built.status.success())
+        .then(|| user_podman(&p, &["image", "inspect", "--format", "{{.Id}}", &image]));
+    let copy = id.as_ref().map(|id| copies.join(id));
+    let made_by_build = copy
+        .as_ref()
+        .and_then(|copy| std::fs::metadata(copy).ok())
+        .map(|meta| meta.ino());
+    let mock = MockServer::start(vec![
+        Turn::reply(Reply::new().tool_use("toolu_1", "bash", json!({"command": "project-tool"}))),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = id.as_ref().map(|_| {
+        p.ah(
+            &mock,
+            &[("AH_IMAGE", &image)],
+            &["--review", "never", "use the tool"],
+        )
+    });
+    let used = copy
+        .as_ref()
+        .and_then(|copy| std::fs::metadata(copy).ok())
+        .map(|meta| meta.ino());
+    let _ = p
+        .user
+        .command(Path::new("/usr/bin/podman"), &[])
+        .args(["rmi", "-f", &image])
+        .current_dir("/")
+        .output();
+    if let (Some(id), Some(copy)) = (&id, &copy) {
+        user_podman(&p, &["unshare", "rm", "-rf", &copy.display().to_string()]);
+        let _ = std::fs::remove_file(copies.join(format!("{id}.lock")));
+    }
+
+    assert!(
+        built.status.success(),
+        "ah image build --file: {}",
+        describe(&built)
+    );
+    assert!(
+        made_by_build.is_some(),
+        "ah image build copied the project image's root into {}: {}",
+        copies.display(),
+        describe(&built)
+    );
+    let out = out.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        used, made_by_build,
+        "the run stood on the copy the build made"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("copy of the whole image"),
+        "{}",
+        describe(&out)
+    );
+    assert!(mock.requests()[1].told().contains("project-tool-ran"));
 }
 
 #[test]

@@ -443,6 +443,12 @@ pub(crate) enum ImageAction {
         /// Build with `podman build` from the registry's base image.
         #[arg(long)]
         registry: bool,
+        /// Build IMAGE from this Containerfile instead (a project's own, say
+        /// `FROM localhost/ah-sandbox:latest` and its toolchain) with podman
+        /// build, the file's folder as the context.
+        #[arg(long, short = 'f', value_name = "CONTAINERFILE", requires = "image",
+              conflicts_with_all = ["offline", "registry"])]
+        file: Option<PathBuf>,
     },
 }
 

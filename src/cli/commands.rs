@@ -1,7 +1,7 @@
 //! The subcommands besides running a task: `ah apply`, `ah runs`,
 //! `ah doctor`, `ah image build`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use console::style;
@@ -69,9 +69,14 @@ pub(super) async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Res
     }
 }
 
-/// `ah image build`: builds the sandbox image, showing progress.
-pub(super) async fn image_build(name: Option<&str>, source: ImageSource) -> Result<i32> {
-    let options = sandbox::build_options(name, source);
+/// `ah image build`: builds the sandbox image (or the image of a
+/// Containerfile), showing progress.
+pub(super) async fn image_build(
+    name: Option<&str>,
+    source: ImageSource,
+    containerfile: Option<PathBuf>,
+) -> Result<i32> {
+    let options = sandbox::build_options(name, source, containerfile);
     let report = super::image_progress::build_with_display(&options, false).await?;
     eprintln!(
         "{} image {} built in {:.0}s",

@@ -224,6 +224,7 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                     image,
                     offline,
                     registry,
+                    file,
                 },
         }) => {
             let source = match (offline, registry) {
@@ -231,7 +232,7 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                 (_, true) => ImageSource::Registry,
                 _ => ImageSource::Auto,
             };
-            commands::image_build(image.as_deref(), source).await
+            commands::image_build(image.as_deref(), source, file).await
         }
     }
 }

@@ -5,6 +5,8 @@
 
 mod helper;
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 
 use crate::run::{SandboxOptions, runtime};
@@ -35,11 +37,16 @@ pub async fn doctor(image: Option<&str>, sandbox: &SandboxOptions) -> Doctor {
 }
 
 /// How `ah image build` builds `image` (else the default image) from
-/// `source`.
-pub fn build_options(image: Option<&str>, source: ImageSource) -> BuildOptions {
+/// `source`, or from `containerfile` when one is given.
+pub fn build_options(
+    image: Option<&str>,
+    source: ImageSource,
+    containerfile: Option<PathBuf>,
+) -> BuildOptions {
     BuildOptions {
         image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
         source,
+        containerfile,
         ..BuildOptions::default()
     }
 }

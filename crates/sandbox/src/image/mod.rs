@@ -12,6 +12,11 @@
 //! works. Behind an HTTPS proxy the check can say "unreachable" although
 //! podman would get through: choose `Registry` explicitly there.
 //!
+//! A project's own image (its toolchain on top of the sandbox image) is built
+//! from the project's Containerfile with `podman build` ([`BuildOptions`]'s
+//! `containerfile`), and gets the same copy of its root as the default image
+//! where rootless storage is vfs.
+//!
 //! A build reports what it is doing as [`Progress`]: the phase it enters,
 //! notes a person should read, and every line the build tools print, so the
 //! caller can show a phase and keep the hundreds of output lines in a log.
@@ -19,6 +24,7 @@
 mod offline;
 mod stream;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
@@ -39,17 +45,47 @@ const REGISTRY_HOST: &str = "registry-1.docker.io";
 /// Debian release of the image.
 pub const SUITE: &str = "bookworm";
 
-/// Packages in the image, whichever way it is built.
+/// Packages in the image, whichever way it is built, without their
+/// recommends; the offline build's `--variant=minbase` adds Debian's
+/// required set (dash, sed, grep, findutils, diffutils, tar, gzip,
+/// util-linux, e2fsprogs, apt, …). The README's image section gives the
+/// reasons and the sizes.
 pub const PACKAGES: &[&str] = &[
+    // Every command runs with `bash -c`.
     "bash",
+    // sleep, timeout, id, env, …: required already, named to say it is relied on.
     "coreutils",
+    // Agents diff and commit; it brings perl, which git needs.
     "git",
     "ripgrep",
     "python3",
     "curl",
     "ca-certificates",
-    "build-essential",
+    // ps, pgrep, top.
     "procps",
+    // A C toolchain: cc, make, libc's headers and start files. Not
+    // build-essential, whose g++ and dpkg-dev add ~60 MB for C++ and Debian
+    // packaging only.
+    "gcc",
+    "make",
+    "libc6-dev",
+    // Applies the diffs models write (`patch -p1`); came with dpkg-dev.
+    "patch",
+];
+
+/// dpkg's path filters in the image: no documentation but each package's
+/// copyright, no manual or info pages, no translated messages (~95 MB of
+/// the image built with build-essential, read by no command an agent
+/// runs). They stay in `/etc/dpkg/dpkg.cfg.d/`, so what a project's image
+/// installs on top is filtered too.
+pub const DPKG_FILTERS: &[&str] = &[
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/lintian/*",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +103,8 @@ pub enum ImageError {
          reachable"
     )]
     MmdebstrapMissing,
+    #[error("{} is not a file: give --file the path of a Containerfile", .0.display())]
+    NoContainerfile(PathBuf),
     #[error("could not {what}: {source}")]
     Io {
         what: &'static str,
@@ -99,6 +137,9 @@ pub struct BuildOptions {
     pub source: ImageSource,
     /// Debian mirror for the offline build; default: the host's apt sources.
     pub mirror: Option<String>,
+    /// A Containerfile to build instead of ah's own (`source` does not
+    /// apply): `podman build` with the file's folder as the context.
+    pub containerfile: Option<PathBuf>,
 }
 
 impl Default for BuildOptions {
@@ -107,6 +148,7 @@ impl Default for BuildOptions {
             image: DEFAULT_IMAGE.to_string(),
             source: ImageSource::Auto,
             mirror: None,
+            containerfile: None,
         }
     }
 }
@@ -167,7 +209,8 @@ pub type OnProgress<'p> = dyn FnMut(Progress<'_>) + Send + 'p;
 /// What a build did.
 #[derive(Debug, Clone)]
 pub struct BuildReport {
-    /// `Registry` or `Offline`: the way actually taken.
+    /// `Registry` (any `podman build`, a given Containerfile's too) or
+    /// `Offline`: the way actually taken.
     pub source: ImageSource,
     pub duration: Duration,
 }
@@ -186,6 +229,7 @@ pub async fn build_image(
     let podman = podman::Podman::find()?;
     let started = Instant::now();
     let source = match opts.source {
+        _ if opts.containerfile.is_some() => ImageSource::Registry,
         ImageSource::Auto => {
             progress(Progress::Phase(Phase::CheckRegistry));
             let base_local = podman::image_exists(&podman, BASE_IMAGE).await?;
@@ -200,9 +244,10 @@ pub async fn build_image(
         }
         chosen => chosen,
     };
-    match source {
-        ImageSource::Offline => offline::build(&podman, opts, progress).await?,
-        _ => build_from_registry(&podman, &opts.image, progress).await?,
+    match (&opts.containerfile, source) {
+        (Some(file), _) => build_from_file(&podman, &opts.image, file, progress).await?,
+        (None, ImageSource::Offline) => offline::build(&podman, opts, progress).await?,
+        (None, _) => build_from_registry(&podman, &opts.image, progress).await?,
     }
     let duration = started.elapsed();
     progress(Progress::Note(&format!(
@@ -284,6 +329,34 @@ async fn build_from_registry(
     .await
 }
 
+/// `podman build` of the caller's Containerfile, its folder the context.
+async fn build_from_file(
+    podman: &podman::Podman,
+    image: &str,
+    file: &Path,
+    progress: &mut OnProgress<'_>,
+) -> Result<(), ImageError> {
+    // Podman runs in a folder of its own: the paths it is given are absolute.
+    let file = std::path::absolute(file)
+        .ok()
+        .filter(|file| file.is_file())
+        .ok_or_else(|| ImageError::NoContainerfile(file.to_path_buf()))?;
+    let context = file.parent().unwrap_or(Path::new("/"));
+    progress(Progress::Phase(Phase::PodmanBuild));
+    let mut cmd = podman.command();
+    cmd.args(["build", "-t", image, "-f"])
+        .arg(&file)
+        .arg(context);
+    stream::run(
+        cmd,
+        "podman build",
+        "fix what podman says above; a Containerfile FROM localhost/ah-sandbox:latest needs that \
+         image built first (ah image build)",
+        progress,
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,5 +372,20 @@ mod tests {
         let listed: Vec<&str> = install.split_whitespace().filter(|w| *w != "\\").collect();
         assert_eq!(listed, PACKAGES);
         assert!(CONTAINERFILE.contains(r#"CMD ["sleep", "infinity"]"#));
+    }
+
+    #[test]
+    fn the_containerfile_writes_the_offline_dpkg_filters() {
+        let written = CONTAINERFILE
+            .split("printf '%s\\n'")
+            .nth(1)
+            .and_then(|rest| rest.split("> /etc/dpkg/dpkg.cfg.d/").next())
+            .unwrap_or("");
+        let rules: Vec<&str> = written
+            .split_whitespace()
+            .filter(|w| *w != "\\")
+            .map(|w| w.trim_matches('\''))
+            .collect();
+        assert_eq!(rules, DPKG_FILTERS);
     }
 }

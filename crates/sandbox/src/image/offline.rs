@@ -6,14 +6,19 @@
 //! mmdebstrap in `unshare` mode instead: it builds inside a user namespace
 //! with the user's subordinate ids (`/etc/subuid`, `/etc/subgid`, the same
 //! ones rootless podman uses) and writes a tarball owned by root inside it,
-//! which `podman import` maps into the user's storage.
+//! which `podman import` maps into the user's storage. Both leave out what
+//! [`DPKG_FILTERS`] exclude: mmdebstrap applies them to every package it
+//! unpacks; debootstrap unpacks the required packages itself before dpkg
+//! reads them, so what the filters exclude of those is removed afterwards.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::process::Command;
 
-use super::{BuildOptions, ImageError, OnProgress, PACKAGES, Phase, Progress, SUITE, stream};
+use super::{
+    BuildOptions, DPKG_FILTERS, ImageError, OnProgress, PACKAGES, Phase, Progress, SUITE, stream,
+};
 use crate::podman::{CONTAINER_PATH, Podman, find_tool, rootless};
 
 /// Used when apt's sources name no Debian mirror.
@@ -34,7 +39,7 @@ pub(super) async fn build(
         None => host_mirror(Path::new("/etc/apt")),
     };
     let proxy = apt_proxy().await;
-    // The rootfs is large (~700 MB); /var/tmp is disk, /tmp may be RAM.
+    // The rootfs is large (~400 MB); /var/tmp is disk, /tmp may be RAM.
     let dir = tempfile::Builder::new()
         .prefix("ah-rootfs-")
         .tempdir_in("/var/tmp")
@@ -49,6 +54,7 @@ pub(super) async fn build(
         return build_unprivileged(podman, &tool, dir.path(), &mirror, proxy, opts, progress).await;
     }
     let rootfs = dir.path().join("rootfs");
+    write_dpkg_filters(&rootfs)?;
 
     progress(Progress::Phase(Phase::Debootstrap));
     progress(Progress::Note(&format!(
@@ -76,6 +82,7 @@ pub(super) async fn build(
     for cache in ["var/cache/apt/archives", "var/lib/apt/lists"] {
         remove_files_in(&rootfs.join(cache));
     }
+    remove_filtered(&rootfs);
 
     progress(Progress::Phase(Phase::Import));
     progress(Progress::Note(&format!(
@@ -105,6 +112,7 @@ async fn build_unprivileged(
     let mut cmd = Command::new(mmdebstrap);
     cmd.args(["--mode=unshare", "--variant=minbase", "--format=tar"])
         .arg(format!("--include={}", PACKAGES.join(",")))
+        .args(DPKG_FILTERS.iter().map(|rule| format!("--dpkgopt={rule}")))
         .arg(SUITE)
         .arg(&tarball)
         .arg(mirror)
@@ -186,6 +194,69 @@ async fn import(
         });
     }
     Ok(())
+}
+
+/// Writes [`DPKG_FILTERS`] into the rootfs-to-be, for dpkg to apply to
+/// every package it unpacks there, in the build and in images made from it.
+fn write_dpkg_filters(rootfs: &Path) -> Result<(), ImageError> {
+    let dir = rootfs.join("etc/dpkg/dpkg.cfg.d");
+    let mut rules = DPKG_FILTERS.join("\n");
+    rules.push('\n');
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(dir.join("ah-slim"), rules))
+        .map_err(|source| ImageError::Io {
+            what: "write dpkg's path filters into the rootfs in /var/tmp",
+            source,
+        })
+}
+
+/// Removes from `rootfs` what [`DPKG_FILTERS`] exclude and do not include
+/// again, and the folders that leaves empty: each exclusion names a folder
+/// (`path-exclude=DIR/*`), whose files go unless an inclusion matches them.
+/// Best effort: what stays only makes the image larger.
+fn remove_filtered(rootfs: &Path) {
+    let includes: Vec<&str> = DPKG_FILTERS
+        .iter()
+        .filter_map(|rule| rule.strip_prefix("path-include="))
+        .collect();
+    let folders = DPKG_FILTERS.iter().filter_map(|rule| {
+        rule.strip_prefix("path-exclude=")?
+            .strip_suffix("/*")?
+            .strip_prefix('/')
+    });
+    for folder in folders {
+        remove_unincluded(&rootfs.join(folder), &format!("/{folder}"), &includes);
+    }
+}
+
+/// Removes what is in `dir` (`path` inside the rootfs) unless a pattern of
+/// `includes` matches it; then the folders left empty.
+fn remove_unincluded(dir: &Path, path: &str, includes: &[&str]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let inside = format!("{path}/{}", name.to_string_lossy());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_unincluded(&entry.path(), &inside, includes);
+            let _ = std::fs::remove_dir(entry.path());
+        } else if !includes.iter().any(|pattern| glob_match(pattern, &inside)) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// dpkg's match of a filter's pattern: `*` stands for any text, `/` too.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => text.strip_prefix(head).is_some_and(|rest| {
+            (0..=rest.len())
+                .filter(|&at| rest.is_char_boundary(at))
+                .any(|at| glob_match(tail, &rest[at..]))
+        }),
+    }
 }
 
 fn remove_files_in(dir: &Path) {
@@ -308,6 +379,87 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("write: {e}"));
         assert_eq!(host_mirror(dir.path()), "http://yes/debian");
+    }
+
+    #[test]
+    fn every_exclusion_names_a_folder_the_cleanup_can_walk() {
+        for rule in DPKG_FILTERS {
+            let (kind, pattern) = rule.split_once('=').unwrap_or_default();
+            match kind {
+                "path-exclude" => assert!(
+                    pattern.starts_with('/')
+                        && pattern.ends_with("/*")
+                        && pattern.matches('*').count() == 1,
+                    "{rule}"
+                ),
+                "path-include" => assert!(pattern.starts_with('/'), "{rule}"),
+                _ => panic!("not a dpkg path filter: {rule}"),
+            }
+        }
+    }
+
+    #[test]
+    fn what_the_filters_exclude_is_removed_from_the_rootfs() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let root = dir.path();
+        let files = [
+            "usr/share/doc/git/copyright",
+            "usr/share/doc/git/changelog.gz",
+            "usr/share/doc/git/contrib/x.sh",
+            "usr/share/man/man1/git.1.gz",
+            "usr/share/locale/de/LC_MESSAGES/git.mo",
+            "usr/share/locale/locale.alias",
+            "usr/share/perl5/Error.pm",
+            "usr/bin/git",
+        ];
+        for file in files {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap_or(root))
+                .unwrap_or_else(|e| panic!("mkdir: {e}"));
+            std::fs::write(&path, "x").unwrap_or_else(|e| panic!("write: {e}"));
+        }
+        std::os::unix::fs::symlink("git", root.join("usr/share/doc/git-man"))
+            .unwrap_or_else(|e| panic!("symlink: {e}"));
+        remove_filtered(root);
+        let kept: Vec<&str> = files
+            .into_iter()
+            .filter(|file| root.join(file).exists())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "usr/share/doc/git/copyright",
+                "usr/share/locale/locale.alias",
+                "usr/share/perl5/Error.pm",
+                "usr/bin/git"
+            ]
+        );
+        assert!(!root.join("usr/share/doc/git-man").exists());
+        assert!(
+            !root.join("usr/share/man/man1").exists(),
+            "emptied folders go"
+        );
+        assert!(
+            root.join("usr/share/man").is_dir(),
+            "the filtered folder stays"
+        );
+    }
+
+    #[test]
+    fn dpkg_patterns_match_across_slashes() {
+        assert!(glob_match("/usr/share/doc/*", "/usr/share/doc/git/a/b"));
+        assert!(glob_match(
+            "/usr/share/doc/*/copyright",
+            "/usr/share/doc/git/copyright"
+        ));
+        assert!(!glob_match(
+            "/usr/share/doc/*/copyright",
+            "/usr/share/doc/git/copyright.old"
+        ));
+        assert!(!glob_match(
+            "/usr/share/locale/locale.alias",
+            "/usr/share/locale/de"
+        ));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! With the `vfs` storage driver (rootless podman where neither native
 //! overlay nor fuse-overlayfs is set up) every container podman creates
-//! starts with a full copy of its image: over a gigabyte, seconds before a
+//! starts with a full copy of its image: ~800 MB as podman counts it, seconds before a
 //! run's first command, and as long again to remove. There, ah copies the
 //! image's root file system once per image into the user's cache
 //! ([`cache_root`]) and starts each container on an overlay of it (`podman

@@ -386,7 +386,7 @@ fn an_unprivileged_users_servers_run_in_rootless_podman() {
     let Some(podman) = podman_ready_blocking() else {
         return;
     };
-    user.build_image(&podman);
+    user.build_image();
     let image = mcp::image(&podman, Some(&user));
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");

@@ -60,8 +60,8 @@ impl UserProject {
 
 fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
     let user = TestUser::from_env()?;
-    let podman = podman_ready_blocking()?;
-    user.build_image(&podman);
+    podman_ready_blocking()?;
+    user.build_image();
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");
     for (path, text) in files {

@@ -449,6 +449,10 @@ pub(crate) enum ImageAction {
         #[arg(long, short = 'f', value_name = "CONTAINERFILE", requires = "image",
               conflicts_with_all = ["offline", "registry"])]
         file: Option<PathBuf>,
+        /// Build only when the image is missing or was built by another ah
+        /// (its recipe label differs from this ah's package list).
+        #[arg(long, conflicts_with = "file")]
+        if_stale: bool,
     },
 }
 

@@ -87,6 +87,19 @@ pub(super) async fn image_build(
     Ok(EXIT_OK)
 }
 
+/// Whether `ah image build --if-stale` has nothing to do: the image is
+/// there and of this ah's recipe (said on stderr).
+pub(super) async fn image_is_current(name: Option<&str>) -> Result<bool> {
+    let image = name.unwrap_or(ah_core::sandbox::DEFAULT_IMAGE);
+    let current = sandbox::image_is_current(image).await?;
+    match current {
+        Some(true) => eprintln!("image {image} is up to date"),
+        Some(false) => eprintln!("image {image} was built by another ah: building it anew"),
+        None => eprintln!("image {image} is missing: building it"),
+    }
+    Ok(current == Some(true))
+}
+
 /// One line of `ah runs`: id, date, files and +/−, decision, task.
 fn run_line(run: &RunSummary) -> String {
     let manifest = match &run.manifest {

@@ -225,8 +225,12 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                     offline,
                     registry,
                     file,
+                    if_stale,
                 },
         }) => {
+            if if_stale && commands::image_is_current(image.as_deref()).await? {
+                return Ok(EXIT_OK);
+            }
             let source = match (offline, registry) {
                 (true, _) => ImageSource::Offline,
                 (_, true) => ImageSource::Registry,

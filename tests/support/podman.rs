@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use ah_sandbox::image::{BuildOptions, build_image, image_exists};
+use ah_sandbox::image::{BuildOptions, build_image, image_is_current};
 use ah_sandbox::podman::{DEFAULT_IMAGE, find_podman};
 
 /// Whether `AH_REQUIRE_PODMAN` turns a missing podman into a failure.
@@ -52,11 +52,13 @@ async fn ensure_image() {
     // Released when `lock` closes.
     let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
     assert!(locked.is_ok(), "flock {}", lock_path.display());
-    let present = image_exists(DEFAULT_IMAGE)
+    // Built again when this ah's package list is not the one it was built
+    // from.
+    let current = image_is_current(DEFAULT_IMAGE)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    if !present {
-        eprintln!("building {DEFAULT_IMAGE} (once; about a minute)");
+    if current != Some(true) {
+        eprintln!("building {DEFAULT_IMAGE} (once; a few minutes)");
         let report = build_image(&BuildOptions::default(), &mut |progress| {
             eprintln!("  {progress:?}")
         })
@@ -250,37 +252,30 @@ impl TestUser {
         (dir, copy)
     }
 
-    /// Builds the sandbox image in this user's storage, once, the way a user
+    /// Builds the sandbox image in this user's storage, once (and again when
+    /// this ah's package list changed), the way a user
     /// without root does where no registry is reachable: `ah image build
     /// --offline` (mmdebstrap in a user namespace). Parallel tests wait for
     /// one build under a file lock.
     ///
     /// # Panics
     /// If the build fails.
-    pub(crate) fn build_image(&self, podman: &Path) {
+    pub(crate) fn build_image(&self) {
         let lock_path = std::env::temp_dir().join(format!("ah-test-user-image-{}.lock", self.name));
         let lock = std::fs::File::create(&lock_path)
             .unwrap_or_else(|e| panic!("create {}: {e}", lock_path.display()));
         // Released when `lock` closes.
         let locked = rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive);
         assert!(locked.is_ok(), "flock {}", lock_path.display());
-        let has_image = self
-            .command(podman, &[])
-            .args(["image", "exists", DEFAULT_IMAGE])
-            .status()
-            .unwrap_or_else(|e| panic!("runuser: {e}"));
-        if has_image.success() {
-            return;
-        }
         let (_dir, ah) = self.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
         eprintln!(
-            "building {DEFAULT_IMAGE} as {} (once; a minute or two)",
+            "building {DEFAULT_IMAGE} as {} if missing or stale (once; a few minutes)",
             self.name
         );
         let started = std::time::Instant::now();
         let built = self
             .command(&ah, &[])
-            .args(["image", "build", "--offline"])
+            .args(["image", "build", "--offline", "--if-stale"])
             .output()
             .unwrap_or_else(|e| panic!("runuser: {e}"));
         assert!(

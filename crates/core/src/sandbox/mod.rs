@@ -13,6 +13,7 @@ use crate::run::{SandboxOptions, runtime};
 pub use ah_sandbox::doctor::{Check, Severity};
 use ah_sandbox::image::{self, ImageError, OnProgress};
 pub use ah_sandbox::image::{BuildOptions, BuildReport, ImageSource, Phase, Progress};
+pub use ah_sandbox::podman::DEFAULT_IMAGE;
 use ah_sandbox::{doctor as checks, podman};
 pub use helper::{Helped, helper};
 
@@ -49,6 +50,13 @@ pub fn build_options(
         containerfile,
         ..BuildOptions::default()
     }
+}
+
+/// Whether `image` is there and was built from this ah's recipe (`None`:
+/// it is not there); an image built from a Containerfile of the user's
+/// is never this ah's recipe.
+pub async fn image_is_current(image: &str) -> Result<Option<bool>, ImageError> {
+    image::image_is_current(image).await
 }
 
 /// Builds the sandbox image as `options` say; `progress` sees each phase,

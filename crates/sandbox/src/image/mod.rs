@@ -88,6 +88,49 @@ pub const DPKG_FILTERS: &[&str] = &[
     "path-exclude=/usr/share/lintian/*",
 ];
 
+/// The label that names the recipe an image of ah's was built from.
+pub const RECIPE_LABEL: &str = "ah.recipe";
+
+/// This ah's recipe for its image: a hash of the Containerfile, the
+/// package list and the dpkg filters (FNV-1a, 64 bits, in hex). An image
+/// labelled with another was built by another ah: `ah image build` makes
+/// it anew.
+pub fn recipe() -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let parts = [CONTAINERFILE]
+        .into_iter()
+        .chain(PACKAGES.iter().copied())
+        .chain(DPKG_FILTERS.iter().copied());
+    for part in parts {
+        for byte in part.bytes().chain([0]) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{hash:016x}")
+}
+
+/// Whether `image` is there and was built from this ah's [`recipe`]
+/// (`None`: it is not there).
+pub async fn image_is_current(image: &str) -> Result<Option<bool>, ImageError> {
+    let podman = podman::Podman::find()?;
+    if !podman::image_exists(&podman, image).await? {
+        return Ok(None);
+    }
+    let format = format!("{{{{index .Labels \"{RECIPE_LABEL}\"}}}}");
+    let output = podman
+        .command()
+        .args(["image", "inspect", "--format", &format, image])
+        .output()
+        .await
+        .map_err(|source| ImageError::Io {
+            what: "ask podman for the image's labels",
+            source,
+        })?;
+    let label = String::from_utf8_lossy(&output.stdout);
+    Ok(Some(output.status.success() && label.trim() == recipe()))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error(transparent)]
@@ -317,7 +360,9 @@ async fn build_from_registry(
         source,
     })?;
     let mut cmd = podman.command();
-    cmd.args(["build", "--pull=missing", "-t", image, "-f"])
+    cmd.args(["build", "--pull=missing", "-t", image])
+        .arg(format!("--label={RECIPE_LABEL}={}", recipe()))
+        .arg("-f")
         .arg(&file)
         .arg(context.path());
     stream::run(
@@ -360,6 +405,14 @@ async fn build_from_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recipe_is_a_stable_hash_of_what_the_image_is_made_from() {
+        let recipe = recipe();
+        assert_eq!(recipe.len(), 16);
+        assert!(recipe.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(recipe, super::recipe(), "the same every time");
+    }
 
     #[test]
     fn the_containerfile_installs_the_offline_packages_from_the_base_image() {

@@ -147,7 +147,11 @@ fn import_command(podman: &Podman) -> Command {
     cmd.args(["import", "--change", r#"CMD ["sleep", "infinity"]"#])
         .args(["--change", &format!("ENV PATH={CONTAINER_PATH}")])
         .args(["--change", "ENV LANG=C.UTF-8"])
-        .args(["--change", "WORKDIR /work"]);
+        .args(["--change", "WORKDIR /work"])
+        .args([
+            "--change",
+            &format!("LABEL {}={}", super::RECIPE_LABEL, super::recipe()),
+        ]);
     cmd
 }
 

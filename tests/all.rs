@@ -63,6 +63,7 @@ mod review_ask;
 mod review_auto;
 mod review_pager;
 mod review_revise;
+mod review_saved;
 mod run_folder;
 mod run_none;
 mod run_podman;

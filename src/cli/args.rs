@@ -335,6 +335,18 @@ pub(crate) enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Review a saved run's patch again (default: the newest run whose patch
+    /// was not applied): apply all or some of it, save, discard, or revise
+    /// (a new run of its session that goes on from its files, with the
+    /// run options given here).
+    #[command(mut_arg("prompt", |arg| arg
+        .value_name("RUN")
+        .help("The run id (a prefix is enough when unambiguous)")
+        .num_args(0..=1)))]
+    Review {
+        #[command(flatten)]
+        run: RunArgs,
+    },
     /// Work on an issue in phases, in one run: plan (read-only), do, check
     /// (read-only, runs the plan's validation commands) and act (done, fix
     /// → another do round, or friction → stop), then review the patch.

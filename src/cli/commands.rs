@@ -1,16 +1,18 @@
-//! The subcommands besides running a task: `ah apply`, `ah runs`,
-//! `ah doctor`, `ah image build`.
+//! The subcommands besides running a task: `ah apply`, `ah review`,
+//! `ah runs`, `ah doctor`, `ah image build`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use console::style;
 
+use super::args::RunArgs;
+use super::output::Output;
 use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
 use ah_core::present::terminal_safe;
-use ah_core::run::{SandboxOptions, Tone, resolve_project};
-use ah_core::runs::{self, RunSummary};
+use ah_core::run::{Engine, SandboxOptions, Tone, resolve_project};
+use ah_core::runs::{self, Reopened, RunSummary};
 use ah_core::sandbox::{self, ImageSource, Severity};
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
@@ -28,6 +30,27 @@ pub(super) fn apply(
         review::line(Tone::Good, "applied:", &terminal_safe(&rest))
     );
     Ok(EXIT_OK)
+}
+
+/// `ah review [RUN]`: the review of a saved run again; a revise there is
+/// a new run of its session with the user's notes.
+pub(super) async fn review(run: &RunArgs, matches: &clap::ArgMatches) -> Result<i32> {
+    let mut options = run.options(matches);
+    let project = resolve_project(options.project.as_deref())?;
+    let mut output = Output::new(run.json);
+    let run_id = run.prompt.first().map(String::as_str);
+    match runs::reopen(&project, run_id, &mut output)? {
+        Reopened::Done(outcome) => Ok(super::exit_code(outcome)),
+        Reopened::Revise {
+            session_db,
+            message,
+        } => {
+            options.prompt = vec![message];
+            options.session.db = Some(session_db);
+            let outcome = ah_core::run::run(options, Engine::Agent, &mut output).await?;
+            Ok(super::exit_code(outcome))
+        }
+    }
 }
 
 /// `ah runs`: one line per run, newest first.

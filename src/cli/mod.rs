@@ -154,6 +154,10 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
             no_commit,
             force,
         }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
+        Some(Command::Review { run }) => {
+            let sub = matches.subcommand_matches("review").unwrap_or(&matches);
+            commands::review(&run, sub).await
+        }
         Some(Command::Work {
             issue,
             max_rounds,

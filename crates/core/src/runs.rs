@@ -3,6 +3,8 @@
 //! have (never a poisoned one, never twice without `force`), and
 //! `ah runs prune` removes old ones, never a live one.
 
+mod reopen;
+
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -13,6 +15,7 @@ pub use ah_record::rundir::RunSummary;
 pub use ah_record::rundir::prune::{PruneOptions, PruneReport};
 use ah_record::rundir::{Manifest, RunDir, list_runs};
 pub use ah_review::apply::ApplyOutcome;
+pub use reopen::{Reopened, reopen};
 
 /// The runs of `project`, newest first.
 pub fn list(project: &Path) -> Result<Vec<RunSummary>> {

@@ -863,6 +863,9 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
         .patch_not_saved
         .is_none()
         .then(|| result.patch.summary());
+    if result.patch_not_saved.is_none() {
+        manifest.files = result.patch.files.clone();
+    }
     manifest.patch_not_saved = result.patch_not_saved.clone();
     manifest.artifacts_skipped = result.artifacts.skipped.clone();
     manifest.warnings = result.warnings.clone();

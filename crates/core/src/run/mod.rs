@@ -30,6 +30,7 @@ pub mod queue;
 pub mod resolve;
 pub(crate) mod review;
 mod revise;
+pub(crate) use revise::later_message as revise_message;
 mod sandbox;
 mod settle;
 pub mod signals;

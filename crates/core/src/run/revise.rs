@@ -115,11 +115,26 @@ pub(crate) fn send_back(
 /// What the model reads: that nothing was applied, the note, the rejected
 /// hunks with their reasons.
 pub(crate) fn message(revise: &Revise, round: usize) -> String {
-    let mut text = format!(
+    let opening = format!(
         "[ah: the user reviewed your changes (review round {round}) and sent them back to be \
          revised; nothing was applied. Work on in the same files, then end your turn: the user \
          will review the whole patch again.]"
     );
+    message_after(opening, revise)
+}
+
+/// What the model reads when the user reviews a saved run again and sends
+/// it back: the first message of a new run, whose files are the saved
+/// run's.
+pub(crate) fn later_message(revise: &Revise) -> String {
+    let opening = "[ah: the user reviewed your changes again after your run ended, and sent them \
+                   back to be revised; nothing was applied. The work directory holds your \
+                   changes as you left them: work on in the same files, then end your turn.]";
+    message_after(opening.to_string(), revise)
+}
+
+/// `opening`, then the note and the rejected hunks with their reasons.
+fn message_after(mut text: String, revise: &Revise) -> String {
     let note = revise.note.trim();
     if !note.is_empty() {
         text.push_str("\n\nThe user's note:\n");

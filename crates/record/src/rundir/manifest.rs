@@ -46,6 +46,10 @@ pub struct Manifest {
     pub steps: u32,
     pub violations: Vec<ViolationRecord>,
     pub patch: Option<PatchStats>,
+    /// The saved patch's files as the review was shown them, for a review
+    /// opened again later (`ah review`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::patch::FileStat>,
     pub review: Option<ReviewRecord>,
     pub applied: bool,
     /// Why `session.patch` was not saved (it would pass the disk budget);

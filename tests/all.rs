@@ -16,6 +16,7 @@ mod support;
 
 mod abort;
 mod attempts;
+mod batch;
 mod best_of;
 mod command_line;
 mod commands;

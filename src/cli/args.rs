@@ -194,8 +194,9 @@ pub(crate) struct RunArgs {
           value_parser = clap::value_parser!(u64).range(1..=600))]
     pub check_timeout: u64,
 
-    /// With -N: at most J attempts work at once (default: the number of cores).
-    #[arg(short = 'j', long = "jobs", value_name = "J", requires = "attempts",
+    /// With -N: at most J attempts work at once; with `ah batch`, J tasks
+    /// (default: the number of cores).
+    #[arg(short = 'j', long = "jobs", value_name = "J",
           value_parser = clap::value_parser!(u32).range(1..=64))]
     pub jobs: Option<u32>,
 
@@ -334,6 +335,21 @@ pub(crate) enum Command {
         /// Apply even if the run's manifest says it was applied already.
         #[arg(long)]
         force: bool,
+    },
+    /// Run the tasks of a JSON-lines file, at most -j at once, each in a new
+    /// session of its project; results appended to RESULTS as each ends.
+    /// The same command again skips the tasks that have a result.
+    #[command(mut_arg("prompt", |arg| arg
+        .value_name("TASKS")
+        .help("One task a line: {\"id\", \"project\", \"prompt\" | \"issue\", \"model\"?, \"check\"?, \"attempts\"?, \"review\": \"never\" | \"auto\"}")
+        .num_args(1)
+        .required(true)))]
+    Batch {
+        /// Where the results go (default: TASKS with .results.jsonl).
+        #[arg(long, value_name = "RESULTS")]
+        out: Option<PathBuf>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Review a saved run's patch again (default: the newest run whose patch
     /// was not applied): apply all or some of it, save, discard, or revise

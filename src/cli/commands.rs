@@ -10,6 +10,7 @@ use super::args::RunArgs;
 use super::output::Output;
 use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
+use ah_core::batch::BatchOptions;
 use ah_core::present::terminal_safe;
 use ah_core::run::{Engine, SandboxOptions, Tone, resolve_project};
 use ah_core::runs::{self, Reopened, RunSummary};
@@ -51,6 +52,40 @@ pub(super) async fn review(run: &RunArgs, matches: &clap::ArgMatches) -> Result<
             Ok(super::exit_code(outcome))
         }
     }
+}
+
+/// `ah batch TASKS`: every task, then the summary; 1 when a task errored.
+pub(super) async fn batch(
+    run: &RunArgs,
+    matches: &clap::ArgMatches,
+    out: Option<PathBuf>,
+) -> Result<i32> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let options = BatchOptions {
+        tasks: PathBuf::from(run.prompt.first().map_or("", String::as_str)),
+        out,
+        jobs: run.jobs.map_or(cores, |j| j as usize),
+        base: run.options(matches),
+    };
+    let say: ah_core::batch::Say = std::sync::Arc::new(|line: &str| eprintln!("{line}"));
+    let summary = ah_core::batch::batch(options, say).await?;
+    eprintln!(
+        "batch: {} done, {} not done, {} errored, {} skipped; tokens {} in, {} out; {:.1} s; \
+         results in {}",
+        summary.done,
+        summary.not_done,
+        summary.errored,
+        summary.skipped,
+        summary.tokens.input_tokens,
+        summary.tokens.output_tokens,
+        summary.wall.as_secs_f64(),
+        summary.results.display()
+    );
+    Ok(if summary.errored > 0 {
+        EXIT_ERROR
+    } else {
+        EXIT_OK
+    })
 }
 
 /// `ah runs`: one line per run, newest first.

@@ -26,7 +26,7 @@ mod undumpable;
 
 use clap::{CommandFactory, FromArgMatches};
 
-use ah_core::run::{self, Engine, Outcome, Stop};
+use ah_core::run::{self, Engine, Outcome};
 use output::Output;
 
 use ah_core::sandbox::ImageSource;
@@ -38,31 +38,11 @@ pub(crate) const EXIT_OK: i32 = 0;
 pub(crate) const EXIT_ERROR: i32 = 1;
 /// Exit code: the command line was wrong.
 pub(crate) const EXIT_USAGE: i32 = 2;
-/// Exit code: the patch was saved but not applied.
-pub(crate) const EXIT_NOT_APPLIED: i32 = 3;
-/// Exit code: the run stopped at a limit (`--max-tools`) before the model
-/// was done; the patch so far was saved, not applied.
-pub(crate) const EXIT_LIMIT: i32 = 4;
-/// An agent of `ah org` asked the user, and nobody was there to answer: the
-/// patch so far is saved and the question is in the run's `question.json`.
-pub(crate) const EXIT_QUESTION: i32 = 5;
-
-/// Exit code: none of a task's attempts (`-N`) passed its check; nothing
-/// was applied, every attempt's patch is saved.
-pub(crate) const EXIT_NONE_PASSED: i32 = 6;
-
-/// The exit code of a run's outcome.
+/// The exit code of a run's outcome (core's `Outcome::exit_code`: 3 saved
+/// but not applied, 4 stopped at a limit, 5 a question nobody answered, 6
+/// no attempt passed, 130 aborted).
 fn exit_code(outcome: Outcome) -> i32 {
-    match outcome {
-        Outcome::Done | Outcome::Queued { answered: true } => EXIT_OK,
-        Outcome::Failed | Outcome::Queued { answered: false } => EXIT_ERROR,
-        Outcome::NotApplied => EXIT_NOT_APPLIED,
-        Outcome::NonePassed => EXIT_NONE_PASSED,
-        Outcome::Aborted => run::signals::EXIT_ABORTED,
-        Outcome::Stopped(Stop::Limit) => EXIT_LIMIT,
-        Outcome::Stopped(Stop::Unfinished) => EXIT_ERROR,
-        Outcome::Stopped(Stop::Question) => EXIT_QUESTION,
-    }
+    outcome.exit_code()
 }
 
 /// Runs ah with the process's arguments and returns the exit code.
@@ -154,6 +134,10 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
             no_commit,
             force,
         }) => commands::apply(cli.run.project.as_deref(), &run_id, no_commit, force),
+        Some(Command::Batch { run, out }) => {
+            let sub = matches.subcommand_matches("batch").unwrap_or(&matches);
+            commands::batch(&run, sub, out).await
+        }
         Some(Command::Review { run }) => {
             let sub = matches.subcommand_matches("review").unwrap_or(&matches);
             commands::review(&run, sub).await

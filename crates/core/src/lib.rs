@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod batch;
 pub mod config;
 pub mod event;
 pub mod org;

@@ -15,7 +15,7 @@ pub use ah_record::rundir::RunSummary;
 pub use ah_record::rundir::prune::{PruneOptions, PruneReport};
 use ah_record::rundir::{Manifest, RunDir, list_runs};
 pub use ah_review::apply::ApplyOutcome;
-pub use reopen::{Reopened, reopen};
+pub use reopen::{Reopened, reopen, reopen_as};
 
 /// The runs of `project`, newest first.
 pub fn list(project: &Path) -> Result<Vec<RunSummary>> {

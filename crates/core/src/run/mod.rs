@@ -121,6 +121,25 @@ pub enum Outcome {
     Queued { answered: bool },
 }
 
+impl Outcome {
+    /// The exit code a front-end ends with for this outcome: 0 done, 1
+    /// failed (or stopped unfinished), 3 saved but not applied, 4 stopped
+    /// at a limit, 5 a question nobody answered, 6 no attempt passed, 130
+    /// aborted.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Outcome::Done | Outcome::Queued { answered: true } => 0,
+            Outcome::Failed | Outcome::Queued { answered: false } => 1,
+            Outcome::Stopped(Stop::Unfinished) => 1,
+            Outcome::NotApplied => 3,
+            Outcome::Stopped(Stop::Limit) => 4,
+            Outcome::Stopped(Stop::Question) => 5,
+            Outcome::NonePassed => 6,
+            Outcome::Aborted => signals::EXIT_ABORTED,
+        }
+    }
+}
+
 /// Why an engine stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {

@@ -35,6 +35,17 @@ pub enum Reopened {
 /// Reopens the review of the run whose id starts with `run_id` (else the
 /// newest run not applied) of `project`, asking `front`.
 pub fn reopen(project: &Path, run_id: Option<&str>, front: &mut dyn Front) -> Result<Reopened> {
+    reopen_as(project, run_id, ReviewMode::Ask, front)
+}
+
+/// [`reopen`] in review mode `mode`: `auto` applies the patch when the
+/// auto-review rules allow, without asking (`ah batch`).
+pub fn reopen_as(
+    project: &Path,
+    run_id: Option<&str>,
+    mode: ReviewMode,
+    front: &mut dyn Front,
+) -> Result<Reopened> {
     let ah_dir = project.join(".ah");
     let run = match run_id {
         Some(prefix) => find_run(&ah_dir, prefix)?,
@@ -57,7 +68,7 @@ pub fn reopen(project: &Path, run_id: Option<&str>, front: &mut dyn Front) -> Re
         .and_then(|loaded| loaded.user.review.pager);
     let head = manifest.head.clone().unwrap_or_default();
     let request = Review {
-        mode: ReviewMode::Ask,
+        mode,
         project,
         patch: &patch,
         patch_path: &run.patch_path(),
@@ -70,9 +81,9 @@ pub fn reopen(project: &Path, run_id: Option<&str>, front: &mut dyn Front) -> Re
         rounds: &[],
         pager: pager.as_deref(),
     };
-    let decided = match manifest.poisoned {
-        Some(_) => None,
-        None => match review::round(&request, front)? {
+    let decided = match (&manifest.poisoned, mode) {
+        (Some(_), _) | (_, ReviewMode::Auto | ReviewMode::Never) => None,
+        (None, ReviewMode::Ask) => match review::round(&request, front)? {
             Round::Revise(revise) => return revise_later(&run, &manifest, &revise),
             Round::Decided(decided) => Some(decided),
         },

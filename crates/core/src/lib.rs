@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod cost;
 pub mod event;
 pub mod org;
 pub mod present;

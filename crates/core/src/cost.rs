@@ -141,9 +141,9 @@ pub fn describe(total_usd: Option<f64>, unpriced: &[String]) -> String {
     }
 }
 
-/// Dollars as people read them: cents from a dollar up (`$12.34`), three
-/// significant digits below (`$0.0123`, `$0.00405`), at most to a
-/// millionth of a dollar.
+/// Dollars as people read them: cents from a dollar up (`$12.34`), below
+/// up to three significant digits and at least cents (`$0.0123`,
+/// `$0.0027`, `$0.50`), at most to a millionth of a dollar.
 pub fn usd(dollars: f64) -> String {
     if dollars >= 1.0 || dollars <= 0.0 {
         return format!("${:.2}", dollars.max(0.0));
@@ -153,7 +153,10 @@ pub fn usd(dollars: f64) -> String {
     }
     let magnitude = dollars.log10().floor() as i32;
     let decimals = (2 - magnitude).clamp(2, 6) as usize;
-    format!("${dollars:.decimals$}")
+    let digits = format!("{dollars:.decimals$}");
+    let cents = digits.find('.').map_or(digits.len(), |dot| dot + 3);
+    let trimmed = digits.trim_end_matches('0');
+    format!("${}", &digits[..trimmed.len().max(cents)])
 }
 
 #[cfg(test)]

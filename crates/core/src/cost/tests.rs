@@ -100,7 +100,9 @@ fn money_reads_in_cents_or_three_significant_digits() {
     assert_eq!(usd(0.0), "$0.00");
     assert_eq!(usd(12.345_6), "$12.35");
     assert_eq!(usd(1.0), "$1.00");
-    assert_eq!(usd(0.5), "$0.500");
+    assert_eq!(usd(0.5), "$0.50");
+    assert_eq!(usd(0.0027), "$0.0027");
+    assert_eq!(usd(0.101), "$0.101");
     assert_eq!(usd(0.012_34), "$0.0123");
     assert_eq!(usd(0.000_012_3), "$0.000012");
     assert_eq!(usd(0.000_000_1), "<$0.000001");

@@ -22,6 +22,7 @@ mod compaction;
 mod config;
 mod confinement;
 mod continuity;
+mod cost;
 mod disk_budget;
 mod egress_podman;
 mod host_boundary;

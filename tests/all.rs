@@ -24,6 +24,7 @@ mod compaction;
 mod config;
 mod confinement;
 mod continuity;
+mod cost;
 mod disk_budget;
 mod egress_podman;
 mod host_boundary;

@@ -209,7 +209,11 @@ fn every_tree_command_shows_the_tree() {
     let total = usage.lines().last().unwrap();
     assert!(total.starts_with("total"), "{usage}");
     let numbers: Vec<&str> = total.split_whitespace().collect();
-    assert_eq!(numbers, ["total", "4", "calls", "1000", "in", "100", "out"]);
+    // opus at its list price: 1000 × $5 + 100 × $25 per million.
+    assert_eq!(
+        numbers,
+        ["total", "4", "calls", "1000", "in", "100", "out", "$0.0075"]
+    );
 
     let all = stdout(&host, &["usage", "--all"]);
     assert!(all.starts_with("1 session in "), "{all}");

@@ -70,14 +70,18 @@ pub(super) async fn batch(
     let say: ah_core::batch::Say = std::sync::Arc::new(|line: &str| eprintln!("{line}"));
     let summary = ah_core::batch::batch(options, say).await?;
     eprintln!(
-        "batch: {} done, {} not done, {} errored, {} skipped; tokens {} in, {} out; {:.1} s; \
-         results in {}",
+        "batch: {} done, {} not done, {} errored, {} skipped; tokens {} in, {} out; {}; \
+         {:.1} s; results in {}",
         summary.done,
         summary.not_done,
         summary.errored,
         summary.skipped,
         summary.tokens.input_tokens,
         summary.tokens.output_tokens,
+        summary.cost_usd.map_or_else(
+            || "cost unknown (a model had no price)".to_string(),
+            |dollars| format!("cost {}", ah_core::cost::usd(dollars))
+        ),
         summary.wall.as_secs_f64(),
         summary.results.display()
     );

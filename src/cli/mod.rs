@@ -188,9 +188,12 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                     dry_run,
                 }),
         }) => prune::runs_prune(cli.run.project.as_deref(), older_than, keep, dry_run),
-        Some(Command::Session(command)) => {
-            sessions::run(cli.run.project.as_deref(), &cli.run.session, command)
-        }
+        Some(Command::Session(command)) => sessions::run(
+            cli.run.project.as_deref(),
+            &cli.run.session,
+            &cli.run.overrides,
+            command,
+        ),
         Some(Command::Config) => commands::config(cli.run.project.as_deref(), &cli.run.overrides),
         Some(Command::Compact { model }) => {
             compact::compact(

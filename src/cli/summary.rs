@@ -1,5 +1,5 @@
-//! The line that ends a run at the terminal: how long it took, the tokens,
-//! the steps and violations, the files the patch changes and what the
+//! The line that ends a run at the terminal: how long it took, the tokens
+//! and what they cost, the steps and violations, the files the patch changes and what the
 //! review decided.
 
 use std::time::Duration;
@@ -13,6 +13,8 @@ pub(super) struct RunSummary {
     pub duration: Duration,
     /// Tokens read (cache included) and written by the model calls.
     pub tokens: (u64, u64),
+    /// What they cost (`$0.0123`), or why that is unknown.
+    pub cost: String,
     pub steps: u32,
     pub violations: usize,
     pub files: usize,
@@ -31,6 +33,7 @@ impl RunSummary {
                 short(self.tokens.0),
                 short(self.tokens.1)
             ),
+            self.cost.clone(),
             count(self.steps, "step", "steps"),
             count(self.violations, "violation", "violations"),
             format!(
@@ -65,6 +68,7 @@ mod tests {
         let summary = RunSummary {
             duration: Duration::from_millis(4230),
             tokens: (12_345, 678),
+            cost: "$0.0803".to_string(),
             steps: 3,
             violations: 1,
             files: 2,
@@ -74,7 +78,7 @@ mod tests {
         };
         assert_eq!(
             summary.line(),
-            "■ 4.2s · tokens 12.3k in, 678 out · 3 steps · 1 violation · 2 files +10 −4 · review: applied"
+            "■ 4.2s · tokens 12.3k in, 678 out · $0.0803 · 3 steps · 1 violation · 2 files +10 −4 · review: applied"
         );
     }
 

@@ -58,6 +58,8 @@ pub struct Summary {
     /// Had a result from an earlier batch.
     pub skipped: usize,
     pub tokens: Tokens,
+    /// What the tasks run here cost (`None`: a model had no price).
+    pub cost_usd: Option<f64>,
     pub wall: Duration,
     pub results: PathBuf,
 }
@@ -83,6 +85,7 @@ pub async fn batch(options: BatchOptions, say: Say) -> Result<Summary> {
     }
     let applies = project_locks(&pending);
     let mut summary = Summary {
+        cost_usd: Some(0.0),
         skipped: skipped.len(),
         results: out.clone(),
         ..Summary::default()
@@ -100,6 +103,7 @@ pub async fn batch(options: BatchOptions, say: Say) -> Result<Summary> {
         }
         summary.tokens.input_tokens += result.tokens.input_tokens;
         summary.tokens.output_tokens += result.tokens.output_tokens;
+        summary.cost_usd = summary.cost_usd.zip(result.cost_usd).map(|(a, b)| a + b);
         results.append(&result)?;
     }
     summary.wall = started.elapsed();
@@ -249,6 +253,8 @@ struct Quiet {
     patch: Option<String>,
     ends: HashMap<String, (usize, u64, u64)>,
     tokens: Tokens,
+    /// What every run of the task cost (`None` once one had no price).
+    cost: Option<f64>,
 }
 
 impl Quiet {
@@ -261,6 +267,7 @@ impl Quiet {
             patch: None,
             ends: HashMap::new(),
             tokens: Tokens::default(),
+            cost: Some(0.0),
         }
     }
 
@@ -279,6 +286,7 @@ impl Quiet {
             added,
             removed,
             tokens: self.tokens,
+            cost_usd: self.cost,
             ..TaskResult::default()
         }
     }
@@ -298,6 +306,7 @@ impl Front for Quiet {
             }
             Event::RunEnd {
                 usage,
+                cost_usd,
                 files,
                 added,
                 removed,
@@ -305,6 +314,7 @@ impl Front for Quiet {
             } => {
                 self.tokens.input_tokens += usage.input_tokens;
                 self.tokens.output_tokens += usage.output_tokens;
+                self.cost = self.cost.zip(*cost_usd).map(|(sum, cost)| sum + cost);
                 self.ends
                     .insert(event.run.to_string(), (*files, *added, *removed));
             }

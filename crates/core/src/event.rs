@@ -191,10 +191,14 @@ pub enum Event {
     },
     /// The run is over (what its end line says): `usage` counts every model
     /// call it made, answers and compaction summaries, as the session
-    /// counts them (`Session::usage_after`).
+    /// counts them (`Session::usage_after`); `cost_usd` is what they cost
+    /// (`crate::cost`), `None` when a model among them has no price, and
+    /// `unpriced` names those models.
     RunEnd {
         duration_ms: u64,
         usage: Tokens,
+        cost_usd: Option<f64>,
+        unpriced: Vec<String>,
         steps: u32,
         violations: usize,
         files: usize,

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod batch;
 pub mod config;
+pub mod cost;
 pub mod event;
 pub mod org;
 pub mod present;

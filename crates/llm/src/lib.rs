@@ -12,6 +12,7 @@ pub mod auth;
 pub mod crossing;
 pub mod models;
 pub mod openai;
+pub mod prices;
 pub mod providers;
 
 pub mod retry;

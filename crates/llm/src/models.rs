@@ -1,6 +1,7 @@
 //! The model tables: short aliases (`sonnet`, `opus`, `haiku`) to full ids, and
 //! each model's context window and output limit, so the agent can size requests
-//! and decide when to compact; one table per API kind.
+//! and decide when to compact; one table per API kind. Their prices are
+//! beside, in `prices.rs`.
 
 use serde::{Deserialize, Serialize};
 

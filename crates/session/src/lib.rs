@@ -93,10 +93,11 @@ impl From<Block> for BlockRecord {
     }
 }
 
-/// What the API reported about a message. Only input and output tokens are
-/// stored (the schema has no cache-token columns): cached input is stored
-/// as input, since the call read it too, and the cache fields of a stored
-/// `usage` read back as 0.
+/// What the API reported about a message. Input is stored with the cached
+/// input in it, since the call read that too; the parts read from and
+/// written to the prompt cache are stored apart as well, for what the call
+/// cost (`Session::usage`). A stored `usage` reads back as input and output
+/// only: its cache fields are 0.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MessageMeta {
     pub usage: Option<Usage>,

@@ -71,6 +71,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX mail_pending ON mail(recipient, id) WHERE delivered_in IS NULL;
     CREATE TABLE routed (message_id TEXT PRIMARY KEY);",
+    // 2 -> 3: the part of `input_tokens` read from the prompt cache and the
+    // part written to it, which are billed at prices of their own. Messages
+    // stored before have them null: their input counts as uncached.
+    "ALTER TABLE messages ADD COLUMN cache_read_tokens INTEGER;
+    ALTER TABLE messages ADD COLUMN cache_write_tokens INTEGER;",
 ];
 
 /// The schema version this build writes.

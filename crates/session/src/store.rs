@@ -400,6 +400,8 @@ pub(super) fn insert_message(
     } = *message;
     let id = Ulid::generate().to_string();
     let created_at = now_rfc3339();
+    // As it reads back: cached input counted as input (the cache's parts
+    // are stored apart, from `meta`).
     let usage = meta.usage.map(|usage| Usage {
         input_tokens: usage.input_tokens
             + usage.cache_creation_input_tokens
@@ -417,8 +419,9 @@ pub(super) fn insert_message(
         .map_err(sql)?;
     tx.prepare_cached(
         "INSERT INTO messages (id, parent_id, role, seq, created_at, input_tokens,
-             output_tokens, stop_reason, model, api_latency_ms, agent)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+             output_tokens, stop_reason, model, api_latency_ms, agent, cache_read_tokens,
+             cache_write_tokens)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
@@ -433,6 +436,8 @@ pub(super) fn insert_message(
             meta.model,
             meta.api_latency_ms.map(to_i64),
             agent,
+            meta.usage.map(|u| to_i64(u.cache_read_input_tokens)),
+            meta.usage.map(|u| to_i64(u.cache_creation_input_tokens)),
         ])
     })
     .map_err(sql)?;

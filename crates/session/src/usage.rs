@@ -5,7 +5,9 @@
 //! Every billed model call leaves its tokens on the message it produced: an
 //! answer (an assistant message) or a compaction summary (a user message
 //! that carries usage; no other user message does). Input counts every token
-//! the call read, cached ones included (see [`super::MessageMeta`]).
+//! the call read, cached ones included (see [`super::MessageMeta`]); the
+//! parts read from and written to the prompt cache are counted apart too,
+//! since they are billed at prices of their own.
 
 use serde::Serialize;
 
@@ -27,8 +29,14 @@ pub struct ModelUsage {
     pub model: Option<String>,
     pub kind: CallKind,
     pub calls: u64,
+    /// Every token the calls read, the cached ones included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of `input_tokens` read from the prompt cache (0 for
+    /// messages stored before ah counted it).
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the prompt cache.
+    pub cache_write_tokens: u64,
 }
 
 /// Tokens read and written.
@@ -84,41 +92,33 @@ impl Session {
         let sql = format!(
             "{kept}
              SELECT model, role = 'user', count(*), COALESCE(SUM(input_tokens), 0),
-                    COALESCE(SUM(output_tokens), 0)
+                    COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0),
+                    COALESCE(SUM(cache_write_tokens), 0)
              FROM messages
              WHERE id IN (SELECT id FROM kept) AND (role = 'assistant'
                    OR input_tokens IS NOT NULL OR output_tokens IS NOT NULL)
              GROUP BY 1, 2 ORDER BY 5 DESC, 1, 2"
         );
-        let rows: Vec<(Option<String>, bool, i64, i64, i64)> = self
-            .conn
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        self.conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
                 stmt.query_map(rusqlite::params![seq, head], |row| {
-                    Ok((
-                        row.get(0)?,
-                        row.get(1)?,
-                        row.get(2)?,
-                        row.get(3)?,
-                        row.get(4)?,
-                    ))
+                    Ok(ModelUsage {
+                        model: row.get(0)?,
+                        kind: match row.get(1)? {
+                            true => CallKind::Compaction,
+                            false => CallKind::Answer,
+                        },
+                        calls: count(row.get(2)?),
+                        input_tokens: count(row.get(3)?),
+                        output_tokens: count(row.get(4)?),
+                        cache_read_tokens: count(row.get(5)?),
+                        cache_write_tokens: count(row.get(6)?),
+                    })
                 })?
                 .collect()
             })
-            .map_err(|e| self.sql(e))?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        Ok(rows
-            .into_iter()
-            .map(|(model, summary, calls, input, output)| ModelUsage {
-                model,
-                kind: match summary {
-                    true => CallKind::Compaction,
-                    false => CallKind::Answer,
-                },
-                calls: count(calls),
-                input_tokens: count(input),
-                output_tokens: count(output),
-            })
-            .collect())
+            .map_err(|e| self.sql(e))
     }
 }

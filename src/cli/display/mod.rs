@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::screen::{Screen, ScreenState};
 use super::summary::RunSummary;
 use ah_core::agent::{CompactReason, Event};
+use ah_core::cost::describe;
 use ah_core::present::{count, name_safe, terminal_safe, terminal_safe_piece, tool_names};
 
 mod progress;
@@ -250,6 +251,8 @@ impl Display {
             Event::RunEnd {
                 duration_ms,
                 usage,
+                cost_usd,
+                unpriced,
                 steps,
                 violations,
                 files,
@@ -261,6 +264,7 @@ impl Display {
                 let summary = RunSummary {
                     duration: Duration::from_millis(*duration_ms),
                     tokens: (usage.input_tokens, usage.output_tokens),
+                    cost: terminal_safe(&describe(*cost_usd, unpriced)).into_owned(),
                     steps: *steps,
                     violations: *violations,
                     files: *files,

@@ -1,5 +1,5 @@
 //! The project-level and changing session commands: `ah sessions`,
-//! `ah usage`, `ah checkout @N`, `ah branch rm @N`.
+//! `ah usage` (tokens and their cost), `ah checkout @N`, `ah branch rm @N`.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use super::super::EXIT_OK;
 use super::summary::row;
+use ah_core::cost::{Prices, usd};
 use ah_core::present::{count, terminal_safe};
 use ah_core::sessions::{self, CallKind, ModelUsage, Removed, Session, total_usage};
 
@@ -53,15 +54,17 @@ pub(super) fn sessions(project: &Path, json: bool) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// `ah usage`: tokens by model in one session, compaction calls apart.
-pub(super) fn usage(session: &Session) -> Result<i32> {
+/// `ah usage`: tokens and cost by model in one session, compaction calls
+/// apart.
+pub(super) fn usage(session: &Session, prices: &Prices) -> Result<i32> {
     println!("session {}", session.id());
-    print_usage(&session.usage()?);
+    print_usage(&session.usage()?, prices);
     Ok(EXIT_OK)
 }
 
-/// `ah usage --all`: tokens by model over every session of the project.
-pub(super) fn usage_all(project: &Path) -> Result<i32> {
+/// `ah usage --all`: tokens and cost by model over every session of the
+/// project.
+pub(super) fn usage_all(project: &Path, prices: &Prices) -> Result<i32> {
     let all = sessions::usage_all(project)?;
     for err in &all.skipped {
         eprintln!("warning: skipped: {err}");
@@ -71,15 +74,18 @@ pub(super) fn usage_all(project: &Path) -> Result<i32> {
         count(all.sessions, "session", "sessions"),
         project.join(".ah").display()
     );
-    print_usage(&all.rows);
+    print_usage(&all.rows, prices);
     Ok(EXIT_OK)
 }
 
 /// One line per model and kind of call (a compaction's summary calls are
-/// `compaction (MODEL)`), then the total.
-fn print_usage(rows: &[ModelUsage]) {
-    let line = |what: &str, calls: u64, input: u64, output: u64| {
-        println!("{what:<45} {calls:>7} calls {input:>12} in {output:>10} out");
+/// `compaction (MODEL)`) with what they cost, then the total.
+fn print_usage(rows: &[ModelUsage], prices: &Prices) {
+    let line = |what: &str, calls: u64, input: u64, output: u64, cost: &str| {
+        println!(
+            "{what:<45} {calls:>7} calls {input:>12} in {output:>10} out  {}",
+            terminal_safe(cost)
+        );
     };
     for usage in rows {
         let model = terminal_safe(usage.model.as_deref().unwrap_or("(no model recorded)"));
@@ -87,7 +93,9 @@ fn print_usage(rows: &[ModelUsage]) {
             CallKind::Answer => model.into_owned(),
             CallKind::Compaction => format!("compaction ({model})"),
         };
-        line(&what, usage.calls, usage.input_tokens, usage.output_tokens);
+        let cost = prices.of_calls(usage).map_or("no price".to_string(), usd);
+        let (input, output) = (usage.input_tokens, usage.output_tokens);
+        line(&what, usage.calls, input, output, &cost);
     }
     let total = total_usage(rows);
     line(
@@ -95,6 +103,7 @@ fn print_usage(rows: &[ModelUsage]) {
         rows.iter().map(|u| u.calls).sum(),
         total.input_tokens,
         total.output_tokens,
+        &prices.cost(rows).to_string(),
     );
 }
 

@@ -14,6 +14,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::args::SessionArgs;
+use ah_core::cost::Prices;
 use ah_core::run::resolve_project;
 use ah_core::sessions;
 
@@ -64,7 +65,7 @@ pub(crate) enum SessionCommand {
         #[arg(value_parser = parse_at)]
         at: i64,
     },
-    /// Tokens in and out by model for the session.
+    /// Tokens in and out by model for the session, and what they cost.
     Usage {
         /// Over every session of the project.
         #[arg(long)]
@@ -85,18 +86,21 @@ pub(crate) enum BranchAction {
     },
 }
 
-/// Runs one session command.
+/// Runs one session command; `overrides` are the `-c` settings (`ah usage`
+/// reads the prices).
 pub(super) fn run(
     project: Option<&Path>,
     which: &SessionArgs,
+    overrides: &[String],
     command: SessionCommand,
 ) -> Result<i32> {
     let project = resolve_project(project)?;
     let open = || sessions::open(&project, &which.choice());
+    let prices = || Prices::load(&project, overrides);
     match command {
         SessionCommand::Sessions { json } => manage::sessions(&project, json),
-        SessionCommand::Usage { all: true } => manage::usage_all(&project),
-        SessionCommand::Usage { all: false } => manage::usage(&open()?),
+        SessionCommand::Usage { all: true } => manage::usage_all(&project, &prices()?),
+        SessionCommand::Usage { all: false } => manage::usage(&open()?, &prices()?),
         SessionCommand::Scan { json } => view::scan(&open()?, json),
         SessionCommand::Tree => view::tree(&open()?),
         SessionCommand::Branches => view::branches(&open()?),

@@ -35,6 +35,8 @@ pub(super) struct TaskResult {
     pub added: u64,
     pub removed: u64,
     pub tokens: Tokens,
+    /// In US dollars, by the configured prices (`None`: a model had none).
+    pub cost_usd: Option<f64>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

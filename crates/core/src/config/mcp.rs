@@ -180,6 +180,7 @@ mod tests {
             config,
             files: Vec::new(),
             user: own,
+            ignored: Vec::new(),
         }
     }
 

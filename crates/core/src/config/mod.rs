@@ -82,6 +82,10 @@ pub struct Loaded {
     /// The configuration without the project's file: what the user's own
     /// layers make it, to tell what the project's file changes.
     pub user: Config,
+    /// What the project's file sets and ah does not take, as `(dotted key,
+    /// value, the file)`: its `[prices]`. A price decides what ah says a run
+    /// cost; a cloned repository must not lower it.
+    pub ignored: Vec<(String, String, Source)>,
 }
 
 impl Loaded {
@@ -98,6 +102,13 @@ pub fn global_file() -> Option<PathBuf> {
 
 /// The project's configuration file, relative to the project.
 pub const PROJECT_FILE: &str = ".ah/config.toml";
+
+/// The table only the user's own layers may set.
+const PRICES: &str = "prices";
+
+/// Why the project's prices are not taken, and what to do instead.
+pub const IGNORED_PRICES: &str = "ignored: prices come only from your own configuration \
+     (the global config file, AH_* or -c), so a project cannot change what ah says a run costs";
 
 /// Loads the configuration for the project (`project`, whose files are
 /// read as [`own_files`] reads them) with the `-c` overrides given.
@@ -132,8 +143,19 @@ fn load_from(
         merged.apply(table, &Source::File(file.clone()));
         files.push(file.clone());
     }
+    let mut ignored = Vec::new();
     if let Some((file, text)) = &project_text {
-        merged.apply(layers::parse_file(file, text)?, &Source::File(file.clone()));
+        let mut table = layers::parse_file(file, text)?;
+        if let Some(prices) = table.remove(PRICES) {
+            layers::flatten(PRICES, &prices, &mut |key, value| {
+                ignored.push((
+                    key.to_string(),
+                    value.to_string(),
+                    Source::File(file.clone()),
+                ));
+            });
+        }
+        merged.apply(table, &Source::File(file.clone()));
         files.push(file.clone());
     }
     let mut stronger = Vec::new();
@@ -181,6 +203,7 @@ fn load_from(
         sources,
         files,
         user,
+        ignored,
     })
 }
 
@@ -189,23 +212,30 @@ pub fn show(loaded: &Loaded) -> Result<String> {
     let table = toml::Table::try_from(&loaded.config)?;
     let mut lines = Vec::new();
     layers::flatten("", &toml::Value::Table(table), &mut |key, value| {
-        lines.push((key.to_string(), value.to_string(), loaded.source(key)));
+        lines.push((key.to_string(), value.to_string(), loaded.source(key), ""));
     });
     for unset in layers::UNSET_KEYS {
-        if !lines.iter().any(|(key, _, _)| key == unset) {
-            lines.push((unset.to_string(), "(not set)".into(), Source::Default));
+        if !lines.iter().any(|(key, ..)| key == unset) {
+            lines.push((unset.to_string(), "(not set)".into(), Source::Default, ""));
         }
+    }
+    for (key, value, source) in &loaded.ignored {
+        lines.push((key.clone(), value.clone(), source.clone(), IGNORED_PRICES));
     }
     lines.sort_by(|a, b| a.0.cmp(&b.0));
     let width = lines
         .iter()
-        .map(|(key, value, _)| key.len() + value.len() + 3)
+        .map(|(key, value, ..)| key.len() + value.len() + 3)
         .max()
         .unwrap_or(0);
     let mut out = String::new();
-    for (key, value, source) in lines {
+    for (key, value, source, note) in lines {
         let setting = format!("{key} = {value}");
-        out.push_str(&format!("{setting:<width$}  # {source}\n"));
+        let note = match note {
+            "" => String::new(),
+            note => format!(": {note}"),
+        };
+        out.push_str(&format!("{setting:<width$}  # {source}{note}\n"));
     }
     Ok(out)
 }

@@ -12,6 +12,7 @@ use crate::agent::compact::DEFAULT_RESERVE;
 use crate::agent::loop_detect::DEFAULT_WINDOW;
 use crate::run::ReviewMode;
 use ah_llm::models::{EditFormat, ToolProtocol};
+use ah_llm::prices::Price;
 use ah_sandbox::BackendKind;
 use ah_sandbox::cleanup::Cleanup;
 use ah_sandbox::egress::NetworkMode;
@@ -39,6 +40,10 @@ pub struct Config {
     pub work: WorkSettings,
     /// MCP servers started in the sandbox: `[mcp.NAME]`.
     pub mcp: BTreeMap<String, McpSettings>,
+    /// What a model's tokens cost, over ah's list prices:
+    /// `[prices."MODEL"]`. Only the user's own layers set them (the
+    /// project's file is not heard: `super::load`).
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// `ah work`.
@@ -182,6 +187,7 @@ impl Default for Config {
             network: NetworkSettings::default(),
             work: WorkSettings::default(),
             mcp: BTreeMap::new(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -307,6 +313,14 @@ impl Config {
                 alias.id.as_deref().is_none_or(|id| id.trim().is_empty()),
                 "the alias has no model id: add `id = \"…\"`".to_string(),
             );
+        }
+        for (model, price) in &self.prices {
+            if let Some(field) = price.invalid_field() {
+                problems.push((
+                    format!("prices.{model}.{field}"),
+                    "not a price: write US dollars per million tokens, 0 or more".to_string(),
+                ));
+            }
         }
         problems.extend(super::mcp::problems(&self.mcp));
         match registry(&self.providers) {

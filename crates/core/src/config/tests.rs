@@ -365,3 +365,48 @@ fn network_settings_are_typed() {
         "{err}"
     );
 }
+
+#[test]
+fn prices_come_from_the_users_layers_and_the_projects_are_named_as_ignored() {
+    const OPUS: &str = "claude-opus-4-5-20251101";
+    let user = format!(
+        "[prices.\"{OPUS}\"]\ninput = 4\noutput = 20.0\ncache_read = 0.4\ncache_write = 5.0\n"
+    );
+    let project = "[prices.\"local\"]\ninput = 0.0\noutput = 0.0\ncache_read = 0.0\n\
+                   cache_write = 0.0\n[sandbox]\nmemory = \"2g\"\n";
+    let f = files(&user, project);
+    let loaded = load(&f, &[], &[]).unwrap();
+    assert_eq!(loaded.config.prices[OPUS].input, 4.0);
+    assert!(!loaded.config.prices.contains_key("local"));
+    // The rest of the project's file is taken as ever.
+    assert_eq!(loaded.config.sandbox.memory, "2g");
+    let given = "prices.m={input=1,output=2,cache_read=0.1,cache_write=1.25}";
+    let with_c = load(&f, &[], &[given]).unwrap();
+    assert_eq!(with_c.config.prices["m"].cache_write, 1.25);
+    let shown = show(&loaded).unwrap();
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("prices.local.output"))
+        .unwrap();
+    assert!(
+        line.contains(&f.project_file().display().to_string()),
+        "{line}"
+    );
+    assert!(
+        line.contains("ignored: prices come only from your own"),
+        "{line}"
+    );
+    assert!(
+        shown.contains(&format!("prices.{OPUS}.input = 4")),
+        "{shown}"
+    );
+    let bad = files(
+        "[prices.m]\ninput = -1\noutput = 1\ncache_read = 1\ncache_write = 1\n",
+        "",
+    );
+    let err = load(&bad, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("prices.m.input: not a price"), "{err}");
+    let partial = files("[prices.m]\ninput = 1\n", "");
+    let err = load(&partial, &[], &[]).unwrap_err().to_string();
+    assert!(err.contains("missing field `output`"), "{err}");
+}

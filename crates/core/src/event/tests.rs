@@ -135,6 +135,8 @@ fn examples() -> Vec<Event> {
         Event::RunEnd {
             duration_ms: 1,
             usage: Tokens::default(),
+            cost_usd: Some(0.0),
+            unpriced: Vec::new(),
             steps: 1,
             violations: 0,
             files: 1,

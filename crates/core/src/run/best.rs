@@ -16,6 +16,7 @@ use super::lifecycle::{Finished, leave_session};
 use super::review::{self, Choice, Review, Round, Tone};
 use super::{Engine, Front, Outcome, ReviewMode, RunOptions};
 use crate::agent::record_event;
+use crate::cost::{Prices, usd};
 use crate::event::{Event, RunEvent};
 use ah_record::rundir::{Manifest, ReviewRecord};
 use ah_session::{Tokens, total_usage};
@@ -39,12 +40,19 @@ struct Row<'a> {
     attempt: &'a Attempt,
     finished: Option<&'a Finished>,
     tokens: Tokens,
+    /// In US dollars; `None` when a model it used has no price.
+    cost: Option<f64>,
     passed: bool,
 }
 
 /// Shows the table, finds the winner and reviews it.
 fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcome> {
-    let rows: Vec<Row<'_>> = tried.attempts.iter().map(|a| row(tried, a)).collect();
+    let prices = Prices::load(&tried.setup.project, &[]).ok();
+    let rows: Vec<Row<'_>> = tried
+        .attempts
+        .iter()
+        .map(|a| row(tried, prices.as_ref(), a))
+        .collect();
     for line in table(&rows) {
         front.notice(&line);
     }
@@ -64,14 +72,15 @@ fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcom
     review_winner(tried, &rows, winner, no_commit, front)
 }
 
-fn row<'a>(tried: &Tried, attempt: &'a Attempt) -> Row<'a> {
+fn row<'a>(tried: &Tried, prices: Option<&Prices>, attempt: &'a Attempt) -> Row<'a> {
     let finished = attempt.finished.as_ref();
-    let tokens = attempt
+    let usage = attempt
         .head
         .as_deref()
         .and_then(|head| tried.session.usage_on_branch(head, tried.seq_before).ok())
-        .map(|rows| total_usage(&rows))
         .unwrap_or_default();
+    let tokens = total_usage(&usage);
+    let cost = prices.and_then(|prices| prices.cost(&usage).total_usd());
     let done = matches!(attempt.outcome, Ok(Outcome::Done));
     let check = attempt.check.as_ref().is_none_or(|check| check.passed());
     let clean = finished.is_some_and(|f| f.poisoned.is_none());
@@ -79,6 +88,7 @@ fn row<'a>(tried: &Tried, attempt: &'a Attempt) -> Row<'a> {
         attempt,
         finished,
         tokens,
+        cost,
         passed: done && check && clean,
     }
 }
@@ -98,11 +108,11 @@ fn winner(rows: &[Row<'_>]) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// The table of attempts: status, check, files, +/−, tokens, time.
+/// The table of attempts: status, check, files, +/−, tokens, cost, time.
 fn table(rows: &[Row<'_>]) -> Vec<String> {
     let mut lines = vec![format!(
-        "{:<3} {:<10} {:<9} {:<8} {:>5} {:>13} {:>10} {:>7}",
-        "#", "run", "status", "check", "files", "+/-", "tokens", "time"
+        "{:<3} {:<10} {:<9} {:<8} {:>5} {:>13} {:>10} {:>9} {:>7}",
+        "#", "run", "status", "check", "files", "+/-", "tokens", "cost", "time"
     )];
     for (i, row) in rows.iter().enumerate() {
         let status = match &row.attempt.outcome {
@@ -128,8 +138,9 @@ fn table(rows: &[Row<'_>]) -> Vec<String> {
             None => ("-".to_string(), "-".to_string()),
         };
         let run: String = row.attempt.run.chars().take(10).collect();
+        let cost = row.cost.map_or_else(|| "?".to_string(), usd);
         lines.push(format!(
-            "{:<3} {:<10} {:<9} {:<8} {:>5} {:>13} {:>10} {:>6.1}s",
+            "{:<3} {:<10} {:<9} {:<8} {:>5} {:>13} {:>10} {:>9} {:>6.1}s",
             i + 1,
             run,
             status,
@@ -137,6 +148,7 @@ fn table(rows: &[Row<'_>]) -> Vec<String> {
             files,
             changed,
             row.tokens.input_tokens + row.tokens.output_tokens,
+            cost,
             row.attempt.duration.as_secs_f64()
         ));
     }

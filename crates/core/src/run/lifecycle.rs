@@ -28,6 +28,7 @@ use super::settle::RunSetup;
 use super::{Front, Outcome, ReviewMode, RunEnd, RunOptions, Stop};
 use crate::agent::prompt::Workspace;
 use crate::agent::{EndReason, Event, record_event, set_state};
+use crate::cost::{Cost, Prices};
 use crate::event::RunEvent;
 use crate::event::SessionState;
 use crate::org::schedule::{ROSTER_KEY, STATE_KEY};
@@ -565,23 +566,26 @@ pub(crate) async fn finish_run(
         rounds: ending.rounds.clone(),
     };
     // The end line, and its event for `--json`.
+    let prices = Prices::new(&args.config.prices);
     let run_end = |front: &mut dyn Front, decision: &str| {
         let own = match branch {
             Some(head) => session.usage_on_branch(head, *seq_before),
             None => session.usage_after(*seq_before),
         };
-        let usage = match own {
-            Ok(rows) => total_usage(&rows),
+        let (usage, cost) = match own {
+            Ok(rows) => (total_usage(&rows), prices.cost(&rows)),
             Err(err) => {
                 front.notice(&format!(
                     "warning: cannot read the run's token usage: {err}"
                 ));
-                Tokens::default()
+                (Tokens::default(), Cost::default())
             }
         };
         let event = Event::RunEnd {
             duration_ms: started_at.elapsed().unwrap_or_default().as_millis() as u64,
             usage,
+            cost_usd: cost.total_usd(),
+            unpriced: cost.unpriced,
             steps: result.steps,
             violations: result.violations.len(),
             files: result.patch.files.len(),

@@ -79,6 +79,10 @@ pub(crate) async fn settle<C>(
     if let Some(line) = weakening::ignored(&settings) {
         front.notice(&terminal_safe(&line));
     }
+    if let Some((_, _, file)) = loaded.ignored.first() {
+        let line = format!("ah: {file} sets [prices]: {}", config::IGNORED_PRICES);
+        front.notice(&terminal_safe(&line));
+    }
     network::check_backend(args.backend, &args.sandbox)?;
     let review_mode = match (args.review, args.json) {
         (Some(mode), _) => mode,

@@ -126,11 +126,15 @@ pub fn usage_all(project: &Path) -> Result<AllUsage> {
                 calls: 0,
                 input_tokens: 0,
                 output_tokens: 0,
+                cache_read_tokens: 0,
+                cache_write_tokens: 0,
                 ..usage.clone()
             });
             total.calls += usage.calls;
             total.input_tokens += usage.input_tokens;
             total.output_tokens += usage.output_tokens;
+            total.cache_read_tokens += usage.cache_read_tokens;
+            total.cache_write_tokens += usage.cache_write_tokens;
         }
     }
     let mut rows: Vec<ModelUsage> = by_model.into_values().collect();

@@ -131,6 +131,46 @@ fn removing_a_branch_takes_its_blocks_and_events_and_guards_the_head() {
 }
 
 #[test]
+fn cached_input_is_counted_as_input_and_apart() {
+    let (_dir, mut session) = new_session();
+    let meta = MessageMeta {
+        usage: Some(Usage {
+            input_tokens: 10,
+            output_tokens: 5,
+            cache_creation_input_tokens: 20,
+            cache_read_input_tokens: 70,
+        }),
+        model: Some("opus".into()),
+        ..MessageMeta::default()
+    };
+    let answer = session
+        .append(None, Role::Assistant, &text("a"), &meta)
+        .unwrap();
+    assert_eq!(
+        session.usage().unwrap(),
+        [ModelUsage {
+            model: Some("opus".into()),
+            kind: CallKind::Answer,
+            calls: 1,
+            input_tokens: 100,
+            output_tokens: 5,
+            cache_read_tokens: 70,
+            cache_write_tokens: 20,
+        }]
+    );
+    // Read back, the message's usage is what the conversation's size needs.
+    let stored = session.path_to(&answer.id).unwrap();
+    assert_eq!(
+        stored[0].meta.usage,
+        Some(Usage {
+            input_tokens: 100,
+            output_tokens: 5,
+            ..Usage::default()
+        })
+    );
+}
+
+#[test]
 fn usage_and_the_summary_count_every_branch() {
     let (_dir, mut session) = new_session();
     let meta = |model: &str, input, output| MessageMeta {
@@ -191,6 +231,8 @@ fn usage_and_the_summary_count_every_branch() {
         calls,
         input_tokens,
         output_tokens,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
     };
     assert_eq!(
         usage,

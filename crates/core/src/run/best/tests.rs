@@ -43,6 +43,7 @@ fn rows<'a>(attempts: &'a [Attempt], tokens: &[u64]) -> Vec<Row<'a>> {
                 input_tokens: tokens,
                 output_tokens: 0,
             },
+            cost: Some(0.25),
             passed: matches!(attempt.outcome, Ok(Outcome::Done))
                 && attempt.check.as_ref().is_none_or(Check::passed),
         })

@@ -1,10 +1,11 @@
 //! The host side of a run's end: what `--review auto` decides about a
 //! patch, the diffstat and hidden characters shown to a person, the patch
-//! narrowed to chosen files, and the 3-way apply to the user's repository
-//! through one hook-free git runner.
+//! narrowed to chosen files or cut into hunks, and the 3-way apply to the
+//! user's repository through one hook-free git runner.
 
 #![forbid(unsafe_code)]
 
 pub mod apply;
+pub mod hunks;
 pub mod review;
 pub mod subpatch;

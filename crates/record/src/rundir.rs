@@ -15,7 +15,8 @@ pub mod sweep;
 
 pub use live::{LiveLock, Liveness};
 pub use manifest::{
-    Manifest, PatchStats, RestoredFrom, ReviewDecision, ReviewMode, ReviewRecord, ViolationRecord,
+    HunkOutcome, HunkRecord, Manifest, PatchStats, RestoredFrom, ReviewDecision, ReviewMode,
+    ReviewRecord, ViolationRecord,
 };
 
 use std::io::{self, Write};

@@ -12,6 +12,7 @@ use super::*;
 use crate::agent::{CompactReason, EndReason};
 use crate::event::SessionState;
 use ah_record::ChangeKind;
+use ah_record::rundir::HunkOutcome;
 
 const README: &str = include_str!("../../../../README.md");
 
@@ -130,6 +131,24 @@ fn examples() -> Vec<Event> {
             decision: "saved".into(),
             reason: None,
             applied: false,
+            hunks: Vec::new(),
+        },
+        Event::ReviewDone {
+            patch: "p".into(),
+            files: 2,
+            added: 3,
+            removed: 1,
+            left_out: 0,
+            mode: "ask".into(),
+            decision: "partly_applied".into(),
+            reason: None,
+            applied: true,
+            hunks: vec![HunkRecord {
+                path: "a".into(),
+                header: "@@ -1 +1 @@".into(),
+                decision: HunkOutcome::Applied,
+                reason: None,
+            }],
         },
         Event::RunEnd {
             duration_ms: 1,

@@ -543,6 +543,7 @@ pub(crate) async fn finish_run(
         mode: review_mode,
         decision,
         reason: Some(why),
+        hunks: Vec::new(),
     };
     // The end line, and its event for `--json`.
     let run_end = |front: &mut dyn Front, decision: &str| {
@@ -698,6 +699,7 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         decision: record.decision.as_str().to_string(),
         reason: record.reason.clone(),
         applied,
+        hunks: record.hunks.clone(),
     }
 }
 

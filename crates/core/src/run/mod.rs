@@ -52,7 +52,10 @@ pub use options::{
     RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
-pub use review::{Choice, FileToChoose, PatchToChoose, Question, ReviewFront, Tone};
+pub use review::{
+    Choice, FileToChoose, HunkDecision, Part, PatchHunks, PatchToChoose, Question, ReviewFront,
+    Tone, Unit, Verdict, Whole,
+};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};

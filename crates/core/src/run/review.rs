@@ -2,15 +2,17 @@
 //! front-end: an empty patch is recorded as such, a poisoned one refused
 //! (the user is not even asked), `never` saves it, `auto` applies it when
 //! the auto-review rules and a clean check allow, and `ask` applies, saves
-//! or discards what the user chose, all of it or some of its files. The
-//! front-end only shows the lines and the patch, and returns the choice
-//! ([`ReviewFront`]); applying is always the review layer's 3-way apply.
+//! or discards what the user chose: all of it, some of its files, or some
+//! of its hunks (each unit's decision recorded). The front-end only shows
+//! the lines and the patch, and returns the choice ([`ReviewFront`]);
+//! applying is always the review layer's 3-way apply.
 
+use std::cell::OnceCell;
 use std::io::BufReader;
 use std::path::Path;
 
 use ah_base::count;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
 use super::ReviewMode;
 use ah_record::patch::PatchInfo;
@@ -18,8 +20,11 @@ use ah_record::policy::Policy;
 use ah_record::rundir::{ReviewDecision, ReviewRecord};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
+use ah_review::hunks::{HunkError, Selection};
 use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
 use ah_review::subpatch;
+
+pub use ah_review::hunks::{Part, PatchHunks, Unit, Whole};
 
 /// What the review needs of a front-end: a way to say its lines, and the
 /// user's choice when the mode is `ask`.
@@ -53,6 +58,28 @@ pub struct PatchToChoose<'a> {
     pub patch: &'a Path,
     /// Its files in patch order; [`Choice::Files`] names them by index.
     pub files: Vec<FileToChoose>,
+    /// The patch cut into units, read when first asked for.
+    hunks: OnceCell<Result<PatchHunks, String>>,
+}
+
+impl PatchToChoose<'_> {
+    /// The patch cut into the units [`Choice::Hunks`] decides (read from
+    /// its file the first time; offsets, no text). An error says why the
+    /// patch cannot be chosen hunk by hunk.
+    pub fn hunks(&self) -> Result<&PatchHunks> {
+        let read = self.hunks.get_or_init(|| {
+            let hunks = PatchHunks::read(self.patch).map_err(|e| e.to_string())?;
+            if hunks.files() != self.files.len() {
+                let mismatch = HunkError::Mismatch {
+                    sections: hunks.files(),
+                    files: self.files.len(),
+                };
+                return Err(mismatch.to_string());
+            }
+            Ok(hunks)
+        });
+        read.as_ref().map_err(|why| anyhow!("{why}"))
+    }
 }
 
 /// One file of a patch put to the user.
@@ -74,6 +101,10 @@ pub enum Choice {
     /// Apply the files at these indexes into [`PatchToChoose::files`] and
     /// save the others (none chosen: the patch is saved).
     Files(Vec<usize>),
+    /// A decision for each unit of [`PatchToChoose::hunks`], in patch
+    /// order: the accepted ones are applied, the others saved (a unit not
+    /// named stays with the others).
+    Hunks(Vec<HunkDecision>),
     SaveOnly,
     /// Nothing is applied; the patch file stays.
     Discard,
@@ -91,6 +122,31 @@ pub enum Question {
     WhatToDo,
     /// Which files to apply.
     WhichFiles,
+    /// Which hunks to apply.
+    WhichHunks,
+}
+
+/// The user's decision on one unit of the patch: a hunk, a piece of a
+/// split hunk, or a file section taken whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HunkDecision {
+    /// Which unit (its file's index into [`PatchToChoose::files`], and the
+    /// part of that file).
+    pub unit: Unit,
+    /// Its header as the user saw it ([`PatchHunks::header`]).
+    pub header: String,
+    pub verdict: Verdict,
+}
+
+/// What the user said of a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Apply it.
+    Accept,
+    /// Do not apply it; `reason` is what the user said of it, if anything.
+    Reject { reason: Option<String> },
+    /// The user left the choice before coming to it: not applied.
+    Undecided,
 }
 
 /// A finished run's patch and how to review it.
@@ -221,10 +277,12 @@ fn auto(review: &Review<'_>, hidden: &[Hidden], front: &mut dyn ReviewFront) -> 
 fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
     let patch_path = review.patch_path;
     let saved = |why: &str| ended(review.mode, ReviewDecision::Saved, why);
-    let choice = front.choose(&PatchToChoose {
+    let to_choose = PatchToChoose {
         patch: patch_path,
         files: review.patch.files.iter().map(file_to_choose).collect(),
-    })?;
+        hunks: OnceCell::new(),
+    };
+    let choice = front.choose(&to_choose)?;
     let path = patch_path.display().to_string();
     Ok(match choice {
         Choice::ApplyAll => apply_now(review, patch_path, "chosen by the user", front),
@@ -233,6 +291,9 @@ fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
             saved("no file was chosen")
         }
         Choice::Files(chosen) => apply_files(review, &chosen, front)?,
+        Choice::Hunks(decisions) => {
+            by_hunk::apply_hunks(review, to_choose.hunks()?, &decisions, front)?
+        }
         Choice::SaveOnly => {
             front.say(Tone::Plain, "patch saved:", &path);
             saved("chosen by the user")
@@ -252,6 +313,10 @@ fn ask(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Reviewed> {
         Choice::Left(Question::WhichFiles) => {
             front.say(Tone::Plain, "", "no files chosen; patch saved");
             saved("the file choice was left")
+        }
+        Choice::Left(Question::WhichHunks) => {
+            front.say(Tone::Plain, "", "no hunks chosen; patch saved");
+            saved("the hunk choice was left")
         }
         Choice::NobodyToAsk => {
             front.say(
@@ -381,6 +446,7 @@ fn ended(mode: ReviewMode, decision: ReviewDecision, reason: &str) -> Reviewed {
             mode,
             decision,
             reason: Some(reason.to_string()),
+            hunks: Vec::new(),
         },
         applied: false,
         failed: false,
@@ -396,5 +462,6 @@ fn run_id(patch_path: &Path) -> String {
         .unwrap_or_default()
 }
 
+mod by_hunk;
 #[cfg(test)]
 mod tests;

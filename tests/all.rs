@@ -60,6 +60,7 @@ mod read_policy;
 mod retries;
 mod review_ask;
 mod review_auto;
+mod review_hunks;
 mod run_folder;
 mod run_none;
 mod run_podman;

@@ -1,7 +1,8 @@
 //! The terminal's part of a review: the lines the run says about the patch,
 //! in their colours, and at `--review ask` the patch in a pager followed by
-//! the question (apply all, choose files, save only, discard). What the
-//! answer leads to is the run's to decide (core's `run/review.rs`).
+//! the question (apply all, choose files, choose hunks, save only,
+//! discard). What the answer leads to is the run's to decide (core's
+//! `run/review.rs`).
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -10,8 +11,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 use console::style;
 
-use super::review_pick;
-use ah_core::present::copy_terminal_safe;
+use super::{review_hunks, review_pick};
+use ah_core::present::{copy_terminal_safe, terminal_safe};
 use ah_core::run::{Choice, PatchToChoose, Question, Tone};
 
 /// Shows the patch and asks what becomes of it.
@@ -20,20 +21,37 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
         return Ok(Choice::NobodyToAsk);
     }
     show_in_pager(patch.patch)?;
-    let choices = ["apply all", "choose files", "save only", "discard"];
-    let picked = dialoguer::Select::new()
-        .with_prompt("What should happen to this patch?")
-        .items(choices)
-        .default(0)
-        .interact();
-    Ok(match picked {
-        Ok(0) => Choice::ApplyAll,
-        Ok(1) => review_pick::pick(patch),
-        Ok(2) => Choice::SaveOnly,
-        Ok(_) => Choice::Discard,
-        // Ctrl+C or a closed terminal at the prompt keeps the patch.
-        Err(_) => Choice::Left(Question::WhatToDo),
-    })
+    let choices = [
+        "apply all",
+        "choose files",
+        "choose hunks",
+        "save only",
+        "discard",
+    ];
+    loop {
+        let picked = dialoguer::Select::new()
+            .with_prompt("What should happen to this patch?")
+            .items(choices)
+            .default(0)
+            .interact();
+        return Ok(match picked {
+            Ok(0) => Choice::ApplyAll,
+            Ok(1) => review_pick::pick(patch),
+            Ok(2) => match review_hunks::pick(patch) {
+                Ok(choice) => choice,
+                Err(err) => {
+                    // The patch cannot be cut into hunks: the other ways stay.
+                    let why = terminal_safe(&format!("{err:#}")).into_owned();
+                    eprintln!("{}", line(Tone::Warning, "cannot choose hunks:", &why));
+                    continue;
+                }
+            },
+            Ok(3) => Choice::SaveOnly,
+            Ok(_) => Choice::Discard,
+            // Ctrl+C or a closed terminal at the prompt keeps the patch.
+            Err(_) => Choice::Left(Question::WhatToDo),
+        });
+    }
 }
 
 /// A line of the review (or of `ah apply`): its lead in the tone's colour,

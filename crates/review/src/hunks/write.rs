@@ -45,6 +45,7 @@ pub fn write(
         input,
         patch_path,
         sides: [Side::new(chosen_path), Side::new(rest_path)],
+        buf: vec![0; CHUNK],
     };
     for (section, file) in hunks.sections.iter().zip(&info.files) {
         writer.section(section, file, selection)?;
@@ -69,6 +70,8 @@ struct Writer<'a> {
     patch_path: &'a Path,
     /// Chosen, then the rest.
     sides: [Side<'a>; 2],
+    /// What is being copied, a piece at a time.
+    buf: Vec<u8>,
 }
 
 impl Writer<'_> {
@@ -187,7 +190,8 @@ impl Writer<'_> {
     /// Copies the patch's bytes `start..end` to a side, ending them with a
     /// newline when the patch's last line has none.
     fn copy(&mut self, side: usize, start: u64, end: u64) -> Result<(), HunkError> {
-        let mut buf = vec![0; CHUNK];
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(CHUNK, 0);
         let mut at = start;
         let mut last = b'\n';
         while at < end {
@@ -197,6 +201,7 @@ impl Writer<'_> {
             last = buf[len - 1];
             at += len as u64;
         }
+        self.buf = buf;
         if last != b'\n' {
             self.sides[side].write(b"\n")?;
         }

@@ -15,7 +15,7 @@
 //! naming it, never a panic, and the number of units is bounded
 //! ([`MAX_UNITS`]).
 //!
-//! [`write`] puts the chosen units in `chosen.patch`, against the original
+//! [`write()`] puts the chosen units in `chosen.patch`, against the original
 //! files (a hunk's new-side start moves by what the earlier unchosen hunks
 //! of its file would have added or removed), and the others in
 //! `rest.patch`, against the files once the chosen ones are applied (a

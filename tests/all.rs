@@ -63,6 +63,7 @@ mod read_policy;
 mod retries;
 mod review_ask;
 mod review_auto;
+mod review_hunks;
 mod review_pager;
 mod review_revise;
 mod review_saved;

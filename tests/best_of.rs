@@ -182,8 +182,8 @@ fn at_a_terminal_another_attempt_can_be_chosen_instead_of_the_winner() {
     };
     let screen = tmux.wait_for("What should happen to this patch?");
     assert!(screen.contains("+ok"), "the winner first:\n{screen}");
-    // apply all, choose files, save only, discard, then attempt 2.
-    tmux.keys(&["Down", "Down", "Down", "Down", "Enter"]);
+    // apply all, choose files, choose hunks, save only, discard, then attempt 2.
+    tmux.keys(&["Down", "Down", "Down", "Down", "Down", "Enter"]);
     tmux.wait_for_after("show attempt 2", "+longer");
     tmux.wait_for_after("+longer", "What should happen to this patch?");
     tmux.keys(&["Enter"]);

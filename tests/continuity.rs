@@ -167,7 +167,7 @@ fn after_a_discard_the_model_is_told_and_the_files_are_the_projects() {
         return;
     };
     tmux.wait_for("What should happen to this patch?");
-    tmux.keys(&["Down", "Down", "Down", "Enter"]);
+    tmux.keys(&["Down", "Down", "Down", "Down", "Enter"]);
     assert_eq!(session.exit_code(), 3, "{}", tmux.screen());
     assert_eq!(
         manifest(&host.run())["review"]["decision"],

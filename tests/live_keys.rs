@@ -91,7 +91,7 @@ fn i_sends_a_steering_message_that_the_next_request_carries() {
     assert!(screen.contains("use tabs please"), "{screen}");
     // The last lines of the command's output are shown under its line.
     assert!(screen.contains("    went"), "{screen}");
-    tmux.keys(&["Down", "Down", "Enter"]);
+    tmux.keys(&["Down", "Down", "Down", "Enter"]);
     assert_eq!(script.exit_code(), 3, "saved only: {}", tmux.screen());
 
     let requests = mock.requests();

@@ -151,7 +151,7 @@ fn esc_finishes_the_org_after_the_running_step_and_goes_to_review() {
         "{screen}"
     );
     // Save only.
-    tmux.keys(&["Down", "Down", "Enter"]);
+    tmux.keys(&["Down", "Down", "Down", "Enter"]);
     assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
     // The coder never ran; the lead's change is in the saved patch.
     assert_eq!(mock.pending_turns_for("coder"), 1);

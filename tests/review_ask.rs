@@ -49,7 +49,7 @@ fn ask_discard_leaves_the_host_alone_and_keeps_the_file() {
         return;
     };
     tmux.wait_for("What should happen to this patch?");
-    tmux.keys(&["Down", "Down", "Down", "Enter"]);
+    tmux.keys(&["Down", "Down", "Down", "Down", "Enter"]);
     assert_eq!(script.exit_code(), 3, "{}", tmux.screen());
     assert_eq!(host.read("a.txt"), "one\n");
     let run = host.run();

@@ -27,7 +27,7 @@ fn one_word_changed() -> MockServer {
 
 const QUESTION: &str = "What should happen to this patch?";
 /// The keys that answer the question with "discard" (exit code 3).
-const DISCARD: [&str; 4] = ["Down", "Down", "Down", "Enter"];
+const DISCARD: [&str; 5] = ["Down", "Down", "Down", "Down", "Enter"];
 
 #[test]
 fn a_pager_the_repository_names_never_runs() {

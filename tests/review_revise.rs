@@ -25,8 +25,8 @@ fn round(n: usize, content: &str) -> [Turn; 2] {
 }
 
 const QUESTION: &str = "What should happen to this patch?";
-/// "revise" is the fifth choice.
-const TO_REVISE: [&str; 5] = ["Down", "Down", "Down", "Down", "Enter"];
+/// "revise" is the sixth choice.
+const TO_REVISE: [&str; 6] = ["Down", "Down", "Down", "Down", "Down", "Enter"];
 
 fn three_rounds_of_revise_then_apply(backend: &str) {
     let host = Host::git(&[("a.txt", "one\n")]);

@@ -75,8 +75,8 @@ fn revise_from_a_saved_review_starts_a_run_that_goes_on_from_its_files() {
         return;
     };
     tmux.wait_for(QUESTION);
-    // apply all, choose files, save only, discard, revise.
-    tmux.keys(&["Down", "Down", "Down", "Down", "Enter"]);
+    // apply all, choose files, choose hunks, save only, discard, revise.
+    tmux.keys(&["Down", "Down", "Down", "Down", "Down", "Enter"]);
     tmux.wait_for("What should the model change?");
     tmux.keys(&["add a line three", "Enter"]);
     let screen = tmux.wait_for_after("run 2 done", QUESTION);

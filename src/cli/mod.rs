@@ -18,6 +18,7 @@ mod org_view;
 mod output;
 mod prune;
 mod review;
+mod review_hunks;
 mod review_pick;
 mod screen;
 mod sessions;

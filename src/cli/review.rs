@@ -1,8 +1,9 @@
 //! The terminal's part of a review: the lines the run says about the patch,
 //! in their colours, and at `--review ask` the patch in a pager followed by
-//! the question (apply all, choose files, save only, discard, and revise
-//! where the run can go on: a note for the model). What the answer leads
-//! to is the run's to decide (core's `run/review.rs`).
+//! the question (apply all, choose files, choose hunks, save only,
+//! discard, and revise where the run can go on: a note for the model; show
+//! another attempt of a task). What the answer leads to is the run's to
+//! decide (core's `run/review.rs`).
 
 use std::io::IsTerminal;
 use std::process::{Command, Stdio};
@@ -11,8 +12,8 @@ use anyhow::{Context, Result};
 use console::style;
 
 use super::diff_view::{self, Paint};
-use super::review_pick;
-use ah_core::present::copy_terminal_safe;
+use super::{review_hunks, review_pick};
+use ah_core::present::{copy_terminal_safe, terminal_safe};
 use ah_core::run::{Choice, Pager, PatchToChoose, Question, Revise, Tone};
 
 /// Whether a person is there to ask: standard input and error are a
@@ -27,9 +28,15 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
         return Ok(Choice::NobodyToAsk);
     }
     show_in_pager(patch)?;
-    let mut choices: Vec<String> = ["apply all", "choose files", "save only", "discard"]
-        .map(String::from)
-        .to_vec();
+    let mut choices: Vec<String> = [
+        "apply all",
+        "choose files",
+        "choose hunks",
+        "save only",
+        "discard",
+    ]
+    .map(String::from)
+    .to_vec();
     if patch.can_revise {
         choices.push("revise: send the model back with a note".to_string());
     }
@@ -40,25 +47,36 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     for &other in &others {
         choices.push(format!("show {} instead", patch.attempts[other]));
     }
-    let picked = dialoguer::Select::new()
-        .with_prompt("What should happen to this patch?")
-        .items(&choices)
-        .default(0)
-        .interact();
     let revise = usize::from(patch.can_revise);
-    Ok(match picked {
-        Ok(0) => Choice::ApplyAll,
-        Ok(1) => review_pick::pick(patch),
-        Ok(2) => Choice::SaveOnly,
-        Ok(3) => Choice::Discard,
-        Ok(4) if patch.can_revise => revise_note(),
-        Ok(n) => match others.get(n - 4 - revise) {
-            Some(&other) => Choice::Attempt(other),
-            None => Choice::Left(Question::WhatToDo),
-        },
-        // Ctrl+C or a closed terminal at the prompt keeps the patch.
-        Err(_) => Choice::Left(Question::WhatToDo),
-    })
+    loop {
+        let picked = dialoguer::Select::new()
+            .with_prompt("What should happen to this patch?")
+            .items(&choices)
+            .default(0)
+            .interact();
+        return Ok(match picked {
+            Ok(0) => Choice::ApplyAll,
+            Ok(1) => review_pick::pick(patch),
+            Ok(2) => match review_hunks::pick(patch) {
+                Ok(choice) => choice,
+                Err(err) => {
+                    // The patch cannot be cut into hunks: the other ways stay.
+                    let why = terminal_safe(&format!("{err:#}")).into_owned();
+                    eprintln!("{}", line(Tone::Warning, "cannot choose hunks:", &why));
+                    continue;
+                }
+            },
+            Ok(3) => Choice::SaveOnly,
+            Ok(4) => Choice::Discard,
+            Ok(5) if patch.can_revise => revise_note(),
+            Ok(n) => match others.get(n - 5 - revise) {
+                Some(&other) => Choice::Attempt(other),
+                None => Choice::Left(Question::WhatToDo),
+            },
+            // Ctrl+C or a closed terminal at the prompt keeps the patch.
+            Err(_) => Choice::Left(Question::WhatToDo),
+        });
+    }
 }
 
 /// Asks for the note the model goes back to work with.

@@ -16,6 +16,7 @@ use crate::org::{OrgEnd, Tally};
 use crate::work::{Decision, Phase, WorkEnd};
 use ah_llm::Usage;
 use ah_record::Change;
+use ah_record::rundir::HunkRecord;
 use ah_record::rundir::ReviseRound;
 use ah_sandbox::egress::EgressDecision;
 use ah_session::Tokens;
@@ -188,6 +189,10 @@ pub enum Event {
         /// The rounds in which the user sent the model back to work.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         rounds: Vec<ReviseRound>,
+        /// Each unit's decision when the user chose hunk by hunk (absent
+        /// otherwise), as `manifest.json` keeps them.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        hunks: Vec<HunkRecord>,
     },
     /// The run is over (what its end line says): `usage` counts every model
     /// call it made, answers and compaction summaries, as the session

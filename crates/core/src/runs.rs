@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use crate::run::review::apply_patch;
 pub use ah_record::rundir::RunSummary;
 pub use ah_record::rundir::prune::{PruneOptions, PruneReport};
-use ah_record::rundir::{Manifest, RunDir, list_runs};
+use ah_record::rundir::{Manifest, ReviewDecision, RunDir, list_runs};
 pub use ah_review::apply::ApplyOutcome;
 pub use reopen::{Reopened, reopen, reopen_as};
 
@@ -45,6 +45,19 @@ pub fn apply(project: &Path, run_id: &str, no_commit: bool, force: bool) -> Resu
         bail!(
             "run {} must not be applied: {why}; its patch is kept only for inspection",
             run.id()
+        );
+    }
+    let partly = manifest
+        .as_ref()
+        .and_then(|m| m.review.as_ref())
+        .is_some_and(|r| r.decision == ReviewDecision::PartlyApplied);
+    let rest = run.path().join("rest.patch");
+    if !force && partly && rest.is_file() {
+        bail!(
+            "run {} was partly applied; what was not is saved in {}: apply it with `git apply --3way {}` (--force would apply the whole patch again)",
+            run.id(),
+            rest.display(),
+            rest.display()
         );
     }
     if !force && manifest.as_ref().is_some_and(|m| m.applied) {

@@ -12,6 +12,7 @@ use super::*;
 use crate::agent::{CompactReason, EndReason};
 use crate::event::SessionState;
 use ah_record::ChangeKind;
+use ah_record::rundir::HunkOutcome;
 
 const README: &str = include_str!("../../../../README.md");
 
@@ -131,6 +132,29 @@ fn examples() -> Vec<Event> {
             reason: None,
             applied: false,
             rounds: Vec::new(),
+            hunks: Vec::new(),
+        },
+        Event::ReviewDone {
+            patch: "p".into(),
+            files: 2,
+            added: 3,
+            removed: 1,
+            left_out: 0,
+            mode: "ask".into(),
+            decision: "partly_applied".into(),
+            reason: None,
+            applied: true,
+            rounds: vec![ah_record::rundir::ReviseRound {
+                head: "h".into(),
+                note: "smaller".into(),
+                rejected: Vec::new(),
+            }],
+            hunks: vec![HunkRecord {
+                path: "a".into(),
+                header: "@@ -1 +1 @@".into(),
+                decision: HunkOutcome::Applied,
+                reason: None,
+            }],
         },
         Event::RunEnd {
             duration_ms: 1,

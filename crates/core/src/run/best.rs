@@ -261,6 +261,7 @@ fn record(
         reason: record.reason.clone(),
         applied,
         rounds: Vec::new(),
+        hunks: record.hunks.clone(),
     };
     record_event(&tried.session, None, &event);
     front.show(&RunEvent::of(&row.attempt.run, &event));

@@ -564,6 +564,7 @@ pub(crate) async fn finish_run(
         decision,
         reason: Some(why),
         rounds: ending.rounds.clone(),
+        hunks: Vec::new(),
     };
     // The end line, and its event for `--json`.
     let prices = Prices::new(&args.config.prices);
@@ -728,6 +729,7 @@ fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Eve
         reason: record.reason.clone(),
         applied,
         rounds: record.rounds.clone(),
+        hunks: record.hunks.clone(),
     }
 }
 

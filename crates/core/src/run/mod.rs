@@ -56,7 +56,10 @@ pub use options::{
     RunOptions, SandboxOptions, SessionChoice, UlimitKind, parse_size,
 };
 pub use org::{OrgRequest, QUESTION_FILE};
-pub use review::{Choice, FileToChoose, Pager, PatchToChoose, Question, ReviewFront, Revise, Tone};
+pub use review::{
+    Choice, FileToChoose, HunkDecision, Pager, Part, PatchHunks, PatchToChoose, Question,
+    ReviewFront, Revise, Tone, Unit, Verdict, Whole,
+};
 pub use sandbox::runtime;
 pub(crate) use settle::RunSetup;
 pub use settle::{resolve_project, retry_policy};

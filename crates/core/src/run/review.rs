@@ -2,21 +2,24 @@
 //! front-end: an empty patch is recorded as such, a poisoned one refused
 //! (the user is not even asked), `never` saves it, `auto` applies it when
 //! the auto-review rules and a clean check allow, and `ask` applies, saves
-//! or discards what the user chose, all of it or some of its files. The
-//! front-end only shows the lines and the patch, and returns the choice
-//! ([`ReviewFront`]); applying is always the review layer's 3-way apply.
+//! or discards what the user chose: all of it, some of its files, or some
+//! of its hunks (each unit's decision recorded). The front-end only shows
+//! the lines and the patch, and returns the choice ([`ReviewFront`]);
+//! applying is always the review layer's 3-way apply.
 //!
 //! Where the run can go on (an agent at a terminal), the `ask` review is
 //! held before the run ends ([`round`]): a choice to revise sends the model
-//! back to work in the same sandbox with the user's notes, and the review
-//! opens again on the new patch; any other choice is acted on once the run
-//! has ended ([`Decided`]), provided its files did not change meanwhile.
+//! back to work in the same sandbox with the user's notes (a hunk rejected
+//! with a reason sends it back too), and the review opens again on the new
+//! patch; any other choice is acted on once the run has ended
+//! ([`Decided`]), provided its files did not change meanwhile.
 
+use std::cell::OnceCell;
 use std::io::BufReader;
 use std::path::Path;
 
 use ah_base::count;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 
 use super::ReviewMode;
 use ah_record::patch::PatchInfo;
@@ -24,10 +27,12 @@ use ah_record::policy::Policy;
 use ah_record::rundir::{RejectedHunk, ReviewDecision, ReviewRecord, ReviseRound};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
+use ah_review::hunks::{HunkError, Selection};
 use ah_review::review::{self as rules, AutoDecision, Hidden, elsewhere};
 use ah_review::subpatch;
 
 pub(crate) mod pager;
+pub use ah_review::hunks::{Part, PatchHunks, Unit, Whole};
 pub use pager::Pager;
 
 /// What the review needs of a front-end: a way to say its lines, and the
@@ -78,6 +83,28 @@ pub struct PatchToChoose<'a> {
     pub attempts: Vec<String>,
     /// Which of `attempts` this patch is.
     pub this_attempt: usize,
+    /// The patch cut into units, read when first asked for.
+    hunks: OnceCell<Result<PatchHunks, String>>,
+}
+
+impl PatchToChoose<'_> {
+    /// The patch cut into the units [`Choice::Hunks`] decides (read from
+    /// its file the first time; offsets, no text). An error says why the
+    /// patch cannot be chosen hunk by hunk.
+    pub fn hunks(&self) -> Result<&PatchHunks> {
+        let read = self.hunks.get_or_init(|| {
+            let hunks = PatchHunks::read(self.patch).map_err(|e| e.to_string())?;
+            if hunks.files() != self.files.len() {
+                let mismatch = HunkError::Mismatch {
+                    sections: hunks.files(),
+                    files: self.files.len(),
+                };
+                return Err(mismatch.to_string());
+            }
+            Ok(hunks)
+        });
+        read.as_ref().map_err(|why| anyhow!("{why}"))
+    }
 }
 
 /// One file of a patch put to the user.
@@ -99,6 +126,10 @@ pub enum Choice {
     /// Apply the files at these indexes into [`PatchToChoose::files`] and
     /// save the others (none chosen: the patch is saved).
     Files(Vec<usize>),
+    /// A decision for each unit of [`PatchToChoose::hunks`], in patch
+    /// order: the accepted ones are applied, the others saved (a unit not
+    /// named stays with the others).
+    Hunks(Vec<HunkDecision>),
     SaveOnly,
     /// Nothing is applied; the patch file stays.
     Discard,
@@ -149,6 +180,31 @@ pub enum Question {
     WhatToDo,
     /// Which files to apply.
     WhichFiles,
+    /// Which hunks to apply.
+    WhichHunks,
+}
+
+/// The user's decision on one unit of the patch: a hunk, a piece of a
+/// split hunk, or a file section taken whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HunkDecision {
+    /// Which unit (its file's index into [`PatchToChoose::files`], and the
+    /// part of that file).
+    pub unit: Unit,
+    /// Its header as the user saw it ([`PatchHunks::header`]).
+    pub header: String,
+    pub verdict: Verdict,
+}
+
+/// What the user said of a unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Apply it.
+    Accept,
+    /// Do not apply it; `reason` is what the user said of it, if anything.
+    Reject { reason: Option<String> },
+    /// The user left the choice before coming to it: not applied.
+    Undecided,
 }
 
 /// A finished run's patch and how to review it.
@@ -183,6 +239,19 @@ impl Review<'_> {
             ah_review::pager::users_git_pager,
         )
     }
+
+    /// The patch as the front-end is asked about it.
+    fn to_choose(&self, can_revise: bool, attempts: &[String], this: usize) -> PatchToChoose<'_> {
+        PatchToChoose {
+            patch: self.patch_path,
+            pager: self.pager_to_use(),
+            files: self.patch.files.iter().map(file_to_choose).collect(),
+            can_revise,
+            attempts: attempts.to_vec(),
+            this_attempt: this,
+            hunks: OnceCell::new(),
+        }
+    }
 }
 
 /// How the review ended.
@@ -206,20 +275,47 @@ pub(crate) fn review(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result
 /// the patch shown, and what the user chose, decided nothing yet.
 pub(crate) fn round(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Round> {
     present(review, front)?;
-    let choice = front.choose(&PatchToChoose {
-        patch: review.patch_path,
-        pager: review.pager_to_use(),
-        files: review.patch.files.iter().map(file_to_choose).collect(),
-        can_revise: true,
-        attempts: Vec::new(),
-        this_attempt: 0,
-    })?;
-    Ok(match choice {
-        Choice::Revise(revise) => Round::Revise(revise),
-        choice => Round::Decided(Decided {
+    let choice = front.choose(&review.to_choose(true, &[], 0))?;
+    Ok(match revise_of(review, choice) {
+        Ok(revise) => Round::Revise(revise),
+        Err(choice) => Round::Decided(Decided {
             head: review.head.to_string(),
             choice,
         }),
+    })
+}
+
+/// What sends the model back: a revise, or hunks rejected with a reason
+/// (each rejected hunk goes back with its reason, if it has one); any
+/// other choice, as it was.
+fn revise_of(review: &Review<'_>, choice: Choice) -> Result<Revise, Choice> {
+    let decisions = match choice {
+        Choice::Revise(revise) => return Ok(revise),
+        Choice::Hunks(decisions) => decisions,
+        other => return Err(other),
+    };
+    let reasoned = |d: &HunkDecision| matches!(d.verdict, Verdict::Reject { reason: Some(_) });
+    if !decisions.iter().any(reasoned) {
+        return Err(Choice::Hunks(decisions));
+    }
+    let rejected = decisions
+        .iter()
+        .filter_map(|d| match &d.verdict {
+            Verdict::Reject { reason } => Some(RejectedHunk {
+                path: review
+                    .patch
+                    .files
+                    .get(d.unit.file)
+                    .map_or_else(String::new, |file| file.path.clone()),
+                header: d.header.clone(),
+                reason: reason.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    Ok(Revise {
+        note: String::new(),
+        rejected,
     })
 }
 
@@ -233,14 +329,7 @@ pub(crate) fn round_among(
     front: &mut dyn ReviewFront,
 ) -> Result<Round> {
     present(review, front)?;
-    let choice = front.choose(&PatchToChoose {
-        patch: review.patch_path,
-        pager: review.pager_to_use(),
-        files: review.patch.files.iter().map(file_to_choose).collect(),
-        can_revise: false,
-        attempts: attempts.to_vec(),
-        this_attempt: this,
-    })?;
+    let choice = front.choose(&review.to_choose(false, attempts, this))?;
     Ok(Round::Decided(Decided {
         head: review.head.to_string(),
         choice,
@@ -382,16 +471,10 @@ fn ask(
 ) -> Result<Reviewed> {
     let patch_path = review.patch_path;
     let saved = |why: &str| ended(review.mode, ReviewDecision::Saved, why);
+    let to_choose = review.to_choose(false, &[], 0);
     let choice = match decided {
         Some(choice) => choice,
-        None => front.choose(&PatchToChoose {
-            patch: patch_path,
-            pager: review.pager_to_use(),
-            files: review.patch.files.iter().map(file_to_choose).collect(),
-            can_revise: false,
-            attempts: Vec::new(),
-            this_attempt: 0,
-        })?,
+        None => front.choose(&to_choose)?,
     };
     let path = patch_path.display().to_string();
     Ok(match choice {
@@ -401,6 +484,9 @@ fn ask(
             saved("no file was chosen")
         }
         Choice::Files(chosen) => apply_files(review, &chosen, front)?,
+        Choice::Hunks(decisions) => {
+            by_hunk::apply_hunks(review, to_choose.hunks()?, &decisions, front)?
+        }
         Choice::SaveOnly => {
             front.say(Tone::Plain, "patch saved:", &path);
             saved("chosen by the user")
@@ -420,6 +506,10 @@ fn ask(
         Choice::Left(Question::WhichFiles) => {
             front.say(Tone::Plain, "", "no files chosen; patch saved");
             saved("the file choice was left")
+        }
+        Choice::Left(Question::WhichHunks) => {
+            front.say(Tone::Plain, "", "no hunks chosen; patch saved");
+            saved("the hunk choice was left")
         }
         Choice::NobodyToAsk => {
             front.say(
@@ -567,6 +657,7 @@ fn ended(mode: ReviewMode, decision: ReviewDecision, reason: &str) -> Reviewed {
             decision,
             reason: Some(reason.to_string()),
             rounds: Vec::new(),
+            hunks: Vec::new(),
         },
         applied: false,
         failed: false,
@@ -582,5 +673,6 @@ fn run_id(patch_path: &Path) -> String {
         .unwrap_or_default()
 }
 
+mod by_hunk;
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,9 @@ use super::{FilesAt, TimeTravelError, files_at, latest_run};
 use ah_record::policy::Policy;
 use ah_record::restore::{self, RestoreError, Source};
 use ah_record::run::{Run, Start};
-use ah_record::rundir::{RestoredFrom, ReviewDecision, RunDir, RunDirError};
+use ah_record::rundir::{
+    HunkOutcome, HunkRecord, RestoredFrom, ReviewDecision, RunDir, RunDirError,
+};
 use ah_session::{Session, WORKSPACE_AT_KEY};
 
 use crate::run::Front;
@@ -39,6 +41,12 @@ pub(crate) enum Origin {
     /// The project's current files: the previous run's patch was rejected
     /// (`decision`: `discarded` or `refused`).
     Rejected { run_id: String, decision: String },
+    /// The project's current files, with only part of the previous run's
+    /// patch applied (each hunk's decision, when it was chosen by hunk).
+    Partly {
+        run_id: String,
+        hunks: Vec<HunkRecord>,
+    },
 }
 
 impl Origin {
@@ -67,6 +75,7 @@ impl Origin {
                 from.step, from.run_id
             ),
             Origin::Rejected { decision, .. } => rejected_note(decision),
+            Origin::Partly { run_id, hunks } => partly_note(run_id, hunks),
         }
     }
 
@@ -75,6 +84,7 @@ impl Origin {
     pub(crate) fn continue_note(&self) -> Option<String> {
         match self {
             Origin::Rejected { decision, .. } => Some(rejected_note(decision)),
+            Origin::Partly { run_id, hunks } => Some(partly_note(run_id, hunks)),
             _ => None,
         }
     }
@@ -101,6 +111,40 @@ fn rejected_note(decision: &str) -> String {
     )
 }
 
+/// The most hunks a note lists one by one.
+const MAX_NOTED_HUNKS: usize = 60;
+
+/// What the model is told after the user applied part of its patch.
+pub(crate) fn partly_note(run_id: &str, hunks: &[HunkRecord]) -> String {
+    let mut note = format!(
+        "[ah: this message starts a new run. The user applied only part of the changes of run \
+         {run_id}; the work directory is the project as it is now, with the applied part in it."
+    );
+    if hunks.is_empty() {
+        note.push_str(" The files not applied are not in it.]");
+        return note;
+    }
+    note.push_str(" Each hunk of that run's patch:");
+    for hunk in hunks.iter().take(MAX_NOTED_HUNKS) {
+        let what = match hunk.decision {
+            HunkOutcome::Applied => "applied",
+            HunkOutcome::NotApplied => "not applied (the apply failed)",
+            HunkOutcome::Rejected => "not applied (rejected)",
+            HunkOutcome::Undecided => "not applied (left undecided)",
+        };
+        note.push_str(&format!("\n- {} {}: {what}", hunk.path, hunk.header));
+        if let Some(reason) = &hunk.reason {
+            let reason: String = reason.chars().take(500).collect();
+            note.push_str(&format!(", because: {reason}"));
+        }
+    }
+    if hunks.len() > MAX_NOTED_HUNKS {
+        note.push_str(&format!("\n- and {} more", hunks.len() - MAX_NOTED_HUNKS));
+    }
+    note.push(']');
+    note
+}
+
 /// What became of the session's previous run, as its files go.
 enum Previous {
     /// No run yet, or its changes are in the project (applied), or it
@@ -108,6 +152,11 @@ enum Previous {
     InProject,
     /// Discarded or refused by the review.
     Rejected { run_id: String, decision: String },
+    /// Part of it applied by the review.
+    Partly {
+        run_id: String,
+        hunks: Vec<HunkRecord>,
+    },
     /// Saved, aborted, stopped, failed: its changes exist only in its run.
     NotApplied,
     /// Its run directory is gone (`ah runs prune`): nothing says.
@@ -151,6 +200,13 @@ pub(crate) fn prepare_files(
     };
     match previous(session, ah_dir)? {
         Previous::InProject => return place.fresh(),
+        Previous::Partly { run_id, hunks } => {
+            let start = place.project_files()?;
+            place.front.notice(&format!(
+                "files: the project's current files (part of run {run_id}'s changes were applied)"
+            ));
+            return Ok((start, Origin::Partly { run_id, hunks }));
+        }
         Previous::Rejected { run_id, decision } => {
             let start = place.project_files()?;
             place.front.notice(&format!(
@@ -203,8 +259,15 @@ fn previous(session: &Session, ah_dir: &Path) -> Result<Previous> {
     let Ok(manifest) = run.read_manifest() else {
         return Ok(Previous::NotApplied);
     };
-    let decision = manifest.review.map(|review| review.decision);
+    let decision = manifest.review.as_ref().map(|review| review.decision);
     Ok(match decision {
+        Some(ReviewDecision::PartlyApplied) if manifest.applied => Previous::Partly {
+            run_id,
+            hunks: manifest
+                .review
+                .map(|review| review.hunks)
+                .unwrap_or_default(),
+        },
         _ if manifest.applied => Previous::InProject,
         Some(ReviewDecision::Empty) => Previous::InProject,
         Some(decision @ (ReviewDecision::Discarded | ReviewDecision::Refused)) => {

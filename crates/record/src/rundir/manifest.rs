@@ -126,6 +126,10 @@ pub struct ReviewRecord {
     /// work, in order, before the decision above.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<ReviseRound>,
+    /// Each unit's decision when the user chose hunk by hunk, in patch
+    /// order; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hunks: Vec<HunkRecord>,
 }
 
 /// A check run in a run's sandbox once its agent was done.
@@ -160,6 +164,37 @@ pub struct RejectedHunk {
     pub header: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// What became of one unit of a patch chosen hunk by hunk: a hunk, a piece
+/// of a split hunk, or a file section taken whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HunkRecord {
+    /// The file, relative to the project (the new path of a rename).
+    pub path: String,
+    /// The hunk's `@@ -A,B +C,D @@`, or what the section taken whole does
+    /// (`new file (+3 −0)`, `mode 100644 → 100755`, …).
+    pub header: String,
+    pub decision: HunkOutcome,
+    /// Why the user rejected it, when they said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What became of one unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HunkOutcome {
+    /// Chosen, and applied with the other chosen units.
+    Applied,
+    /// Chosen, but the apply failed: it is in `chosen.patch`.
+    NotApplied,
+    /// Rejected by the user: it is in `rest.patch`.
+    #[default]
+    Rejected,
+    /// Left undecided (the user quit the choice): it is in `rest.patch`.
+    Undecided,
 }
 
 /// What becomes of a finished run's patch.

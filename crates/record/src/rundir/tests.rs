@@ -174,9 +174,23 @@ fn full_manifest(run: &RunDir) -> Manifest {
     });
     manifest.review = Some(ReviewRecord {
         mode: ReviewMode::Ask,
-        decision: ReviewDecision::Applied,
+        decision: ReviewDecision::PartlyApplied,
         reason: None,
         rounds: Vec::new(),
+        hunks: vec![
+            HunkRecord {
+                path: "src/lib.rs".into(),
+                header: "@@ -1,4 +1,5 @@".into(),
+                decision: HunkOutcome::Applied,
+                reason: None,
+            },
+            HunkRecord {
+                path: "run.sh".into(),
+                header: "mode 100644 → 100755".into(),
+                decision: HunkOutcome::Rejected,
+                reason: Some("keep it plain".into()),
+            },
+        ],
     });
     manifest.applied = true;
     manifest.artifacts = vec!["out/report.txt".into()];
@@ -206,6 +220,35 @@ fn manifest_round_trips_and_is_replaced_atomically() {
         names.iter().filter(|n| !n.ends_with("steps")).count(),
         1,
         "{names:?}"
+    );
+}
+
+#[test]
+fn a_review_without_hunk_decisions_keeps_its_old_shape() {
+    let record = ReviewRecord {
+        mode: ReviewMode::Ask,
+        decision: ReviewDecision::Saved,
+        reason: Some("chosen by the user".into()),
+        rounds: Vec::new(),
+        hunks: Vec::new(),
+    };
+    let json = serde_json::to_value(&record).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"mode": "ask", "decision": "saved", "reason": "chosen by the user"})
+    );
+    let old: ReviewRecord = serde_json::from_value(json).unwrap();
+    assert_eq!(old, record);
+    let hunk = HunkRecord {
+        path: "a".into(),
+        header: "@@ -1 +1 @@".into(),
+        decision: HunkOutcome::Undecided,
+        reason: None,
+    };
+    let json = serde_json::to_value(&hunk).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"path": "a", "header": "@@ -1 +1 @@", "decision": "undecided"})
     );
 }
 

@@ -2,6 +2,8 @@
 //! set choice (and fails the test when asked without one) and keeps what it
 //! was told, and a real git project the patch applies to.
 
+mod by_hunk;
+
 use std::path::PathBuf;
 
 use super::*;

@@ -83,7 +83,7 @@ pub fn split(
                 }
                 if rest.starts_with(SECTION_START) {
                     if let Some(file) = patch.files.get(sections) {
-                        sides[side_of(sections, chosen)].count(file);
+                        sides[side_of(sections, chosen)].begin(file, file.added, file.removed);
                     }
                     section = Some(sections);
                     sections += 1;
@@ -95,7 +95,9 @@ pub fn split(
                 .map_or(rest.len(), |newline| newline + 1);
             line_start = rest[taken - 1] == b'\n';
             if let Some(index) = section {
-                sides[side_of(index, chosen)].write(&rest[..taken])?;
+                let side = &mut sides[side_of(index, chosen)];
+                side.write(&rest[..taken])
+                    .map_err(|source| write_error(side, source))?;
             }
             at += taken;
         }
@@ -106,9 +108,17 @@ pub fn split(
         }
     }
     let [chosen_side, rest_side] = sides;
+    let finish = |side: Side<'_>| {
+        let path = side.path().to_path_buf();
+        side.finish().map_err(|source| SplitError::Io {
+            action: "write",
+            path,
+            source,
+        })
+    };
     let split = Split {
-        chosen: chosen_side.finish()?,
-        rest: rest_side.finish()?,
+        chosen: finish(chosen_side)?,
+        rest: finish(rest_side)?,
     };
     if sections != patch.files.len() {
         for path in [chosen_path, rest_path] {
@@ -127,15 +137,17 @@ fn side_of(index: usize, chosen: &[usize]) -> usize {
     usize::from(!chosen.contains(&index))
 }
 
-/// One side of a split: its file, made at its first byte, and its totals.
-struct Side<'a> {
+/// One side of a patch cut in two (by file here, by hunk in
+/// `hunks::write`): its file, made at its first byte, and its totals, each
+/// section's bytes counted as written.
+pub(crate) struct Side<'a> {
     path: &'a Path,
     out: Option<BufWriter<File>>,
     info: PatchInfo,
 }
 
 impl<'a> Side<'a> {
-    fn new(path: &'a Path) -> Side<'a> {
+    pub(crate) fn new(path: &'a Path) -> Side<'a> {
         Side {
             path,
             out: None,
@@ -143,40 +155,51 @@ impl<'a> Side<'a> {
         }
     }
 
-    fn error(&self, source: io::Error) -> SplitError {
-        SplitError::Io {
-            action: "write",
-            path: self.path.to_path_buf(),
-            source,
-        }
+    /// Where this side is written.
+    pub(crate) fn path(&self) -> &Path {
+        self.path
     }
 
-    /// Counts a section of `file` on this side.
-    fn count(&mut self, file: &FileStat) {
-        self.info.files.push(file.clone());
-        self.info.added_lines += file.added;
-        self.info.removed_lines += file.removed;
+    /// Starts `file`'s section on this side, with the lines it adds and
+    /// removes here.
+    pub(crate) fn begin(&mut self, file: &FileStat, added: u64, removed: u64) {
+        self.info.files.push(FileStat {
+            added,
+            removed,
+            bytes: 0,
+            ..file.clone()
+        });
+        self.info.added_lines += added;
+        self.info.removed_lines += removed;
     }
 
-    fn write(&mut self, bytes: &[u8]) -> Result<(), SplitError> {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         let out = match &mut self.out {
             Some(out) => out,
-            None => {
-                let created = File::create(self.path).map_err(|e| self.error(e))?;
-                self.out.insert(BufWriter::new(created))
-            }
+            None => self.out.insert(BufWriter::new(File::create(self.path)?)),
         };
-        let written = out.write_all(bytes);
-        written.map_err(|e| self.error(e))?;
+        out.write_all(bytes)?;
         self.info.bytes += bytes.len() as u64;
+        if let Some(file) = self.info.files.last_mut() {
+            file.bytes += bytes.len() as u64;
+        }
         Ok(())
     }
 
-    fn finish(mut self) -> Result<PatchInfo, SplitError> {
+    pub(crate) fn finish(mut self) -> io::Result<PatchInfo> {
         if let Some(out) = self.out.take() {
-            out.into_inner().map_err(|e| self.error(e.into_error()))?;
+            out.into_inner().map_err(|e| e.into_error())?;
         }
         Ok(self.info)
+    }
+}
+
+/// The error of writing `side`.
+fn write_error(side: &Side<'_>, source: io::Error) -> SplitError {
+    SplitError::Io {
+        action: "write",
+        path: side.path().to_path_buf(),
+        source,
     }
 }
 

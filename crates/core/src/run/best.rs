@@ -12,12 +12,12 @@
 use anyhow::Result;
 
 use super::attempts::{Attempt, AttemptOptions, Tried, try_all};
-use super::lifecycle::{Finished, leave_session};
+use super::lifecycle::{Finished, leave_session, review_done};
 use super::review::{self, Choice, Review, Round, Tone};
 use super::{Engine, Front, Outcome, ReviewMode, RunOptions};
 use crate::agent::record_event;
 use crate::cost::{Prices, usd};
-use crate::event::{Event, RunEvent};
+use crate::event::RunEvent;
 use ah_record::rundir::{Manifest, ReviewRecord};
 use ah_session::{Tokens, total_usage};
 
@@ -250,19 +250,7 @@ fn record(
             }
         }
     }
-    let event = Event::ReviewDone {
-        patch: finished.patch_path.display().to_string(),
-        files: finished.patch.files.len(),
-        added: finished.patch.added_lines,
-        removed: finished.patch.removed_lines,
-        left_out: finished.patch.left_out.len(),
-        mode: record.mode.as_str().to_string(),
-        decision: record.decision.as_str().to_string(),
-        reason: record.reason.clone(),
-        applied,
-        rounds: Vec::new(),
-        hunks: record.hunks.clone(),
-    };
+    let event = review_done(&finished.patch_path, &finished.patch, record, applied);
     record_event(&tried.session, None, &event);
     front.show(&RunEvent::of(&row.attempt.run, &event));
 }

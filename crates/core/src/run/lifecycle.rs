@@ -718,12 +718,22 @@ fn announce(session: &Session, front: &mut dyn Front, run: &str, event: Event) {
 
 /// The event that tells consumers what became of the patch.
 fn review_event(result: &RunResult, record: &ReviewRecord, applied: bool) -> Event {
+    review_done(&result.patch_path, &result.patch, record, applied)
+}
+
+/// The `review_done` event of the patch at `patch_path`.
+pub(crate) fn review_done(
+    patch_path: &Path,
+    patch: &PatchInfo,
+    record: &ReviewRecord,
+    applied: bool,
+) -> Event {
     Event::ReviewDone {
-        patch: result.patch_path.display().to_string(),
-        files: result.patch.files.len(),
-        added: result.patch.added_lines,
-        removed: result.patch.removed_lines,
-        left_out: result.patch.left_out.len(),
+        patch: patch_path.display().to_string(),
+        files: patch.files.len(),
+        added: patch.added_lines,
+        removed: patch.removed_lines,
+        left_out: patch.left_out.len(),
         mode: record.mode.as_str().to_string(),
         decision: record.decision.as_str().to_string(),
         reason: record.reason.clone(),

@@ -549,6 +549,16 @@ fn file_to_choose(file: &ah_record::patch::FileStat) -> FileToChoose {
     }
 }
 
+/// Where a patch cut in two goes: `chosen.patch` and `rest.patch` beside
+/// the run's patch.
+fn cut_paths(review: &Review<'_>) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let run_dir = review
+        .patch_path
+        .parent()
+        .context("the patch file has no run directory")?;
+    Ok((run_dir.join("chosen.patch"), run_dir.join("rest.patch")))
+}
+
 /// Applies the chosen files as one patch (`chosen.patch` beside the run's
 /// patch) and saves the others in `rest.patch`; a partial apply is
 /// recorded as such.
@@ -557,12 +567,7 @@ fn apply_files(
     chosen: &[usize],
     front: &mut dyn ReviewFront,
 ) -> Result<Reviewed> {
-    let run_dir = review
-        .patch_path
-        .parent()
-        .context("the patch file has no run directory")?;
-    let chosen_path = run_dir.join("chosen.patch");
-    let rest_path = run_dir.join("rest.patch");
+    let (chosen_path, rest_path) = cut_paths(review)?;
     let split = subpatch::split(
         review.patch_path,
         review.patch,

@@ -4,12 +4,12 @@
 //! `index` lines). The patch is read back piece by piece, never whole.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::{Form, HunkError, Lines, PatchHunks, Section, Selection, Span};
-use crate::subpatch::Split;
+use crate::subpatch::{Side, Split};
 use ah_record::patch::{FileStat, PatchInfo};
 
 /// Bytes copied from the patch at a time.
@@ -52,8 +52,8 @@ pub fn write(
     }
     let [chosen, rest] = writer.sides;
     Ok(Split {
-        chosen: chosen.finish()?,
-        rest: rest.finish()?,
+        chosen: done(chosen)?,
+        rest: done(rest)?,
     })
 }
 
@@ -153,7 +153,7 @@ impl Writer<'_> {
             let mut line = format!("@@ -{} +{} @@", old.header(), new.header()).into_bytes();
             line.extend(heading);
             line.push(b'\n');
-            self.sides[side].write(&line)?;
+            put(&mut self.sides[side], &line)?;
             self.copy(side, span.start, span.end)?;
         }
         Ok(())
@@ -197,13 +197,13 @@ impl Writer<'_> {
         while at < end {
             let len = (end - at).min(CHUNK as u64) as usize;
             self.read(&mut buf[..len], at)?;
-            self.sides[side].write(&buf[..len])?;
+            put(&mut self.sides[side], &buf[..len])?;
             last = buf[len - 1];
             at += len as u64;
         }
         self.buf = buf;
         if last != b'\n' {
-            self.sides[side].write(b"\n")?;
+            put(&mut self.sides[side], b"\n")?;
         }
         Ok(())
     }
@@ -241,64 +241,25 @@ fn moved(before: u64, shift: i64, len: u64) -> Lines {
     }
 }
 
-/// One side of the cut: its file, made at its first byte, and its totals.
-struct Side<'a> {
-    path: &'a Path,
-    out: Option<BufWriter<File>>,
-    info: PatchInfo,
+/// Writes `bytes` to `side`; a failure names its file.
+fn put(side: &mut Side<'_>, bytes: &[u8]) -> Result<(), HunkError> {
+    side.write(bytes).map_err(|source| side_error(side, source))
 }
 
-impl<'a> Side<'a> {
-    fn new(path: &'a Path) -> Side<'a> {
-        Side {
-            path,
-            out: None,
-            info: PatchInfo::empty(),
-        }
-    }
+/// Closes `side`; its totals.
+fn done(side: Side<'_>) -> Result<PatchInfo, HunkError> {
+    let path = side.path().to_path_buf();
+    side.finish().map_err(|source| HunkError::Io {
+        action: "write",
+        path,
+        source,
+    })
+}
 
-    fn error(&self, source: io::Error) -> HunkError {
-        HunkError::Io {
-            action: "write",
-            path: self.path.to_path_buf(),
-            source,
-        }
-    }
-
-    /// Starts `file`'s section on this side, with the lines it adds and
-    /// removes here.
-    fn begin(&mut self, file: &FileStat, added: u64, removed: u64) {
-        self.info.files.push(FileStat {
-            added,
-            removed,
-            bytes: 0,
-            ..file.clone()
-        });
-        self.info.added_lines += added;
-        self.info.removed_lines += removed;
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<(), HunkError> {
-        let out = match &mut self.out {
-            Some(out) => out,
-            None => {
-                let created = File::create(self.path).map_err(|e| self.error(e))?;
-                self.out.insert(BufWriter::new(created))
-            }
-        };
-        let written = out.write_all(bytes);
-        written.map_err(|e| self.error(e))?;
-        self.info.bytes += bytes.len() as u64;
-        if let Some(file) = self.info.files.last_mut() {
-            file.bytes += bytes.len() as u64;
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> Result<PatchInfo, HunkError> {
-        if let Some(out) = self.out.take() {
-            out.into_inner().map_err(|e| self.error(e.into_error()))?;
-        }
-        Ok(self.info)
+fn side_error(side: &Side<'_>, source: io::Error) -> HunkError {
+    HunkError::Io {
+        action: "write",
+        path: side.path().to_path_buf(),
+        source,
     }
 }

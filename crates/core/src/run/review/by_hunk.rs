@@ -59,12 +59,7 @@ fn apply_some(
     decisions: &[HunkDecision],
     front: &mut dyn ReviewFront,
 ) -> Result<Reviewed> {
-    let run_dir = review
-        .patch_path
-        .parent()
-        .context("the patch file has no run directory")?;
-    let chosen_path = run_dir.join("chosen.patch");
-    let rest_path = run_dir.join("rest.patch");
+    let (chosen_path, rest_path) = super::cut_paths(review)?;
     hunks::write(
         review.patch_path,
         review.patch,

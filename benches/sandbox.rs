@@ -1,21 +1,47 @@
-//! The round trip of one tool command in the sandbox, measured on the host:
-//! `true` through the command channel (one long-lived agent in the
-//! container) versus through one `podman exec` per command (the path
-//! without the channel), on one real container, in the same run so the
-//! ratio means something on any machine. Then the time from a container's
-//! start to its first command's answer, started from the image in podman's
-//! storage (the old way) and from the cached copy of its root file system
-//! (`podman::rootfs`; the same as the image where storage is overlay or
-//! podman rootful), alternately, medians printed.
+//! The sandbox's own costs, measured on the host, each part comparing ways
+//! in the same run:
 //!
-//! Run with `cargo bench --bench sandbox`; skipped when podman or the
-//! sandbox image is missing. Rootless: run the bench binary as the user
-//! (`runuser -u USER -- target/release/deps/sandbox-…`).
+//! - `round_trip`: the round trip of one tool command, `true` through the
+//!   command channel (one long-lived agent in the container) versus through
+//!   one `podman exec` per command (the path without the channel), on one
+//!   real container;
+//! - `image_against_copy`: a container's start to its first command's
+//!   answer, started from the image in podman's storage (the old way) and
+//!   from the cached copy of its root file system (`podman::rootfs`; the same
+//!   as the image where storage is overlay or podman rootful), alternately,
+//!   as the user running the bench;
+//! - `rootful_against_rootless`: the real `ah` against the tests' mock
+//!   model, a run with one `bash true` step, by root (rootful podman), by
+//!   `AH_TEST_USER` (rootless, its podman on `vfs` storage: the run stands on
+//!   the cached copy of the image's root) and by `AH_TEST_OVERLAY_USER`
+//!   (rootless on `overlay` storage: the image's own layers, nothing copied;
+//!   `scripts/setup` makes both users), interleaved: spawn → the first
+//!   command's answer reaching the model, the last answer → ah's exit, and
+//!   ah's exit → the sandbox removed by the detached cleanup (off the
+//!   user's path). Needs root to switch users; a user that is not set is
+//!   skipped with a line saying so.
+//!
+//! Run with `cargo bench --bench sandbox`; `cargo bench --bench sandbox --
+//! WORD` runs only the parts whose name holds WORD (`round`, `copy`,
+//! `rootless`). Skipped when podman or the sandbox image is missing.
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
 // harness of its own (clippy does not count it as a test), where a failure
 // should stop the measurement with the message it panics with.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The tests' mock model server, as a module of its own folder so that its
+// submodules are found beside it.
+#[path = "../tests/support"]
+mod support {
+    #[allow(dead_code)]
+    pub(crate) mod mock;
+}
+
+// The rootful and rootless runs, in a folder of this bench's own (a file
+// directly in benches/ would be a bench of its own).
+#[path = "sandbox/users.rs"]
+mod users;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -47,11 +73,26 @@ async fn bench() {
         println!("sandbox bench skipped: the image {DEFAULT_IMAGE} is missing (ah image build)");
         return;
     }
+    // cargo bench passes `--bench` first; any other word picks parts.
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|word| !word.starts_with("--"))
+        .collect();
+    let picked = |name: &str| words.is_empty() || words.iter().any(|word| name.contains(word));
     let dir = tempfile::tempdir().expect("temp dir");
     let work = dir.path().join("work");
     std::fs::create_dir(&work).expect("work dir");
-    round_trips(&work).await;
-    first_commands(&work).await;
+    if picked("round_trip") {
+        round_trips(&work).await;
+    }
+    if picked("image_against_copy") {
+        first_commands(&work).await;
+    }
+    if picked("rootful_against_rootless") {
+        tokio::task::spawn_blocking(users::rootful_against_rootless)
+            .await
+            .expect("the rootful and rootless runs");
+    }
 }
 
 /// The options of a bench container on `work`.
@@ -159,6 +200,6 @@ where
     (first, times)
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }

@@ -10,6 +10,7 @@
 use tokio::process::Command;
 
 use super::Check;
+use super::probe::ProbeRoot;
 use crate::podman::Podman;
 
 pub(super) const NAME: &str = "resource limits";
@@ -147,13 +148,13 @@ pub(super) fn verdict(info: &CgroupInfo, probe: Option<Probe>, rootless: bool) -
     }
 }
 
-/// Asks podman, then (when the image is present) a container, whether
-/// limits hold. `run` is the `podman run` command with the run's
-/// confinement flags, ending before the image.
+/// Asks podman, then (when the image is present: `root`, what the probe
+/// starts from) a container, whether limits hold. `run` is the `podman run`
+/// command with the run's confinement flags, ending before the image.
 pub(super) async fn check(
     podman: &Podman,
     mut run: Command,
-    image: Option<&str>,
+    root: Option<&ProbeRoot>,
     rootless: bool,
 ) -> Check {
     let output = podman
@@ -181,12 +182,13 @@ pub(super) async fn check(
             .warning();
         }
     };
-    let Some(image) = image.filter(|_| missing_controllers(&info).is_empty()) else {
+    let Some(root) = root.filter(|_| missing_controllers(&info).is_empty()) else {
         return verdict(&info, None, rootless);
     };
     run.arg(format!("--memory={PROBE_MEMORY}"))
-        .arg(format!("--pids-limit={PROBE_PIDS}"))
-        .args([image, "sh", "-c", PROBE_SCRIPT]);
+        .arg(format!("--pids-limit={PROBE_PIDS}"));
+    root.start_from(&mut run);
+    run.args(["sh", "-c", PROBE_SCRIPT]);
     match run.output().await {
         Ok(out) if out.status.success() => verdict(
             &info,

@@ -7,12 +7,14 @@
 
 mod limits;
 mod network;
+mod probe;
 mod storage;
 
 use std::path::Path;
 
 use tokio::process::Command;
 
+use self::probe::ProbeRoot;
 use super::podman::{
     self, DEFAULT_IMAGE, HostLimits, Podman, Runtime, Ulimits, find_init, find_tool, rootless,
 };
@@ -162,16 +164,20 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         ),
         Err(e) => Check::fail("image", e.to_string(), "check 'podman images'"),
     };
-    let image_ok = image.ok;
-    checks.push(runtime_check(&podman, opts, cgroups, ulimits, image_ok).await);
-    let probe_image = image_ok.then_some(opts.image.as_str());
+    let probe_root = match image.ok {
+        true => Some(ProbeRoot::new(&podman, &opts.image, rootless()).await),
+        false => None,
+    };
+    let probe_root = probe_root.as_ref();
+    checks.push(runtime_check(&podman, opts, cgroups, ulimits, probe_root).await);
     let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
-    checks.push(limits::check(&podman, run, probe_image, rootless()).await);
+    checks.push(limits::check(&podman, run, probe_root, rootless()).await);
     let run = confined_run(&podman, opts.runtime.resolve(), ulimits);
-    checks.push(network::proxy_check(run, probe_image).await);
+    checks.push(network::proxy_check(run, probe_root).await);
     checks.push(network::full_check());
     checks.push(offline_build_check(rootless()));
-    checks.push(storage::check(&podman, &opts.image, rootless()).await);
+    let missed = probe_root.and_then(|root| root.missed.as_deref());
+    checks.push(storage::check(&podman, &opts.image, rootless(), missed).await);
     checks.push(image);
     checks.push(git_check());
     checks
@@ -210,14 +216,15 @@ async fn podman_check(podman: &Podman) -> Check {
     }
 }
 
-/// Tries the runtime for real when the image exists: the same confinement
-/// flags a run uses, running `true`.
+/// Tries the runtime for real when the image exists (`root` is what the
+/// probe starts from): the same confinement flags a run uses, running
+/// `true`.
 async fn runtime_check(
     podman: &Podman,
     opts: &DoctorOptions,
     cgroups: CgroupMode,
     ulimits: Ulimits,
-    image_present: bool,
+    root: Option<&ProbeRoot>,
 ) -> Check {
     let runtime = opts.runtime.resolve();
     let name = runtime
@@ -225,7 +232,7 @@ async fn runtime_check(
         .unwrap_or_else(|| "podman's default".to_string());
     let crun_on_v1 = runtime.is_none() && cgroups != CgroupMode::V2;
     let runc_fix = "install runc (apt-get install runc); ah prefers it when present";
-    if !image_present {
+    let Some(root) = root else {
         return if crun_on_v1 {
             Check::fail(
                 "runtime",
@@ -235,9 +242,10 @@ async fn runtime_check(
         } else {
             Check::pass("runtime", format!("{name} (not tried: image missing)"))
         };
-    }
+    };
     let mut cmd = confined_run(podman, runtime.clone(), ulimits);
-    cmd.args([&opts.image, "true"]);
+    root.start_from(&mut cmd);
+    cmd.arg("true");
     match cmd.output().await {
         Ok(out) if out.status.success() => {
             Check::pass("runtime", format!("{name} runs containers"))

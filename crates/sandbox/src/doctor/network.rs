@@ -6,14 +6,16 @@
 use tokio::process::Command;
 
 use super::Check;
+use super::probe::ProbeRoot;
 use crate::podman::{AH_BIN, find_tool};
 
 pub(super) const PROXY: &str = "network proxy";
 pub(super) const FULL: &str = "network full";
 
-/// Runs `ah --version` inside `image` with the confinement flags of `run`.
-pub(super) async fn proxy_check(mut run: Command, image: Option<&str>) -> Check {
-    let Some(image) = image else {
+/// Runs `ah --version` inside the image (started from `root`, `None` when
+/// the image is missing) with the confinement flags of `run`.
+pub(super) async fn proxy_check(mut run: Command, root: Option<&ProbeRoot>) -> Check {
+    let Some(root) = root else {
         return Check::pass(PROXY, "not tried: image missing");
     };
     let executable = match std::env::current_exe().and_then(std::fs::canonicalize) {
@@ -27,8 +29,9 @@ pub(super) async fn proxy_check(mut run: Command, image: Option<&str>) -> Check 
             .warning();
         }
     };
-    run.arg(format!("--volume={}:{AH_BIN}:ro", executable.display()))
-        .args([image, AH_BIN, "--version"]);
+    run.arg(format!("--volume={}:{AH_BIN}:ro", executable.display()));
+    root.start_from(&mut run);
+    run.args([AH_BIN, "--version"]);
     match run.output().await {
         Ok(out) if out.status.success() && out.stdout.starts_with(b"ah ") => Check::pass(
             PROXY,

@@ -1,8 +1,8 @@
 //! The `storage` line of `ah doctor`: which storage driver podman uses for
 //! this user and what it costs a run. With `vfs` every container podman
-//! creates starts with a copy of the whole image; ah's rootless runs stand
-//! on a copy made once per image instead (see `podman::rootfs`), but every
-//! other container (the doctor's own probes, `podman run` by hand) pays
+//! creates starts with a copy of the whole image; ah's rootless runs and the
+//! doctor's own probes stand on a copy made once per image instead (see
+//! `podman::rootfs`), but every other container (`podman run` by hand) pays
 //! it, and the copy takes room in the user's cache. The line says how to
 //! switch to overlay storage; ah never changes the user's storage itself.
 
@@ -15,8 +15,15 @@ pub(super) const NAME: &str = "storage";
 /// Native overlay inside a user namespace needs Linux 5.13 or later.
 const NATIVE_OVERLAY: (u32, u32) = (5, 13);
 
-/// Names the driver and its cost per run; a warning on `vfs`.
-pub(super) async fn check(podman: &Podman, image: &str, rootless: bool) -> Check {
+/// Names the driver and its cost per run; a warning on `vfs`. `missed`:
+/// why the doctor's probes could not stand on the cached copy of the
+/// image's root (the runs cannot either).
+pub(super) async fn check(
+    podman: &Podman,
+    image: &str,
+    rootless: bool,
+    missed: Option<&str>,
+) -> Check {
     let output = podman
         .command()
         .args(["info", "--format", "{{.Store.GraphDriverName}}"])
@@ -54,21 +61,10 @@ pub(super) async fn check(podman: &Podman, image: &str, rootless: bool) -> Check
         Ok(Some(facts)) => format!(" ({})", size_text(facts.size)),
         _ => String::new(),
     };
-    let runs = if rootless {
-        let cache = rootfs::cache_root().map_or_else(
-            || "the cache".to_string(),
-            |path| path.display().to_string(),
-        );
-        format!(
-            "ah's runs start on a copy of its root file system made once per image in {cache} \
-             instead, but every other container pays it"
-        )
-    } else {
-        "every run pays it before its first command".to_string()
-    };
     let detail = format!(
         "vfs: podman copies the whole image{size} into every container it creates \
-         (seconds each); {runs}"
+         (seconds each); {}",
+        who_pays(rootless, missed)
     );
     Check::fail(
         NAME,
@@ -76,6 +72,28 @@ pub(super) async fn check(podman: &Podman, image: &str, rootless: bool) -> Check
         switch_fix(rootless, kernel_release().as_deref()),
     )
     .warning()
+}
+
+/// Which containers pay the copy on `vfs`: rootful, every run's; rootless,
+/// only those not on ah's cached copy (`missed`: why it could not be made).
+fn who_pays(rootless: bool, missed: Option<&str>) -> String {
+    if !rootless {
+        return "every run pays it before its first command".to_string();
+    }
+    let cache = rootfs::cache_root().map_or_else(
+        || "the cache".to_string(),
+        |path| path.display().to_string(),
+    );
+    match missed {
+        None => format!(
+            "ah's runs and these checks start on a copy of its root file system made once per \
+             image in {cache} instead, but every other container pays it"
+        ),
+        Some(why) => format!(
+            "ah's runs would start on a copy of its root file system made once per image in \
+             {cache} instead, but it could not be made ({why}), so each run pays it too"
+        ),
+    }
 }
 
 /// How to move this user's storage to overlay.
@@ -153,6 +171,21 @@ mod tests {
         let root = switch_fix(false, Some("5.10"));
         assert!(root.contains("/etc/containers/storage.conf"), "{root}");
         assert!(!root.contains("fuse-overlayfs"), "{root}");
+    }
+
+    #[test]
+    fn on_vfs_the_line_says_who_pays_the_copy() {
+        assert!(who_pays(false, None).contains("every run pays it"));
+        let copied = who_pays(true, None);
+        assert!(
+            copied.contains("runs and these checks start on a copy"),
+            "{copied}"
+        );
+        let missed = who_pays(true, Some("no room"));
+        assert!(
+            missed.contains("could not be made (no room), so each run pays it too"),
+            "{missed}"
+        );
     }
 
     #[test]

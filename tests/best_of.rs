@@ -10,6 +10,7 @@ use crate::support::podman::{no_container_left, podman_ready_blocking};
 use crate::support::tmux::{Tmux, ah_script_on};
 use serde_json::json;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// One attempt's work: write `content` to a.txt, then say it is done.
 fn writes(n: usize, content: &str) -> [Turn; 2] {
@@ -189,6 +190,69 @@ fn at_a_terminal_another_attempt_can_be_chosen_instead_of_the_winner() {
     tmux.keys(&["Enter"]);
     assert_eq!(script.exit_code(), 0, "{}", tmux.history());
     assert_eq!(host.read("a.txt"), "longer\nanswer\n");
+    for id in ids(&host) {
+        no_container_left(&podman, &id);
+    }
+}
+
+#[test]
+fn a_signal_stops_every_attempt_with_its_patch_saved_and_no_container_left() {
+    let Some(podman) = podman_ready_blocking() else {
+        return;
+    };
+    let host = Host::git(&[("a.txt", "one\n")]);
+    // Each attempt writes its file, then waits in a long command.
+    let long = |n: usize| {
+        Turn::reply(Reply::new().tool_use(
+            format!("toolu_long_{n}"),
+            "bash",
+            json!({"command": "echo started > started-$RANDOM; sleep 300"}),
+        ))
+    };
+    let [w1, _] = writes(1, "first");
+    let [w2, _] = writes(2, "second");
+    let mock = MockServer::start(vec![w1, w2, long(1), long(2)]);
+    let mut child = host
+        .ah(&mock.url())
+        .args([
+            "--backend",
+            "podman",
+            "--review",
+            "never",
+            "-N",
+            "2",
+            "-j",
+            "2",
+        ])
+        .args(["--check", CHECK, "change a"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while mock.requests().len() < 4 {
+        assert!(Instant::now() < deadline, "the attempts never both waited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both long commands have started once their answers were served.
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "ah did not stop after Ctrl+C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(host.read("a.txt"), "one\n");
+    let runs = host.runs();
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        let patch = std::fs::read_to_string(run.join("session.patch")).unwrap();
+        assert!(patch.contains("+++ b/a.txt"), "each patch so far is saved");
+        let manifest = json_file(&run.join("manifest.json"));
+        assert_eq!(manifest["review"]["decision"], json!("aborted"));
+    }
     for id in ids(&host) {
         no_container_left(&podman, &id);
     }

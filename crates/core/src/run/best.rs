@@ -56,7 +56,19 @@ fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcom
     for line in table(&rows) {
         front.notice(&line);
     }
+    let aborted = rows
+        .iter()
+        .any(|row| matches!(row.attempt.outcome, Ok(Outcome::Aborted)));
     let Some(winner) = winner(&rows) else {
+        if aborted {
+            // Stopped by a signal: every patch so far is saved.
+            front.say(
+                Tone::Plain,
+                "interrupted:",
+                "nothing applied; every attempt's patch so far is saved",
+            );
+            return Ok(Outcome::Aborted);
+        }
         front.say(
             Tone::Refused,
             "no attempt passed:",

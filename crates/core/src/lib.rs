@@ -15,6 +15,7 @@ pub mod config;
 pub mod event;
 pub mod org;
 pub mod present;
+pub mod report;
 pub mod run;
 pub mod runs;
 pub mod sandbox;

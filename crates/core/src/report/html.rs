@@ -54,9 +54,11 @@ svg.timeline rect.model{fill:#4878d0}
 svg.timeline rect.tool{fill:#ee854a}";
 
 /// Sorts a table by the column whose header was clicked: by each cell's
-/// `data-sort` number when it has one, else by its text.
+/// `data-sort` number when it has one, else by its text. The headers say
+/// so once the script has run.
 const SCRIPT: &str = "document.querySelectorAll('table.sortable').forEach(function(table){
   table.querySelectorAll('thead th').forEach(function(th,col){
+    th.title='Click to sort';
     th.addEventListener('click',function(){
       var down=th.getAttribute('aria-sort')==='ascending';
       table.querySelectorAll('thead th').forEach(function(o){o.removeAttribute('aria-sort');});

@@ -36,7 +36,9 @@ pub(super) fn classes(patch: &str) -> Vec<(&'static str, &str)> {
 pub(super) fn render(patch: &str) -> String {
     let mut out = String::with_capacity(patch.len() + patch.len() / 2);
     for (class, line) in classes(patch) {
-        let _ = writeln!(out, "<span class=\"{class}\">{}</span>", escape(line));
+        // Each line is a block of its own (the style says so): a newline
+        // between them would show as an empty line.
+        let _ = write!(out, "<span class=\"{class}\">{}</span>", escape(line));
     }
     out
 }

@@ -112,3 +112,101 @@ fn report_bounded_reads_refuse_links_and_fifos() {
     );
     assert!(bounded::read(dir.path(), "fifo", 4).is_err());
 }
+
+fn message(
+    seq: i64,
+    parent: Option<i64>,
+    role: ah_llm::Role,
+    blocks: Vec<ah_session::BlockRecord>,
+) -> ah_session::StoredMessage {
+    ah_session::StoredMessage {
+        id: format!("m{seq}"),
+        parent_id: parent.map(|p| format!("m{p}")),
+        role,
+        seq,
+        created_at: String::new(),
+        meta: ah_session::MessageMeta {
+            usage: Some(ah_llm::Usage {
+                input_tokens: 100,
+                output_tokens: 10,
+                ..ah_llm::Usage::default()
+            }),
+            api_latency_ms: Some(seq as u64 * 1000),
+            ..ah_session::MessageMeta::default()
+        },
+        agent: None,
+        blocks,
+    }
+}
+
+fn call(name: &str) -> ah_session::BlockRecord {
+    ah_llm::Block::ToolUse {
+        id: name.to_string(),
+        name: name.to_string(),
+        input: serde_json::json!({}),
+    }
+    .into()
+}
+
+fn result(run: &str, ms: u64) -> ah_session::BlockRecord {
+    let mut record = ah_session::BlockRecord::tool_result("t", "bash", String::new(), false);
+    record.duration_ms = Some(ms);
+    record.details = Some(serde_json::json!({"run_id": run}));
+    record
+}
+
+#[test]
+fn report_timeline_takes_the_run_s_turns_and_no_other_s() {
+    use ah_llm::Role::{Assistant, User};
+    let messages = [
+        message(
+            1,
+            None,
+            User,
+            vec![
+                ah_llm::Block::Text {
+                    text: "task".into(),
+                }
+                .into(),
+            ],
+        ),
+        message(2, Some(1), Assistant, vec![call("bash"), call("read")]),
+        message(3, Some(2), User, vec![result("R", 300), result("R", 200)]),
+        message(
+            4,
+            Some(3),
+            Assistant,
+            vec![
+                ah_llm::Block::Text {
+                    text: "done".into(),
+                }
+                .into(),
+            ],
+        ),
+        // Another run's turn on another branch.
+        message(5, Some(1), Assistant, vec![call("bash")]),
+        message(6, Some(5), User, vec![result("OTHER", 9000)]),
+    ];
+    let (turns, tokens) = timeline::turns_of(&messages, "R");
+    assert_eq!(
+        turns,
+        [
+            Turn {
+                seq: 2,
+                model_ms: 2000,
+                tool_ms: 500,
+                tools: vec!["bash".into(), "read".into()]
+            },
+            Turn {
+                seq: 4,
+                model_ms: 4000,
+                tool_ms: 0,
+                tools: vec![]
+            },
+        ]
+    );
+    assert_eq!((tokens.input_tokens, tokens.output_tokens), (200, 20));
+    let chart = timeline::svg(&turns);
+    assert_eq!(chart.matches("<g class=\"turn\">").count(), 2);
+    assert!(chart.contains("2.0 s + 500 ms"), "{chart}");
+}

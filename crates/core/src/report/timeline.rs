@@ -151,9 +151,13 @@ pub(super) fn svg(turns: &[Turn]) -> String {
     out
 }
 
-/// `ms` as seconds with one decimal (`1.2 s`).
+/// `ms` for a person: milliseconds under a second (`740 ms`), else
+/// seconds with one decimal (`1.2 s`).
 pub(super) fn seconds(ms: u64) -> String {
-    format!("{:.1} s", ms as f64 / 1000.0)
+    match ms {
+        0..1000 => format!("{ms} ms"),
+        _ => format!("{:.1} s", ms as f64 / 1000.0),
+    }
 }
 
 /// Milliseconds since the epoch of an RFC 3339 UTC time as ah writes them

@@ -4,7 +4,7 @@
 //! checked (one row a run, the totals, the classed diff lines, the hostile
 //! task text escaped, the sort script allowed to run), and a screenshot
 //! kept as a PNG. Skipped, saying so, where Chromium is not installed
-//! (`scripts/setup` installs it).
+//! (`scripts/setup` installs it). A batch's report is checked as a file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -162,4 +162,49 @@ fn report_shows_the_runs_in_a_browser_with_everything_escaped() {
         "a PNG at {}",
         shot.display()
     );
+}
+
+#[test]
+fn report_of_a_batch_has_a_row_a_task_and_the_runs_it_names() {
+    let host = Host::git(&[("a.txt", "one\n")]);
+    let mock = MockServer::start(writes(1, "two").into_iter().collect());
+    let out = host
+        .ah(&mock.url())
+        .args(["--backend", "none", "--review", "never", "change a"])
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{out:?}");
+    let id = run_id(&host.run());
+    let results = host.root.path().join("tasks.results.jsonl");
+    let line = |task: &str, runs: &[&str]| {
+        json!({"id": task, "runs": runs, "status": "not_applied", "files": 1, "added": 1,
+               "removed": 1, "tokens": {"input_tokens": 240, "output_tokens": 60},
+               "duration_ms": 1500, "applied": false})
+        .to_string()
+    };
+    let other = "01HZY8J5Q8W3V4N1T2C6B7D9EF";
+    std::fs::write(
+        &results,
+        format!("{}\n{}\n", line("<t1>", &[&id]), line("t2", &[other])),
+    )
+    .unwrap();
+    let page = host.root.path().join("batch.html");
+    let out = host
+        .ah(&mock.url())
+        .arg("report")
+        .arg("--batch")
+        .arg(&results)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches("<tr class=\"task\">").count(), 2, "{html}");
+    assert!(html.contains("<td>&lt;t1&gt;</td>"), "{html}");
+    assert!(html.contains(&format!("<a href=\"#run-{id}\">{id}</a>")));
+    assert!(html.contains(">1.5 s</td>"));
+    // Only the run that is in this project has a section.
+    assert_eq!(html.matches("<section class=\"run\"").count(), 1);
+    assert!(html.contains("<span class=\"add\">+two</span>"));
 }

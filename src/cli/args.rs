@@ -408,6 +408,21 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
+    /// Write one self-contained HTML page on runs, to open in a browser: a
+    /// sortable table of the runs (or of a batch's tasks), and for each run
+    /// a timeline of its turns, its check's output and its coloured patch
+    /// (default: the project's 50 newest runs).
+    Report {
+        /// The runs (ids; a prefix is enough when unambiguous).
+        #[arg(value_name = "RUN", conflicts_with = "batch")]
+        runs: Vec<String>,
+        /// The tasks of this `ah batch` results file, and the runs they name.
+        #[arg(long, value_name = "RESULTS")]
+        batch: Option<PathBuf>,
+        /// Where the page goes.
+        #[arg(short = 'o', long = "out", value_name = "FILE")]
+        out: PathBuf,
+    },
     /// Print the merged configuration: every key, its value, and where the
     /// value came from (default, a config file, an AH_* variable, or -c).
     Config,

@@ -1,9 +1,9 @@
 //! The subcommands besides running a task: `ah apply`, `ah review`,
-//! `ah runs`, `ah doctor`, `ah image build`.
+//! `ah report`, `ah runs`, `ah doctor`, `ah image build`.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use console::style;
 
 use super::args::RunArgs;
@@ -12,9 +12,32 @@ use super::review;
 use super::{EXIT_ERROR, EXIT_OK};
 use ah_core::batch::BatchOptions;
 use ah_core::present::terminal_safe;
+use ah_core::report;
 use ah_core::run::{Engine, SandboxOptions, Tone, resolve_project};
 use ah_core::runs::{self, Reopened, RunSummary};
 use ah_core::sandbox::{self, ImageSource, Severity};
+
+/// `ah report`: the page on the runs asked for, written to `out`.
+pub(super) fn report(
+    project: Option<&Path>,
+    runs: &[String],
+    batch: Option<&Path>,
+    out: &Path,
+) -> Result<i32> {
+    let project = resolve_project(project)?;
+    let select = match batch {
+        Some(results) => report::Select::Batch(results),
+        None if runs.is_empty() => report::Select::Newest,
+        None => report::Select::Runs(runs),
+    };
+    let page = report::report(&project, select)?;
+    std::fs::write(out, page).with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!(
+        "report written to {}",
+        terminal_safe(&out.display().to_string())
+    );
+    Ok(EXIT_OK)
+}
 
 /// `ah apply RUN`: applies a saved run's patch the same way a review does.
 pub(super) fn apply(

@@ -180,6 +180,9 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                 .await
                 .map(exit_code)
         }
+        Some(Command::Report { runs, batch, out }) => {
+            commands::report(cli.run.project.as_deref(), &runs, batch.as_deref(), &out)
+        }
         Some(Command::Runs { action: None }) => commands::runs(cli.run.project.as_deref()),
         Some(Command::Runs {
             action:

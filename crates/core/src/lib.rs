@@ -16,6 +16,7 @@ pub mod cost;
 pub mod event;
 pub mod org;
 pub mod present;
+pub mod report;
 pub mod run;
 pub mod runs;
 pub mod sandbox;

@@ -79,7 +79,7 @@ pub fn apply(project: &Path, run_id: &str, no_commit: bool, force: bool) -> Resu
 }
 
 /// The run whose id starts with `prefix` (any case).
-fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
+pub(crate) fn find_run(ah_dir: &Path, prefix: &str) -> Result<RunDir> {
     let runs = ah_dir.join("runs");
     let entries = std::fs::read_dir(&runs)
         .with_context(|| format!("no runs in {}: run a task first", ah_dir.display()))?;

@@ -3,8 +3,8 @@
 //! browser: a sortable table of the runs, and for each run a timeline of
 //! its turns, its check's output and its coloured patch. Everything a run
 //! left is hostile (the task, file names, the patch, the check's output):
-//! it is read only through bounded reads ([`bounded`]) and reaches the
-//! page only escaped ([`html`]). The page asks for nothing from a network.
+//! it is read only through bounded reads (`report::bounded`) and reaches the
+//! page only escaped (`report::html`). The page asks for nothing from a network.
 
 mod bounded;
 mod diff;

@@ -367,7 +367,7 @@ fn files_added_during_the_run_are_copied_out_as_artifacts() {
     let mock = MockServer::start(script(vec![bash(
         "mkdir -p out/logs && echo report > out/logs/report.txt && echo two >> a.txt",
     )]));
-    let out = run_ah(&host, &mock, "never", "report");
+    let out = run_ah(&host, &mock, "never", "write a report");
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
 
     let run = host.run();

@@ -9,6 +9,13 @@ use std::process::Command;
 /// and with a fixed identity; panics with git's stderr when it fails.
 /// Returns its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> String {
+    String::from_utf8_lossy(&git_raw(dir, args))
+        .trim()
+        .to_string()
+}
+
+/// [`git`]'s stdout as git wrote it, byte for byte (a patch, say).
+pub fn git_raw(dir: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
@@ -25,5 +32,5 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         "git {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    out.stdout
 }

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod hostile;
 
@@ -13,25 +12,7 @@ use super::*;
 use ah_record::patch::{FileStat, PatchInfo};
 
 /// Runs git in `dir` with no user configuration; its stdout, untrimmed.
-pub(super) fn git(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+pub(super) use ah_record::testing::git_raw as git;
 
 /// A committed repo of `before`, changed by `change`, and the patch of
 /// that change as a run saves it (`git diff --binary --full-index`, and

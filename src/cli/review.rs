@@ -131,7 +131,7 @@ fn show_in_pager(patch: &PatchToChoose<'_>) -> Result<()> {
         true => Paint::Colour,
         false => Paint::Plain,
     };
-    let (command, raw) = match &patch.pager {
+    let (command, raw) = match patch.pager() {
         Pager::Plain(command) => (Some(command.clone()), false),
         Pager::Diff(command) => (Some(command.clone()), true),
         Pager::Default => (

@@ -72,8 +72,10 @@ pub enum Tone {
 pub struct PatchToChoose<'a> {
     /// The patch file, to show whole.
     pub patch: &'a Path,
-    /// What to show it in, as the user chose.
-    pub pager: Pager,
+    /// `[review] pager` from the user's own configuration.
+    pager_setting: Option<&'a str>,
+    /// What to show it in, looked up when first asked for.
+    pager: OnceCell<Pager>,
     /// Its files in patch order; [`Choice::Files`] names them by index.
     pub files: Vec<FileToChoose>,
     /// "Revise" may be offered ([`Choice::Revise`]).
@@ -88,6 +90,19 @@ pub struct PatchToChoose<'a> {
 }
 
 impl PatchToChoose<'_> {
+    /// The pager the user chose (their environment, ah's configuration,
+    /// their own git configuration: `pager::choose`), looked up the first
+    /// time the patch is shown: a review nobody is asked in runs no git.
+    pub fn pager(&self) -> &Pager {
+        self.pager.get_or_init(|| {
+            pager::choose(
+                |name| std::env::var(name).ok(),
+                self.pager_setting,
+                ah_review::pager::users_git_pager,
+            )
+        })
+    }
+
     /// The patch cut into the units [`Choice::Hunks`] decides (read from
     /// its file the first time; offsets, no text). An error says why the
     /// patch cannot be chosen hunk by hunk.
@@ -211,22 +226,12 @@ pub(crate) struct Review<'a> {
 }
 
 impl Review<'_> {
-    /// The pager the user chose (their environment, ah's configuration,
-    /// their own git configuration: `pager::choose`), looked up only when
-    /// someone is asked.
-    fn pager_to_use(&self) -> Pager {
-        pager::choose(
-            |name| std::env::var(name).ok(),
-            self.pager,
-            ah_review::pager::users_git_pager,
-        )
-    }
-
     /// The patch as the front-end is asked about it.
     fn to_choose(&self, can_revise: bool, attempts: &[String], this: usize) -> PatchToChoose<'_> {
         PatchToChoose {
             patch: self.patch_path,
-            pager: self.pager_to_use(),
+            pager_setting: self.pager,
+            pager: OnceCell::new(),
             files: self.patch.files.iter().map(file_to_choose).collect(),
             can_revise,
             attempts: attempts.to_vec(),

@@ -33,6 +33,7 @@ use super::{
     start_servers,
 };
 use crate::agent::{AbortSignal, EndReason, set_state};
+use crate::cost::Prices;
 use crate::event::{RunEvent, SessionState};
 use ah_record::run::{Run, StepRules};
 use ah_record::rundir::{CheckRecord, Manifest};
@@ -95,6 +96,8 @@ pub(crate) struct Tried {
     pub(crate) lock: SessionLock,
     /// The session's last `@N` before the attempts.
     pub(crate) seq_before: i64,
+    /// The prices the run's configuration settled on.
+    pub(crate) prices: Prices,
 }
 
 /// Runs `count` attempts of the task `options` give, driven by `engine`,
@@ -183,6 +186,7 @@ pub(crate) async fn try_all(
         session,
         lock,
         seq_before,
+        prices: Prices::new(&options.config.prices),
     })
 }
 

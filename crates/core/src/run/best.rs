@@ -16,7 +16,7 @@ use super::lifecycle::{Finished, leave_session, review_done};
 use super::review::{self, Choice, Review, Round, Tone};
 use super::{Engine, Front, Outcome, ReviewMode, RunOptions};
 use crate::agent::record_event;
-use crate::cost::{Prices, usd};
+use crate::cost::usd;
 use crate::event::RunEvent;
 use ah_record::rundir::{Manifest, ReviewRecord};
 use ah_session::{Tokens, total_usage};
@@ -47,12 +47,7 @@ struct Row<'a> {
 
 /// Shows the table, finds the winner and reviews it.
 fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcome> {
-    let prices = Prices::load(&tried.setup.project, &[]).ok();
-    let rows: Vec<Row<'_>> = tried
-        .attempts
-        .iter()
-        .map(|a| row(tried, prices.as_ref(), a))
-        .collect();
+    let rows: Vec<Row<'_>> = tried.attempts.iter().map(|a| row(tried, a)).collect();
     for line in table(&rows) {
         front.notice(&line);
     }
@@ -84,7 +79,7 @@ fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcom
     review_winner(tried, &rows, winner, no_commit, front)
 }
 
-fn row<'a>(tried: &Tried, prices: Option<&Prices>, attempt: &'a Attempt) -> Row<'a> {
+fn row<'a>(tried: &Tried, attempt: &'a Attempt) -> Row<'a> {
     let finished = attempt.finished.as_ref();
     let usage = attempt
         .head
@@ -92,7 +87,7 @@ fn row<'a>(tried: &Tried, prices: Option<&Prices>, attempt: &'a Attempt) -> Row<
         .and_then(|head| tried.session.usage_on_branch(head, tried.seq_before).ok())
         .unwrap_or_default();
     let tokens = total_usage(&usage);
-    let cost = prices.and_then(|prices| prices.cost(&usage).total_usd());
+    let cost = tried.prices.cost(&usage).total_usd();
     let done = matches!(attempt.outcome, Ok(Outcome::Done));
     let check = attempt.check.as_ref().is_none_or(|check| check.passed());
     let clean = finished.is_some_and(|f| f.poisoned.is_none());

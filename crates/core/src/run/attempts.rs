@@ -36,7 +36,7 @@ use crate::agent::{AbortSignal, EndReason, set_state};
 use crate::cost::Prices;
 use crate::event::{RunEvent, SessionState};
 use ah_record::run::{Run, StepRules};
-use ah_record::rundir::{CheckRecord, Manifest};
+use ah_record::rundir::CheckRecord;
 use ah_sandbox::image::BuildOptions;
 use ah_session::Session;
 use ah_session::queue::SessionLock;
@@ -382,6 +382,12 @@ impl Side<'_> {
                 limits: sandbox.limits.clone(),
                 decided: None,
                 rounds: Vec::new(),
+                check: check.as_ref().map(|found: &Check| CheckRecord {
+                    command: self.how.check.clone().unwrap_or_default(),
+                    exit_code: found.exit_code,
+                    passed: found.passed(),
+                    duration_ms: found.duration_ms,
+                }),
             };
             finish_run(run, end, &ending, &session, &mut front).await
         }
@@ -390,13 +396,6 @@ impl Side<'_> {
             Ok(finished) => (Ok(finished.outcome), Some(finished)),
             Err(err) => (Err(err), None),
         };
-        if let (Some(found), Some(finished)) = (&check, &finished) {
-            record_check(
-                finished,
-                found,
-                self.how.check.as_deref().unwrap_or_default(),
-            );
-        }
         Attempt {
             run: setup.run_id.clone(),
             outcome,
@@ -439,24 +438,6 @@ fn check_line(run_id: &str, check: &Check) -> String {
         check.duration_ms as f64 / 1000.0,
         check.log.display()
     )
-}
-
-/// Adds the check to the attempt's manifest (a manifest that cannot be
-/// read or written keeps what it had: the check's log is in the folder).
-fn record_check(finished: &Finished, check: &Check, command: &str) {
-    let Some(dir) = finished.patch_path.parent() else {
-        return;
-    };
-    let path = dir.join("manifest.json");
-    if let Ok(mut manifest) = Manifest::load(&path) {
-        manifest.check = Some(CheckRecord {
-            command: command.to_string(),
-            exit_code: check.exit_code,
-            passed: check.passed(),
-            duration_ms: check.duration_ms,
-        });
-        let _ = manifest.save(&path);
-    }
 }
 
 /// Removes the sandboxes of the attempts started so far; `err`.

@@ -37,7 +37,8 @@ use ah_record::artifacts::SkipReason;
 use ah_record::patch::PatchInfo;
 use ah_record::run::{Run, RunResult, Start};
 use ah_record::rundir::{
-    LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, ReviseRound, RunDir,
+    CheckRecord, LiveLock, Manifest, RestoredFrom, ReviewDecision, ReviewRecord, ReviseRound,
+    RunDir,
 };
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_sandbox::cleanup::{Cleanup, Remains};
@@ -472,6 +473,8 @@ pub(crate) struct Ending<'a> {
     pub(crate) decided: Option<Decided>,
     /// The rounds that sent the model back to work.
     pub(crate) rounds: Vec<ReviseRound>,
+    /// The check an attempt was judged by, when one ran.
+    pub(crate) check: Option<CheckRecord>,
 }
 
 /// How a run ended, with its patch, for whoever compares runs (the
@@ -528,6 +531,7 @@ pub(crate) async fn finish_run(
     }
     let mut manifest = start_manifest(ending, session, &run_dir, &result);
     manifest.limits = limits;
+    manifest.check = ending.check.clone();
     for warning in &result.warnings {
         front.notice(&format!("warning: {}", terminal_safe(warning)));
     }

@@ -327,6 +327,7 @@ async fn run_in_session(
         limits: sandbox.limits.clone(),
         decided: review.decided,
         rounds: review.rounds,
+        check: None,
     };
     finish_run(run, end, &ending, session, front)
         .await

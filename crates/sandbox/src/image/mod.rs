@@ -96,11 +96,16 @@ pub const RECIPE_LABEL: &str = "ah.recipe";
 /// labelled with another was built by another ah: `ah image build` makes
 /// it anew.
 pub fn recipe() -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let parts = [CONTAINERFILE]
         .into_iter()
         .chain(PACKAGES.iter().copied())
         .chain(DPKG_FILTERS.iter().copied());
+    recipe_of(parts)
+}
+
+/// The hash of `parts`, each ended by a NUL so that where one ends counts.
+fn recipe_of<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for byte in part.bytes().chain([0]) {
             hash ^= u64::from(byte);
@@ -407,11 +412,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recipe_is_a_stable_hash_of_what_the_image_is_made_from() {
+    fn the_recipe_changes_with_what_the_image_is_made_from() {
         let recipe = recipe();
         assert_eq!(recipe.len(), 16);
         assert!(recipe.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_eq!(recipe, super::recipe(), "the same every time");
+        let packages = |extra: &'static str| {
+            let mut parts = vec![CONTAINERFILE];
+            parts.extend(PACKAGES);
+            parts.push(extra);
+            parts.extend(DPKG_FILTERS);
+            recipe_of(parts)
+        };
+        assert_ne!(packages("g++"), recipe, "a package more is another recipe");
+        assert_ne!(recipe_of(["ab", "c"]), recipe_of(["a", "bc"]));
+        assert_eq!(recipe_of(["a", "bc"]), recipe_of(["a", "bc"]));
     }
 
     #[test]

@@ -15,8 +15,8 @@ pub mod sweep;
 
 pub use live::{LiveLock, Liveness};
 pub use manifest::{
-    CheckRecord, HunkOutcome, HunkRecord, Manifest, PatchStats, RejectedHunk, RestoredFrom,
-    ReviewDecision, ReviewMode, ReviewRecord, ReviseRound, ViolationRecord,
+    CheckRecord, HunkOutcome, HunkRecord, Manifest, PatchStats, RestoredFrom, ReviewDecision,
+    ReviewMode, ReviewRecord, ReviseRound, ViolationRecord,
 };
 
 use std::io::{self, Write};

@@ -24,7 +24,7 @@ use anyhow::{Context, Result, anyhow};
 use super::ReviewMode;
 use ah_record::patch::PatchInfo;
 use ah_record::policy::Policy;
-use ah_record::rundir::{RejectedHunk, ReviewDecision, ReviewRecord, ReviseRound};
+use ah_record::rundir::{HunkRecord, ReviewDecision, ReviewRecord, ReviseRound};
 use ah_record::safe_text::{name_safe, terminal_safe};
 use ah_review::apply::{self, ApplyError, ApplyOptions, ApplyOutcome};
 use ah_review::hunks::{HunkError, Selection};
@@ -167,7 +167,7 @@ pub struct Revise {
     /// The user's note (may be empty when the rejected hunks say it all).
     pub note: String,
     /// The hunks the user rejected, with their reasons.
-    pub rejected: Vec<RejectedHunk>,
+    pub rejected: Vec<HunkRecord>,
 }
 
 /// Which question the user left.

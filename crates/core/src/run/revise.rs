@@ -176,19 +176,21 @@ fn cut(text: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ah_record::rundir::RejectedHunk;
+    use ah_record::rundir::{HunkOutcome, HunkRecord};
 
     #[test]
     fn the_message_names_the_note_and_every_rejected_hunk_with_its_reason() {
         let revise = Revise {
             note: "use the logger, not println".into(),
             rejected: vec![
-                RejectedHunk {
+                HunkRecord {
+                    decision: HunkOutcome::Rejected,
                     path: "src/a.rs".into(),
                     header: "@@ -1,3 +1,4 @@ fn main".into(),
                     reason: Some("keep the old name".into()),
                 },
-                RejectedHunk {
+                HunkRecord {
+                    decision: HunkOutcome::Rejected,
                     path: "b.txt".into(),
                     header: "deleted file".into(),
                     reason: None,
@@ -208,7 +210,8 @@ mod tests {
 
     #[test]
     fn long_notes_and_long_lists_are_cut() {
-        let hunk = RejectedHunk {
+        let hunk = HunkRecord {
+            decision: HunkOutcome::Rejected,
             path: "f".into(),
             header: "@@ -1 +1 @@".into(),
             reason: Some("é".repeat(MAX_REASON)),

@@ -151,19 +151,8 @@ pub struct ReviseRound {
     /// The shadow repo's head the round's patch was made at.
     pub head: String,
     pub note: String,
-    pub rejected: Vec<RejectedHunk>,
-}
-
-/// A hunk the user rejected in a review, and why.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RejectedHunk {
-    pub path: String,
-    /// The hunk's `@@ … @@` line, or what the unit is (`rename`, `binary
-    /// file`…) for a file decided as a whole.
-    pub header: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    /// The hunks the user rejected (each `rejected`, with its reason).
+    pub rejected: Vec<HunkRecord>,
 }
 
 /// What became of one unit of a patch chosen hunk by hunk: a hunk, a piece

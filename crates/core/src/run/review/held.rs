@@ -7,7 +7,7 @@
 use anyhow::Result;
 
 use super::{Choice, HunkDecision, Review, ReviewFront, Revise, Verdict, present};
-use ah_record::rundir::RejectedHunk;
+use ah_record::rundir::{HunkOutcome, HunkRecord};
 
 /// A choice made in a review before the run's end, acted on at the end
 /// when the run's files are still those the user saw.
@@ -58,13 +58,14 @@ fn revise_of(review: &Review<'_>, choice: Choice) -> Result<Revise, Choice> {
     let rejected = decisions
         .iter()
         .filter_map(|d| match &d.verdict {
-            Verdict::Reject { reason } => Some(RejectedHunk {
+            Verdict::Reject { reason } => Some(HunkRecord {
                 path: review
                     .patch
                     .files
                     .get(d.unit.file)
                     .map_or_else(String::new, |file| file.path.clone()),
                 header: d.header.clone(),
+                decision: HunkOutcome::Rejected,
                 reason: reason.clone(),
             }),
             _ => None,

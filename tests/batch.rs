@@ -13,14 +13,7 @@ use serde_json::{Value, json};
 
 /// A task's work: write `file`, then say it is done.
 fn writes(n: usize, file: &str) -> [Turn; 2] {
-    [
-        Turn::reply(Reply::new().tool_use(
-            format!("toolu_{n}"),
-            "write",
-            json!({"path": file, "content": format!("{file}\n")}),
-        )),
-        Turn::reply(Reply::new().text(format!("task {n} done"))),
-    ]
+    crate::support::steps::write_then_say(n, file, &format!("{file}\n"), &format!("task {n} done"))
 }
 
 fn task(id: &str, project: &Path, review: &str) -> String {

@@ -14,14 +14,12 @@ use std::time::{Duration, Instant};
 
 /// One attempt's work: write `content` to a.txt, then say it is done.
 fn writes(n: usize, content: &str) -> [Turn; 2] {
-    [
-        Turn::reply(Reply::new().tool_use(
-            format!("toolu_{n}"),
-            "write",
-            json!({"path": "a.txt", "content": format!("{content}\n")}),
-        )),
-        Turn::reply(Reply::new().text(format!("attempt {n} done"))),
-    ]
+    crate::support::steps::write_then_say(
+        n,
+        "a.txt",
+        &format!("{content}\n"),
+        &format!("attempt {n} done"),
+    )
 }
 
 fn mock_of(contents: &[&str]) -> MockServer {

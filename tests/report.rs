@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::host::{Host, run_id};
-use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::mock::{MockServer, Turn};
 use serde_json::json;
 
 const TASK: &str = "<script>alert(1)</script> change a & 'b'";
@@ -21,14 +21,12 @@ const CHECK: &str = "! grep -q bad a.txt";
 
 /// One attempt's work: write `content` to a.txt, then say it is done.
 fn writes(n: usize, content: &str) -> [Turn; 2] {
-    [
-        Turn::reply(Reply::new().tool_use(
-            format!("toolu_{n}"),
-            "write",
-            json!({"path": "a.txt", "content": format!("{content}\n")}),
-        )),
-        Turn::reply(Reply::new().text(format!("attempt {n} done"))),
-    ]
+    crate::support::steps::write_then_say(
+        n,
+        "a.txt",
+        &format!("{content}\n"),
+        &format!("attempt {n} done"),
+    )
 }
 
 fn chromium() -> Option<PathBuf> {

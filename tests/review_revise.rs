@@ -5,7 +5,7 @@
 //! and on podman.
 
 use crate::support::host::{Host, json_file};
-use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::mock::{MockServer, Turn};
 use crate::support::org::last_user_text;
 use crate::support::podman::podman_ready_blocking;
 use crate::support::tmux::{Tmux, ah_script_on};
@@ -14,14 +14,7 @@ use std::time::Duration;
 
 /// Writes `content` to a.txt, then says it is done: one round's work.
 fn round(n: usize, content: &str) -> [Turn; 2] {
-    [
-        Turn::reply(Reply::new().tool_use(
-            format!("toolu_{n}"),
-            "write",
-            json!({"path": "a.txt", "content": content}),
-        )),
-        Turn::reply(Reply::new().text(format!("round {n} done"))),
-    ]
+    crate::support::steps::write_then_say(n, "a.txt", content, &format!("round {n} done"))
 }
 
 const QUESTION: &str = "What should happen to this patch?";

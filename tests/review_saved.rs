@@ -4,21 +4,14 @@
 //! note and whose files go on from the saved run's.
 
 use crate::support::host::{Host, json_file};
-use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::mock::{MockServer, Turn};
 use crate::support::org::last_user_text;
 use crate::support::tmux::{Tmux, ah_script};
 use serde_json::json;
 
 /// One run's work: write `content` to a.txt, then say it is done.
 fn writes(n: usize, content: &str) -> [Turn; 2] {
-    [
-        Turn::reply(Reply::new().tool_use(
-            format!("toolu_{n}"),
-            "write",
-            json!({"path": "a.txt", "content": content}),
-        )),
-        Turn::reply(Reply::new().text(format!("run {n} done"))),
-    ]
+    crate::support::steps::write_then_say(n, "a.txt", content, &format!("run {n} done"))
 }
 
 const QUESTION: &str = "What should happen to this patch?";

@@ -27,3 +27,16 @@ pub(crate) fn bash(command: &str) -> (&'static str, Value) {
 pub(crate) fn write(path: &str, content: &str) -> (&'static str, Value) {
     ("write", json!({ "path": path, "content": content }))
 }
+
+/// One piece of work in two turns: `toolu_{n}` writes `content` to `path`,
+/// then the model says `said` (what a test waits for on the screen).
+pub(crate) fn write_then_say(n: usize, path: &str, content: &str, said: &str) -> [Turn; 2] {
+    [
+        Turn::reply(Reply::new().tool_use(
+            format!("toolu_{n}"),
+            "write",
+            json!({ "path": path, "content": content }),
+        )),
+        Turn::reply(Reply::new().text(said)),
+    ]
+}

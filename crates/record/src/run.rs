@@ -139,6 +139,9 @@ pub struct Run {
     /// Why the run must stop and never be applied, once a violating step
     /// could not be undone.
     poisoned: Option<String>,
+    /// The patch last written before the run's end (`draft_patch`), and
+    /// the head it was made at: the end does not write it again.
+    drafted: Option<(Oid, crate::patch::PatchInfo)>,
     /// Why the run must stop without being tainted: a limit it reached (the
     /// disk budget). No more tools run; its patch may still be applied
     /// after a look.
@@ -262,6 +265,7 @@ impl Run {
             violations: Vec::new(),
             artifact_cap,
             poisoned: None,
+            drafted: None,
             limit: None,
             limits: OutputLimits::default(),
             bash_timeout: ah_tools::bash::DEFAULT_TIMEOUT,

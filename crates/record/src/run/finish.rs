@@ -106,6 +106,7 @@ impl Run {
         })?;
         let mut room = self.disk_budget.room(self.dir.path());
         let (patch, not_saved) = self.write_patch(&mut room)?;
+        self.drafted = not_saved.is_none().then(|| (self.head, patch.clone()));
         Ok(not_saved.is_none().then(|| Draft {
             patch,
             patch_path: self.dir.patch_path(),
@@ -149,7 +150,15 @@ impl Run {
             None => self.disk_budget.room(self.dir.path()),
         };
         let patch_path = self.dir.patch_path();
-        let (info, patch_not_saved) = self.write_patch(&mut room)?;
+        // The patch written before the end, when no step came since and
+        // it still fits.
+        let (info, patch_not_saved) = match self.drafted.take() {
+            Some((head, info)) if head == self.head && info.bytes <= room.most() => {
+                room.take(room.cost(info.bytes));
+                (info, None)
+            }
+            _ => self.write_patch(&mut room)?,
+        };
         let artifacts = self
             .shadow
             .changes_between(self.baseline, self.head)

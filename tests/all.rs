@@ -88,5 +88,6 @@ mod time_travel_podman;
 mod validation;
 mod weakening;
 mod withheld;
+mod work_attempts;
 mod work_none;
 mod work_podman;

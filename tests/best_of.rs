@@ -69,6 +69,17 @@ fn the_smallest_passing_attempt_wins(backend: &str) -> Host {
     assert_eq!(host.read("a.txt"), "ok\n", "{stderr}");
     assert!(stderr.contains("#   run"), "the table:\n{stderr}");
     assert!(stderr.contains("winner: attempt 3"), "{stderr}");
+    // Piped, each attempt's milestones are lines naming it; no attempt's
+    // text streams (three would interleave).
+    for line in [
+        "attempt 1/3: run ",
+        &format!("attempt 1/3: check `{CHECK}` failed (exit 1)"),
+        &format!("attempt 3/3: check `{CHECK}` passed"),
+        "attempt 2/3: finished: ",
+    ] {
+        assert!(stderr.contains(line), "{line:?} in\n{stderr}");
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("attempt 1 done"));
     assert_eq!(host.runs().len(), 3);
     let bad = json_file(&run_adding(&host, "bad").join("manifest.json"));
     assert_eq!(bad["check"]["passed"], json!(false));
@@ -181,6 +192,16 @@ fn at_a_terminal_another_attempt_can_be_chosen_instead_of_the_winner() {
     };
     let screen = tmux.wait_for("What should happen to this patch?");
     assert!(screen.contains("+ok"), "the winner first:\n{screen}");
+    // One status line per attempt, left as each ended; no attempt's text.
+    let history = tmux.history();
+    for attempt in ["attempt 1/2", "attempt 2/2"] {
+        let line = history
+            .lines()
+            .find(|line| line.starts_with(attempt) && line.contains("finished: "))
+            .unwrap_or_else(|| panic!("no status line of {attempt} in\n{history}"));
+        assert!(line.contains("1 tool call, 1 file"), "{line}");
+    }
+    assert!(!history.contains("attempt 1 done"), "{history}");
     // apply all, choose files, choose hunks, save only, discard, then attempt 2.
     tmux.keys(&["Down", "Down", "Down", "Down", "Down", "Enter"]);
     tmux.wait_for_after("show attempt 2", "+longer");

@@ -6,6 +6,7 @@
 
 pub(crate) mod args;
 mod argv;
+mod attempts_view;
 mod colour;
 mod commands;
 mod compact;

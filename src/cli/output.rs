@@ -1,7 +1,8 @@
-//! The command line as a run's front-end: events go to the human display,
-//! or with `--json` as one JSON object per line on stdout (nothing else on
-//! stdout); the review's lines and question, the image build's progress
-//! and the live keys are the terminal's.
+//! The command line as a run's front-end: events go to the human display
+//! (the attempts of a task to their status lines), or with `--json` as one
+//! JSON object per line on stdout (nothing else on stdout); the review's
+//! lines and question, the image build's progress and the live keys are
+//! the terminal's.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use console::style;
 use serde::Serialize;
 
+use super::attempts_view::AttemptsView;
 use super::display::Display;
 use super::live::{Asker, Controls, Wiring};
 use super::org_view::OrgView;
@@ -23,6 +25,8 @@ pub(super) struct Output {
     json: bool,
     display: Display,
     org: OrgView,
+    /// The attempts of a task, once the first one started.
+    attempts: Option<AttemptsView>,
     /// Asks the user through the live keys, while they run.
     asker: Option<Asker>,
 }
@@ -33,6 +37,7 @@ impl Output {
             json,
             display: Display::new(Screen::new()),
             org: OrgView::default(),
+            attempts: None,
             asker: None,
         }
     }
@@ -45,6 +50,14 @@ impl Output {
             return;
         }
         let event = shown.event;
+        if matches!(event, Event::AttemptStart { .. }) && self.attempts.is_none() {
+            self.attempts = Some(AttemptsView::new());
+        }
+        if let Some(attempts) = &mut self.attempts
+            && attempts.show(shown)
+        {
+            return;
+        }
         if let Some(line) = work_line(event) {
             self.display.line(&line);
             return;
@@ -93,7 +106,10 @@ impl Front for Output {
     fn notice(&mut self, line: &str) {
         // On stderr in both modes: stdout is the model's text or the JSON
         // events.
-        self.display.line(line);
+        match &self.attempts {
+            Some(attempts) => attempts.suspend(|| self.display.line(line)),
+            None => self.display.line(line),
+        }
     }
 
     fn console(&self) -> Arc<dyn Console> {
@@ -121,12 +137,20 @@ impl Front for Output {
 
 impl ReviewFront for Output {
     fn choose(&mut self, patch: &PatchToChoose<'_>) -> anyhow::Result<Choice> {
+        // The attempts are over once one of them is chosen.
+        if let Some(attempts) = &mut self.attempts {
+            attempts.finish();
+        }
         super::review::choose(patch)
     }
 
     fn say(&mut self, tone: Tone, lead: &str, rest: &str) {
         // On stderr in both modes, as notices are.
-        self.display.line(&super::review::line(tone, lead, rest));
+        let line = super::review::line(tone, lead, rest);
+        match &self.attempts {
+            Some(attempts) => attempts.suspend(|| self.display.line(&line)),
+            None => self.display.line(&line),
+        }
     }
 
     fn can_revise(&self) -> bool {

@@ -157,29 +157,27 @@ async fn one(
     options.review = Some(ReviewMode::Never);
     options.new_session = true;
     options.json = true;
-    let outcome = match &task.work {
-        Work::Prompt(prompt) if task.attempts > 1 || task.check.is_some() => {
-            options.prompt = vec![prompt.clone()];
-            let how = AttemptOptions {
-                count: task.attempts as usize,
-                jobs: task.attempts as usize,
-                check: task.check.clone(),
-                check_timeout: ah_tools::bash::MAX_TIMEOUT,
-                first: false,
-            };
-            best_of(options, Engine::Agent, how, &mut front).await
-        }
+    let engine = match &task.work {
         Work::Prompt(prompt) => {
             options.prompt = vec![prompt.clone()];
-            run(options, Engine::Agent, &mut front).await
+            Engine::Agent
         }
-        Work::Issue(issue) => {
-            let engine = Engine::Work {
-                issue: Some(issue.clone()),
-                max_rounds: None,
-            };
-            run(options, engine, &mut front).await
-        }
+        Work::Issue(issue) => Engine::Work {
+            issue: Some(issue.clone()),
+            max_rounds: None,
+        },
+    };
+    let outcome = if task.attempts > 1 || task.check.is_some() {
+        let how = AttemptOptions {
+            count: task.attempts as usize,
+            jobs: task.attempts as usize,
+            check: task.check.clone(),
+            check_timeout: ah_tools::bash::MAX_TIMEOUT,
+            first: false,
+        };
+        best_of(options, engine, how, &mut front).await
+    } else {
+        run(options, engine, &mut front).await
     };
     let mut result = front.result(task);
     match outcome {

@@ -215,6 +215,29 @@ pub enum Event {
     Error {
         message: String,
     },
+    /// The run is attempt `attempt` (from 1) of `of` of one task (`-N`):
+    /// the first event of each attempt's run.
+    AttemptStart {
+        attempt: usize,
+        of: usize,
+    },
+    /// An attempt is over: `status` is `finished`, `stopped` (interrupted),
+    /// `unfinished`, `ended` or `failed` (with `error`, when it could not
+    /// get as far as its patch).
+    AttemptEnd {
+        status: String,
+        error: Option<String>,
+    },
+    /// An attempt's check ran in its sandbox: `exit_code` is `None` when it
+    /// was killed at its timeout or could not run; what it printed is in
+    /// `log`.
+    CheckEnd {
+        command: String,
+        exit_code: Option<i32>,
+        passed: bool,
+        duration_ms: u64,
+        log: String,
+    },
     /// A phase of `ah work` starts.
     PhaseStart {
         phase: Phase,

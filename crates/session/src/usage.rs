@@ -71,23 +71,26 @@ impl Session {
         )
     }
 
-    /// The model calls of the messages after `@seq` on the branch that ends
-    /// at `head`: the run's own when several runs of one session went on
-    /// side by side, each on a branch of its own.
-    pub fn usage_on_branch(&self, head: &str, seq: i64) -> Result<Vec<ModelUsage>> {
+    /// The model calls of the messages after `@seq` on the branches that
+    /// end at `heads` (each message counted once): a run's own when several
+    /// runs of one session went on side by side, each on branches of its
+    /// own (an agent's one; a work loop's one per phase).
+    pub fn usage_on_branches(&self, heads: &[String], seq: i64) -> Result<Vec<ModelUsage>> {
+        let heads = serde_json::to_string(heads).unwrap_or_else(|_| "[]".to_string());
         self.usage_where(
             "WITH RECURSIVE kept(id) AS (
-                 SELECT id FROM messages WHERE id = ?2 AND seq > ?1
-                 UNION ALL
+                 SELECT id FROM messages
+                 WHERE id IN (SELECT value FROM json_each(?2)) AND seq > ?1
+                 UNION
                  SELECT m.parent_id FROM messages m JOIN kept ON m.id = kept.id
                  JOIN messages p ON p.id = m.parent_id WHERE p.seq > ?1)",
             seq,
-            Some(head),
+            Some(&heads),
         )
     }
 
     /// The usage of the messages `kept` lists (a `WITH` clause over `?1`, a
-    /// `@seq`, and `?2`, a message id or null), by model and kind.
+    /// `@seq`, and `?2`, a JSON list of message ids or null), by model and kind.
     fn usage_where(&self, kept: &str, seq: i64, head: Option<&str>) -> Result<Vec<ModelUsage>> {
         let sql = format!(
             "{kept}

@@ -133,9 +133,6 @@ fn task(raw: &str, base: &Path) -> Result<Task, String> {
     if !(1..=MAX_ATTEMPTS).contains(&attempts) {
         return Err(format!("attempts must be 1 to {MAX_ATTEMPTS}"));
     }
-    if attempts > 1 && matches!(work, Work::Issue(_)) {
-        return Err("an issue runs one attempt at a time (leave out attempts)".into());
-    }
     Ok(Task {
         id,
         project,
@@ -163,7 +160,7 @@ mod tests {
             r#"{"id": "c", "project": "nowhere", "prompt": "x"}"#,
             r#"{"id": "d", "project": "p"}"#,
             "not json",
-            r#"{"id": "e", "project": "p", "issue": "the bug", "attempts": 3}"#,
+            r#"{"id": "e", "project": "p", "issue": "the bug", "attempts": 99}"#,
         ]
         .join("\n");
         let errors = parse(&text, dir.path()).unwrap_err();

@@ -171,6 +171,18 @@ fn examples() -> Vec<Event> {
         Event::Error {
             message: "m".into(),
         },
+        Event::AttemptStart { attempt: 1, of: 3 },
+        Event::AttemptEnd {
+            status: "failed".into(),
+            error: Some("the sandbox did not start".into()),
+        },
+        Event::CheckEnd {
+            command: "cargo test".into(),
+            exit_code: Some(0),
+            passed: true,
+            duration_ms: 1200,
+            log: "check.log".into(),
+        },
         Event::PhaseStart {
             phase: Phase::Plan,
             round: 1,

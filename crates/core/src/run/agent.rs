@@ -252,6 +252,6 @@ async fn drive(ready: AgentLoop, with: RunParts<'_>) -> Driven {
     Driven {
         reason: summary.reason,
         end,
-        head: Some(summary.head),
+        heads: vec![summary.head],
     }
 }

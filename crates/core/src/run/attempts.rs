@@ -32,9 +32,9 @@ use super::{
     ReviewFront, ReviewMode, RunEnd, RunOptions, RunParts, SESSION_MODEL, Tone, UsageError, enter,
     start_servers,
 };
-use crate::agent::{AbortSignal, EndReason, set_state};
+use crate::agent::{AbortSignal, EndReason, record_event, set_state};
 use crate::cost::Prices;
-use crate::event::{RunEvent, SessionState};
+use crate::event::{Event, RunEvent, SessionState};
 use ah_record::run::{Run, StepRules};
 use ah_record::rundir::CheckRecord;
 use ah_sandbox::image::BuildOptions;
@@ -65,8 +65,8 @@ pub struct Attempt {
     pub check: Option<Check>,
     /// Its patch and how its run ended, when it got that far.
     pub(crate) finished: Option<Finished>,
-    /// Where its branch of the session ends (its messages' tokens).
-    pub(crate) head: Option<String>,
+    /// Where its branches of the session end (its messages' tokens).
+    pub(crate) heads: Vec<String>,
     /// From its start to its saved patch.
     pub duration: Duration,
 }
@@ -79,6 +79,20 @@ pub struct Check {
     /// What it printed (as the model would have seen it), in the run folder.
     pub log: PathBuf,
     pub duration_ms: u64,
+}
+
+impl Attempt {
+    /// How it ended, in a word: `finished`, `stopped` (interrupted),
+    /// `unfinished`, `ended` or `failed`.
+    pub fn status(&self) -> &'static str {
+        match &self.outcome {
+            Ok(Outcome::Done) => "finished",
+            Ok(Outcome::Aborted) => "stopped",
+            Ok(Outcome::Stopped(_)) => "unfinished",
+            Ok(_) => "ended",
+            Err(_) => "failed",
+        }
+    }
 }
 
 impl Check {
@@ -213,7 +227,13 @@ impl Side<'_> {
         front: &mut dyn Front,
     ) -> Result<Vec<Attempt>> {
         let mut starts: Vec<Started> = Vec::with_capacity(setups.len());
-        for setup in setups {
+        for (i, setup) in setups.iter().enumerate() {
+            let attempt = Event::AttemptStart {
+                attempt: i + 1,
+                of: setups.len(),
+            };
+            record_event(session, None, &attempt);
+            front.show(&RunEvent::of(&setup.run_id, &attempt));
             match start_run(self.options, setup, session, front) {
                 Ok(mut started) => {
                     started.run.set_project_tools(setup.project_tools.clone());
@@ -312,7 +332,7 @@ impl Side<'_> {
         } = started;
         let began = Instant::now();
         let mut check = None;
-        let mut branch = None;
+        let mut branches = Vec::new();
         let outcome = async {
             // A handle of its own on the one session: each loop appends to
             // its own branch.
@@ -349,7 +369,15 @@ impl Side<'_> {
                 && matches!(driven.end, RunEnd::Finished)
             {
                 let found = run_check(&mut run, command, self.how.check_timeout).await;
-                front.notice(&check_line(&setup.run_id, &found));
+                let checked = Event::CheckEnd {
+                    command: command.clone(),
+                    exit_code: found.exit_code,
+                    passed: found.passed(),
+                    duration_ms: found.duration_ms,
+                    log: found.log.display().to_string(),
+                };
+                record_event(&session, None, &checked);
+                front.show(&RunEvent::of(&setup.run_id, &checked));
                 if found.passed() && self.how.first {
                     signals.stop_all();
                 }
@@ -362,7 +390,7 @@ impl Side<'_> {
                     .map(|()| driven),
                 Err(err) => Err(err),
             };
-            let Driven { end, head, .. } = match settled {
+            let Driven { end, heads, .. } = match settled {
                 Ok(driven) => driven,
                 Err(err) => {
                     drop(run);
@@ -370,13 +398,13 @@ impl Side<'_> {
                     return Err(err.into());
                 }
             };
-            branch = head.clone();
+            branches = heads.clone();
             let ending = Ending {
                 options: self.options,
                 setup,
                 started_at: self.started_at,
                 seq_before: self.seq_before,
-                branch: head,
+                branches: heads,
                 restored: origin.restored().cloned(),
                 live: &live,
                 limits: sandbox.limits.clone(),
@@ -396,14 +424,23 @@ impl Side<'_> {
             Ok(finished) => (Ok(finished.outcome), Some(finished)),
             Err(err) => (Err(err), None),
         };
-        Attempt {
+        let attempt = Attempt {
             run: setup.run_id.clone(),
             outcome,
             check,
             finished,
-            head: branch,
+            heads: branches,
             duration: began.elapsed(),
+        };
+        let ended = Event::AttemptEnd {
+            status: attempt.status().to_string(),
+            error: attempt.outcome.as_ref().err().map(|err| format!("{err:#}")),
+        };
+        if let Ok(session) = Session::open(session_path) {
+            record_event(&session, None, &ended);
         }
+        front.show(&RunEvent::of(&setup.run_id, &ended));
+        attempt
     }
 }
 
@@ -424,20 +461,6 @@ async fn run_check(run: &mut Run, command: &str, timeout: u64) -> Check {
         log,
         duration_ms: step.duration_ms,
     }
-}
-
-/// The line that says how an attempt's check went.
-fn check_line(run_id: &str, check: &Check) -> String {
-    let how = match check.exit_code {
-        Some(0) => "passed".to_string(),
-        Some(code) => format!("failed (exit code {code})"),
-        None => "did not finish (timeout or error)".to_string(),
-    };
-    format!(
-        "attempt {run_id}: check {how} in {:.1} s; output in {}",
-        check.duration_ms as f64 / 1000.0,
-        check.log.display()
-    )
 }
 
 /// Removes the sandboxes of the attempts started so far; `err`.

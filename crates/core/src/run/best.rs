@@ -81,11 +81,13 @@ fn judge(tried: &Tried, no_commit: bool, front: &mut dyn Front) -> Result<Outcom
 
 fn row<'a>(tried: &Tried, attempt: &'a Attempt) -> Row<'a> {
     let finished = attempt.finished.as_ref();
-    let usage = attempt
-        .head
-        .as_deref()
-        .and_then(|head| tried.session.usage_on_branch(head, tried.seq_before).ok())
-        .unwrap_or_default();
+    let usage = match attempt.heads.as_slice() {
+        [] => Vec::new(),
+        heads => tried
+            .session
+            .usage_on_branches(heads, tried.seq_before)
+            .unwrap_or_default(),
+    };
     let tokens = total_usage(&usage);
     let cost = tried.prices.cost(&usage).total_usd();
     let done = matches!(attempt.outcome, Ok(Outcome::Done));
@@ -122,13 +124,7 @@ fn table(rows: &[Row<'_>]) -> Vec<String> {
         "#", "run", "status", "check", "files", "+/-", "tokens", "cost", "time"
     )];
     for (i, row) in rows.iter().enumerate() {
-        let status = match &row.attempt.outcome {
-            Ok(Outcome::Done) => "finished",
-            Ok(Outcome::Aborted) => "stopped",
-            Ok(Outcome::Stopped(_)) => "unfinished",
-            Ok(_) => "ended",
-            Err(_) => "failed",
-        };
+        let status = row.attempt.status();
         let check = match &row.attempt.check {
             Some(check) if check.passed() => "passed".to_string(),
             Some(check) => match check.exit_code {

@@ -61,8 +61,9 @@ pub(crate) struct Driven {
     pub(crate) reason: EndReason,
     /// What the end of the run does.
     pub(crate) end: RunEnd,
-    /// Where the loop's branch of the session ends, when it kept to one.
-    pub(crate) head: Option<String>,
+    /// Where the loop's branches of the session end, when it kept to its
+    /// own (the agent's one; a work loop's one per phase, the latest last).
+    pub(crate) heads: Vec<String>,
 }
 
 impl Driven {
@@ -71,7 +72,7 @@ impl Driven {
         Driven {
             reason,
             end,
-            head: None,
+            heads: Vec::new(),
         }
     }
 }

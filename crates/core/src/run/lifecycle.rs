@@ -459,11 +459,11 @@ pub(crate) struct Ending<'a> {
     pub(crate) setup: &'a RunSetup,
     pub(crate) started_at: SystemTime,
     /// The session's last `@N` before the run: the messages after it are
-    /// the run's (those on `branch` when it has one).
+    /// the run's (those on `branches` when it names them).
     pub(crate) seq_before: i64,
-    /// Where the run's branch of the session ends, when runs of one session
-    /// went on side by side, each on its own.
-    pub(crate) branch: Option<String>,
+    /// Where the run's branches of the session end, when runs of one
+    /// session went on side by side, each on its own.
+    pub(crate) branches: Vec<String>,
     pub(crate) restored: Option<RestoredFrom>,
     /// The run's liveness, which a detached cleanup keeps until it is done.
     pub(crate) live: &'a LiveLock,
@@ -503,7 +503,7 @@ pub(crate) async fn finish_run(
         setup,
         started_at,
         seq_before,
-        branch,
+        branches,
         ..
     } = ending;
     let review_mode = setup.review_mode;
@@ -573,9 +573,9 @@ pub(crate) async fn finish_run(
     // The end line, and its event for `--json`.
     let prices = Prices::new(&args.config.prices);
     let run_end = |front: &mut dyn Front, decision: &str| {
-        let own = match branch {
-            Some(head) => session.usage_on_branch(head, *seq_before),
-            None => session.usage_after(*seq_before),
+        let own = match branches.as_slice() {
+            [] => session.usage_after(*seq_before),
+            heads => session.usage_on_branches(heads, *seq_before),
         };
         let (usage, cost) = match own {
             Ok(rows) => (total_usage(&rows), prices.cost(&rows)),

@@ -286,7 +286,8 @@ async fn run_in_session(
         let revisable = setup.review_mode == ReviewMode::Ask
             && matches!(driven.end, RunEnd::Finished)
             && front.can_revise();
-        let (Some(spare), Some(head), true) = (spare, driven.head.clone(), revisable) else {
+        let (Some(spare), Some(head), true) = (spare, driven.heads.last().cloned(), revisable)
+        else {
             break Ok(driven);
         };
         let Some((revise, at)) = review.hold(&mut run, setup, options, front).await else {
@@ -321,7 +322,7 @@ async fn run_in_session(
         setup,
         started_at,
         seq_before: before.seq,
-        branch: None,
+        branches: Vec::new(),
         restored: origin.restored().cloned(),
         live: &live,
         limits: sandbox.limits.clone(),

@@ -2,8 +2,12 @@
 //! session, plan → do → check → act with fix rounds (see `crate::work`),
 //! in one run with its own session database `.ah/work-<ulid>.db`. The run
 //! starts and ends as any run does: one work copy, one patch, one review.
+//! With `ah work -N`, each attempt is a work loop of its own from the one
+//! issue message, in a run of its own (its check is the work loop's own:
+//! an attempt whose act phase said `done` finished).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Result, anyhow};
 use ulid::Ulid;
@@ -16,7 +20,7 @@ use crate::agent::EndReason;
 use crate::agent::prompt;
 use crate::config::own_files::read_user;
 use crate::event::{Event, RunEvent};
-use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker};
+use crate::work::{Phase, WorkConfig, WorkEnd, WorkRecord, Worker, store_issue};
 use ah_base::count;
 use ah_llm::Provider;
 use ah_record::run::Run;
@@ -28,7 +32,7 @@ use ah_session::Session;
 pub(crate) struct WorkEngine {
     issue: Option<String>,
     max_rounds: Option<u32>,
-    provider: Option<Box<dyn Provider>>,
+    provider: Option<Arc<dyn Provider>>,
 }
 
 impl WorkEngine {
@@ -48,7 +52,7 @@ impl Engine for WorkEngine {
     async fn open(&mut self, options: &mut RunOptions, front: &mut dyn Front) -> Result<Open> {
         let issue = read_issue(options, self.issue.take())?;
         let (setup, provider) = settle(options, issue, run_model, front).await?;
-        self.provider = Some(provider);
+        self.provider = Some(Arc::from(provider));
         open_session(options, setup)
     }
 
@@ -61,17 +65,32 @@ impl Engine for WorkEngine {
         let config = enter(
             at.options, at.setup, at.session, at.run, max_rounds, at.front,
         );
-        Ok(Box::new(WorkLoop(config, provider)))
+        let root = store_issue(at.session, &config.issue)?;
+        Ok(Box::new(WorkLoop {
+            config,
+            provider,
+            root,
+        }))
     }
 }
 
-/// The work phases in their started run, with their model's connection.
-struct WorkLoop(WorkConfig, Box<dyn Provider>);
+/// The work phases in their started run: their configuration, the issue's
+/// message and their model's connection (one for every attempt).
+#[derive(Clone)]
+struct WorkLoop {
+    config: WorkConfig,
+    provider: Arc<dyn Provider>,
+    root: String,
+}
 
 #[async_trait::async_trait(?Send)]
 impl Loop for WorkLoop {
     async fn drive(self: Box<Self>, with: RunParts<'_>) -> Driven {
-        Driven::of(drive(self.0, self.1.as_ref(), with).await)
+        drive(*self, with).await
+    }
+
+    fn again(&self) -> Option<Box<dyn Loop>> {
+        Some(Box::new(self.clone()))
     }
 }
 
@@ -144,13 +163,9 @@ fn enter(
     }
 }
 
-/// Runs the phases; returns how the session's intake closes and what the
-/// end of the run does.
-async fn drive(
-    config: WorkConfig,
-    provider: &dyn Provider,
-    with: RunParts<'_>,
-) -> (EndReason, RunEnd) {
+/// Runs the phases; returns how the session's intake closes, what the end
+/// of the run does and where its phases' branches end.
+async fn drive(work: WorkLoop, with: RunParts<'_>) -> Driven {
     let RunParts {
         options,
         session,
@@ -163,8 +178,9 @@ async fn drive(
     let worked = {
         let mut on_event = |event: &Event| front.show(&RunEvent::of(&id, event));
         Worker {
-            config: &config,
-            provider,
+            config: &work.config,
+            root: &work.root,
+            provider: work.provider.as_ref(),
             session,
             run,
             abort,
@@ -175,8 +191,16 @@ async fn drive(
         .await
     };
     match worked {
-        Err(err) => (EndReason::Failed, RunEnd::Failed(err.into())),
-        Ok(record) => (EndReason::Done, run_end(&record, &options.max_tools)),
+        Err(err) => Driven::of((EndReason::Failed, RunEnd::Failed(err.into()))),
+        Ok(record) => Driven {
+            reason: EndReason::Done,
+            end: run_end(&record, &options.max_tools),
+            heads: record
+                .phases
+                .iter()
+                .filter_map(|phase| phase.last_message.clone())
+                .collect(),
+        },
     }
 }
 

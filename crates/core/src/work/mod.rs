@@ -10,7 +10,10 @@
 //!
 //! In the session, the issue is the root message and each phase is a branch
 //! under it: its first message is the phase's brief, which quotes the files
-//! of the earlier phases (phases share files, not conversation). The
+//! of the earlier phases (phases share files, not conversation). Every
+//! message a phase adds follows that phase's own last message, never the
+//! session's newest one: several work loops (the attempts of `ah work -N`)
+//! can share one root and one session. The
 //! session's events (`phase_start`, `phase_end`, `work_end`) and
 //! the run's `phases/work.json` say which branch is which.
 
@@ -94,6 +97,8 @@ pub enum WorkEnd {
 /// The loop's collaborators, borrowed for the whole session.
 pub struct Worker<'a> {
     pub config: &'a WorkConfig,
+    /// The session message holding the issue ([`store_issue`]).
+    pub root: &'a str,
     pub provider: &'a dyn Provider,
     pub session: &'a mut Session,
     pub run: &'a mut Run,
@@ -111,20 +116,27 @@ enum PhaseOutcome {
     Stopped(EndReason),
 }
 
+/// Stores the issue as a new root message of `session`: the message every
+/// phase of a work loop branches from; its id.
+pub fn store_issue(session: &mut Session, issue: &str) -> Result<String, WorkError> {
+    let root = session.append(
+        None,
+        Role::User,
+        &[BlockRecord::from(Block::Text {
+            text: issue.to_string(),
+        })],
+        &MessageMeta::default(),
+    )?;
+    Ok(root.id)
+}
+
 impl Worker<'_> {
     /// Runs the session from the issue to its end; the run's patch holds
     /// whatever the do rounds changed.
     pub async fn run(mut self) -> Result<WorkRecord, WorkError> {
-        let root = self.session.append(
-            None,
-            Role::User,
-            &[BlockRecord::from(Block::Text {
-                text: self.config.issue.clone(),
-            })],
-            &MessageMeta::default(),
-        )?;
-        let mut record = WorkRecord::new(&self.config.issue, self.config.max_rounds, &root.id);
-        let end = self.rounds(&root.id, &mut record).await;
+        let root = self.root;
+        let mut record = WorkRecord::new(&self.config.issue, self.config.max_rounds, root);
+        let end = self.rounds(root, &mut record).await;
         let end = match end {
             Ok(end) => end,
             Err(err) => {
@@ -232,12 +244,11 @@ impl Worker<'_> {
             },
         );
         let mut entry = PhaseRecord::new(phase, round, &first.id);
-        let mut outcome = self.agent(phase, first.id.clone(), &written).await?;
+        let (mut outcome, mut head) = self.agent(phase, first.id.clone(), &written).await?;
         if matches!(outcome, PhaseOutcome::Missing) {
             entry.reminded = true;
-            let head = self.session.head()?;
             let reminder = self.session.append(
-                head.as_deref(),
+                Some(&head),
                 Role::User,
                 &[BlockRecord::from(Block::Text {
                     text: phase.reminder(),
@@ -245,7 +256,7 @@ impl Worker<'_> {
                 &MessageMeta::default(),
             )?;
             self.announce(Some(&reminder.id), Event::Reminder { phase, round });
-            outcome = self.agent(phase, reminder.id, &written).await?;
+            (outcome, head) = self.agent(phase, reminder.id, &written).await?;
         }
         if let PhaseTool::Verdict(verdict) = &tool
             && let Some(verdict) = verdict.verdict()
@@ -262,10 +273,9 @@ impl Worker<'_> {
             entry.decision = Some(verdict.decision);
         }
         let file = written().then(|| phase.output(round));
-        entry.last_message = self.session.head()?;
+        entry.last_message = Some(head.clone());
         entry.file = file.clone();
-        let head = entry.last_message.clone();
-        self.announce(head.as_deref(), Event::PhaseEnd { phase, round, file });
+        self.announce(Some(&head), Event::PhaseEnd { phase, round, file });
         record.phases.push(entry);
         record.save(&self.phases_dir())?;
         Ok(match outcome {
@@ -275,13 +285,14 @@ impl Worker<'_> {
         })
     }
 
-    /// One agent loop of `phase` from `head`.
+    /// One agent loop of `phase` from `head`; how it went and where its
+    /// branch ends.
     async fn agent(
         &mut self,
         phase: Phase,
         head: String,
         written: &dyn Fn() -> bool,
-    ) -> Result<PhaseOutcome, WorkError> {
+    ) -> Result<(PhaseOutcome, String), WorkError> {
         let config = self.agent_config(phase)?;
         let summary = run_agent(
             &config,
@@ -294,13 +305,14 @@ impl Worker<'_> {
             &mut *self.on_event,
         )
         .await?;
-        Ok(match summary.reason {
+        let outcome = match summary.reason {
             // The limit reached by the call that wrote the file still
             // leaves the phase its output.
             EndReason::Done | EndReason::ToolLimit if written() => PhaseOutcome::Written,
             EndReason::Done => PhaseOutcome::Missing,
             reason => PhaseOutcome::Stopped(reason),
-        })
+        };
+        Ok((outcome, summary.head))
     }
 
     fn agent_config(&self, phase: Phase) -> Result<AgentConfig, WorkError> {

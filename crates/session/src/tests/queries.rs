@@ -263,12 +263,26 @@ fn usage_and_the_summary_count_every_branch() {
     let two = answer(&summary.id, "sonnet", 20);
     let one = answer(&one.id, "opus", 11);
     assert_eq!(
-        session.usage_on_branch(&one.id, fork).unwrap(),
+        session
+            .usage_on_branches(std::slice::from_ref(&one.id), fork)
+            .unwrap(),
         [row("opus", CallKind::Answer, 2, 21, 4)]
     );
     assert_eq!(
-        session.usage_on_branch(&two.id, fork).unwrap(),
+        session
+            .usage_on_branches(std::slice::from_ref(&two.id), fork)
+            .unwrap(),
         [row("sonnet", CallKind::Answer, 1, 20, 2)]
+    );
+    // Two branches of one run (a work loop's phases), and a head named
+    // twice: each message once.
+    let both = [one.id.clone(), two.id.clone(), one.id.clone()];
+    assert_eq!(
+        session.usage_on_branches(&both, fork).unwrap(),
+        [
+            row("opus", CallKind::Answer, 2, 21, 4),
+            row("sonnet", CallKind::Answer, 1, 20, 2)
+        ]
     );
     assert_eq!(session.usage_after(fork).unwrap().len(), 2);
     session.set_context(NAME_KEY, "fixer").unwrap();

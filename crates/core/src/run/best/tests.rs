@@ -27,7 +27,7 @@ fn attempt(outcome: Outcome, check: Option<i32>, lines: u64, bytes: u64) -> Atte
             poisoned: None,
             head: "h".into(),
         }),
-        head: None,
+        heads: Vec::new(),
         duration: Duration::from_millis(2500),
     }
 }

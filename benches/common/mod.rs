@@ -103,3 +103,33 @@ impl Project {
         command
     }
 }
+
+/// Why the podman runs cannot be measured here, if they cannot.
+#[allow(dead_code, reason = "the benches without podman runs do not ask")]
+pub(crate) fn podman_missing() -> Option<String> {
+    let Ok(podman) = which::which("podman") else {
+        return Some("podman is not installed".to_string());
+    };
+    let image = "localhost/ah-sandbox:latest";
+    let exists = Command::new(podman)
+        .args(["image", "exists", image])
+        .status()
+        .is_ok_and(|s| s.success());
+    (!exists).then(|| format!("the image {image} is missing (`ah image build` makes it)"))
+}
+
+/// `min / median / max`, in milliseconds.
+#[allow(
+    dead_code,
+    reason = "a bench with statistics of its own does not use it"
+)]
+pub(crate) fn spread(times: &mut [Duration]) -> String {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    format!(
+        "min {:6.1} ms  median {:6.1} ms  max {:6.1} ms",
+        ms(times[0]),
+        ms(times[times.len() / 2]),
+        ms(times[times.len() - 1])
+    )
+}

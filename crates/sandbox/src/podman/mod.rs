@@ -22,6 +22,7 @@ mod oom;
 mod program;
 pub mod rootfs;
 mod serve;
+mod side_by_side;
 mod stale;
 
 use std::os::unix::fs::MetadataExt;
@@ -295,10 +296,11 @@ impl PodmanBackend {
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
-        // Side by side: each podman command costs ~100 ms rootless.
+        // Side by side: each podman command costs ~100 ms rootless (and
+        // once for the starts of a moment in this process).
         let (removed_stale, image) = tokio::join!(
-            stale::cleanup_stale(&podman),
-            rootfs::inspect(&podman, &opts.image)
+            side_by_side::sweep_once(&podman),
+            side_by_side::image_facts(&podman, &opts.image)
         );
         let removed_stale = removed_stale?;
         let is_rootless = rootless();
@@ -399,6 +401,15 @@ impl PodmanBackend {
         let (inspected, opened) = tokio::join!(oom::inspect(&podman, &container), opening);
         let oom = inspected.and_then(oom::OomCounter::find);
         let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
+        // The way into an overlay's /work, through the init just found: the
+        // first step asks podman for nothing more (see `work_root`).
+        let merged = match (&opts.overlay, inspected) {
+            (Some(_), Some((_, pid))) => i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+                .and_then(|pid| crate::merged::Merged::open(pid, Path::new("/work")).ok()),
+            _ => None,
+        };
         let mut lane = channel::Lane::default();
         match opened {
             Some(Ok(opened)) => lane.channel = Some(opened),
@@ -419,7 +430,7 @@ impl PodmanBackend {
             data_limit: opts.stand_ins.data,
             observed,
             overlay: opts.overlay.clone(),
-            merged: Mutex::new(None),
+            merged: Mutex::new(merged),
             _init: init,
             _agent: agent,
             _rootfs: copy,

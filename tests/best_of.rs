@@ -97,6 +97,25 @@ fn the_smallest_passing_attempt_wins(backend: &str) -> Host {
     host
 }
 
+/// Sends SIGCHLD to the main thread of process `pid`, the one that waits
+/// for the review's keys (a signal to the process may go to any thread):
+/// what the end of one of its children does.
+fn child_ended_wakes(pid: u32) {
+    // tgkill(pid, pid, SIGCHLD): std and rustix send signals to processes only.
+    let sent = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import ctypes, signal; assert ctypes.CDLL(None).syscall(234, {pid}, {pid}, signal.SIGCHLD) == 0"
+        ))
+        .status()
+        .unwrap();
+    assert!(
+        sent.success(),
+        "ah ended at a signal that only woke its question"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+}
+
 /// The run ids of `host`.
 fn ids(host: &Host) -> Vec<String> {
     host.runs()
@@ -202,6 +221,9 @@ fn at_a_terminal_another_attempt_can_be_chosen_instead_of_the_winner() {
         assert!(line.contains("1 tool call, 1 file"), "{line}");
     }
     assert!(!history.contains("attempt 1 done"), "{history}");
+    // A child of ah that ends while the question waits (the attempts'
+    // sandboxes were handed off) wakes the wait for a key; it is no key.
+    child_ended_wakes(host.ah_pid());
     // apply all, choose files, choose hunks, save only, discard, then attempt 2.
     tmux.keys(&["Down", "Down", "Down", "Down", "Down", "Enter"]);
     tmux.wait_for_after("show attempt 2", "+longer");

@@ -20,14 +20,7 @@ const LAYERS: &[&str] = &[
 const SESSION_ONLY: &[&str] = &["rusqlite"];
 
 /// Crates for a person at a terminal: only the binary may use them.
-const FRONT_END: &[&str] = &[
-    "clap",
-    "clap_complete",
-    "console",
-    "crossterm",
-    "dialoguer",
-    "indicatif",
-];
+const FRONT_END: &[&str] = &["clap", "clap_complete", "console", "crossterm", "indicatif"];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -298,13 +298,6 @@ fn ctrl_c_at_the_you_line_sends_nothing_and_aborts() {
     assert_terminal_restored(&script);
 }
 
-/// The pid of the ah holding the project's session.
-fn ah_pid(host: &Host) -> u32 {
-    let db = &host.sessions()[0];
-    let pid = query(&db.with_extension("queue.db"), "SELECT pid FROM lock");
-    u32::try_from(pid[0][0].as_i64().unwrap()).unwrap()
-}
-
 #[test]
 fn sigterm_in_raw_mode_aborts_and_restores_the_terminal() {
     let host = Host::git(&[("a.txt", "one\n")]);
@@ -312,7 +305,7 @@ fn sigterm_in_raw_mode_aborts_and_restores_the_terminal() {
     let Some((tmux, script)) = live(&host, &mock) else {
         return;
     };
-    crate::support::send_signal(ah_pid(&host), rustix::process::Signal::TERM);
+    crate::support::send_signal(host.ah_pid(), rustix::process::Signal::TERM);
     assert_eq!(script.exit_code(), 130, "{}", tmux.screen());
     assert!(tmux.screen().contains("review: aborted"));
     assert_terminal_restored(&script);
@@ -325,7 +318,7 @@ fn a_second_signal_exits_at_once_with_the_terminal_restored() {
     let Some((tmux, script)) = live(&host, &mock) else {
         return;
     };
-    let pid = ah_pid(&host);
+    let pid = host.ah_pid();
     crate::support::send_signal(pid, rustix::process::Signal::TERM);
     tmux.wait_for("aborting:");
     // Whether the abort is still under way or not, ah exits at once now

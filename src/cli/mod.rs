@@ -15,6 +15,7 @@ pub(crate) mod display;
 mod egress_helper;
 mod image_progress;
 mod live;
+mod menu;
 mod org_view;
 mod output;
 mod prune;

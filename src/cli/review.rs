@@ -12,9 +12,12 @@ use anyhow::{Context, Result};
 use console::style;
 
 use super::diff_view::{self, Paint};
-use super::{review_hunks, review_pick};
+use super::{menu, review_hunks, review_pick};
 use ah_core::present::{copy_terminal_safe, terminal_safe};
 use ah_core::run::{Choice, Pager, PatchToChoose, Question, Revise, Tone};
+
+/// The longest note a revise sends the model back with, in characters.
+const MAX_NOTE: usize = 4000;
 
 /// Whether a person is there to ask: standard input and error are a
 /// terminal.
@@ -49,15 +52,11 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
     }
     let revise = usize::from(patch.can_revise);
     loop {
-        let picked = dialoguer::Select::new()
-            .with_prompt("What should happen to this patch?")
-            .items(&choices)
-            .default(0)
-            .interact();
+        let picked = menu::select("What should happen to this patch?", &choices, 0);
         return Ok(match picked {
-            Ok(0) => Choice::ApplyAll,
-            Ok(1) => review_pick::pick(patch),
-            Ok(2) => match review_hunks::pick(patch) {
+            Some(0) => Choice::ApplyAll,
+            Some(1) => review_pick::pick(patch),
+            Some(2) => match review_hunks::pick(patch) {
                 Ok(choice) => choice,
                 Err(err) => {
                     // The patch cannot be cut into hunks: the other ways stay.
@@ -66,31 +65,27 @@ pub(super) fn choose(patch: &PatchToChoose<'_>) -> Result<Choice> {
                     continue;
                 }
             },
-            Ok(3) => Choice::SaveOnly,
-            Ok(4) => Choice::Discard,
-            Ok(5) if patch.can_revise => revise_note(),
-            Ok(n) => match others.get(n - 5 - revise) {
+            Some(3) => Choice::SaveOnly,
+            Some(4) => Choice::Discard,
+            Some(5) if patch.can_revise => revise_note(),
+            Some(n) => match others.get(n - 5 - revise) {
                 Some(&other) => Choice::Attempt(other),
                 None => Choice::Left(Question::WhatToDo),
             },
-            // Ctrl+C or a closed terminal at the prompt keeps the patch.
-            Err(_) => Choice::Left(Question::WhatToDo),
+            // Esc, Ctrl+C or a closed terminal at the prompt keeps the patch.
+            None => Choice::Left(Question::WhatToDo),
         });
     }
 }
 
 /// Asks for the note the model goes back to work with.
 fn revise_note() -> Choice {
-    let note = dialoguer::Input::<String>::new()
-        .with_prompt("What should the model change?")
-        .allow_empty(true)
-        .interact_text();
-    match note {
-        Ok(note) => Choice::Revise(Revise {
+    match menu::line("What should the model change?", MAX_NOTE) {
+        Some(note) => Choice::Revise(Revise {
             note,
             rejected: Vec::new(),
         }),
-        Err(_) => Choice::Left(Question::WhatToDo),
+        None => Choice::Left(Question::WhatToDo),
     }
 }
 

@@ -16,15 +16,15 @@ const BAR_WIDTH: u64 = 20;
 pub(super) fn pick(patch: &PatchToChoose<'_>) -> Choice {
     let items = items(&patch.files);
     let defaults = vec![true; items.len()];
-    let picked = dialoguer::MultiSelect::new()
-        .with_prompt("Files to apply (space toggles, enter confirms)")
-        .items(&items)
-        .defaults(&defaults)
-        .interact_opt();
+    let picked = super::menu::tick(
+        "Files to apply (space toggles, enter confirms)",
+        &items,
+        &defaults,
+    );
     match picked {
-        Ok(Some(chosen)) => Choice::Files(chosen),
+        Some(chosen) => Choice::Files(chosen),
         // Esc, Ctrl+C or a closed terminal keeps the whole patch.
-        Ok(None) | Err(_) => Choice::Left(Question::WhichFiles),
+        None => Choice::Left(Question::WhichFiles),
     }
 }
 

@@ -121,6 +121,13 @@ impl Host {
         runs
     }
 
+    /// The pid of the ah holding the project's (first) session.
+    pub(crate) fn ah_pid(&self) -> u32 {
+        let db = &self.sessions()[0];
+        let pid = query(&db.with_extension("queue.db"), "SELECT pid FROM lock");
+        u32::try_from(pid[0][0].as_i64().expect("a pid")).expect("a pid that fits")
+    }
+
     /// The one run directory (panics if there is not exactly one).
     pub(crate) fn run(&self) -> PathBuf {
         let runs = self.runs();

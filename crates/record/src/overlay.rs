@@ -29,7 +29,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::shadow::ShadowRepo;
+use crate::shadow::{ProjectSeed, ShadowRepo};
 use crate::workspace::Withhold;
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
@@ -81,6 +81,27 @@ pub fn begin(
     dirs: &OverlayDirs,
     withhold: &Withhold<'_>,
 ) -> Result<OverlayTakingBaseline, String> {
+    // The baseline's thread starts now, on a handle of its own: it reads the
+    // project's index (tens of milliseconds for a large one) beside the
+    // survey, then walks the project once the survey says what to pass over.
+    let (surveyed, hidden_then) = std::sync::mpsc::channel::<HashSet<Vec<u8>>>();
+    let taker = ShadowRepo::open(shadow.git_dir(), project).map_err(|e| e.to_string())?;
+    let taking = {
+        let project = project.to_path_buf();
+        BaselineThread::spawn(move || {
+            let seed = ProjectSeed::read(&project);
+            let hidden = hidden_then
+                .recv()
+                .map_err(|_| "the survey of the project ended before it was done".to_string())?;
+            let baseline = taker
+                .project_baseline(&project, &hidden, seed)
+                .map_err(|e| e.to_string())?;
+            Ok(Baseline {
+                shadow: taker,
+                baseline,
+            })
+        })
+    };
     let mut watch = Watch::new();
     let survey = {
         let mut names = shadow.name_check().map_err(|e| e.to_string())?;
@@ -90,14 +111,8 @@ pub fn begin(
     prepare(project, dirs, &survey.hidden)
         .map_err(|e| format!("could not prepare the overlay work copy: {e}"))?;
     let late = LateFiles::new(project, watch, &survey.hidden);
-    let hidden: HashSet<Vec<u8>> = survey.hidden.into_iter().collect();
-    let project = project.to_path_buf();
-    let taking = BaselineThread::spawn(move || {
-        let baseline = shadow
-            .project_baseline(&project, &hidden)
-            .map_err(|e| e.to_string())?;
-        Ok(Baseline { shadow, baseline })
-    });
+    // The thread has ended only if it failed; it says why when taken.
+    let _ = surveyed.send(survey.hidden.into_iter().collect());
     Ok(OverlayTakingBaseline {
         withheld: survey.withheld,
         taking,

@@ -50,6 +50,7 @@ pub use links::CommittedLinks;
 pub use project::NameCheck;
 pub use restore::LayerEntry;
 pub use revert::Reverted;
+pub use seed::ProjectSeed;
 
 use std::path::{Path, PathBuf};
 

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use git2::{IndexEntry, Oid, Tree};
 
-use super::seed::ProjectRepo;
+use super::seed::ProjectSeed;
 use super::{ShadowError, ShadowRepo};
 use crate::tree::scan::{Refused, Tracked};
 use ah_tools::fs_beneath::dir::{DirHandle, Kind};
@@ -85,14 +85,18 @@ impl ShadowRepo {
     /// Takes the baseline commit from `project`, passing over the entries
     /// `hidden` names (relative to the project: what
     /// [`crate::overlay::survey`] found). An entry git refuses all the same
-    /// (one that appeared since the survey) is left out of it.
+    /// (one that appeared since the survey) is left out of it. `seed` is the
+    /// project's repository, read beforehand ([`ProjectSeed::read`]).
     pub fn project_baseline(
         &self,
         project: &Path,
         hidden: &HashSet<Vec<u8>>,
+        seed: ProjectSeed,
     ) -> Result<Oid, ShadowError> {
         // Without the project's objects, every file is hashed.
-        let repo = ProjectRepo::open(project).filter(|r| self.add_alternate(&r.objects).is_ok());
+        let repo = seed
+            .into_repo()
+            .filter(|r| self.add_alternate(&r.objects).is_ok());
         let root = DirHandle::open_root(project).map_err(|source| ShadowError::WorkDir {
             path: project.to_path_buf(),
             source,

@@ -38,6 +38,24 @@ pub(super) struct ProjectRepo {
     pub(super) objects: PathBuf,
 }
 
+/// A project's git repository as read for its baseline, or nothing where it
+/// has none (or none that can be read; the baseline then hashes every
+/// file): reading a large index takes tens of milliseconds, which the
+/// baseline's thread spends beside the survey of the project.
+pub struct ProjectSeed(Option<ProjectRepo>);
+
+impl ProjectSeed {
+    /// Reads the repository whose work tree is `project` (see
+    /// [`ProjectRepo::open`]).
+    pub fn read(project: &Path) -> ProjectSeed {
+        ProjectSeed(ProjectRepo::open(project))
+    }
+
+    pub(super) fn into_repo(self) -> Option<ProjectRepo> {
+        self.0
+    }
+}
+
 impl ProjectRepo {
     /// The repository whose work tree is `project` itself (never one found
     /// further up), or `None` where there is none or it cannot be read:

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use super::chmod;
 use crate::overlay;
-use crate::shadow::{Layers, MAX_FILE_BYTES, ShadowRepo, StatCache};
+use crate::shadow::{Layers, MAX_FILE_BYTES, ProjectSeed, ShadowRepo, StatCache};
 use ah_sandbox::podman::OverlayDirs;
 use ah_tools::fs_beneath::dir::DirHandle;
 
@@ -322,7 +322,9 @@ fn git_project(files: &[(&str, &[u8])]) -> (tempfile::TempDir, PathBuf) {
 /// same project hashed whole (no repository to vouch for anything).
 fn seeded_and_hashed(project: &Path, root: &Path) -> (git2::Oid, git2::Oid) {
     let seeded = ShadowRepo::init(&root.join("seeded.git"), project).unwrap();
-    let commit = seeded.project_baseline(project, &HashSet::new()).unwrap();
+    let commit = seeded
+        .project_baseline(project, &HashSet::new(), ProjectSeed::read(project))
+        .unwrap();
     let seeded_tree = seeded.commit_tree(commit).unwrap().id();
     let copy = root.join("copy");
     crate::workspace::copy_project(project, &copy, &|_| false).unwrap();

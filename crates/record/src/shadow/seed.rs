@@ -45,8 +45,8 @@ pub(super) struct ProjectRepo {
 pub struct ProjectSeed(Option<ProjectRepo>);
 
 impl ProjectSeed {
-    /// Reads the repository whose work tree is `project` (see
-    /// [`ProjectRepo::open`]).
+    /// Reads the repository whose work tree is `project` itself (never one
+    /// found further up).
     pub fn read(project: &Path) -> ProjectSeed {
         ProjectSeed(ProjectRepo::open(project))
     }

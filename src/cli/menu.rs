@@ -16,7 +16,7 @@ use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifier
 use super::live::terminal::RawMode;
 
 /// The next key pressed; a wake-up by a signal is none.
-pub(super) fn key(_term: &Term) -> io::Result<Key> {
+pub(super) fn key() -> io::Result<Key> {
     let _raw = RawMode::enter()?;
     loop {
         match event::read() {
@@ -73,35 +73,14 @@ fn leaves(key: &Key) -> bool {
 /// Asks `prompt` with `items` to pick from, `default` marked first; the
 /// index picked, or `None` (Esc, q, Ctrl+C, or a terminal that closed).
 pub(super) fn select(prompt: &str, items: &[String], default: usize) -> Option<usize> {
-    if items.is_empty() {
-        return None;
-    }
-    let term = Term::stderr();
-    let mut at = default.min(items.len() - 1);
-    let _ = term.hide_cursor();
-    let picked = loop {
-        let lines: Vec<String> = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| format!("{} {item}", if i == at { ">" } else { " " }))
-            .collect();
-        if show(&term, prompt, &lines).is_err() {
-            break None;
-        }
-        let read = key(&term);
-        let _ = term.clear_last_lines(lines.len() + 1);
-        match read {
-            Ok(Key::Enter) => {
-                let _ = term.write_line(&format!("{prompt}: {}", items[at]));
-                break Some(at);
-            }
-            Ok(key) if leaves(&key) => break None,
-            Ok(key) => at = moved(&key, at, items.len()).unwrap_or(at),
-            Err(_) => break None,
-        }
+    let at = default.min(items.len().saturating_sub(1));
+    let item = |(): &(), i: usize, marked: bool| {
+        format!("{} {}", if marked { ">" } else { " " }, items[i])
     };
-    let _ = term.show_cursor();
-    picked
+    let pick = |(): &mut (), key: &Key, at: usize| {
+        matches!(key, Key::Enter).then(|| (at, items[at].clone()))
+    };
+    list(prompt, items.len(), at, &mut (), item, pick)
 }
 
 /// Asks `prompt` with `items` to tick (space toggles, a all or none, Enter
@@ -110,46 +89,71 @@ pub(super) fn tick(prompt: &str, items: &[String], ticked: &[bool]) -> Option<Ve
     if items.is_empty() {
         return Some(Vec::new());
     }
-    let term = Term::stderr();
     let mut on: Vec<bool> = (0..items.len())
         .map(|i| ticked.get(i).copied().unwrap_or(false))
         .collect();
-    let mut at = 0;
-    let _ = term.hide_cursor();
-    let picked = loop {
-        let lines: Vec<String> = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let marker = if i == at { ">" } else { " " };
-                let mark = if on[i] { "[x]" } else { "[ ]" };
-                format!("{marker} {mark} {item}")
-            })
-            .collect();
-        if show(&term, prompt, &lines).is_err() {
-            break None;
-        }
-        let read = key(&term);
-        let _ = term.clear_last_lines(lines.len() + 1);
-        match read {
-            Ok(Key::Enter) => {
+    let item = |on: &Vec<bool>, i: usize, marked: bool| {
+        let marker = if marked { ">" } else { " " };
+        let mark = if on[i] { "[x]" } else { "[ ]" };
+        format!("{marker} {mark} {}", items[i])
+    };
+    let act = |on: &mut Vec<bool>, key: &Key, at: usize| {
+        match key {
+            Key::Enter => {
                 let chosen: Vec<usize> = (0..items.len()).filter(|&i| on[i]).collect();
                 let names: Vec<&str> = chosen.iter().map(|&i| items[i].as_str()).collect();
-                let _ = term.write_line(&format!("{prompt}: {}", names.join(", ")));
-                break Some(chosen);
+                return Some((chosen, names.join(", ")));
             }
-            Ok(Key::Char(' ')) => on[at] = !on[at],
-            Ok(Key::Char('a')) => {
+            Key::Char(' ') => on[at] = !on[at],
+            Key::Char('a') => {
                 let all = !on.iter().all(|&ticked| ticked);
                 on.iter_mut().for_each(|ticked| *ticked = all);
             }
-            Ok(key) if leaves(&key) => break None,
-            Ok(key) => at = moved(&key, at, items.len()).unwrap_or(at),
-            Err(_) => break None,
+            _ => {}
+        }
+        None
+    };
+    list(prompt, items.len(), 0, &mut on, item, act)
+}
+
+/// A question over a list of `len` lines, the marker first at `at`: each
+/// line drawn by `item` (from `state`, its index, whether it is marked),
+/// the arrows and j/k move the marker, Esc, q and Ctrl+C leave, any other
+/// key goes to `act`, which may answer (the answer, and what the prompt's
+/// line then says).
+fn list<S, T>(
+    prompt: &str,
+    len: usize,
+    mut at: usize,
+    state: &mut S,
+    item: impl Fn(&S, usize, bool) -> String,
+    act: impl Fn(&mut S, &Key, usize) -> Option<(T, String)>,
+) -> Option<T> {
+    if len == 0 {
+        return None;
+    }
+    let term = Term::stderr();
+    let _ = term.hide_cursor();
+    let answer = loop {
+        let lines: Vec<String> = (0..len).map(|i| item(state, i, i == at)).collect();
+        if show(&term, prompt, &lines).is_err() {
+            break None;
+        }
+        let read = key();
+        let _ = term.clear_last_lines(lines.len() + 1);
+        let Ok(read) = read else { break None };
+        if leaves(&read) {
+            break None;
+        }
+        if let Some(moved) = moved(&read, at, len) {
+            at = moved;
+        } else if let Some((answer, said)) = act(state, &read, at) {
+            let _ = term.write_line(&format!("{prompt}: {said}"));
+            break Some(answer);
         }
     };
     let _ = term.show_cursor();
-    picked
+    answer
 }
 
 /// Asks `prompt` for one line of text (Enter ends it; it may be empty);
@@ -159,7 +163,7 @@ pub(super) fn line(prompt: &str, longest: usize) -> Option<String> {
     term.write_str(&format!("{prompt}: ")).ok()?;
     let mut text = String::new();
     loop {
-        match key(&term) {
+        match key() {
             Ok(Key::Enter) => {
                 let _ = term.write_line("");
                 return Some(text);

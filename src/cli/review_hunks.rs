@@ -132,7 +132,7 @@ fn decide(term: &Term, hunks: &PatchHunks, entries: &mut Vec<Entry>, at: usize) 
     };
     loop {
         term.write_str(&format!("Apply this {what} [{keys}]? "))?;
-        let key = match super::menu::key(term) {
+        let key = match super::menu::key() {
             Ok(Key::Char(c)) => c,
             Ok(Key::CtrlC) | Err(_) => {
                 term.write_line("")?;
@@ -239,7 +239,7 @@ fn reason(term: &Term) -> Result<Reason> {
     term.write_str("Why not (Enter ends, Esc goes back)? ")?;
     let mut text = String::new();
     loop {
-        match super::menu::key(term) {
+        match super::menu::key() {
             Ok(Key::Enter) => {
                 term.write_line("")?;
                 let text = text.trim();

@@ -509,18 +509,29 @@ fn apply_files(
     };
     let mut reviewed = apply_now(review, &chosen_path, &why, front);
     if reviewed.applied && !split.rest.is_empty() {
-        reviewed.record.decision = ReviewDecision::PartlyApplied;
-        front.say(
-            Tone::Plain,
-            "not applied:",
-            &format!(
-                "{} more, saved in {} (apply later with git apply --3way)",
-                count(split.rest.files.len(), "file", "files"),
-                rest_path.display()
-            ),
-        );
+        let left = count(split.rest.files.len(), "file", "files");
+        partly_applied(&mut reviewed, &left, &rest_path, front);
     }
     Ok(reviewed)
+}
+
+/// Records a part of the patch as applied and says where the rest (`left`,
+/// counted) waits.
+fn partly_applied(
+    reviewed: &mut Reviewed,
+    left: &str,
+    rest_path: &Path,
+    front: &mut dyn ReviewFront,
+) {
+    reviewed.record.decision = ReviewDecision::PartlyApplied;
+    front.say(
+        Tone::Plain,
+        "not applied:",
+        &format!(
+            "{left} more, saved in {} (apply later with git apply --3way)",
+            rest_path.display()
+        ),
+    );
 }
 
 /// Applies the patch at `patch_path` to the project; a failure is said and

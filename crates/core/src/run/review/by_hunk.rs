@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 
 use super::{
     HunkDecision, PatchHunks, Review, ReviewFront, Reviewed, Selection, Tone, Verdict, apply_now,
-    ended,
+    ended, partly_applied,
 };
 use ah_base::count;
 use ah_record::rundir::{HunkOutcome, HunkRecord, ReviewDecision};
@@ -81,15 +81,11 @@ fn apply_some(
     );
     let mut reviewed = apply_now(review, &chosen_path, &why, front);
     if reviewed.applied {
-        reviewed.record.decision = ReviewDecision::PartlyApplied;
-        front.say(
-            Tone::Plain,
-            "not applied:",
-            &format!(
-                "{} more, saved in {} (apply later with git apply --3way)",
-                count(left, "hunk", "hunks"),
-                rest_path.display()
-            ),
+        partly_applied(
+            &mut reviewed,
+            &count(left, "hunk", "hunks"),
+            &rest_path,
+            front,
         );
     }
     Ok(reviewed)

@@ -43,6 +43,12 @@ mod support {
 #[path = "sandbox/users.rs"]
 mod users;
 
+#[allow(
+    dead_code,
+    reason = "this bench makes its projects itself; it shares only git"
+)]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -58,16 +58,7 @@ impl Project {
             // the background while runs are timed).
             &["gc", "-q"],
         ] {
-            let status = Command::new("git")
-                .args(args)
-                .current_dir(&project)
-                .env("GIT_AUTHOR_NAME", "Bench")
-                .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-                .env("GIT_COMMITTER_NAME", "Bench")
-                .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-                .status()
-                .expect("run git");
-            assert!(status.success(), "git {args:?} failed");
+            git(&project, args);
         }
         // Files written in the second the index was are "racily clean"
         // and hashed again by every reader: past it, then refreshed, the
@@ -102,6 +93,20 @@ impl Project {
             .stderr(Stdio::piped());
         command
     }
+}
+
+/// Runs `git ARGS` in `project` as the benches' author; panics if it fails.
+pub(crate) fn git(project: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(project)
+        .env("GIT_AUTHOR_NAME", "Bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "Bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .status()
+        .expect("run git");
+    assert!(status.success(), "git {args:?} failed");
 }
 
 /// Why the podman runs cannot be measured here, if they cannot.

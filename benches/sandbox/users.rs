@@ -293,16 +293,7 @@ fn project(dir: &Path, user: &str) -> PathBuf {
         &["add", "-A"],
         &["commit", "-q", "-m", "initial"],
     ] {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(&project)
-            .env("GIT_AUTHOR_NAME", "Bench")
-            .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-            .env("GIT_COMMITTER_NAME", "Bench")
-            .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-            .status()
-            .expect("run git");
-        assert!(status.success(), "git {args:?} failed");
+        crate::common::git(&project, args);
     }
     let status = Command::new("chown")
         .args(["-R", &format!("{user}:")])

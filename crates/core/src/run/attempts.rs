@@ -333,10 +333,12 @@ impl Side<'_> {
         let began = Instant::now();
         let mut check = None;
         let mut branches = Vec::new();
+        // A handle of its own on the one session: each loop appends to its
+        // own branch; the attempt's end is recorded through it too.
+        let opened = Session::open(session_path);
+        let mut own = None;
         let outcome = async {
-            // A handle of its own on the one session: each loop appends to
-            // its own branch.
-            let mut session = Session::open(session_path)?;
+            let session: &mut Session = own.insert(opened?);
             if let Err(err) = start_servers(&mut run, setup, &sandbox, &mut abort, &mut front).await
             {
                 drop(run);
@@ -348,7 +350,7 @@ impl Side<'_> {
             let stopped = abort.is_requested();
             let with = RunParts {
                 options: self.options,
-                session: &mut session,
+                session,
                 run: &mut run,
                 abort: &mut abort,
                 lock: self.lock,
@@ -376,7 +378,7 @@ impl Side<'_> {
                     duration_ms: found.duration_ms,
                     log: found.log.display().to_string(),
                 };
-                record_event(&session, None, &checked);
+                record_event(session, None, &checked);
                 front.show(&RunEvent::of(&setup.run_id, &checked));
                 if found.passed() && self.how.first {
                     signals.stop_all();
@@ -417,7 +419,7 @@ impl Side<'_> {
                     duration_ms: found.duration_ms,
                 }),
             };
-            finish_run(run, end, &ending, &session, &mut front).await
+            finish_run(run, end, &ending, session, &mut front).await
         }
         .await;
         let (outcome, finished) = match outcome {
@@ -436,8 +438,8 @@ impl Side<'_> {
             status: attempt.status().to_string(),
             error: attempt.outcome.as_ref().err().map(|err| format!("{err:#}")),
         };
-        if let Ok(session) = Session::open(session_path) {
-            record_event(&session, None, &ended);
+        if let Some(session) = &own {
+            record_event(session, None, &ended);
         }
         front.show(&RunEvent::of(&setup.run_id, &ended));
         attempt

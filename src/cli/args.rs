@@ -60,9 +60,16 @@ pub(crate) struct RunArgs {
     )]
     pub color: ColorWhen,
 
-    /// Where the tools run: a rootless podman container, or unsandboxed on a copy.
-    #[arg(long, value_parser = backend_parser(), default_value = "podman")]
+    /// Where the tools run: a rootless podman container, one on a remote podman
+    /// engine, or unsandboxed on a copy (`--backend` is the same option).
+    #[arg(long = "engine", visible_alias = "backend", value_name = "ENGINE",
+          value_parser = backend_parser(), default_value = "podman")]
     pub backend: BackendKind,
+
+    /// The remote engine for `--engine podman-remote`: a connection of `podman system
+    /// connection` (default: CONTAINER_HOST, else podman's default connection).
+    #[arg(long, value_name = "NAME")]
+    pub connection: Option<String>,
 
     /// The sandbox image (podman backend).
     #[arg(long, value_name = "IMAGE")]
@@ -552,6 +559,7 @@ impl RunArgs {
                 allow_hosts: sandbox.allow_hosts.clone(),
                 env: sandbox.env.clone(),
                 cleanup: Default::default(),
+                connection: self.connection.clone(),
             },
             review: self.review,
             skills: self.skills.clone(),
@@ -575,6 +583,7 @@ impl RunArgs {
             max_artifact_size: self.max_artifact_size,
             given: OnCommandLine {
                 backend: given("backend"),
+                connection: self.connection.is_some(),
                 loop_window: given("loop_window"),
                 compact_reserve: given("compact_reserve"),
                 max_artifact_size: given("max_artifact_size"),
@@ -589,10 +598,13 @@ impl RunArgs {
 fn backend_parser() -> impl TypedValueParser<Value = BackendKind> {
     PossibleValuesParser::new([
         PossibleValue::new("podman").help("Rootless podman container (the default)"),
+        PossibleValue::new("podman-remote")
+            .help("A podman container on another machine (podman's remote connections)"),
         PossibleValue::new("none").help("No sandbox: commands run on the host, in the work copy"),
     ])
     .map(|value| match value.as_str() {
         "none" => BackendKind::None,
+        "podman-remote" => BackendKind::PodmanRemote,
         _ => BackendKind::Podman,
     })
 }

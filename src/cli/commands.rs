@@ -13,7 +13,7 @@ use super::{EXIT_ERROR, EXIT_OK};
 use ah_core::batch::BatchOptions;
 use ah_core::present::terminal_safe;
 use ah_core::report;
-use ah_core::run::{Engine, SandboxOptions, Tone, resolve_project};
+use ah_core::run::{Engine, RunOptions, Tone, resolve_project};
 use ah_core::runs::{self, Reopened, RunSummary};
 use ah_core::sandbox::{self, ImageSource, Severity};
 
@@ -130,7 +130,7 @@ pub(super) fn runs(project: Option<&Path>) -> Result<i32> {
 }
 
 /// `ah doctor`: one line per check; non-zero when podman cannot run.
-pub(super) async fn doctor(image: Option<&str>, options: &SandboxOptions) -> Result<i32> {
+pub(super) async fn doctor(image: Option<&str>, options: &RunOptions) -> Result<i32> {
     let found = sandbox::doctor(image, options).await;
     for check in &found.checks {
         let mark = match (check.ok, check.severity) {

@@ -213,7 +213,7 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
         Some(Command::Completions { shell }) => commands::completions(shell),
         Some(Command::Doctor { image }) => {
             let options = cli.run.options(&matches);
-            commands::doctor(image.as_deref(), &options.sandbox).await
+            commands::doctor(image.as_deref(), &options).await
         }
         Some(Command::Image {
             action:

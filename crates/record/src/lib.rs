@@ -16,6 +16,7 @@ pub mod run;
 pub mod rundir;
 pub mod safe_text;
 pub mod shadow;
+pub mod snapshot;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tree;

@@ -28,7 +28,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::podman::{self, Owner, Podman};
+use crate::podman::{self, Connection, Owner, Podman};
 
 /// The hidden subcommand that removes [`Remains`] (`ah __sandbox-cleanup`).
 pub const COMMAND: &str = "__sandbox-cleanup";
@@ -68,6 +68,8 @@ pub struct Remains {
     /// on (`podman::rootfs`): held by the cleanup until it is done, so that
     /// no prune removes the copy under a container not yet removed.
     pub lease: Option<Lease>,
+    /// The remote engine the containers are on (`None`: this machine's).
+    pub engine: Option<Box<Connection>>,
 }
 
 /// An open lock file whose lock the cleanup holds while it works (given to
@@ -95,6 +97,16 @@ impl Remains {
         self.containers.extend(other.containers);
         self.folders.extend(other.folders);
         self.lease = self.lease.take().or(other.lease);
+        self.engine = self.engine.take().or(other.engine);
+    }
+
+    /// The podman that removes the containers.
+    fn podman(&self) -> Result<Podman, podman::PodmanError> {
+        let podman = Podman::find()?;
+        Ok(match &self.engine {
+            Some(engine) => podman.remote((**engine).clone()),
+            None => podman,
+        })
     }
 
     /// Removes everything, within [`LIMIT`]: waits for the makers, then
@@ -129,7 +141,7 @@ impl Remains {
             }
         }
         if !self.containers.is_empty() {
-            match Podman::find() {
+            match self.podman() {
                 Ok(podman) => {
                     for name in &self.containers {
                         if let Err(err) = podman::remove_container(&podman, name).await {
@@ -217,6 +229,13 @@ impl Remains {
             args.push("--folder".into());
             args.push(folder.as_os_str().to_owned());
         }
+        if let Some(engine) = &self.engine {
+            match &**engine {
+                Connection::Named(name) => args.extend(["--connection".into(), name.into()]),
+                Connection::Url(url) => args.extend(["--url".into(), url.into()]),
+                Connection::Default => args.extend(["--url".into(), "".into()]),
+            }
+        }
         args
     }
 
@@ -243,6 +262,14 @@ impl Remains {
                 }
                 "--container" => remains.containers.push(value.to_str()?.to_string()),
                 "--folder" => remains.folders.push(PathBuf::from(value)),
+                "--connection" => {
+                    let name = value.to_str()?.to_string();
+                    remains.engine = Some(Box::new(Connection::Named(name)));
+                }
+                "--url" => {
+                    let url = value.to_str()?;
+                    remains.engine = Some(Box::new(Connection::choose(None, Some(url))));
+                }
                 _ => return None,
             }
         }
@@ -446,6 +473,14 @@ impl Job {
         if let Err(err) = podman::cleanup_stale().await {
             return Err(vec![format!("the containers of dead runs: {err}")]);
         }
+        if let Some(engine) = &self.remains.engine
+            && let Err(err) = podman::cleanup_stale_on(engine).await
+        {
+            return Err(vec![format!(
+                "the containers of dead runs on {}: {err}",
+                engine.name()
+            )]);
+        }
         // This process does nothing else meanwhile: the walk may block it.
         let folders = leftovers(ah_dir);
         Remains {
@@ -468,12 +503,26 @@ mod tests {
             containers: vec!["ah-x".into(), "ah-x-ro".into()],
             folders: vec!["/r/overlay-work".into(), "/r/upper".into()],
             lease: None,
+            engine: None,
         };
         let args = remains.to_args(Path::new("/r/cleanup.log"));
         let job = Remains::from_args(&args);
         let back = job.as_ref().map(|job| (&job.remains, job.log.as_path()));
         assert_eq!(back, Some((&remains, Path::new("/r/cleanup.log"))));
         assert!(Remains::from_args(&["--bogus".into(), "x".into()]).is_none());
+        for engine in [
+            Connection::Named("far".into()),
+            Connection::Url("ssh://u@h/run/user/1/podman/podman.sock".into()),
+            Connection::Default,
+        ] {
+            let remote = Remains {
+                engine: Some(Box::new(engine)),
+                ..remains.clone()
+            };
+            let args = remote.to_args(Path::new("/r/cleanup.log"));
+            let back = Remains::from_args(&args).map(|job| job.remains);
+            assert_eq!(back, Some(remote));
+        }
         assert!(Remains::from_args(&["--container".into()]).is_none());
     }
 

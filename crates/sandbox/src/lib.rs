@@ -25,13 +25,16 @@ use std::time::Duration;
 
 use ah_tools::ExecOutput;
 
-/// Which kind of backend runs the tools.
+/// Which kind of backend (engine) runs the tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     /// Rootless podman container (the default).
     #[default]
     Podman,
+    /// A podman container on another machine, through podman's remote
+    /// client (`podman::remote`).
+    PodmanRemote,
     /// No sandbox: commands run on the host, in the work copy.
     None,
 }
@@ -40,8 +43,14 @@ impl BackendKind {
     pub fn as_str(self) -> &'static str {
         match self {
             BackendKind::Podman => "podman",
+            BackendKind::PodmanRemote => "podman-remote",
             BackendKind::None => "none",
         }
+    }
+
+    /// Whether commands run in a podman container (here or remote).
+    pub fn is_podman(self) -> bool {
+        self != BackendKind::None
     }
 }
 

@@ -203,6 +203,25 @@ pub fn plan_on_host(asked: &Asked) -> Vec<Held> {
     vec![memory, pids, disk(asked)]
 }
 
+/// What holds each limit in a container on a remote engine: its cgroups,
+/// asked for by podman there, which this machine cannot look into.
+pub fn plan_remote(asked: &Asked, engine: &str) -> Vec<Held> {
+    let note = || {
+        Some(format!(
+            "asked of the remote engine {engine}; not checked from here"
+        ))
+    };
+    let memory = match memory_bytes(&asked.memory) {
+        Some(_) => held("memory", &asked.memory, By::Cgroup, note()),
+        None => unlimited("memory", &asked.memory),
+    };
+    let pids = match asked.pids {
+        0 => unlimited("pids", "0"),
+        pids => held("pids", &pids.to_string(), By::Cgroup, note()),
+    };
+    vec![memory, pids, disk(asked)]
+}
+
 fn disk(asked: &Asked) -> Held {
     match asked.disk_budget {
         Some(bytes) => held("disk", &bytes.to_string(), By::Ah, None),

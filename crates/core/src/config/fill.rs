@@ -5,13 +5,12 @@
 
 use super::Config;
 use crate::run::{OutputLimit, RunOptions, UlimitKind};
-use ah_sandbox::BackendKind;
 
 /// Fills `args` from `config` wherever the user gave no value.
 pub fn fill(args: &mut RunOptions, config: &Config) {
     let given = args.given;
     if !given.backend {
-        args.backend = config.backend;
+        args.backend = config.sandbox.engine.unwrap_or(config.backend);
     }
     args.image
         .get_or_insert_with(|| config.sandbox.image.clone());
@@ -71,7 +70,7 @@ pub fn fill(args: &mut RunOptions, config: &Config) {
     // The network settings mean something only in the podman sandbox; the
     // same flags are refused with `--backend none`, configured values are
     // not (they are the user's defaults for sandboxed runs).
-    if args.backend == BackendKind::Podman {
+    if args.backend.is_podman() {
         if sandbox.network.is_none() {
             sandbox.network = config.network.mode;
         }

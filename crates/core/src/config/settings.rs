@@ -105,6 +105,12 @@ pub struct SandboxSettings {
     /// `detached` (the sandbox is removed by a process of its own while ah
     /// ends) or `wait` (the run waits for its removal).
     pub cleanup: Cleanup,
+    /// Where sandboxes run: `podman`, `podman-remote` or `none` (the
+    /// top-level `backend` key says the same; this one wins).
+    pub engine: Option<BackendKind>,
+    /// The remote engine's connection (a name of `podman system
+    /// connection`); unset: `CONTAINER_HOST`, else podman's default.
+    pub connection: Option<String>,
 }
 
 /// The sandbox's network (podman backend).
@@ -205,6 +211,8 @@ impl Default for SandboxSettings {
             nproc: None,
             env: Vec::new(),
             cleanup: Cleanup::default(),
+            engine: None,
+            connection: None,
         }
     }
 }

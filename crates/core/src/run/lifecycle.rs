@@ -41,6 +41,7 @@ use ah_record::rundir::{
     RunDir,
 };
 use ah_record::safe_text::{name_safe, terminal_safe};
+use ah_record::snapshot::{BaselineSnapshot, Commit};
 use ah_sandbox::cleanup::{Cleanup, Remains};
 use ah_sandbox::disk::DiskBudget;
 use ah_sandbox::limits::StandIns;
@@ -82,8 +83,10 @@ pub(crate) fn start_run(
     let (limits, stand_ins) = RunLimits::plan(args)?;
     let dir = RunDir::create_as(&setup.ah_dir, id)?;
     let live = dir.hold_live()?;
+    // A remote engine's run keeps its mirror of /work as a none run keeps
+    // its work folder.
     let holder = match args.backend {
-        BackendKind::None => Some(none_holder(&setup.project, &dir)),
+        BackendKind::None | BackendKind::PodmanRemote => Some(none_holder(&setup.project, &dir)),
         BackendKind::Podman => None,
     };
     let copying = match &holder {
@@ -128,20 +131,22 @@ pub(crate) fn start_run(
         ));
     }
     let notices = Notices::default();
+    let work_copy = |holder: Option<Holder>| -> Result<NoneBackend> {
+        Ok(match (holder, &start.overlay) {
+            (Some(holder), Some(overlay)) => {
+                let namespace = holder.mount().map_err(|why| {
+                    anyhow::anyhow!(
+                        "{why} (a probe mount had worked); run again, or use --backend podman"
+                    )
+                })?;
+                NoneBackend::over(dir.work_dir(), namespace, overlay.dirs.clone())
+            }
+            _ => NoneBackend::new(dir.work_dir()),
+        })
+    };
     let (backend, sandbox): (Box<dyn Backend>, _) = match args.backend {
         BackendKind::None => {
-            let backend = match (holder, &start.overlay) {
-                (Some(holder), Some(overlay)) => {
-                    let namespace = holder.mount().map_err(|why| {
-                        anyhow::anyhow!(
-                            "{why} (a probe mount had worked); run again, or use \
-                             --backend podman"
-                        )
-                    })?;
-                    NoneBackend::over(dir.work_dir(), namespace, overlay.dirs.clone())
-                }
-                _ => NoneBackend::new(dir.work_dir()),
-            };
+            let backend = work_copy(holder)?;
             (
                 Box::new(backend) as Box<dyn Backend>,
                 SandboxStart {
@@ -151,13 +156,27 @@ pub(crate) fn start_run(
                 },
             )
         }
-        BackendKind::Podman => {
+        BackendKind::Podman | BackendKind::PodmanRemote => {
             let how = Confinement {
                 limits: &limits,
                 stand_ins,
                 notices: &notices,
             };
-            let main = start_podman(args, setup, &dir, &start, &how, front)?;
+            let remote = match args.backend {
+                BackendKind::PodmanRemote => Some(podman::remote::RemoteOptions {
+                    connection: connection(args),
+                    mirror: work_copy(holder)?,
+                    snapshot: Arc::new(BaselineSnapshot::new(
+                        start.shadow.git_dir(),
+                        match &start.taking {
+                            Some(taking) => Commit::Taking(taking.clone()),
+                            None => Commit::Taken(start.baseline),
+                        },
+                    )),
+                }),
+                _ => None,
+            };
+            let main = start_podman(args, setup, &dir, &start, &how, remote, front)?;
             let sandbox = SandboxStart {
                 main: Some(main.clone()),
                 notices,
@@ -209,10 +228,14 @@ fn start_podman(
     dir: &RunDir,
     start: &Start,
     how: &Confinement<'_>,
+    remote: Option<podman::remote::RemoteOptions>,
     front: &mut dyn Front,
 ) -> Result<Starting> {
     let name = dir.id().to_string();
+    let kind = args.backend;
     let mut options = match &start.overlay {
+        // A remote engine's /work is the baseline it was sent.
+        _ if remote.is_some() => podman::PodmanOptions::new(&name, &dir.work_dir()),
         Some(overlay) => {
             let mut options = podman::PodmanOptions::new(&name, &overlay.project);
             options.overlay = Some(overlay.dirs.clone());
@@ -224,6 +247,7 @@ fn start_podman(
     options.image = setup.image.clone();
     configure_sandbox(&mut options, &args.sandbox);
     options.stand_ins = how.stand_ins;
+    options.remote = remote;
     network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
     let notices = how.notices.clone();
     let limits = how.limits.clone();
@@ -233,7 +257,7 @@ fn start_podman(
     // waits for both.
     let taking = start.taking.clone();
     let leaving = (options.remains(), options.makers.clone());
-    let starting = Starting::spawn(BackendKind::Podman, async move {
+    let starting = Starting::spawn(kind, async move {
         let baseline = async move {
             let Some(taking) = taking else {
                 return Ok(());
@@ -448,9 +472,18 @@ fn use_overlay(args: &RunOptions, project: &Path, dir: &RunDir, front: &mut dyn 
 /// Where the model's commands run, as its prompt tells it.
 pub(crate) fn workspace_of(backend: BackendKind) -> Workspace {
     match backend {
-        BackendKind::Podman => Workspace::Container,
+        BackendKind::Podman | BackendKind::PodmanRemote => Workspace::Container,
         BackendKind::None => Workspace::Host,
     }
+}
+
+/// The remote engine a run's options name: `--connection` (or the user's
+/// `sandbox.connection`), else `CONTAINER_HOST`, else podman's default.
+pub(crate) fn connection(args: &RunOptions) -> podman::Connection {
+    podman::Connection::choose(
+        args.sandbox.connection.as_deref(),
+        std::env::var("CONTAINER_HOST").ok().as_deref(),
+    )
 }
 
 /// What the end of a run needs to know of its start.
@@ -862,7 +895,7 @@ fn start_manifest(
         &setup.models(),
         options.backend.as_str(),
     );
-    let sandboxed = options.backend == BackendKind::Podman;
+    let sandboxed = options.backend.is_podman();
     manifest.image = sandboxed.then(|| setup.image.clone());
     let network = options.sandbox.network.unwrap_or_default();
     manifest.network = sandboxed.then(|| network.as_str().to_string());

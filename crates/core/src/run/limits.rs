@@ -75,6 +75,13 @@ impl RunLimits {
                 let rootless = podman::rootless();
                 limits::plan(&asked, Cgroups::for_containers(rootless), rootless)
             }
+            BackendKind::PodmanRemote => {
+                let engine = super::lifecycle::connection(args);
+                (
+                    limits::plan_remote(&asked, engine.name()),
+                    StandIns::default(),
+                )
+            }
         };
         if sandbox.strict_limits {
             refuse_weaker(&held)?;

@@ -50,6 +50,7 @@ pub use attempts::{Attempt, AttemptOptions, Check, run_attempts};
 pub use begin::split_prompt;
 pub use best::best_of;
 pub use front::{Console, Front, LiveControls};
+pub(crate) use lifecycle::connection;
 pub use model::{SESSION_MODEL, select as select_model};
 pub use options::{
     BackendKind, Cleanup, NetworkMode, OnCommandLine, OutputLimit, OutputLimits, ReviewMode,

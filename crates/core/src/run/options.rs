@@ -70,6 +70,10 @@ pub struct SandboxOptions {
     pub env: Vec<String>,
     /// How the sandbox is removed at the run's end (configuration only).
     pub cleanup: Cleanup,
+    /// The remote engine's connection (`--engine podman-remote`): a name
+    /// of `podman system connection`; unset: `CONTAINER_HOST`, else
+    /// podman's default connection.
+    pub connection: Option<String>,
 }
 
 /// Which of the settings that have a default value were given by the user
@@ -77,6 +81,8 @@ pub struct SandboxOptions {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OnCommandLine {
     pub backend: bool,
+    /// `--connection`.
+    pub connection: bool,
     pub loop_window: bool,
     pub compact_reserve: bool,
     pub max_artifact_size: bool,

@@ -45,6 +45,7 @@ pub(crate) async fn settle<C>(
         config::load(&files, &args.overrides).map_err(|err| UsageError::Mistake(err.into()))?;
     let given = weakening::CommandLineWins::of(args);
     config::fill(args, &loaded.config);
+    weakening::engine_of_user(args, &loaded.user);
     let image = args
         .image
         .clone()

@@ -81,13 +81,36 @@ pub(super) fn warning(settings: &Settings<'_>) -> Option<String> {
 /// outside the sandbox), or `None`.
 pub(super) fn ignored(settings: &Settings<'_>) -> Option<String> {
     let (config, user) = (settings.config, settings.user_config);
-    (config.review.pager != user.review.pager).then(|| {
-        format!(
+    let mut lines = Vec::new();
+    if config.review.pager != user.review.pager {
+        lines.push(format!(
             "ah: project setting ignored: review.pager ({PROJECT_CONFIG_FILE}): only your own \
              configuration, GIT_PAGER, PAGER or your own git configuration choose the program \
              that shows the patch"
-        )
-    })
+        ));
+    }
+    let remote = |c: &Config| c.sandbox.engine.unwrap_or(c.backend) == BackendKind::PodmanRemote;
+    if (remote(config) && !remote(user)) || config.sandbox.connection != user.sandbox.connection {
+        lines.push(format!(
+            "ah: project setting ignored: sandbox.engine or sandbox.connection \
+             ({PROJECT_CONFIG_FILE}): only your own configuration, --engine or --connection send \
+             the project to another machine"
+        ));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// Takes the remote engine and its connection only from the command line
+/// and the user's own configuration (see [`ignored`]): a project must not
+/// choose the machine its files are sent to.
+pub(super) fn engine_of_user(args: &mut RunOptions, user: &Config) {
+    let users = user.sandbox.engine.unwrap_or(user.backend);
+    if !args.given.backend && args.backend == BackendKind::PodmanRemote && users != args.backend {
+        args.backend = users;
+    }
+    if !args.given.connection {
+        args.sandbox.connection = user.sandbox.connection.clone();
+    }
 }
 
 type Item = (String, &'static str);

@@ -43,13 +43,18 @@ pub fn helper(args: impl Iterator<Item = OsString>) -> Option<Helped> {
         });
     }
     if args.first()? == agent::COMMAND {
-        if args.len() != 1 {
-            return Some(Helped::Usage(format!(
-                "ah {} (run by ah inside its sandbox)",
-                agent::COMMAND
-            )));
-        }
-        return Some(Helped::Exit(agent::main()));
+        let changes = match (args.len(), args.get(1)) {
+            (1, _) => false,
+            (2, Some(flag)) if flag == agent::CHANGES => true,
+            _ => {
+                return Some(Helped::Usage(format!(
+                    "ah {} [{}] (run by ah inside its sandbox)",
+                    agent::COMMAND,
+                    agent::CHANGES
+                )));
+            }
+        };
+        return Some(Helped::Exit(agent::main(changes)));
     }
     if args.first()? != LISTEN_COMMAND {
         return None;

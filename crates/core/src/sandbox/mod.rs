@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::run::{SandboxOptions, runtime};
+use crate::run::{BackendKind, RunOptions, runtime};
 pub use ah_sandbox::doctor::{Check, Severity};
 use ah_sandbox::image::{self, ImageError, OnProgress};
 pub use ah_sandbox::image::{BuildOptions, BuildReport, ImageSource, Phase, Progress};
@@ -26,11 +26,15 @@ pub struct Doctor {
 }
 
 /// `ah doctor`: checks podman, the network modes, the image (`image`, else
-/// the default one) and git, with the runtime `sandbox` names.
-pub async fn doctor(image: Option<&str>, sandbox: &SandboxOptions) -> Doctor {
+/// the default one) and git, with the runtime `sandbox` names; for
+/// `--engine podman-remote`, the remote engine instead.
+pub async fn doctor(image: Option<&str>, options: &RunOptions) -> Doctor {
+    let sandbox = &options.sandbox;
     let options = checks::DoctorOptions {
         image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
         runtime: runtime(sandbox),
+        engine: (options.backend == BackendKind::PodmanRemote)
+            .then(|| crate::run::connection(options)),
     };
     let checks = checks::run_checks(&options).await;
     let ready = checks::backend_ready(&checks);

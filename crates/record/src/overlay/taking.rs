@@ -28,15 +28,16 @@ pub struct BaselineThread(Arc<Mutex<State>>);
 enum State {
     Running(JoinHandle<Result<Baseline, String>>),
     Done(Result<Baseline, String>),
-    /// [`BaselineThread::take`] has the result; only how it ended is kept.
-    Handed(Result<(), String>),
+    /// [`BaselineThread::take`] has the result; only how it ended (the
+    /// baseline commit) is kept.
+    Handed(Result<Oid, String>),
 }
 
 impl State {
     /// How the thread ended, as far as this state knows.
-    fn ended(&self) -> Result<(), String> {
+    fn ended(&self) -> Result<Oid, String> {
         match self {
-            State::Done(done) => done.as_ref().map(|_| ()).map_err(Clone::clone),
+            State::Done(done) => done.as_ref().map(|b| b.baseline).map_err(Clone::clone),
             State::Handed(ended) => ended.clone(),
             State::Running(_) => Err(STILL_RUNNING.into()),
         }
@@ -61,6 +62,11 @@ impl BaselineThread {
 
     /// Blocks until the baseline is taken: why it could not be, if not.
     pub fn wait(&self) -> Result<(), String> {
+        self.finished().ended().map(|_| ())
+    }
+
+    /// Blocks until the baseline is taken: its commit.
+    pub fn commit(&self) -> Result<Oid, String> {
         self.finished().ended()
     }
 
@@ -69,7 +75,7 @@ impl BaselineThread {
         let mut state = self.finished();
         if !matches!(&*state, State::Done(_)) {
             return Err(match state.ended() {
-                Ok(()) => "the run's baseline was already handed over".into(),
+                Ok(_) => "the run's baseline was already handed over".into(),
                 Err(err) => err,
             });
         }

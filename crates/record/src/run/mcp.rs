@@ -69,7 +69,7 @@ pub fn end_host_groups() {
 /// says whether it did: a server's `podman exec` then ends by itself once
 /// it has passed on all its server wrote.
 async fn sweep(backend: &dyn Backend) -> bool {
-    let container = backend.kind() == BackendKind::Podman;
+    let container = backend.kind().is_podman();
     if container {
         let _ = backend.exec(":", END_TIMEOUT).await;
     }
@@ -136,6 +136,7 @@ impl McpServers {
         let mut failed = Vec::new();
         let place = match backend.kind() {
             BackendKind::Podman => "in the sandbox",
+            BackendKind::PodmanRemote => "in the sandbox, on the remote engine",
             BackendKind::None => "on the host, in the work copy: no sandbox",
         };
         for (slot, opened) in slots.into_iter().zip(opened) {

@@ -7,6 +7,11 @@
 //! itself until none is left, then reports [`Frame::Exit`]. A
 //! [`Frame::Kill`] TERMs everything, waits up to its grace, then KILLs.
 //!
+//! Started with [`CHANGES`] (a sandbox on another machine, whose files the
+//! host cannot see), it also keeps an index of `/work` and reports what
+//! commands changed there on a [`Frame::Scan`], and writes what the host
+//! sends with [`Frame::Put`] (see `changes`).
+//!
 //! It ends every process it can signal, so it refuses to start anywhere but
 //! in ah's sandbox ([`interlock`]), and it is non-dumpable, so the
 //! commands it runs (same uid) can neither trace it nor reach its
@@ -24,12 +29,16 @@ use std::time::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{DumpableBehavior, Pid, PidfdFlags, Signal, WaitStatus};
 
+use super::changes::Index;
 use super::frame::{Exit, Frame, FrameError, MAX_REQUEST, Status, VERSION, read_frame};
 use super::sweep::{kill_all, others_alive, reap, signal_all};
-use crate::podman::INIT_PATH;
+use crate::podman::{INIT_PATH, SHARED_INIT_PATH};
 
 /// The hidden subcommand that starts the agent.
 pub const COMMAND: &str = "__sandbox-agent";
+
+/// The agent's flag that makes it report the changes of `/work`.
+pub const CHANGES: &str = "--changes";
 
 /// Set once the running program has said that it answers [`COMMAND`].
 static ANSWERED_HERE: AtomicBool = AtomicBool::new(false);
@@ -60,8 +69,9 @@ const TICK: Timespec = Timespec {
     tv_nsec: 10_000_000,
 };
 
-/// Runs the agent on stdin and stdout; the process's exit code.
-pub fn main() -> i32 {
+/// Runs the agent on stdin and stdout (keeping the index of `/work` when
+/// `changes`); the process's exit code.
+pub fn main(changes: bool) -> i32 {
     if let Err(why) = interlock() {
         eprintln!(
             "ah: {COMMAND} refused to start: {why}. It ends every process it can signal, so \
@@ -77,10 +87,21 @@ pub fn main() -> i32 {
         eprintln!("ah: {COMMAND} could not protect itself (prctl: {err})");
         return 1;
     }
+    let index = match changes {
+        true => match Index::take(std::path::Path::new(ah_tools::path::WORK)) {
+            Ok(index) => Some(index),
+            Err(err) => {
+                eprintln!("ah: {COMMAND}: could not read /work ({err})");
+                return 1;
+            }
+        },
+        false => None,
+    };
     let mut agent = Agent {
         input: Fd(io::stdin()),
         output: Fd(io::stdout()),
         me: std::process::id(),
+        index,
     };
     let served = agent.serve();
     kill_all(agent.me, &mut || {
@@ -96,7 +117,8 @@ pub fn main() -> i32 {
 }
 
 /// Refuses unless this process runs inside ah's sandbox: PID 1 must be
-/// ah's init ([`INIT_PATH`]) and this process must not be PID 1. Run by
+/// ah's init ([`INIT_PATH`], or [`SHARED_INIT_PATH`] on a remote engine)
+/// and this process must not be PID 1. Run by
 /// accident on a host, the agent would otherwise kill every process of its
 /// user.
 pub fn interlock() -> Result<(), String> {
@@ -114,7 +136,11 @@ pub fn interlock() -> Result<(), String> {
 /// Whether `init_cmdline` (PID 1's `/proc/1/cmdline`) is ah's init and
 /// `pid` is not PID 1.
 pub fn inside_sandbox(init_cmdline: &[u8], pid: u32) -> bool {
-    pid != 1 && init_cmdline.split(|b| *b == 0).next() == Some(INIT_PATH.as_bytes())
+    let init = init_cmdline.split(|b| *b == 0).next();
+    pid != 1
+        && [INIT_PATH, SHARED_INIT_PATH]
+            .iter()
+            .any(|path| init == Some(path.as_bytes()))
 }
 
 /// A descriptor read and written with one system call each, past any
@@ -141,6 +167,8 @@ struct Agent {
     input: Fd<io::Stdin>,
     output: Fd<io::Stdout>,
     me: u32,
+    /// What `/work` held at the last report (with [`CHANGES`]).
+    index: Option<Index>,
 }
 
 impl Agent {
@@ -161,6 +189,75 @@ impl Agent {
                 // Nothing runs: the exit it asks for is on its way.
                 Frame::Kill { .. } => {}
                 Frame::Ping => self.send(&Frame::Ready { version: VERSION })?,
+                Frame::Scan => self.scan()?,
+                Frame::Put(entry) => self.put(&entry)?,
+                Frame::Synced => self.send(&Frame::Done {
+                    entries: 0,
+                    error: None,
+                })?,
+                _ => return Err(FrameError::Malformed("request")),
+            }
+        }
+    }
+
+    /// Reports what changed in `/work` since the last report.
+    fn scan(&mut self) -> Result<(), FrameError> {
+        let Some(mut index) = self.index.take() else {
+            return self.send(&Frame::Done {
+                entries: 0,
+                error: Some(format!("the agent was not started with {CHANGES}")),
+            });
+        };
+        let output = &mut self.output;
+        let scanned =
+            index.scan(&mut |frame| output.write_all(&frame.encode()).map_err(FrameError::Io));
+        self.index = Some(index);
+        let done = match scanned? {
+            Ok(entries) => Frame::Done {
+                entries,
+                error: None,
+            },
+            Err(error) => Frame::Done {
+                entries: 0,
+                error: Some(error),
+            },
+        };
+        self.send(&done)
+    }
+
+    /// Writes one of the host's changes; a failure is told at the next
+    /// [`Frame::Synced`]'s answer, in place of its own.
+    fn put(&mut self, entry: &super::frame::Entry) -> Result<(), FrameError> {
+        let input = &mut self.input;
+        let mut data = || match read_frame(input, MAX_REQUEST)? {
+            Frame::Data(bytes) => Ok(bytes),
+            _ => Err(FrameError::Malformed("data")),
+        };
+        let written = match self.index.as_mut() {
+            Some(index) => index.put(entry, &mut data)?,
+            None => Err(format!("the agent was not started with {CHANGES}")),
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                // Every put after it is read and refused with it.
+                self.failed_put(error)
+            }
+        }
+    }
+
+    /// Reads the host's frames up to its [`Frame::Synced`] and answers it
+    /// with `error`.
+    fn failed_put(&mut self, error: String) -> Result<(), FrameError> {
+        loop {
+            match read_frame(&mut self.input, MAX_REQUEST)? {
+                Frame::Synced => {
+                    return self.send(&Frame::Done {
+                        entries: 0,
+                        error: Some(error),
+                    });
+                }
+                Frame::Put(_) | Frame::Data(_) => {}
                 _ => return Err(FrameError::Malformed("request")),
             }
         }
@@ -355,6 +452,13 @@ mod tests {
         assert!(!inside_sandbox(b"/sbin/init\0", 7));
         assert!(!inside_sandbox(b"/lib/systemd/systemd\0--system\0", 7));
         assert!(!inside_sandbox(b"/run/ah-init-not\0", 7));
+        assert!(
+            inside_sandbox(b"/run/ah/init\0-P\0", 7),
+            "a remote engine's"
+        );
+        assert!(!inside_sandbox(b"/run/ah/init\0-P\0", 1));
+        assert!(!inside_sandbox(b"/run/ah/init2\0", 7));
+        assert!(!inside_sandbox(b"/run/ah\0", 7));
         assert!(!inside_sandbox(b"", 7));
     }
 

@@ -14,8 +14,9 @@ use std::io::{self, Read};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// The protocol version the agent announces in [`Frame::Ready`].
-pub const VERSION: u32 = 1;
+/// The protocol version the agent announces in [`Frame::Ready`] (2: the
+/// changes of `/work` travel too, for a sandbox on another machine).
+pub const VERSION: u32 = 2;
 /// The largest payload the host accepts from the sandbox.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The largest payload the agent accepts from the host: a command line
@@ -27,10 +28,16 @@ pub const HEADER: usize = 5;
 const RUN: u8 = 0x01;
 const KILL: u8 = 0x02;
 const PING: u8 = 0x03;
+const SCAN: u8 = 0x04;
+const PUT: u8 = 0x05;
+const DATA: u8 = 0x06;
+const SYNCED: u8 = 0x07;
 const READY: u8 = 0x10;
 const STDOUT: u8 = 0x11;
 const STDERR: u8 = 0x12;
 const EXIT: u8 = 0x13;
+const ENTRY: u8 = 0x14;
+const DONE: u8 = 0x15;
 
 /// One message on the channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +59,112 @@ pub enum Frame {
     Stderr(Vec<u8>),
     /// Agent → host: the command ended and so did everything it started.
     Exit(Exit),
+    /// Host → agent, between commands: report what changed in `/work`
+    /// since the agent's last report (or its start, or the host's last
+    /// [`Frame::Synced`]): [`Frame::Entry`] frames, then [`Frame::Done`].
+    Scan,
+    /// Host → agent: make this path of `/work` what the entry says (a
+    /// file's bytes follow in [`Frame::Data`] frames).
+    Put(Entry),
+    /// Either way: the next bytes of the file the last entry announced.
+    Data(Vec<u8>),
+    /// Host → agent: the puts are over; the agent answers [`Frame::Done`].
+    Synced,
+    /// Agent → host: one path that changed (a file's bytes follow in
+    /// [`Frame::Data`] frames).
+    Entry(Entry),
+    /// Agent → host: the end of a scan or of the puts: how many entries, or
+    /// why it could not do them.
+    Done { entries: u32, error: Option<String> },
+}
+
+/// One path of `/work` as the changes carry it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Relative to `/work`, as the file system has it (any bytes).
+    pub path: Vec<u8>,
+    pub kind: EntryKind,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    /// A file's length in bytes: exactly this many follow as data.
+    pub size: u64,
+    /// A symbolic link's target.
+    pub target: Vec<u8>,
+}
+
+/// What a path is (or that it is gone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// Nothing is there any more (a folder: nor anything in it).
+    Gone,
+    File,
+    Dir,
+    Link,
+    /// A FIFO, socket or device: told, never copied.
+    Special,
+}
+
+/// Bytes of an entry's payload before its path.
+const ENTRY_HEADER: usize = 1 + 4 + 8 + 4;
+
+impl Entry {
+    fn encode(&self) -> Vec<u8> {
+        let kind = match self.kind {
+            EntryKind::Gone => 0u8,
+            EntryKind::File => 1,
+            EntryKind::Dir => 2,
+            EntryKind::Link => 3,
+            EntryKind::Special => 4,
+        };
+        let path_len = u32::try_from(self.path.len()).unwrap_or(u32::MAX);
+        let mut out = Vec::with_capacity(ENTRY_HEADER + self.path.len() + self.target.len());
+        out.push(kind);
+        out.extend_from_slice(&self.mode.to_be_bytes());
+        out.extend_from_slice(&self.size.to_be_bytes());
+        out.extend_from_slice(&path_len.to_be_bytes());
+        out.extend_from_slice(&self.path);
+        out.extend_from_slice(&self.target);
+        out
+    }
+
+    fn decode(payload: &[u8]) -> Result<Entry, FrameError> {
+        let malformed = FrameError::Malformed("entry");
+        if payload.len() < ENTRY_HEADER {
+            return Err(malformed);
+        }
+        let kind = match payload[0] {
+            0 => EntryKind::Gone,
+            1 => EntryKind::File,
+            2 => EntryKind::Dir,
+            3 => EntryKind::Link,
+            4 => EntryKind::Special,
+            _ => return Err(malformed),
+        };
+        let word = |at: usize| {
+            u32::from_be_bytes([
+                payload[at],
+                payload[at + 1],
+                payload[at + 2],
+                payload[at + 3],
+            ])
+        };
+        let mode = word(1);
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&payload[5..13]);
+        let path_len = word(13) as usize;
+        let rest = &payload[ENTRY_HEADER..];
+        if path_len > rest.len() {
+            return Err(malformed);
+        }
+        let (path, target) = rest.split_at(path_len);
+        Ok(Entry {
+            path: path.to_vec(),
+            kind,
+            mode,
+            size: u64::from_be_bytes(size),
+            target: target.to_vec(),
+        })
+    }
 }
 
 /// How a command ended.
@@ -99,6 +212,18 @@ impl Frame {
             Frame::Stdout(bytes) => (STDOUT, bytes.into()),
             Frame::Stderr(bytes) => (STDERR, bytes.into()),
             Frame::Exit(exit) => (EXIT, exit.encode().to_vec().into()),
+            Frame::Scan => (SCAN, Vec::new().into()),
+            Frame::Put(entry) => (PUT, entry.encode().into()),
+            Frame::Data(bytes) => (DATA, bytes.into()),
+            Frame::Synced => (SYNCED, Vec::new().into()),
+            Frame::Entry(entry) => (ENTRY, entry.encode().into()),
+            Frame::Done { entries, error } => {
+                let mut payload = entries.to_be_bytes().to_vec();
+                if let Some(error) = error {
+                    payload.extend_from_slice(error.as_bytes());
+                }
+                (DONE, payload.into())
+            }
         };
         let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         let mut out = Vec::with_capacity(HEADER + payload.len());
@@ -142,7 +267,21 @@ impl Exit {
 /// The type and payload length of a header, checked against `max`.
 fn check_header(header: [u8; HEADER], max: usize) -> Result<(u8, usize), FrameError> {
     let kind = header[0];
-    if !matches!(kind, RUN | KILL | PING | READY | STDOUT | STDERR | EXIT) {
+    if !matches!(
+        kind,
+        RUN | KILL
+            | PING
+            | SCAN
+            | PUT
+            | DATA
+            | SYNCED
+            | READY
+            | STDOUT
+            | STDERR
+            | EXIT
+            | ENTRY
+            | DONE
+    ) {
         return Err(FrameError::UnknownType(kind));
     }
     let len = u32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
@@ -173,6 +312,22 @@ fn decode(kind: u8, payload: Vec<u8>) -> Result<Frame, FrameError> {
         STDOUT => Frame::Stdout(payload),
         STDERR => Frame::Stderr(payload),
         EXIT => Frame::Exit(Exit::decode(&payload)?),
+        SCAN if payload.is_empty() => Frame::Scan,
+        SCAN => return Err(FrameError::Malformed("scan")),
+        PUT => Frame::Put(Entry::decode(&payload)?),
+        DATA => Frame::Data(payload),
+        SYNCED if payload.is_empty() => Frame::Synced,
+        SYNCED => return Err(FrameError::Malformed("synced")),
+        ENTRY => Frame::Entry(Entry::decode(&payload)?),
+        DONE => {
+            let Some((count, error)) = payload.split_first_chunk::<4>() else {
+                return Err(FrameError::Malformed("done"));
+            };
+            Frame::Done {
+                entries: u32::from_be_bytes(*count),
+                error: (!error.is_empty()).then(|| String::from_utf8_lossy(error).into_owned()),
+            }
+        }
         other => return Err(FrameError::UnknownType(other)),
     })
 }

@@ -7,5 +7,6 @@
 //! `podman::channel`.
 
 pub mod agent;
+mod changes;
 pub mod frame;
 mod sweep;

@@ -8,6 +8,7 @@
 mod limits;
 mod network;
 mod probe;
+mod remote;
 mod storage;
 
 use std::path::Path;
@@ -76,6 +77,8 @@ impl Check {
 pub struct DoctorOptions {
     pub image: String,
     pub runtime: Runtime,
+    /// Check this remote engine instead of the local podman.
+    pub engine: Option<podman::Connection>,
 }
 
 impl Default for DoctorOptions {
@@ -83,6 +86,7 @@ impl Default for DoctorOptions {
         DoctorOptions {
             image: DEFAULT_IMAGE.to_string(),
             runtime: Runtime::Auto,
+            engine: None,
         }
     }
 }
@@ -131,6 +135,10 @@ pub async fn run_checks(opts: &DoctorOptions) -> Vec<Check> {
         }
     };
     checks.push(podman_check(&podman).await);
+    if let Some(engine) = &opts.engine {
+        checks.extend(remote::checks(podman, engine, &opts.image).await);
+        return checks;
+    }
     checks.push(match find_init() {
         Some(path) => Check::pass("init", format!("{} present", path.display())),
         None => Check::fail(

@@ -34,6 +34,16 @@ pub const AH_BIN: &str = "/run/ah-bin";
 /// agent (`ah __sandbox-agent`) is mounted, read-only.
 pub const AGENT_PATH: &str = "/run/ah-agent";
 
+/// Where a remote engine's container finds the init and the agent: a
+/// podman volume of that engine (`remote::store`), mounted read-only.
+pub const SHARED_DIR: &str = "/run/ah";
+
+/// The init in [`SHARED_DIR`] (PID 1 of a container on a remote engine).
+pub const SHARED_INIT_PATH: &str = "/run/ah/init";
+
+/// The command channel's agent in [`SHARED_DIR`].
+pub const SHARED_AGENT_PATH: &str = "/run/ah/agent";
+
 /// Where podman's own `--init` looks for catatonit (containers.conf
 /// `init_path`), tried before `PATH`.
 const PODMAN_INIT: &str = "/usr/libexec/podman/catatonit";
@@ -60,6 +70,15 @@ impl Runtime {
         match self {
             Runtime::Named(name) => Some(name.clone()),
             Runtime::Auto => find_tool("runc").map(|_| "runc".to_string()),
+        }
+    }
+
+    /// [`Runtime::resolve`] for a remote engine, whose programs this host
+    /// cannot look for: automatic is the engine's own default.
+    pub fn resolve_remote(&self) -> Option<String> {
+        match self {
+            Runtime::Named(name) => Some(name.clone()),
+            Runtime::Auto => None,
         }
     }
 }
@@ -210,6 +229,21 @@ pub(super) struct RunSpec<'a> {
     pub network: Network<'a>,
     /// The whole environment (see `env::container_env`).
     pub env: &'a [(String, String)],
+    /// On a remote engine: `/work` and the init come from that engine's
+    /// volumes, and nothing of this host is mounted (`work_dir`,
+    /// `overlay`, `init` and `agent` are not used).
+    pub remote: Option<RemoteMounts<'a>>,
+}
+
+/// What a remote engine's container mounts instead of this host's folders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct RemoteMounts<'a> {
+    /// The folder, on the engine's machine, holding the baseline: the
+    /// lower layer of an overlay `/work` whose changes the container
+    /// keeps to itself.
+    pub base: &'a str,
+    /// The engine's volume holding the init and the agent.
+    pub tools: &'a str,
 }
 
 /// The arguments after `podman` that create and start the container.
@@ -258,6 +292,16 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
     for (name, value) in spec.env {
         push(&format!("--env={name}={value}"));
     }
+    if let Some(remote) = spec.remote {
+        push(&format!(
+            "--volume={}:{}:O",
+            remote.base,
+            ah_tools::path::WORK
+        ));
+        push(&format!("--volume={}:{SHARED_DIR}:ro", remote.tools));
+        args.extend(image_and_init(spec.root, SHARED_INIT_PATH));
+        return args;
+    }
     let work_mode = match spec.overlay {
         Some(dirs) => {
             let mut mode = OsString::from(":O,upperdir=");
@@ -277,7 +321,15 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));
         args.push(volume(ah, AH_BIN, ":ro"));
     }
-    match spec.root {
+    args.extend(image_and_init(spec.root, INIT_PATH));
+    args
+}
+
+/// The root file system and the init (in pause mode) at `init`: the end
+/// of the command line.
+fn image_and_init(root: Root<'_>, init: &str) -> Vec<OsString> {
+    let mut args = Vec::new();
+    match root {
         Root::Image(image) => args.push(image.into()),
         Root::Copy(tree) => {
             args.push("--rootfs".into());
@@ -286,7 +338,7 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
             args.push(lower);
         }
     }
-    args.push(INIT_PATH.into());
+    args.push(init.into());
     args.push("-P".into());
     args
 }

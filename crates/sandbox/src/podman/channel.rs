@@ -11,6 +11,7 @@
 //! agent cannot start at all, the backend runs commands with `exec`.
 
 mod run;
+mod sync;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -22,12 +23,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::Podman;
-use super::args::AGENT_PATH;
 use super::exec;
 use crate::channel::agent;
 use crate::channel::frame::{Frame, FrameError, MAX_FRAME, VERSION, read_frame_async};
 
 pub(super) use run::run;
+pub(crate) use sync::{Bounds, Sink};
 
 /// How long the agent may take to say it is ready.
 const OPEN_LIMIT: Duration = Duration::from_secs(15);
@@ -48,6 +49,9 @@ const STDERR_CAP: usize = 4096;
 #[derive(Debug, Default)]
 pub(super) struct Lane {
     pub(super) channel: Option<Channel>,
+    /// How many agents were started so far: a new one knows nothing of
+    /// what the last one saw.
+    pub(super) opened: u64,
 }
 
 /// A running agent and the frames it sent.
@@ -59,6 +63,14 @@ pub(super) struct Channel {
     frames: mpsc::Receiver<Result<Frame, FrameError>>,
     /// The first [`STDERR_CAP`] bytes podman (or the agent) wrote to stderr.
     stderr: Option<tokio::task::JoinHandle<Vec<u8>>>,
+}
+
+/// Where the agent is in the container, and how it is started.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AgentAt {
+    pub(super) path: &'static str,
+    /// It keeps an index of `/work` and reports changes (a remote engine).
+    pub(super) changes: bool,
 }
 
 /// Why no channel was opened.
@@ -94,13 +106,19 @@ pub(super) fn agent_executable(configured: Option<&Path>) -> Result<PathBuf, Str
 }
 
 impl Channel {
-    /// Starts the agent in `container` and waits for it to be ready.
-    pub(super) async fn open(podman: &Podman, container: &str) -> Result<Channel, OpenError> {
+    /// Starts the agent (`agent.path`) in `container` and waits for it to
+    /// be ready.
+    pub(super) async fn open(
+        podman: &Podman,
+        container: &str,
+        agent: &AgentAt,
+    ) -> Result<Channel, OpenError> {
         let unavailable = |what: String| OpenError::Unavailable(what);
         let mut child = podman
             .command()
-            .args(["exec", "-i", "--workdir=/work", container, AGENT_PATH])
+            .args(["exec", "-i", "--workdir=/work", container, agent.path])
             .arg(agent::COMMAND)
+            .args(agent.changes.then_some(agent::CHANGES))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

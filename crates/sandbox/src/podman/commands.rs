@@ -65,6 +65,9 @@ impl PodmanBackend {
         use_channel: bool,
     ) -> std::io::Result<ExecOutput> {
         let mut turn = Arc::clone(&self.turns).lock_owned().await;
+        if let Some(remote) = &self.remote {
+            remote.command_begins();
+        }
         // Whatever ran in the container before ends with this command.
         self.sweeps.fetch_add(1, Ordering::Relaxed);
         // No merged view of an overlay /work is held while a command runs
@@ -142,11 +145,21 @@ impl PodmanBackend {
             return Ok(());
         }
         lane.channel = None;
-        match channel::Channel::open(&self.podman, &self.container).await {
-            Ok(opened) => lane.channel = Some(opened),
+        match channel::Channel::open(&self.podman, &self.container, &self.agent).await {
+            Ok(opened) => {
+                lane.channel = Some(opened);
+                lane.opened += 1;
+            }
             Err(channel::OpenError::Refused(why)) => {
                 exec::restart(&self.podman, &self.container, &self.restarted).await;
                 return Err(std::io::Error::other(exec::NotStarted::new(why)));
+            }
+            // A remote sandbox's changes travel only over the channel.
+            Err(err) if self.remote.is_some() => {
+                return Err(std::io::Error::other(format!(
+                    "the sandbox's command channel could not be opened again: {}",
+                    err.reason()
+                )));
             }
             Err(err @ channel::OpenError::Unavailable(_)) => {
                 self.use_channel.store(false, Ordering::SeqCst);

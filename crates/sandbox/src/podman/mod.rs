@@ -20,6 +20,7 @@ mod init;
 mod network;
 mod oom;
 mod program;
+pub mod remote;
 pub mod rootfs;
 mod serve;
 mod side_by_side;
@@ -41,12 +42,12 @@ use ah_tools::ExecOutput;
 use commands::without_channel;
 
 pub use args::{
-    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits,
-    find_init, find_tool, rootless,
+    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime,
+    SHARED_AGENT_PATH, SHARED_DIR, SHARED_INIT_PATH, Ulimits, find_init, find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name, refusal as env_refusal};
 pub use exec::OUTPUT_CAP;
-pub use program::Podman;
+pub use program::{Connection, Podman};
 
 /// Whether `path` can be a podman volume's source (an overlay's folders
 /// included).
@@ -92,6 +93,13 @@ pub enum PodmanError {
          (apt-get install slirp4netns) or passt, or use --network proxy"
     )]
     NoUserNetwork,
+    #[error("{0}")]
+    Remote(String),
+    #[error(
+        "the sandbox image {image} is missing on the remote engine {connection}: run \
+         'ah image build --engine podman-remote --connection {connection}'"
+    )]
+    RemoteImageMissing { image: String, connection: String },
 }
 
 /// How to make a run's container.
@@ -133,6 +141,9 @@ pub struct PodmanOptions {
     /// that copies the whole image (`vfs`), instead of on the cached copy
     /// of its root file system (`rootfs`): the old way, for comparisons.
     pub from_image: bool,
+    /// Start it on a remote engine instead (`work_dir` and `overlay` are
+    /// then not used: the baseline travels, see `remote`).
+    pub remote: Option<remote::RemoteOptions>,
 }
 
 impl PodmanOptions {
@@ -157,6 +168,7 @@ impl PodmanOptions {
             ah_executable: None,
             makers: Makers::default(),
             from_image: false,
+            remote: None,
         }
     }
 
@@ -169,6 +181,10 @@ impl PodmanOptions {
             containers: vec![container_name(&self.run_id)],
             folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
             lease: None,
+            engine: self
+                .remote
+                .as_ref()
+                .map(|remote| Box::new(remote.connection.clone())),
         }
     }
 }
@@ -176,6 +192,58 @@ impl PodmanOptions {
 /// The container of run `run_id`.
 fn container_name(run_id: &str) -> String {
     format!("ah-{run_id}")
+}
+
+/// Refuses a run id a container's name cannot carry.
+fn check_run_id(run_id: &str) -> Result<(), PodmanError> {
+    let fits = !run_id.is_empty()
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    match fits {
+        true => Ok(()),
+        false => Err(PodmanError::BadRunId(run_id.to_string())),
+    }
+}
+
+/// Where the agent is in a local container.
+const LOCAL_AGENT: channel::AgentAt = channel::AgentAt {
+    path: AGENT_PATH,
+    changes: false,
+};
+
+/// Creates and starts the container `spec` describes (`podman run -d`),
+/// telling `makers` about the `podman run` while it works; a failed start
+/// leaves no container.
+async fn create(
+    podman: &Podman,
+    spec: &args::RunSpec<'_>,
+    makers: &Makers,
+) -> Result<(), PodmanError> {
+    let io = |source| PodmanError::Io {
+        what: "run podman run",
+        source,
+    };
+    let making = podman
+        .command()
+        .args(args::run_args(spec))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(io)?;
+    if let Some(pid) = making.id() {
+        makers.add(pid);
+    }
+    let output = making.wait_with_output().await.map_err(io)?;
+    if output.status.success() {
+        return Ok(());
+    }
+    // A half-created container must not outlive the failure.
+    let _ = remove_container(podman, spec.name).await;
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    let hint = start_hint(&stderr);
+    Err(PodmanError::StartFailed { stderr, hint })
 }
 
 /// The folders of an overlay `/work` besides its lower layer.
@@ -215,10 +283,15 @@ pub struct PodmanBackend {
     /// An overlay `/work`: its folders, and its merged view once opened.
     overlay: Option<OverlayDirs>,
     merged: Mutex<Option<crate::merged::Merged>>,
-    /// The init the container runs (and runs again on a restart).
-    _init: init::ExecOnly,
+    /// The init the container runs (and runs again on a restart; on a
+    /// remote engine, the engine's copy).
+    _init: Option<init::ExecOnly>,
     /// The agent's `ah` (started again when the channel breaks).
     _agent: Option<init::ExecOnly>,
+    /// Where the agent is in the container, and how it starts.
+    agent: channel::AgentAt,
+    /// A container on a remote engine: the mirror of its `/work`.
+    remote: Option<remote::Remote>,
     /// The copy of the image the container's root stands on, held while
     /// it lives (`None`: the image itself, from podman's storage).
     _rootfs: Option<rootfs::Rootfs>,
@@ -263,18 +336,20 @@ pub async fn cleanup_stale() -> Result<Vec<String>, PodmanError> {
     stale::cleanup_stale(&Podman::find()?).await
 }
 
+/// [`cleanup_stale`] on a remote engine: the containers this machine's
+/// runs made there whose process is gone.
+pub async fn cleanup_stale_on(engine: &Connection) -> Result<Vec<String>, PodmanError> {
+    stale::cleanup_stale(&Podman::find()?.remote(engine.clone())).await
+}
+
 impl PodmanBackend {
     /// Starts the run's container (after removing stale ones).
     pub async fn start(opts: &PodmanOptions) -> Result<PodmanBackend, PodmanError> {
-        let podman = Podman::find()?;
-        if opts.run_id.is_empty()
-            || !opts
-                .run_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(PodmanError::BadRunId(opts.run_id.clone()));
+        if let Some(on) = &opts.remote {
+            return remote::start(opts, on).await;
         }
+        let podman = Podman::find()?;
+        check_run_id(&opts.run_id)?;
         let work_meta = mountable(&opts.work_dir)?;
         if let Some(dirs) = &opts.overlay {
             for dir in [&dirs.upper, &dirs.work] {
@@ -360,30 +435,9 @@ impl PodmanBackend {
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
             env: &opts.env,
+            remote: None,
         };
-        let io = |source| PodmanError::Io {
-            what: "run podman run",
-            source,
-        };
-        let making = podman
-            .command()
-            .args(args::run_args(&spec))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(io)?;
-        if let Some(pid) = making.id() {
-            opts.makers.add(pid);
-        }
-        let output = making.wait_with_output().await.map_err(io)?;
-        if !output.status.success() {
-            // A half-created container must not outlive the failure.
-            let _ = remove_container(&podman, &container).await;
-            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-            let hint = start_hint(&stderr);
-            return Err(PodmanError::StartFailed { stderr, hint });
-        }
+        create(&podman, &spec, &opts.makers).await?;
         if let Some(egress) = &egress
             && let Err(err) = egress.connect(&podman, &container).await
         {
@@ -394,7 +448,7 @@ impl PodmanBackend {
         let wants_channel = agent.is_some();
         let opening = async {
             match wants_channel {
-                true => Some(channel::Channel::open(&podman, &container).await),
+                true => Some(channel::Channel::open(&podman, &container, &LOCAL_AGENT).await),
                 false => None,
             }
         };
@@ -412,7 +466,10 @@ impl PodmanBackend {
         };
         let mut lane = channel::Lane::default();
         match opened {
-            Some(Ok(opened)) => lane.channel = Some(opened),
+            Some(Ok(opened)) => {
+                lane.channel = Some(opened);
+                lane.opened = 1;
+            }
             Some(Err(err)) => notes.push(without_channel(&err.reason())),
             None => {}
         }
@@ -431,8 +488,10 @@ impl PodmanBackend {
             observed,
             overlay: opts.overlay.clone(),
             merged: Mutex::new(merged),
-            _init: init,
+            _init: Some(init),
             _agent: agent,
+            agent: LOCAL_AGENT,
+            remote: None,
             _rootfs: copy,
             stopped: AtomicBool::new(false),
             sweeps: AtomicU64::new(0),
@@ -495,11 +554,15 @@ impl PodmanBackend {
     pub async fn hand_off(&self) -> Remains {
         *self.merged.lock().await = None;
         self.stopped.store(true, Ordering::Relaxed);
+        if let Some(remote) = &self.remote {
+            remote.close().await;
+        }
         Remains {
             makers: Vec::new(),
             containers: vec![self.container.clone()],
             folders: self.overlay.iter().map(|dirs| dirs.work.clone()).collect(),
             lease: self._rootfs.as_ref().and_then(rootfs::Rootfs::lease),
+            engine: self.podman.connection().cloned().map(Box::new),
         }
     }
 
@@ -509,6 +572,9 @@ impl PodmanBackend {
         *self.merged.lock().await = None;
         remove_container(&self.podman, &self.container).await?;
         self.stopped.store(true, Ordering::Relaxed);
+        if let Some(remote) = &self.remote {
+            remote.close().await;
+        }
         if let Some(dirs) = &self.overlay {
             let dir = dirs.work.clone();
             tokio::task::spawn_blocking(move || remove_scratch(&dir))
@@ -546,7 +612,10 @@ impl Drop for PodmanBackend {
 #[async_trait::async_trait]
 impl Backend for PodmanBackend {
     fn kind(&self) -> BackendKind {
-        BackendKind::Podman
+        match self.remote {
+            Some(_) => BackendKind::PodmanRemote,
+            None => BackendKind::Podman,
+        }
     }
 
     async fn exec(&self, command: &str, timeout: Duration) -> std::io::Result<ExecOutput> {
@@ -554,12 +623,22 @@ impl Backend for PodmanBackend {
     }
 
     async fn view(&self) -> std::io::Result<View> {
+        if let Some(remote) = &self.remote {
+            return remote.view(self).await;
+        }
         let root = PodmanBackend::work_root(self).await?;
         let changed = match &self.overlay {
             Some(dirs) => Changed::Within(dirs.upper.clone()),
             None => Changed::Anywhere,
         };
         Ok(View { root, changed })
+    }
+
+    async fn push(&self, paths: Option<&[String]>) -> std::io::Result<()> {
+        match &self.remote {
+            Some(remote) => remote.push(self, paths).await,
+            None => Ok(()),
+        }
     }
 
     async fn spawn(&self, program: &super::Program<'_>) -> std::io::Result<super::Spawned> {

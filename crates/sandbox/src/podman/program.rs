@@ -5,6 +5,11 @@
 //! OOM killer fires in the container. ah runs from inside the user's
 //! repository, so podman must not: each [`Podman`] owns a private, empty
 //! folder that its commands run in, removed with the last clone.
+//!
+//! A [`Podman`] may also speak to a podman on another machine
+//! ([`Connection`]): each of its commands then carries `--remote` and the
+//! connection, and everything it names (images, containers, volumes, paths
+//! of a volume) is the remote engine's.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +21,49 @@ use super::{PodmanError, find_podman};
 pub struct Podman {
     exe: PathBuf,
     dir: Arc<tempfile::TempDir>,
+    remote: Option<Connection>,
+}
+
+/// A podman engine on another machine, as podman's own remote client
+/// reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    /// Podman's default connection (`podman system connection default`).
+    Default,
+    /// A connection of `podman system connection` (`--connection NAME`).
+    Named(String),
+    /// An engine's URL (`--url`, e.g. `ssh://user@host/run/user/1000/podman/podman.sock`),
+    /// as `CONTAINER_HOST` gives it.
+    Url(String),
+}
+
+impl Connection {
+    /// The arguments that send a podman command to this engine.
+    pub fn args(&self) -> Vec<&str> {
+        match self {
+            Connection::Default => vec!["--remote"],
+            Connection::Named(name) => vec!["--remote", "--connection", name],
+            Connection::Url(url) => vec!["--remote", "--url", url],
+        }
+    }
+
+    /// The connection in words (its name, or its URL).
+    pub fn name(&self) -> &str {
+        match self {
+            Connection::Default => "(podman's default connection)",
+            Connection::Named(name) | Connection::Url(name) => name,
+        }
+    }
+
+    /// The engine `--connection` names, else the one `CONTAINER_HOST`
+    /// (`host`) gives, else podman's default connection.
+    pub fn choose(named: Option<&str>, host: Option<&str>) -> Connection {
+        match (named, host) {
+            (Some(name), _) => Connection::Named(name.to_string()),
+            (None, Some(url)) if !url.is_empty() => Connection::Url(url.to_string()),
+            _ => Connection::Default,
+        }
+    }
 }
 
 impl Podman {
@@ -36,7 +84,20 @@ impl Podman {
         Ok(Podman {
             exe,
             dir: Arc::new(dir),
+            remote: None,
         })
+    }
+
+    /// This podman, speaking to the engine of `connection` instead of the
+    /// local one.
+    pub fn remote(mut self, connection: Connection) -> Podman {
+        self.remote = Some(connection);
+        self
+    }
+
+    /// The remote engine its commands go to (`None`: this machine's).
+    pub fn connection(&self) -> Option<&Connection> {
+        self.remote.as_ref()
     }
 
     /// The executable.
@@ -53,6 +114,9 @@ impl Podman {
     pub fn command(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.exe);
         cmd.current_dir(self.dir.path());
+        if let Some(remote) = &self.remote {
+            cmd.args(remote.args());
+        }
         cmd
     }
 
@@ -60,6 +124,9 @@ impl Podman {
     pub fn std_command(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(&self.exe);
         cmd.current_dir(self.dir.path());
+        if let Some(remote) = &self.remote {
+            cmd.args(remote.args());
+        }
         cmd
     }
 }

@@ -8,6 +8,27 @@ use super::{Podman, PodmanError};
 pub const RUN_LABEL: &str = "ah.run";
 pub(super) const PID_LABEL: &str = "ah.pid";
 pub(super) const START_LABEL: &str = "ah.pidstart";
+/// On a remote engine's container: the machine of the ah that made it, so
+/// that a sweep judges only its own machine's processes.
+pub(super) const CLIENT_LABEL: &str = "ah.client";
+
+/// This machine, as [`CLIENT_LABEL`] names it: its machine id (else its
+/// host name).
+pub(super) fn client_id() -> String {
+    let id = std::fs::read_to_string("/etc/machine-id")
+        .or_else(|_| std::fs::read_to_string("/proc/sys/kernel/hostname"))
+        .unwrap_or_default();
+    let id: String = id
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(64)
+        .collect();
+    match id.is_empty() {
+        true => "unknown".to_string(),
+        false => id,
+    }
+}
 
 /// A process, told apart from a later one with the same id: the process
 /// that owns a container, or one still making it.
@@ -85,6 +106,16 @@ struct Listed {
 }
 
 impl Listed {
+    /// Whether this machine's processes say if the container is live: one
+    /// made here (on a remote engine: made from here).
+    fn judged_here(&self, remote: bool, client: &str) -> bool {
+        let made_by = self.labels.as_ref().and_then(|l| l.get(CLIENT_LABEL));
+        match made_by {
+            Some(made_by) => made_by == client,
+            None => !remote,
+        }
+    }
+
     /// A container is live when its labels name a process that still runs.
     fn owner_alive(&self) -> bool {
         let Some(labels) = &self.labels else {
@@ -126,9 +157,10 @@ pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, Podman
             stderr: format!("unexpected output ({e})"),
         })?
     };
+    let (remote, client) = (podman.connection().is_some(), client_id());
     let stale: Vec<String> = listed
         .iter()
-        .filter(|c| !c.owner_alive())
+        .filter(|c| c.judged_here(remote, &client) && !c.owner_alive())
         .filter_map(|c| c.names.first().cloned())
         .collect();
     // Another ah may be cleaning up at the same time: a container that is
@@ -198,6 +230,26 @@ mod tests {
         if let Some(start) = start {
             assert!(!Owner { pid, start }.is_alive());
         }
+    }
+
+    #[test]
+    fn a_remote_engines_containers_are_judged_by_the_machine_that_made_them() {
+        let listed: Vec<Listed> = serde_json::from_str(
+            r#"[{"Names":["ah-mine"],"Labels":{"ah.run":"a","ah.client":"me"}},
+                {"Names":["ah-theirs"],"Labels":{"ah.run":"b","ah.client":"them"}},
+                {"Names":["ah-local"],"Labels":{"ah.run":"c"}}]"#,
+        )
+        .unwrap_or_default();
+        let judged = |remote| -> Vec<&str> {
+            listed
+                .iter()
+                .filter(|c| c.judged_here(remote, "me"))
+                .map(|c| c.names[0].as_str())
+                .collect()
+        };
+        assert_eq!(judged(true), ["ah-mine"]);
+        assert_eq!(judged(false), ["ah-mine", "ah-local"]);
+        assert!(!client_id().is_empty());
     }
 
     #[test]

@@ -23,6 +23,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
         user: Some((0, 0)),
         network: Network::None,
         env: &[],
+        remote: None,
     }
 }
 
@@ -203,4 +204,41 @@ fn a_data_limit_stands_in_for_a_memory_cgroup_only_when_asked() {
         args.contains(&"--ulimit=data=536870912:536870912".to_string()),
         "{args:?}"
     );
+}
+
+#[test]
+fn a_remote_engines_container_names_nothing_of_this_host() {
+    let mut remote = spec(Path::new("/home/me/project"));
+    remote.rootless = true;
+    remote.user = None;
+    remote.remote = Some(RemoteMounts {
+        base: "/home/remote/.local/share/containers/storage/volumes/ah-base-1/_data",
+        tools: "ah-tools-2",
+    });
+    let args = strings(&run_args(&remote));
+    let mounts: Vec<&String> = args.iter().filter(|a| a.starts_with("--volume=")).collect();
+    assert_eq!(
+        mounts,
+        [
+            "--volume=/home/remote/.local/share/containers/storage/volumes/ah-base-1/_data:/work:O",
+            "--volume=ah-tools-2:/run/ah:ro",
+        ]
+    );
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains("/home/me") || a.contains("catatonit"))
+    );
+    assert_eq!(
+        args[args.len() - 3..],
+        ["localhost/ah-sandbox:latest", "/run/ah/init", "-P"]
+    );
+    for flag in [
+        "--cap-drop=all",
+        "--read-only",
+        "--network=none",
+        "--userns=keep-id",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag}: {args:?}");
+    }
 }

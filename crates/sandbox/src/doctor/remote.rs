@@ -1,0 +1,161 @@
+//! `ah doctor --engine podman-remote`: checks a remote podman engine the
+//! way a run would use it — the connection answers, its podman's version,
+//! that it is rootless (a run maps the remote user into its container with
+//! `keep-id`), that the image is there, and that a container starts with
+//! the run's confinement — and says how to fix what fails. Nothing of this
+//! host is mounted there, so the host-side checks that remain are git and
+//! the init ah sends.
+
+use super::{Check, git_check};
+use crate::podman::{self, Connection, Podman, find_init};
+
+/// What `podman info` says of the engine.
+#[derive(Debug, serde::Deserialize)]
+struct Info {
+    host: Host,
+    version: Version,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Host {
+    security: Security,
+    #[serde(rename = "ociRuntime", default)]
+    runtime: Option<Runtime>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Security {
+    rootless: bool,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Runtime {
+    name: String,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Version {
+    version: String,
+}
+
+/// Every check of a remote engine, in the order the CLI prints them.
+pub(super) async fn checks(podman: Podman, engine: &Connection, image: &str) -> Vec<Check> {
+    let podman = podman.remote(engine.clone());
+    let mut checks = Vec::new();
+    let name = engine.name();
+    let info = podman
+        .command()
+        .args(["info", "--format", "json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    let info = match info {
+        Ok(out) if out.status.success() => serde_json::from_slice::<Info>(&out.stdout)
+            .map_err(|e| format!("podman info said something unexpected ({e})")),
+        Ok(out) => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let info = match info {
+        Ok(info) => info,
+        Err(why) => {
+            checks.push(Check::fail(
+                "connection",
+                format!("{name}: {why}"),
+                "check 'podman system connection list' (the connection's ssh key, user and \
+                 socket path), that sshd runs on the remote machine, and that the user's podman \
+                 service listens there ('systemctl --user enable --now podman.socket' as that \
+                 user)",
+            ));
+            checks.push(git_check());
+            return checks;
+        }
+    };
+    let runtime = info.host.runtime.map(|r| r.name).unwrap_or_default();
+    checks.push(Check::pass(
+        "connection",
+        format!("{name}: podman {} ({runtime})", info.version.version),
+    ));
+    checks.push(match info.host.security.rootless {
+        true => Check::pass("rootless", "the remote podman runs rootless"),
+        false => Check::fail(
+            "rootless",
+            "the remote podman runs as root",
+            "connect to a user's podman socket (ssh://USER@HOST/run/user/UID/podman/podman.sock): \
+             ah maps that user into the container and never asks a remote engine for root",
+        ),
+    });
+    checks.push(match find_init() {
+        Some(path) => Check::pass("init", format!("{} (sent to the engine)", path.display())),
+        None => Check::fail(
+            "init",
+            "catatonit not found; ah sends it to the engine as the sandbox's init",
+            "apt-get install catatonit",
+        ),
+    });
+    let present = podman::image_exists(&podman, image).await;
+    let present = match present {
+        Ok(true) => {
+            checks.push(Check::pass("image", format!("{image} present on {name}")));
+            true
+        }
+        Ok(false) => {
+            checks.push(Check::fail(
+                "image",
+                format!("{image} missing on {name}"),
+                format!(
+                    "run 'ah image build --engine podman-remote --connection {name}' (it builds \
+                     here and loads the image there)"
+                ),
+            ));
+            false
+        }
+        Err(e) => {
+            checks.push(Check::fail(
+                "image",
+                e.to_string(),
+                "check 'podman --remote images'",
+            ));
+            false
+        }
+    };
+    if present {
+        checks.push(start_check(&podman, image).await);
+    }
+    checks.push(git_check());
+    checks
+}
+
+/// Starts a container with a run's confinement (no network, no
+/// capabilities, read-only root, the remote user kept) running `true`.
+async fn start_check(podman: &Podman, image: &str) -> Check {
+    let out = podman
+        .command()
+        .args([
+            "run",
+            "--rm",
+            "--pull=never",
+            "--network=none",
+            "--cap-drop=all",
+            "--security-opt=no-new-privileges",
+            "--read-only",
+            "--userns=keep-id",
+            "--ulimit=nofile=1024:1024",
+            image,
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await;
+    match out {
+        Ok(out) if out.status.success() => Check::pass("start", "a confined container starts"),
+        Ok(out) => Check::fail(
+            "start",
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            "on the remote machine, run 'podman run --rm --userns=keep-id IMAGE true' as the \
+             connection's user and fix what it reports (crun on cgroup v1: set runtime = \
+             \"runc\" in that user's containers.conf)",
+        ),
+        Err(e) => Check::fail("start", e.to_string(), "reinstall podman"),
+    }
+}

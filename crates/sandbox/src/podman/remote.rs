@@ -1,0 +1,309 @@
+//! A podman engine on another machine (`--engine podman-remote`), reached
+//! through podman's own remote client (`podman --remote`, over ssh). The
+//! container is made as a local one (the same flags, labels, limits and
+//! init in pause mode) but nothing of this host's file system is named to
+//! the engine: `/work` is an overlay of the run's baseline, kept in a
+//! volume of the engine (`store`, sent once per baseline), the init and the
+//! agent come from another (`/run/ah`), and the changes travel over the
+//! command channel. The host keeps a mirror of `/work` (the run's own work
+//! folder, `RemoteOptions::mirror`): after each command the agent reports
+//! what changed and the mirror takes it (`mirror`), the record reads the
+//! mirror as it reads a local view, and what the host changes there (a file
+//! tool's write, an undo) is sent back before the next command.
+//!
+//! What cannot be known fails closed: when the agent that saw `/work` is
+//! gone (a command killed it) or a report is cut short or too large, no
+//! view is given and the run stops.
+
+mod mirror;
+pub(crate) mod store;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use super::channel::{self, AgentAt, Bounds, Channel};
+pub use super::program::Connection;
+use super::{
+    PodmanBackend, PodmanError, PodmanOptions, args, find_init, image_exists, side_by_side, stale,
+};
+use crate::egress::NetworkMode;
+use crate::none::NoneBackend;
+use crate::{Backend, View};
+
+/// The baseline a remote sandbox starts from, as the host has it.
+pub trait Snapshot: Send + Sync + std::fmt::Debug {
+    /// A name of the baseline's content (the same files, the same key);
+    /// may wait for the baseline to be taken.
+    fn key(&self) -> Result<String, String>;
+    /// Writes the baseline's files as a tar stream.
+    fn write(&self, out: &mut dyn std::io::Write) -> Result<(), String>;
+}
+
+/// What a run on a remote engine needs besides the usual options.
+#[derive(Debug, Clone)]
+pub struct RemoteOptions {
+    pub connection: Connection,
+    /// The host's mirror of `/work`: a backend whose view holds the
+    /// baseline at the start (its commands are never run).
+    pub mirror: NoneBackend,
+    pub snapshot: Arc<dyn Snapshot>,
+}
+
+/// The most one step's report may bring.
+const BOUNDS: Bounds = Bounds {
+    entries: 200_000,
+    bytes: 2 * 1024 * 1024 * 1024,
+    time: Duration::from_secs(600),
+};
+
+/// Where the agent is in a remote container.
+const AGENT: AgentAt = AgentAt {
+    path: args::SHARED_AGENT_PATH,
+    changes: true,
+};
+
+/// Bytes that went to and came from the engine, by what carried them.
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// The baseline and the tools, when the engine lacked them.
+    pub start: AtomicU64,
+    /// The steps' changes, both ways.
+    pub steps: AtomicU64,
+}
+
+/// A remote backend's own part of a [`PodmanBackend`].
+#[derive(Debug)]
+pub(super) struct Remote {
+    mirror: NoneBackend,
+    /// The paths the reports since the last command began touched: what
+    /// an undo may have put back.
+    last: std::sync::Mutex<Vec<String>>,
+    traffic: Arc<Traffic>,
+}
+
+impl PodmanBackend {
+    /// Bytes sent to and received from a remote engine so far (`None`:
+    /// a local one).
+    pub fn traffic(&self) -> Option<(u64, u64)> {
+        self.remote.as_ref().map(|remote| {
+            (
+                remote.traffic.start.load(Ordering::Relaxed),
+                remote.traffic.steps.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// Starts the run's container on the engine of `remote`.
+pub(super) async fn start(
+    opts: &PodmanOptions,
+    remote: &RemoteOptions,
+) -> Result<PodmanBackend, PodmanError> {
+    let podman = super::Podman::find()?.remote(remote.connection.clone());
+    super::check_run_id(&opts.run_id)?;
+    if opts.network == NetworkMode::Proxy {
+        return Err(PodmanError::Remote(
+            "--network proxy is not available on a remote engine (its proxy would run on this \
+             machine, out of the sandbox's reach): use --network none, or --network full to \
+             give the sandbox the remote machine's network"
+                .to_string(),
+        ));
+    }
+    let agent = channel::agent_executable(opts.ah_executable.as_deref()).map_err(|why| {
+        PodmanError::Remote(format!(
+            "a remote sandbox needs the command channel's agent: {why}"
+        ))
+    })?;
+    let init = find_init().ok_or(PodmanError::InitMissing)?;
+    let (removed_stale, image, volumes) = tokio::join!(
+        side_by_side::sweep_once(&podman),
+        image_exists(&podman, &opts.image),
+        store::Volumes::list(&podman)
+    );
+    let (removed_stale, volumes) = (removed_stale?, volumes?);
+    if !image? {
+        return Err(PodmanError::RemoteImageMissing {
+            image: opts.image.clone(),
+            connection: remote.connection.name().to_string(),
+        });
+    }
+    let ulimits = super::stood_in(opts.ulimits, opts.stand_ins);
+    let filler = store::Filler {
+        podman: &podman,
+        image: &opts.image,
+        ulimits,
+    };
+    let traffic = Arc::new(Traffic::default());
+    let (tools, base) = tokio::join!(
+        store::tools(&filler, &volumes, &agent, &init),
+        store::base(&filler, &volumes, Arc::clone(&remote.snapshot))
+    );
+    let ((tools, tools_sent), (base, base_sent)) = (tools?, base?);
+    traffic
+        .start
+        .fetch_add(tools_sent + base_sent, Ordering::Relaxed);
+
+    let container = super::container_name(&opts.run_id);
+    let owner = stale::Owner::current();
+    let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
+    labels.extend(owner.labels());
+    labels.push((stale::CLIENT_LABEL, stale::client_id()));
+    let network = match opts.network {
+        NetworkMode::Full => args::Network::Full("slirp4netns"),
+        _ => args::Network::None,
+    };
+    let spec = args::RunSpec {
+        name: &container,
+        labels,
+        root: args::Root::Image(&opts.image),
+        runtime: opts.runtime.resolve_remote(),
+        pids_limit: opts.pids_limit,
+        memory: &opts.memory,
+        ulimits,
+        data_limit: None,
+        work_dir: &opts.work_dir,
+        overlay: None,
+        init: &init,
+        agent: None,
+        rootless: true,
+        user: None,
+        network,
+        env: &opts.env,
+        remote: Some(args::RemoteMounts {
+            base: &base,
+            tools: &tools,
+        }),
+    };
+    super::create(&podman, &spec, &opts.makers).await?;
+    let lane = match Channel::open(&podman, &container, &AGENT).await {
+        Ok(opened) => channel::Lane {
+            channel: Some(opened),
+            opened: 1,
+        },
+        Err(err) => {
+            let _ = super::remove_container(&podman, &container).await;
+            return Err(PodmanError::StartFailed {
+                stderr: format!("the command channel did not open: {}", err.reason()),
+                hint: "; run 'ah doctor --engine podman-remote' to see what is wrong".to_string(),
+            });
+        }
+    };
+    Ok(PodmanBackend {
+        podman,
+        container,
+        work_dir: opts.work_dir.clone(),
+        agent: AGENT,
+        turns: Arc::new(Mutex::new(lane)),
+        use_channel: AtomicBool::new(true),
+        notes: std::sync::Mutex::new(Vec::new()),
+        restarted: Arc::new(AtomicBool::new(false)),
+        egress: None,
+        oom: None,
+        memory: opts.memory.clone(),
+        data_limit: None,
+        observed: None,
+        overlay: None,
+        merged: Mutex::new(None),
+        _init: None,
+        _agent: None,
+        _rootfs: None,
+        stopped: AtomicBool::new(false),
+        sweeps: AtomicU64::new(0),
+        removed_stale,
+        remote: Some(Remote {
+            mirror: remote.mirror.clone(),
+            last: std::sync::Mutex::new(Vec::new()),
+            traffic,
+        }),
+    })
+}
+
+impl Remote {
+    /// The mirror, up to date with what the agent reports.
+    pub(super) async fn view(&self, backend: &PodmanBackend) -> std::io::Result<View> {
+        let view = self.mirror.view().await?;
+        let mut turn = backend.turns.lock().await;
+        let channel = live(&mut turn)?;
+        let mut mirror = mirror::Mirror::new(&view.root);
+        match channel.scan(&mut mirror, BOUNDS).await {
+            Ok(scanned) => {
+                self.traffic
+                    .steps
+                    .fetch_add(scanned.bytes, Ordering::Relaxed);
+                lock(&self.last).extend(mirror.touched);
+                Ok(view)
+            }
+            Err(why) => {
+                turn.channel = None;
+                Err(std::io::Error::other(why))
+            }
+        }
+    }
+
+    /// Sends what the host changed at `paths` of the mirror (`None`: what
+    /// the reports since the last command began touched, which an undo may
+    /// have put back).
+    pub(super) async fn push(
+        &self,
+        backend: &PodmanBackend,
+        paths: Option<&[String]>,
+    ) -> std::io::Result<()> {
+        let paths = match paths {
+            Some(paths) => paths.to_vec(),
+            None => std::mem::take(&mut *lock(&self.last)),
+        };
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let view = self.mirror.view().await?;
+        let root = view.root.clone();
+        let puts = tokio::task::spawn_blocking(move || mirror::read_puts(&root, &paths))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(std::io::Error::other)?;
+        let bytes: u64 = puts.iter().map(|(_, data)| data.len() as u64).sum();
+        let mut turn = backend.turns.lock().await;
+        let channel = live(&mut turn)?;
+        match channel.put(&puts).await {
+            Ok(()) => {
+                self.traffic.steps.fetch_add(bytes, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(why) => {
+                turn.channel = None;
+                Err(std::io::Error::other(why))
+            }
+        }
+    }
+
+    /// A command begins: what the reports before it touched was recorded
+    /// (or undone and sent back) by now.
+    pub(super) fn command_begins(&self) {
+        lock(&self.last).clear();
+    }
+
+    /// Ends the mirror's own namespace (its folders are the run's).
+    pub(super) async fn close(&self) {
+        let _ = self.mirror.shutdown().await;
+    }
+}
+
+/// The channel of the agent that has seen every change since the start.
+fn live(lane: &mut channel::Lane) -> std::io::Result<&mut Channel> {
+    match (lane.opened, lane.channel.as_mut()) {
+        (1, Some(channel)) => Ok(channel),
+        _ => Err(std::io::Error::other(
+            "the sandbox's agent that kept track of /work is gone (a command ended it, or the \
+             container stopped): what changed there since cannot be known",
+        )),
+    }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,347 @@
+//! What a remote engine keeps between runs, in podman volumes of its own
+//! (labelled `ah.cache`): the init and the agent (`ah-tools-KEY`, keyed by
+//! their bytes, mounted read-only at `/run/ah`), and each baseline a run
+//! started from (`ah-base-KEY`, keyed by the baseline's content, the lower
+//! layer of `/work`). A volume is filled once, from a tar stream sent into
+//! a container that only unpacks it, and counts only once an empty marker
+//! volume (`ah-ok-…`) says it was filled whole: a run on a baseline the
+//! engine has already sends nothing. Nothing of this host's file system is
+//! named to the engine.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, OnceLock};
+
+use sha2::{Digest, Sha256};
+
+use super::super::{Podman, PodmanError};
+use super::Snapshot;
+
+/// The label every volume of the store carries.
+pub(crate) const CACHE_LABEL: &str = "ah.cache";
+/// How many baselines an engine keeps (the oldest unused go first).
+const KEPT_BASES: usize = 12;
+
+/// The store's volumes on the engine, by name, with their folders there.
+pub(super) struct Volumes(HashMap<String, String>);
+
+impl Volumes {
+    /// Lists the store's volumes.
+    pub(super) async fn list(podman: &Podman) -> Result<Volumes, PodmanError> {
+        let output = podman
+            .command()
+            .args([
+                "volume",
+                "ls",
+                "--format",
+                "{{.Name}}\t{{.Mountpoint}}",
+                "--filter",
+            ])
+            .arg(format!("label={CACHE_LABEL}"))
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|source| PodmanError::Io {
+                what: "list the remote engine's volumes",
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(PodmanError::Command {
+                what: "volume ls",
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
+        }
+        Ok(Volumes(
+            String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .filter_map(|line| line.split_once('\t'))
+                .map(|(name, folder)| (name.to_string(), folder.to_string()))
+                .collect(),
+        ))
+    }
+
+    /// The folder of volume `name`, when it was filled whole.
+    fn filled(&self, name: &str) -> Option<&str> {
+        self.0
+            .contains_key(&marker(name))
+            .then(|| self.0.get(name).map(String::as_str))
+            .flatten()
+    }
+}
+
+/// How a volume is filled: the image whose `tar` unpacks, and the
+/// container's limits.
+pub(super) struct Filler<'a> {
+    pub(super) podman: &'a Podman,
+    pub(super) image: &'a str,
+    pub(super) ulimits: super::super::Ulimits,
+}
+
+/// The volume holding the init and the agent (made when missing); its
+/// name, and the bytes sent when it was made.
+pub(super) async fn tools(
+    filler: &Filler<'_>,
+    volumes: &Volumes,
+    agent: &Path,
+    init: &Path,
+) -> Result<(String, u64), PodmanError> {
+    let (agent, init) = (agent.to_path_buf(), init.to_path_buf());
+    let paths = (agent.clone(), init.clone());
+    let key = blocking("read the agent and the init", move || {
+        tools_key(&paths.0, &paths.1)
+    })
+    .await?;
+    let name = format!("ah-tools-{key}");
+    if volumes.filled(&name).is_some() {
+        return Ok((name, 0));
+    }
+    let sent = fill(filler, &name, "tools", move |out| {
+        tools_tar(&agent, &init, out)
+    })
+    .await?;
+    Ok((name, sent))
+}
+
+/// The folder, on the engine, holding `snapshot`'s baseline (sent when
+/// the engine lacks it); the bytes sent.
+pub(super) async fn base(
+    filler: &Filler<'_>,
+    volumes: &Volumes,
+    snapshot: Arc<dyn Snapshot>,
+) -> Result<(String, u64), PodmanError> {
+    let keyed = Arc::clone(&snapshot);
+    let key = blocking("take the baseline", move || keyed.key()).await?;
+    let name = format!("ah-base-{key}");
+    if let Some(folder) = volumes.filled(&name) {
+        return Ok((folder.to_string(), 0));
+    }
+    let sent = fill(filler, &name, "base", move |out| snapshot.write(out)).await?;
+    prune(filler.podman, volumes).await;
+    let folder = Volumes::list(filler.podman)
+        .await?
+        .filled(&name)
+        .map(str::to_string)
+        .ok_or_else(|| PodmanError::Command {
+            what: "volume ls",
+            stderr: format!("the baseline's volume {name} is not there after it was filled"),
+        })?;
+    Ok((folder, sent))
+}
+
+/// Makes volume `name` (of `kind`) anew, unpacks into it what `write`
+/// writes as a tar stream, then makes its marker; the bytes sent.
+async fn fill(
+    filler: &Filler<'_>,
+    name: &str,
+    kind: &str,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
+) -> Result<u64, PodmanError> {
+    let podman = filler.podman;
+    // A volume left half filled (a killed ah) is made again.
+    volume(podman, &["rm", "-f", name]).await?;
+    let label = format!("--label={CACHE_LABEL}={kind}");
+    volume(podman, &["create", &label, name]).await?;
+    let super::super::Ulimits { nofile, nproc } = filler.ulimits;
+    let mut command = podman.std_command();
+    command
+        .args([
+            "run",
+            "--rm",
+            "-i",
+            "--pull=never",
+            "--network=none",
+            "--cap-drop=all",
+            "--security-opt=no-new-privileges",
+            "--userns=keep-id",
+            "--read-only",
+            "--http-proxy=false",
+            "--unsetenv-all",
+        ])
+        .arg(format!("--ulimit=nofile={nofile}:{nofile}"))
+        .arg(format!("--ulimit=nproc={nproc}:{nproc}"))
+        .arg(format!("--env=PATH={}", super::super::CONTAINER_PATH))
+        .arg(format!("--volume={name}:/fill"))
+        .args([
+            filler.image,
+            "tar",
+            "-x",
+            "-p",
+            "--no-same-owner",
+            "-f",
+            "-",
+            "-C",
+            "/fill",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let sent = blocking("send the files to the remote engine", move || {
+        let mut child = command.spawn().map_err(|e| format!("podman run: {e}"))?;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or("podman run started without a pipe")?;
+        let mut counted = Counted {
+            inner: &mut stdin,
+            bytes: 0,
+        };
+        let written = write(&mut counted);
+        let sent = counted.bytes;
+        drop(stdin);
+        let mut said = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            let _ = stderr.by_ref().take(4096).read_to_string(&mut said);
+        }
+        let status = child.wait().map_err(|e| format!("podman run: {e}"))?;
+        match (status.success(), written) {
+            (true, Ok(())) => Ok(sent),
+            (false, _) => Err(format!("unpacking failed: {}", said.trim())),
+            (true, Err(why)) => Err(why),
+        }
+    })
+    .await;
+    let sent = match sent {
+        Ok(sent) => sent,
+        Err(err) => {
+            let _ = volume(podman, &["rm", "-f", name]).await;
+            return Err(err);
+        }
+    };
+    let label = format!("--label={CACHE_LABEL}=marker");
+    volume(podman, &["create", &label, &marker(name)]).await?;
+    Ok(sent)
+}
+
+/// Removes the oldest baselines beyond [`KEPT_BASES`]; one a container
+/// still uses stays (podman refuses to remove it).
+async fn prune(podman: &Podman, volumes: &Volumes) {
+    let mut bases: Vec<&String> = volumes
+        .0
+        .keys()
+        .filter(|name| name.starts_with("ah-base-"))
+        .collect();
+    if bases.len() < KEPT_BASES {
+        return;
+    }
+    let mut created = Vec::new();
+    for name in bases.drain(..) {
+        let output = podman
+            .command()
+            .args(["volume", "inspect", "--format", "{{.CreatedAt}}", name])
+            .stdin(Stdio::null())
+            .output()
+            .await;
+        if let Ok(output) = output {
+            created.push((
+                String::from_utf8_lossy(&output.stdout).trim().to_string(),
+                name,
+            ));
+        }
+    }
+    created.sort();
+    let extra = created.len().saturating_sub(KEPT_BASES - 1);
+    for (_, name) in created.into_iter().take(extra) {
+        if volume(podman, &["rm", name]).await.is_ok() {
+            let _ = volume(podman, &["rm", "-f", &marker(name)]).await;
+        }
+    }
+}
+
+/// The marker volume that says `name` was filled whole.
+fn marker(name: &str) -> String {
+    format!("ah-ok-{name}")
+}
+
+/// `podman volume ARGS`; "already exists" is no error.
+async fn volume(podman: &Podman, args: &[&str]) -> Result<(), PodmanError> {
+    let output = podman
+        .command()
+        .arg("volume")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "run podman volume",
+            source,
+        })?;
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    match output.status.success() || stderr.contains("already exists") {
+        true => Ok(()),
+        false => Err(PodmanError::Command {
+            what: "volume",
+            stderr,
+        }),
+    }
+}
+
+/// A key of the init's and the agent's bytes (worked out once per
+/// process: the files do not change under a running ah).
+fn tools_key(agent: &Path, init: &Path) -> Result<String, String> {
+    static KEY: OnceLock<String> = OnceLock::new();
+    if let Some(key) = KEY.get() {
+        return Ok(key.clone());
+    }
+    let mut hash = Sha256::new();
+    for path in [init, agent] {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::io::copy(&mut file, &mut hash).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let key: String = hash
+        .finalize()
+        .iter()
+        .take(12)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(KEY.get_or_init(|| key).clone())
+}
+
+/// Writes the tar stream of the init and the agent, execute-only (a
+/// command can neither read nor trace them).
+fn tools_tar(agent: &Path, init: &Path, out: &mut dyn Write) -> Result<(), String> {
+    let mut builder = tar::Builder::new(out);
+    for (name, path) in [("init", init), ("agent", agent)] {
+        let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let size = file.metadata().map_err(|e| e.to_string())?.len();
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o111);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder
+            .append_data(&mut header, name, &mut file)
+            .map_err(|e| e.to_string())?;
+    }
+    builder.finish().map_err(|e| e.to_string())
+}
+
+/// A writer that counts what went through it.
+struct Counted<'a> {
+    inner: &'a mut dyn Write,
+    bytes: u64,
+}
+
+impl Write for Counted<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Runs `work` on a thread where it may block.
+async fn blocking<T: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, PodmanError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(why)) => Err(PodmanError::Remote(format!("could not {what}: {why}"))),
+        Err(err) => Err(PodmanError::Remote(format!("could not {what}: {err}"))),
+    }
+}

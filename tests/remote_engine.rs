@@ -1,0 +1,218 @@
+//! Runs on a remote podman engine (`--engine podman-remote`): the real ah,
+//! as the unprivileged test user, sends its sandbox to another user's
+//! rootless podman service reached over ssh on 127.0.0.1 (a second machine
+//! simulated on this one; `scripts/setup` makes it). Nothing of the host's
+//! file system is mounted there: the baseline travels once, changes come
+//! back through the agent and are replayed byte for byte, the host's
+//! changes (file tools, an undo) go back, and no container is left.
+//! Needs root, `AH_TEST_USER` and `AH_TEST_REMOTE_USER` (CI sets them).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::support::host::{describe, git};
+use crate::support::mock::{MockServer, Reply, Turn};
+use crate::support::podman::{TestUser, no_container_left_by};
+use crate::support::remote::RemoteEngine;
+use serde_json::json;
+
+/// A project the test user owns, ah it can run, and the remote engine.
+struct Remote {
+    engine: RemoteEngine,
+    user: TestUser,
+    _root: tempfile::TempDir,
+    ah: PathBuf,
+    project: PathBuf,
+}
+
+impl Remote {
+    fn new(files: &[(&str, &str)]) -> Option<Remote> {
+        let engine = RemoteEngine::from_env()?;
+        let user = TestUser::from_env()?;
+        engine.ensure_image("localhost/ah-sandbox:latest");
+        let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
+        let project = root.path().join("project");
+        for (path, text) in files {
+            let path = project.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(&project, &["init", "-q", "-b", "main"]);
+        git(&project, &["add", "-A"]);
+        git(&project, &["commit", "-q", "-m", "initial"]);
+        let status = Command::new("chown")
+            .args(["-R", &format!("{0}:{0}", user.name)])
+            .arg(&project)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Some(Remote {
+            engine,
+            user,
+            _root: root,
+            ah,
+            project,
+        })
+    }
+
+    /// `ah --engine podman-remote -C PROJECT ARGS` as the test user.
+    fn ah(&self, mock: &MockServer, args: &[&str]) -> Output {
+        let url = mock.url();
+        let env = [
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", "test-key"),
+            ("NO_COLOR", "1"),
+        ];
+        self.user
+            .command(&self.ah, &env)
+            .args(["--engine", "podman-remote", "--connection"])
+            .arg(self.engine.connection())
+            .arg("-C")
+            .arg(&self.project)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// `ah apply ID` as the test user.
+    fn apply(&self, id: &str) -> Output {
+        self.user
+            .command(&self.ah, &[("NO_COLOR", "1")])
+            .arg("-C")
+            .arg(&self.project)
+            .args(["apply", id])
+            .output()
+            .unwrap()
+    }
+
+    /// The only run's id.
+    fn run_id(&self) -> String {
+        let runs: Vec<_> = std::fs::read_dir(self.project.join(".ah/runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs[0].clone()
+    }
+}
+
+fn bash(id: &str, command: &str) -> Turn {
+    Turn::reply(Reply::new().tool_use(id, "bash", json!({ "command": command })))
+}
+
+#[test]
+fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
+    let Some(r) = Remote::new(&[
+        ("a.txt", "one\n"),
+        ("old.txt", "to be renamed\n"),
+        ("gone/x.txt", "x\n"),
+        ("run.sh", "#!/bin/sh\necho run\n"),
+    ]) else {
+        return;
+    };
+    let project = r.project.display().to_string();
+    let mock = MockServer::start(vec![
+        // Nothing of this host is mounted: the project came as a snapshot.
+        bash(
+            "t1",
+            &format!(
+                "cat a.txt; grep -c ' /work ' /proc/self/mountinfo; \
+                 grep -q '{project}' /proc/self/mountinfo && echo host-mounted; \
+             printf 'two\\0\\377\\n' >> a.txt; mv old.txt new.txt; rm -r gone; \
+             chmod +x run.sh; ln -s a.txt link; mkdir -p d/e && echo deep > d/e/f.txt; \
+             mkfifo pipe"
+            ),
+        ),
+        // A file tool writes on the host; the sandbox sees it at once.
+        Turn::reply(Reply::new().tool_use(
+            "t2",
+            "write",
+            json!({"path": "written.txt", "content": "from the host\n"}),
+        )),
+        bash("t3", "cat written.txt; ls -l run.sh | cut -c1-10"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "change things"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let id = r.run_id();
+    let applied = r.apply(&id);
+    assert_eq!(applied.status.code(), Some(0), "{}", describe(&applied));
+    let requests = mock.requests();
+    let told = requests[1].told();
+    assert!(told.starts_with("one\n1\n"), "{told}");
+    assert!(!told.contains("host-mounted"), "{told}");
+    let told = requests[3].told();
+    assert!(told.contains("from the host"), "{told}");
+    assert!(told.contains("-rwxr-xr-x"), "{told}");
+
+    let p = &r.project;
+    assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), b"one\ntwo\0\xff\n");
+    assert!(!p.join("old.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join("new.txt")).unwrap(),
+        "to be renamed\n"
+    );
+    assert!(!p.join("gone").exists());
+    assert_eq!(
+        std::fs::metadata(p.join("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o111,
+        0o111
+    );
+    assert_eq!(
+        std::fs::read_link(p.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("d/e/f.txt")).unwrap(),
+        "deep\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("written.txt")).unwrap(),
+        "from the host\n"
+    );
+    assert!(!p.join("pipe").exists(), "a FIFO is never made on the host");
+
+    // Its container is gone from the remote engine.
+    no_container_left_by(&id, |id| r.engine.containers_of(id));
+}
+
+#[test]
+fn a_step_the_policy_refuses_is_undone_in_the_remote_sandbox_too() {
+    let Some(r) = Remote::new(&[("src/lib.rs", "fn a() {}\n"), ("secret.txt", "s\n")]) else {
+        return;
+    };
+    let policy = r.project.join(".ah/policy.toml");
+    std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+    std::fs::write(&policy, "[write]\ndeny = [\"locked/**\"]\n").unwrap();
+    let status = Command::new("chown")
+        .args(["-R", &format!("{0}:{0}", r.user.name)])
+        .arg(r.project.join(".ah"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mock = MockServer::start(vec![
+        bash(
+            "t1",
+            "mkdir locked && echo no > locked/a.txt && echo yes > ok.txt",
+        ),
+        bash("t2", "ls locked 2>&1; cat ok.txt 2>&1; echo end"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "try"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    assert!(
+        requests[1].told().contains("undone"),
+        "{}",
+        requests[1].told()
+    );
+    let told = requests[2].told();
+    assert!(
+        told.contains("No such file") && !told.contains("yes\n"),
+        "the undo reached the remote sandbox: {told}"
+    );
+}

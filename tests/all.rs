@@ -60,6 +60,7 @@ mod poison;
 mod project_tools;
 mod queue;
 mod read_policy;
+mod remote_engine_env;
 mod report;
 mod retries;
 mod review_ask;

@@ -11,6 +11,7 @@ pub(crate) mod mcp;
 pub(crate) mod mock;
 pub(crate) mod org;
 pub(crate) mod podman;
+pub(crate) mod remote;
 pub(crate) mod snap;
 pub(crate) mod steps;
 pub(crate) mod tmux;

@@ -61,6 +61,7 @@ mod project_tools;
 mod queue;
 mod read_policy;
 mod remote_engine;
+mod remote_engine_env;
 mod report;
 mod retries;
 mod review_ask;

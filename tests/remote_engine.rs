@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use crate::support::host::{describe, git};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
-use crate::support::remote::RemoteEngine;
+use crate::support::remote::{CONNECTION, RemoteEngine};
 use serde_json::json;
 
 /// A project the test user owns, ah it can run, and the remote engine.
@@ -66,8 +66,7 @@ impl Remote {
         ];
         self.user
             .command(&self.ah, &env)
-            .args(["--engine", "podman-remote", "--connection"])
-            .arg(self.engine.connection())
+            .args(["--engine", "podman-remote", "--connection", CONNECTION])
             .arg("-C")
             .arg(&self.project)
             .args(args)

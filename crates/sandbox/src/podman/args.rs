@@ -23,6 +23,16 @@ pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/
 /// command ends (see `exec`).
 pub const INIT_PATH: &str = "/run/ah-init";
 
+/// Where PID 1 runs from when the engine cannot bind-mount host files into
+/// the container (a remote podman's named volume, a Kubernetes Pod's
+/// `emptyDir`): the init and the agent are copied into one folder mounted
+/// read-only at `/run/ah`. The agent's interlock accepts this path besides
+/// [`INIT_PATH`], and no other.
+pub const SHARED_INIT_PATH: &str = "/run/ah/init";
+
+/// Where the command channel's agent is found beside [`SHARED_INIT_PATH`].
+pub const SHARED_AGENT_PATH: &str = "/run/ah/agent";
+
 /// Where the folder holding the proxy handoff socket is mounted.
 pub const EGRESS_DIR: &str = "/run/ah-egress";
 

@@ -41,8 +41,8 @@ use ah_tools::ExecOutput;
 use commands::without_channel;
 
 pub use args::{
-    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, Ulimits,
-    find_init, find_tool, rootless,
+    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime,
+    SHARED_AGENT_PATH, SHARED_INIT_PATH, Ulimits, find_init, find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name, refusal as env_refusal};
 pub use exec::OUTPUT_CAP;

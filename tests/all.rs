@@ -34,6 +34,7 @@ mod images;
 mod included;
 mod instructions;
 mod json_events;
+mod kube;
 mod layers;
 mod limits;
 mod live_keys;

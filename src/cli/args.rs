@@ -459,6 +459,28 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: ImageAction,
     },
+    /// Write a run's sandbox as Kubernetes objects (talks to no cluster).
+    Kube {
+        #[command(subcommand)]
+        action: KubeAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KubeAction {
+    /// Print a Pod and a NetworkPolicy for a saved run (YAML, two
+    /// documents), from what its manifest recorded: its image, limits and
+    /// network. For `kubectl apply -f -` or `podman kube play -`.
+    Manifest {
+        /// The run id (a prefix is enough when unambiguous; `ah runs` lists them).
+        #[arg(value_name = "RUN")]
+        run_id: String,
+        /// The image the Pod's init container copies the init and the agent
+        /// from (/usr/lib/ah/init and /usr/lib/ah/agent)
+        /// [default: localhost/ah-runtime:latest].
+        #[arg(long, value_name = "IMAGE")]
+        runtime_image: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

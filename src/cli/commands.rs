@@ -1,5 +1,6 @@
 //! The subcommands besides running a task: `ah apply`, `ah review`,
-//! `ah report`, `ah runs`, `ah doctor`, `ah image build`.
+//! `ah report`, `ah runs`, `ah doctor`, `ah image build`, `ah kube
+//! manifest`.
 
 use std::path::{Path, PathBuf};
 
@@ -126,6 +127,23 @@ pub(super) fn runs(project: Option<&Path>) -> Result<i32> {
     for run in listed {
         println!("{}", run_line(&run));
     }
+    Ok(EXIT_OK)
+}
+
+/// `ah kube manifest RUN`: the run's objects on stdout, what differs from
+/// the run on stderr.
+pub(super) fn kube_manifest(
+    project: Option<&Path>,
+    run_id: &str,
+    runtime_image: Option<String>,
+) -> Result<i32> {
+    let project = resolve_project(project)?;
+    let options = ah_core::kube::KubeOptions { runtime_image };
+    let written = ah_core::kube::manifest(&project, run_id, &options)?;
+    for note in &written.notes {
+        eprintln!("note: {}", terminal_safe(note));
+    }
+    print!("{}", written.yaml);
     Ok(EXIT_OK)
 }
 

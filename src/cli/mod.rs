@@ -33,7 +33,7 @@ use ah_core::run::{self, Engine, Outcome};
 use output::Output;
 
 use ah_core::sandbox::ImageSource;
-use args::{Cli, Command, ImageAction, RunsAction};
+use args::{Cli, Command, ImageAction, KubeAction, RunsAction};
 
 /// Exit code: the run finished (and its patch, if any, was handled as asked).
 pub(crate) const EXIT_OK: i32 = 0;
@@ -211,6 +211,13 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
             .await
         }
         Some(Command::Completions { shell }) => commands::completions(shell),
+        Some(Command::Kube {
+            action:
+                KubeAction::Manifest {
+                    run_id,
+                    runtime_image,
+                },
+        }) => commands::kube_manifest(cli.run.project.as_deref(), &run_id, runtime_image),
         Some(Command::Doctor { image }) => {
             let options = cli.run.options(&matches);
             commands::doctor(image.as_deref(), &options).await

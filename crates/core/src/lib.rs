@@ -3,7 +3,8 @@
 //! steps of the run; the work phases: plan, do, check, act; several
 //! agents in one run, `ah org`), the
 //! configuration, time travel (where a conversation's files stand), and
-//! what the commands besides a run do ([`runs`], [`sessions`], [`sandbox`]).
+//! what the commands besides a run do ([`runs`], [`sessions`], [`sandbox`],
+//! [`kube`]).
 //! A front-end needs no other crate of ah's: every decision is made here,
 //! and what it shows text with is in [`present`].
 
@@ -14,6 +15,7 @@ pub mod batch;
 pub mod config;
 pub mod cost;
 pub mod event;
+pub mod kube;
 pub mod org;
 pub mod present;
 pub mod report;

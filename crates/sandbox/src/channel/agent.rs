@@ -117,10 +117,10 @@ pub fn main(changes: bool) -> i32 {
 }
 
 /// Refuses unless this process runs inside ah's sandbox: PID 1 must be
-/// ah's init ([`INIT_PATH`], or [`SHARED_INIT_PATH`] on a remote engine)
-/// and this process must not be PID 1. Run by
-/// accident on a host, the agent would otherwise kill every process of its
-/// user.
+/// ah's init, run from [`INIT_PATH`] (a local container's bind mount) or
+/// from [`SHARED_INIT_PATH`] (the folder a remote engine or a Pod fills),
+/// and this process must not be PID 1. Run by accident on a host, the
+/// agent would otherwise kill every process of its user.
 pub fn interlock() -> Result<(), String> {
     let cmdline = std::fs::read("/proc/1/cmdline")
         .map_err(|err| format!("cannot read /proc/1/cmdline ({err})"))?;
@@ -128,19 +128,19 @@ pub fn interlock() -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "PID 1 is not {INIT_PATH}: this is not ah's sandbox"
+            "PID 1 is neither {INIT_PATH} nor {SHARED_INIT_PATH}: this is not ah's sandbox"
         ))
     }
 }
 
-/// Whether `init_cmdline` (PID 1's `/proc/1/cmdline`) is ah's init and
-/// `pid` is not PID 1.
+/// Whether `init_cmdline` (PID 1's `/proc/1/cmdline`) is ah's init, at
+/// one of its two fixed paths, and `pid` is not PID 1.
 pub fn inside_sandbox(init_cmdline: &[u8], pid: u32) -> bool {
-    let init = init_cmdline.split(|b| *b == 0).next();
+    let program = init_cmdline.split(|b| *b == 0).next();
     pid != 1
         && [INIT_PATH, SHARED_INIT_PATH]
             .iter()
-            .any(|path| init == Some(path.as_bytes()))
+            .any(|path| program == Some(path.as_bytes()))
 }
 
 /// A descriptor read and written with one system call each, past any
@@ -452,14 +452,29 @@ mod tests {
         assert!(!inside_sandbox(b"/sbin/init\0", 7));
         assert!(!inside_sandbox(b"/lib/systemd/systemd\0--system\0", 7));
         assert!(!inside_sandbox(b"/run/ah-init-not\0", 7));
-        assert!(
-            inside_sandbox(b"/run/ah/init\0-P\0", 7),
-            "a remote engine's"
-        );
-        assert!(!inside_sandbox(b"/run/ah/init\0-P\0", 1));
-        assert!(!inside_sandbox(b"/run/ah/init2\0", 7));
-        assert!(!inside_sandbox(b"/run/ah\0", 7));
         assert!(!inside_sandbox(b"", 7));
+    }
+
+    #[test]
+    fn the_shared_init_path_is_the_one_other_place_accepted() {
+        assert!(inside_sandbox(b"/run/ah/init\0-P\0", 7));
+        assert!(!inside_sandbox(b"/run/ah/init\0-P\0", 1), "never as PID 1");
+        for other in [
+            &b"/run/ah/agent\0__sandbox-agent\0"[..],
+            b"/run/ah/init/\0",
+            b"/run/ah/init2\0",
+            b"/run/ah//init\0",
+            b"run/ah/init\0",
+            b"/tmp/run/ah/init\0",
+            b"/run/ah\0init\0",
+            b"/run/ah/init -P\0",
+        ] {
+            assert!(
+                !inside_sandbox(other, 7),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
     }
 
     #[test]

@@ -23,6 +23,19 @@ pub const CONTAINER_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/
 /// command ends (see `exec`).
 pub const INIT_PATH: &str = "/run/ah-init";
 
+/// Where PID 1 runs from when the engine cannot bind-mount host files into
+/// the container (a remote podman's named volume, a Kubernetes Pod's
+/// `emptyDir`): the init and the agent are copied into one folder mounted
+/// read-only at `/run/ah`. The agent's interlock accepts this path besides
+/// [`INIT_PATH`], and no other.
+pub const SHARED_INIT_PATH: &str = "/run/ah/init";
+
+/// Where the command channel's agent is found beside [`SHARED_INIT_PATH`].
+pub const SHARED_AGENT_PATH: &str = "/run/ah/agent";
+
+/// The folder holding both (a remote engine's volume, `remote::store`).
+pub const SHARED_DIR: &str = "/run/ah";
+
 /// Where the folder holding the proxy handoff socket is mounted.
 pub const EGRESS_DIR: &str = "/run/ah-egress";
 
@@ -33,16 +46,6 @@ pub const AH_BIN: &str = "/run/ah-bin";
 /// Where the execute-only copy of `ah` that runs the command channel's
 /// agent (`ah __sandbox-agent`) is mounted, read-only.
 pub const AGENT_PATH: &str = "/run/ah-agent";
-
-/// Where a remote engine's container finds the init and the agent: a
-/// podman volume of that engine (`remote::store`), mounted read-only.
-pub const SHARED_DIR: &str = "/run/ah";
-
-/// The init in [`SHARED_DIR`] (PID 1 of a container on a remote engine).
-pub const SHARED_INIT_PATH: &str = "/run/ah/init";
-
-/// The command channel's agent in [`SHARED_DIR`].
-pub const SHARED_AGENT_PATH: &str = "/run/ah/agent";
 
 /// Where podman's own `--init` looks for catatonit (containers.conf
 /// `init_path`), tried before `PATH`.

@@ -131,10 +131,15 @@ pub(super) async fn start(
         });
     }
     let ulimits = super::stood_in(opts.ulimits, opts.stand_ins);
+    let owner = stale::Owner::current();
+    let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
+    labels.extend(owner.labels());
+    labels.push((stale::CLIENT_LABEL, stale::client_id()));
     let filler = store::Filler {
         podman: &podman,
         image: &opts.image,
         ulimits,
+        labels: &labels,
     };
     let traffic = Arc::new(Traffic::default());
     let (tools, base) = tokio::join!(
@@ -147,10 +152,6 @@ pub(super) async fn start(
         .fetch_add(tools_sent + base_sent, Ordering::Relaxed);
 
     let container = super::container_name(&opts.run_id);
-    let owner = stale::Owner::current();
-    let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
-    labels.extend(owner.labels());
-    labels.push((stale::CLIENT_LABEL, stale::client_id()));
     let network = match opts.network {
         NetworkMode::Full => args::Network::Full("slirp4netns"),
         _ => args::Network::None,

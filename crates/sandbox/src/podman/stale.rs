@@ -103,6 +103,11 @@ struct Listed {
     names: Vec<String>,
     #[serde(rename = "Labels", default)]
     labels: Option<std::collections::HashMap<String, String>>,
+    /// The pod it belongs to, if any. ah never makes a pod: one carrying
+    /// `ah.run` was made from `ah kube manifest` (`podman kube play`),
+    /// and is its player's to remove.
+    #[serde(rename = "Pod", default)]
+    pod: String,
 }
 
 impl Listed {
@@ -114,6 +119,12 @@ impl Listed {
             Some(made_by) => made_by == client,
             None => !remote,
         }
+    }
+
+    /// A container of ah's whose run is over: not in a pod, and its
+    /// owner gone.
+    fn is_stale(&self) -> bool {
+        self.pod.is_empty() && !self.owner_alive()
     }
 
     /// A container is live when its labels name a process that still runs.
@@ -130,8 +141,8 @@ impl Listed {
     }
 }
 
-/// Removes every container labelled `ah.run` whose owning process is gone.
-/// Returns the names removed.
+/// Removes every container labelled `ah.run` whose owning process is gone
+/// (never one in a pod). Returns the names removed.
 pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, PodmanError> {
     let output = podman
         .command()
@@ -160,7 +171,7 @@ pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, Podman
     let (remote, client) = (podman.connection().is_some(), client_id());
     let stale: Vec<String> = listed
         .iter()
-        .filter(|c| c.judged_here(remote, &client) && !c.owner_alive())
+        .filter(|c| c.judged_here(remote, &client) && c.is_stale())
         .filter_map(|c| c.names.first().cloned())
         .collect();
     // Another ah may be cleaning up at the same time: a container that is
@@ -192,6 +203,18 @@ async fn container_exists(podman: &Podman, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_in_a_pod_is_never_stale() {
+        let listed: Vec<Listed> = serde_json::from_str(
+            r#"[{"Names": ["ah-01A"], "Labels": {"ah.run": "01A"}, "Pod": ""},
+                {"Names": ["ah-01b-sandbox"], "Labels": {"ah.run": "01B"}, "Pod": "9d22745b"},
+                {"Names": ["ah-01C"], "Labels": {"ah.run": "01C"}}]"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let stale: Vec<bool> = listed.iter().map(Listed::is_stale).collect();
+        assert_eq!(stale, [true, false, true]);
+    }
 
     #[test]
     fn this_process_is_alive_and_a_changed_start_time_is_not() {

@@ -77,6 +77,9 @@ pub(super) struct Filler<'a> {
     pub(super) podman: &'a Podman,
     pub(super) image: &'a str,
     pub(super) ulimits: super::super::Ulimits,
+    /// The run's labels: a filling container this ah left (killed) is
+    /// swept as its run's would be.
+    pub(super) labels: &'a [(&'static str, String)],
 }
 
 /// The volume holding the init and the agent (made when missing); its
@@ -162,6 +165,12 @@ async fn fill(
         .arg(format!("--ulimit=nofile={nofile}:{nofile}"))
         .arg(format!("--ulimit=nproc={nproc}:{nproc}"))
         .arg(format!("--env=PATH={}", super::super::CONTAINER_PATH))
+        .args(
+            filler
+                .labels
+                .iter()
+                .map(|(key, value)| format!("--label={key}={value}")),
+        )
         .arg(format!("--volume={name}:/fill"))
         .args([
             filler.image,

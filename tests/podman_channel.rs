@@ -163,9 +163,14 @@ async fn a_container_killed_from_outside_comes_back_and_the_model_is_told() {
 }
 
 /// A stand-in for the agent: the host's bash, run as `bash __sandbox-agent`
-/// in `/work`, where this script says it is ready and then, once a command
-/// was sent, what `/work/mode` asks for.
-const FAKE_AGENT: &str = "printf '\\x10\\x00\\x00\\x00\\x04\\x00\\x00\\x00\\x01'\n\
+/// in `/work`, where this script says it is ready (in this ah's protocol
+/// version) and then, once a command was sent, what `/work/mode` asks for.
+fn fake_agent() -> String {
+    let version = ah_sandbox::channel::frame::VERSION;
+    format!("printf '\\x10\\x00\\x00\\x00\\x04\\x00\\x00\\x00\\x{version:02x}'\n{FAKE_AGENT_REST}")
+}
+
+const FAKE_AGENT_REST: &str = "\
 read -r -N 5 _\n\
 case $(cat /work/mode) in\n\
 huge) printf '\\x11\\xff\\xff\\xff\\xff' ;;\n\
@@ -177,7 +182,7 @@ exec sleep 1090\n";
 async fn an_agent_that_sends_garbage_is_dropped_and_everything_cleaned_up() {
     let bash = std::fs::canonicalize("/bin/bash").unwrap_or_else(|e| panic!("bash: {e}"));
     let Some(run) = start_run_with(|opts| {
-        std::fs::write(opts.work_dir.join("__sandbox-agent"), FAKE_AGENT)
+        std::fs::write(opts.work_dir.join("__sandbox-agent"), fake_agent())
             .unwrap_or_else(|e| panic!("{e}"));
         opts.ah_executable = Some(bash);
     })

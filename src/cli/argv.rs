@@ -86,7 +86,7 @@ pub(super) fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Re
             reordered.push(token.clone());
             reordered.extend(tail.by_ref().cloned());
         } else if ignored_by(cmd, leaf.1, token) {
-            if token == "--backend" {
+            if token == "--backend" || token == "--engine" {
                 tail.next();
             }
         } else {
@@ -102,7 +102,7 @@ pub(super) fn options_after_subcommand(cmd: &Command, args: Vec<OsString>) -> Re
 /// Run options typed before any command out of habit (`ah -C repo --backend
 /// none runs`): where the command has no use for one, it is dropped rather
 /// than refused, as the run it would configure does not happen.
-const ANY_COMMAND: [&str; 2] = ["new", "backend"];
+const ANY_COMMAND: [&str; 3] = ["new", "engine", "backend"];
 
 /// Whether the option `token` (`-n`, `--new`, `--backend`, `--backend=X`)
 /// is one of [`ANY_COMMAND`] that `sub` does not take.
@@ -127,7 +127,15 @@ fn ignored_by(cmd: &Command, sub: &Command, token: &OsString) -> bool {
             long
         }
     };
-    ANY_COMMAND.contains(&long) && !sub.get_arguments().any(|arg| arg.get_long() == Some(long))
+    ANY_COMMAND.contains(&long) && !sub.get_arguments().any(|arg| is_named(arg, long))
+}
+
+/// Whether `--name` is `arg`'s long name or one of its aliases.
+fn is_named(arg: &Arg, name: &str) -> bool {
+    arg.get_long() == Some(name)
+        || arg
+            .get_all_aliases()
+            .is_some_and(|aliases| aliases.contains(&name))
 }
 
 /// The tokens after `--NAME` or `--NAME=VALUE` that the option takes.
@@ -136,9 +144,7 @@ fn long_option(cmd: &Command, option: &str) -> Option<usize> {
         Some((name, _)) => (name, true),
         None => (option, false),
     };
-    let arg = cmd
-        .get_arguments()
-        .find(|arg| arg.get_long() == Some(name))?;
+    let arg = cmd.get_arguments().find(|arg| is_named(arg, name))?;
     match values(arg)? {
         0 if inline => None,
         0 => Some(0),

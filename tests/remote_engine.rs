@@ -9,9 +9,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use crate::support::host::{describe, git};
+use crate::support::host::{describe, git, json_file, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
 use crate::support::remote::{CONNECTION, RemoteEngine};
@@ -58,20 +59,36 @@ impl Remote {
 
     /// `ah --engine podman-remote -C PROJECT ARGS` as the test user.
     fn ah(&self, mock: &MockServer, args: &[&str]) -> Output {
+        self.command(mock, args).output().unwrap()
+    }
+
+    /// [`Remote::ah`], not started yet.
+    fn command(&self, mock: &MockServer, args: &[&str]) -> Command {
         let url = mock.url();
         let env = [
             ("ANTHROPIC_BASE_URL", url.as_str()),
             ("ANTHROPIC_API_KEY", "test-key"),
             ("NO_COLOR", "1"),
         ];
-        self.user
-            .command(&self.ah, &env)
+        let mut command = self.user.command(&self.ah, &env);
+        command
             .args(["--engine", "podman-remote", "--connection", CONNECTION])
             .arg("-C")
             .arg(&self.project)
-            .args(args)
-            .output()
-            .unwrap()
+            .args(args);
+        command
+    }
+
+    /// The ids of the project's runs, oldest first.
+    fn runs(&self) -> Vec<String> {
+        let mut runs: Vec<String> = std::fs::read_dir(self.project.join(".ah/runs"))
+            .map(|dir| {
+                dir.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        runs.sort();
+        runs
     }
 
     /// `ah apply ID` as the test user.
@@ -214,4 +231,138 @@ fn a_step_the_policy_refuses_is_undone_in_the_remote_sandbox_too() {
         told.contains("No such file") && !told.contains("yes\n"),
         "the undo reached the remote sandbox: {told}"
     );
+}
+
+#[test]
+fn a_remote_sandbox_has_no_network_and_its_memory_limit_holds() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    let mock = MockServer::start(vec![
+        bash(
+            "t1",
+            "ls /sys/class/net; python3 -c 'b = bytearray(600 * 2**20)' 2>&1 | tail -1; echo after",
+        ),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "--memory", "256m", "look"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    assert!(told.starts_with("lo\n"), "only the loopback: {told}");
+    assert!(
+        told.contains("MemoryError") && told.contains("after"),
+        "{told}"
+    );
+    let manifest = json_file(
+        &r.project
+            .join(".ah/runs")
+            .join(r.run_id())
+            .join("manifest.json"),
+    );
+    let memory = &manifest["limits"][0];
+    assert_eq!(memory["by"], "rlimit", "{manifest}");
+
+    // The proxy would run on this machine: refused, never full network.
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("done"))]);
+    let out = r.ah(&mock, &["--review", "never", "--network", "proxy", "look"]);
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not available on a remote engine"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn a_second_run_on_the_same_baseline_sends_no_files_and_a_step_sends_its_change() {
+    // A baseline no engine has seen yet.
+    let unique = format!("{:?}\n", std::time::SystemTime::now());
+    let Some(r) = Remote::new(&[("a.txt", "a\n"), ("unique.txt", &unique)]) else {
+        return;
+    };
+    let run = |r: &Remote| {
+        let mock = MockServer::start(vec![
+            bash("t1", "echo line >> a.txt"),
+            Turn::reply(Reply::new().text("done")),
+        ]);
+        let out = r.ah(&mock, &["--review", "never", "add a line"]);
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        let id = r.runs().pop().unwrap();
+        json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"))["traffic"].clone()
+    };
+    let first = run(&r);
+    let second = run(&r);
+    assert!(first["start"].as_u64().unwrap() > 0, "{first}");
+    assert_eq!(second["start"], 0, "the engine kept the baseline: {second}");
+    assert_eq!(second["steps"], 7, "the step's one changed file: {second}");
+}
+
+#[test]
+fn an_interrupted_run_leaves_no_container_and_a_killed_ones_is_swept_by_the_next() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    let start = |mock: &MockServer| {
+        r.command(mock, &["--review", "never", "wait"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Until its command runs in the remote container.
+    let running = |mock: &MockServer| {
+        mock.wait_for_requests(1, Duration::from_secs(120));
+        let mut id = String::new();
+        wait_until("the remote container", Duration::from_secs(120), || {
+            id = r.runs().pop().unwrap_or_default();
+            !id.is_empty() && !r.engine.containers_of(&id).is_empty()
+        });
+        id
+    };
+    let sleeper = || {
+        MockServer::start(vec![
+            bash("t1", "sleep 120"),
+            Turn::reply(Reply::new().text("done")),
+        ])
+    };
+
+    let mock = sleeper();
+    let ah = start(&mock);
+    let id = running(&mock);
+    // runuser passes no signal on: Ctrl+C reaches ah itself.
+    assert!(crate::support::send_signal(
+        ah_under(ah.id()),
+        rustix::process::Signal::INT
+    ));
+    let out = ah.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", describe(&out));
+    no_container_left_by(&id, |id| r.engine.containers_of(id));
+
+    let mock = sleeper();
+    let mut ah = start(&mock);
+    let killed = running(&mock);
+    assert!(crate::support::send_signal(
+        ah_under(ah.id()),
+        rustix::process::Signal::KILL
+    ));
+    ah.wait().unwrap();
+    assert!(
+        !r.engine.containers_of(&killed).is_empty(),
+        "left by the kill"
+    );
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("nothing"))]);
+    let out = r.ah(&mock, &["--review", "never", "next"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    no_container_left_by(&killed, |id| r.engine.containers_of(id));
+}
+
+/// The ah that `runuser` (process `runuser`) started.
+fn ah_under(runuser: u32) -> u32 {
+    let children = std::fs::read_to_string(format!("/proc/{runuser}/task/{runuser}/children"))
+        .unwrap_or_default();
+    children
+        .split_whitespace()
+        .next()
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("runuser {runuser} has no child"))
 }

@@ -54,6 +54,16 @@ impl BackendKind {
     }
 }
 
+/// What a run sent to a remote engine and got back, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Traffic {
+    /// At the start: the baseline and the tools, where the engine lacked
+    /// them (nothing when it had them).
+    pub start: u64,
+    /// The steps' changes of files, both ways.
+    pub steps: u64,
+}
+
 /// A long-lived program [`Backend::spawn`] starts.
 #[derive(Debug, Clone, Copy)]
 pub struct Program<'a> {
@@ -161,6 +171,12 @@ pub trait Backend: Send + Sync {
     /// [`Backend::spawn`] started before the last sweep has ended with it.
     fn sweeps(&self) -> u64 {
         0
+    }
+
+    /// Bytes that went between this machine and a sandbox on another one
+    /// (`None`: the sandbox is here).
+    fn traffic(&self) -> Option<Traffic> {
+        None
     }
 
     /// What the network proxy decided since the last call, oldest first

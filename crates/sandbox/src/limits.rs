@@ -203,16 +203,25 @@ pub fn plan_on_host(asked: &Asked) -> Vec<Held> {
     vec![memory, pids, disk(asked)]
 }
 
-/// What holds each limit in a container on a remote engine: its cgroups,
-/// asked for by podman there, which this machine cannot look into.
+/// What holds each limit in a container on a remote engine, whose cgroups
+/// this machine cannot look into: memory by a per-process data limit of
+/// the same size (and the engine's cgroup, where it has one), processes by
+/// the engine's pids cgroup as asked.
 pub fn plan_remote(asked: &Asked, engine: &str) -> Vec<Held> {
     let note = || {
         Some(format!(
-            "asked of the remote engine {engine}; not checked from here"
+            "asked of the remote engine {engine}'s cgroups; not checked from here"
         ))
     };
     let memory = match memory_bytes(&asked.memory) {
-        Some(_) => held("memory", &asked.memory, By::Cgroup, note()),
+        Some(_) => held(
+            "memory",
+            &asked.memory,
+            By::Rlimit,
+            Some(format!(
+                "per process (data); also asked of the remote engine {engine}'s cgroup"
+            )),
+        ),
         None => unlimited("memory", &asked.memory),
     };
     let pids = match asked.pids {

@@ -186,6 +186,10 @@ impl Backend for Starting {
         self.started().map_or(0, |backend| backend.sweeps())
     }
 
+    fn traffic(&self) -> Option<crate::Traffic> {
+        self.started().and_then(|backend| backend.traffic())
+    }
+
     fn take_egress(&self) -> Vec<EgressDecision> {
         self.started()
             .map(|backend| backend.take_egress())

@@ -924,6 +924,7 @@ fn fill_manifest(manifest: &mut Manifest, result: &RunResult) {
     manifest.warnings = result.warnings.clone();
     manifest.poisoned = result.poisoned.clone();
     manifest.left_out = result.patch.left_out.clone();
+    manifest.traffic = result.traffic;
     manifest.artifacts = result
         .artifacts
         .copied

@@ -44,6 +44,8 @@ pub struct RunResult {
     /// Network proxy decisions made after the last step was reported (a
     /// request still being checked when its step ended).
     pub egress: Vec<EgressDecision>,
+    /// What went to and from a remote engine (`None`: the sandbox was here).
+    pub traffic: Option<ah_sandbox::Traffic>,
     /// What is left to remove (the containers, the work copy), when the
     /// sandbox was handed off: the caller removes it, off the user's path
     /// ([`Remains::detach`]).
@@ -139,6 +141,7 @@ impl Run {
             self.stop_sandbox(&work, &mut warnings).await;
         }
         let egress = self.backend.take_egress();
+        let traffic = self.backend.traffic();
         settled?;
         if let Some(overlay) = &self.overlay {
             warnings.extend(self.project_moved(overlay));
@@ -191,6 +194,7 @@ impl Run {
             warnings,
             poisoned: self.poisoned,
             egress,
+            traffic,
             remains,
         })
     }

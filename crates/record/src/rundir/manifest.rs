@@ -76,6 +76,10 @@ pub struct Manifest {
     /// The check an attempt of a task was judged by (`ah -N --check`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<CheckRecord>,
+    /// What went to and from a remote engine, in bytes (`--engine
+    /// podman-remote` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<ah_sandbox::Traffic>,
 }
 
 /// The step of an earlier run whose files a run started from.

@@ -653,6 +653,10 @@ impl Backend for PodmanBackend {
         PodmanBackend::take_egress(self)
     }
 
+    fn traffic(&self) -> Option<super::Traffic> {
+        self.remote.as_ref().map(remote::Remote::traffic)
+    }
+
     async fn shutdown(&self) -> std::io::Result<()> {
         PodmanBackend::shutdown(self)
             .await

@@ -65,13 +65,12 @@ const AGENT: AgentAt = AgentAt {
     changes: true,
 };
 
-/// Bytes that went to and came from the engine, by what carried them.
+/// Bytes that went to and came from the engine so far (see
+/// [`crate::Traffic`]).
 #[derive(Debug, Default)]
-pub struct Traffic {
-    /// The baseline and the tools, when the engine lacked them.
-    pub start: AtomicU64,
-    /// The steps' changes, both ways.
-    pub steps: AtomicU64,
+struct Counters {
+    start: AtomicU64,
+    steps: AtomicU64,
 }
 
 /// A remote backend's own part of a [`PodmanBackend`].
@@ -81,19 +80,16 @@ pub(super) struct Remote {
     /// The paths the reports since the last command began touched: what
     /// an undo may have put back.
     last: std::sync::Mutex<Vec<String>>,
-    traffic: Arc<Traffic>,
+    traffic: Arc<Counters>,
 }
 
-impl PodmanBackend {
-    /// Bytes sent to and received from a remote engine so far (`None`:
-    /// a local one).
-    pub fn traffic(&self) -> Option<(u64, u64)> {
-        self.remote.as_ref().map(|remote| {
-            (
-                remote.traffic.start.load(Ordering::Relaxed),
-                remote.traffic.steps.load(Ordering::Relaxed),
-            )
-        })
+impl Remote {
+    /// What went between this machine and the engine so far.
+    pub(super) fn traffic(&self) -> crate::Traffic {
+        crate::Traffic {
+            start: self.traffic.start.load(Ordering::Relaxed),
+            steps: self.traffic.steps.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -141,7 +137,7 @@ pub(super) async fn start(
         ulimits,
         labels: &labels,
     };
-    let traffic = Arc::new(Traffic::default());
+    let traffic = Arc::new(Counters::default());
     let (tools, base) = tokio::join!(
         store::tools(&filler, &volumes, &agent, &init),
         store::base(&filler, &volumes, Arc::clone(&remote.snapshot))
@@ -152,6 +148,9 @@ pub(super) async fn start(
         .fetch_add(tools_sent + base_sent, Ordering::Relaxed);
 
     let container = super::container_name(&opts.run_id);
+    // The engine's cgroups cannot be looked into from here: a per-process
+    // limit of the memory asked holds wherever they do not.
+    let data_limit = crate::limits::memory_bytes(&opts.memory);
     let network = match opts.network {
         NetworkMode::Full => args::Network::Full("slirp4netns"),
         _ => args::Network::None,
@@ -164,7 +163,7 @@ pub(super) async fn start(
         pids_limit: opts.pids_limit,
         memory: &opts.memory,
         ulimits,
-        data_limit: None,
+        data_limit,
         work_dir: &opts.work_dir,
         overlay: None,
         init: &init,
@@ -204,7 +203,7 @@ pub(super) async fn start(
         egress: None,
         oom: None,
         memory: opts.memory.clone(),
-        data_limit: None,
+        data_limit,
         observed: None,
         overlay: None,
         merged: Mutex::new(None),

@@ -366,3 +366,93 @@ fn ah_under(runuser: u32) -> u32 {
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("runuser {runuser} has no child"))
 }
+
+#[test]
+fn doctor_checks_the_remote_engine_and_says_how_to_fix_a_broken_connection() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    let doctor = |connection: &str| {
+        r.user
+            .command(&r.ah, &[("NO_COLOR", "1")])
+            .args([
+                "doctor",
+                "--engine",
+                "podman-remote",
+                "--connection",
+                connection,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = doctor(CONNECTION);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "ok   connection: ahremote: podman 4.3",
+        "ok   rootless: the remote podman runs rootless",
+        "ok   image: localhost/ah-sandbox:latest present on ahremote",
+        "ok   start: a confined container starts",
+    ] {
+        assert!(said.contains(line), "{line}:\n{said}");
+    }
+
+    let out = doctor("nosuch");
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("FAIL connection: nosuch") && said.contains("podman system connection list"),
+        "{said}"
+    );
+}
+
+#[test]
+fn image_build_loads_the_image_into_the_remote_engine_once() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    r.user.build_image();
+    // A tag of its own: the other tests' image stays as it is.
+    let probe = "localhost/ah-remote-probe:latest";
+    let podman = |args: &[&str]| {
+        r.user
+            .command(Path::new("/usr/bin/podman"), &[])
+            .current_dir("/")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let tagged = podman(&["tag", "localhost/ah-sandbox:latest", probe]);
+    assert!(tagged.status.success(), "{}", describe(&tagged));
+    let build = || {
+        r.user
+            .command(&r.ah, &[("NO_COLOR", "1")])
+            .current_dir("/")
+            .args(["image", "build", "--if-stale", "--image", probe])
+            .args(["--engine", "podman-remote", "--connection", CONNECTION])
+            .output()
+            .unwrap()
+    };
+    let first = build();
+    let second = build();
+    let _ = podman(&["rmi", probe]);
+    let there = r
+        .engine
+        .podman()
+        .args(["image", "exists", probe])
+        .status()
+        .unwrap();
+    let _ = r.engine.podman().args(["rmi", probe]).output();
+    assert_eq!(first.status.code(), Some(0), "{}", describe(&first));
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("on ahremote: loaded"),
+        "{}",
+        describe(&first)
+    );
+    assert!(there.success(), "the engine has it");
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("on ahremote: is there already"),
+        "{}",
+        describe(&second)
+    );
+}

@@ -442,11 +442,14 @@ pub(crate) enum Command {
     },
     #[command(flatten)]
     Session(SessionCommand),
-    /// Check that the sandbox can run here, and say how to fix what cannot.
+    /// Check that the sandbox can run here (or on a remote engine), and say
+    /// how to fix what cannot.
     Doctor {
         /// The sandbox image to check.
         #[arg(long, value_name = "IMAGE")]
         image: Option<String>,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
     /// Print a shell completion script (e.g. `ah completions bash >
     /// ~/.local/share/bash-completion/completions/ah`).
@@ -525,7 +528,35 @@ pub(crate) enum ImageAction {
         /// (its recipe label differs from this ah's package list).
         #[arg(long, conflicts_with = "file")]
         if_stale: bool,
+        /// With `--engine podman-remote`: the image is built here, then
+        /// loaded into the remote engine.
+        #[command(flatten)]
+        engine: EngineArgs,
     },
+}
+
+/// Which engine a command besides a run is about.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct EngineArgs {
+    /// `podman` (this machine's, the default) or `podman-remote`.
+    #[arg(long = "engine", value_name = "ENGINE", value_parser = backend_parser())]
+    pub engine: Option<BackendKind>,
+    /// The remote engine's connection (`podman system connection`; default:
+    /// CONTAINER_HOST, else podman's default connection).
+    #[arg(long, value_name = "NAME")]
+    pub connection: Option<String>,
+}
+
+impl EngineArgs {
+    /// `options` with the engine and connection these name.
+    pub(crate) fn apply(&self, options: &mut RunOptions) {
+        if let Some(engine) = self.engine {
+            options.backend = engine;
+        }
+        if let Some(connection) = &self.connection {
+            options.sandbox.connection = Some(connection.clone());
+        }
+    }
 }
 
 /// The flags that choose a session; global, so every subcommand takes them.

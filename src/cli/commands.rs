@@ -190,6 +190,21 @@ pub(super) async fn image_build(
     Ok(EXIT_OK)
 }
 
+/// `ah image build --engine podman-remote`: the image, built here, loaded
+/// into the remote engine.
+pub(super) async fn image_send(
+    name: Option<&str>,
+    engine: &ah_core::sandbox::Connection,
+) -> Result<i32> {
+    let image = name.unwrap_or(ah_core::sandbox::DEFAULT_IMAGE);
+    let line = match sandbox::send_image(name, engine).await? {
+        ah_core::sandbox::Sent::AlreadyThere => "is there already",
+        ah_core::sandbox::Sent::Loaded => "loaded",
+    };
+    eprintln!("image {image} on {}: {line}", terminal_safe(engine.name()));
+    Ok(EXIT_OK)
+}
+
 /// Whether `ah image build --if-stale` has nothing to do: the image is
 /// there and of this ah's recipe (said on stderr).
 pub(super) async fn image_is_current(name: Option<&str>) -> Result<bool> {

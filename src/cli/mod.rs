@@ -218,8 +218,9 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                     runtime_image,
                 },
         }) => commands::kube_manifest(cli.run.project.as_deref(), &run_id, runtime_image),
-        Some(Command::Doctor { image }) => {
-            let options = cli.run.options(&matches);
+        Some(Command::Doctor { image, engine }) => {
+            let mut options = cli.run.options(&matches);
+            engine.apply(&mut options);
             commands::doctor(image.as_deref(), &options).await
         }
         Some(Command::Image {
@@ -230,17 +231,24 @@ async fn dispatch(cli: Cli, matches: clap::ArgMatches) -> anyhow::Result<i32> {
                     registry,
                     file,
                     if_stale,
+                    engine,
                 },
         }) => {
-            if if_stale && commands::image_is_current(image.as_deref()).await? {
-                return Ok(EXIT_OK);
+            let mut options = cli.run.options(&matches);
+            engine.apply(&mut options);
+            let remote = ah_core::sandbox::remote_engine(&options);
+            if !(if_stale && commands::image_is_current(image.as_deref()).await?) {
+                let source = match (offline, registry) {
+                    (true, _) => ImageSource::Offline,
+                    (_, true) => ImageSource::Registry,
+                    _ => ImageSource::Auto,
+                };
+                commands::image_build(image.as_deref(), source, file).await?;
             }
-            let source = match (offline, registry) {
-                (true, _) => ImageSource::Offline,
-                (_, true) => ImageSource::Registry,
-                _ => ImageSource::Auto,
-            };
-            commands::image_build(image.as_deref(), source, file).await
+            match remote {
+                Some(engine) => commands::image_send(image.as_deref(), &engine).await,
+                None => Ok(EXIT_OK),
+            }
         }
     }
 }

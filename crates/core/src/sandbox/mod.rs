@@ -11,9 +11,10 @@ use anyhow::Result;
 
 use crate::run::{BackendKind, RunOptions, runtime};
 pub use ah_sandbox::doctor::{Check, Severity};
+pub use ah_sandbox::image::Sent;
 use ah_sandbox::image::{self, ImageError, OnProgress};
 pub use ah_sandbox::image::{BuildOptions, BuildReport, ImageSource, Phase, Progress};
-pub use ah_sandbox::podman::DEFAULT_IMAGE;
+pub use ah_sandbox::podman::{Connection, DEFAULT_IMAGE};
 use ah_sandbox::{doctor as checks, podman};
 pub use helper::{Helped, helper};
 
@@ -33,12 +34,25 @@ pub async fn doctor(image: Option<&str>, options: &RunOptions) -> Doctor {
     let options = checks::DoctorOptions {
         image: image.unwrap_or(podman::DEFAULT_IMAGE).to_string(),
         runtime: runtime(sandbox),
-        engine: (options.backend == BackendKind::PodmanRemote)
-            .then(|| crate::run::connection(options)),
+        engine: remote_engine(options),
     };
     let checks = checks::run_checks(&options).await;
     let ready = checks::backend_ready(&checks);
     Doctor { checks, ready }
+}
+
+/// The remote engine `options` name (`--engine podman-remote`), if any.
+pub fn remote_engine(options: &RunOptions) -> Option<podman::Connection> {
+    (options.backend == BackendKind::PodmanRemote).then(|| crate::run::connection(options))
+}
+
+/// Loads `image` (else the default one) from this machine into `engine`,
+/// unless it has it already.
+pub async fn send_image(
+    image: Option<&str>,
+    engine: &podman::Connection,
+) -> Result<image::Sent, ImageError> {
+    image::send_image(image.unwrap_or(podman::DEFAULT_IMAGE), engine).await
 }
 
 /// How `ah image build` builds `image` (else the default image) from

@@ -22,6 +22,7 @@
 //! caller can show a phase and keep the hundreds of output lines in a log.
 
 mod offline;
+mod send;
 mod stream;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use tokio::net::TcpStream;
 use super::podman::{self, PodmanError};
 
 pub use super::podman::DEFAULT_IMAGE;
+pub use send::{Sent, send_image};
 
 /// The Containerfile, built into ah so `ah image build` needs no checkout.
 pub const CONTAINERFILE: &str = include_str!("../../../../containers/Containerfile");

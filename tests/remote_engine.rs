@@ -456,3 +456,28 @@ fn image_build_loads_the_image_into_the_remote_engine_once() {
         describe(&second)
     );
 }
+
+#[test]
+fn a_command_that_kills_the_agent_stops_the_run_rather_than_lose_its_changes() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    let mock = MockServer::start(vec![
+        bash("t1", "echo changed > a.txt; kill -9 $PPID"),
+        bash("t2", "echo more > b.txt"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "auto", "break it"]);
+    let said = describe(&out);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("cannot be known"), "{said}");
+    assert!(
+        said.contains("poisoned") || said.contains("refused"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.project.join("a.txt")).unwrap(),
+        "a\n",
+        "nothing reached the project"
+    );
+}

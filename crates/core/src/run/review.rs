@@ -261,6 +261,22 @@ fn review_once(review: &Review<'_>, front: &mut dyn ReviewFront) -> Result<Revie
     let Review {
         mode, patch_path, ..
     } = *review;
+    // A stopped run's empty patch is not "no changes": what it changed
+    // could not be recorded.
+    if let (Some(why), true) = (review.poisoned, review.patch.files.is_empty()) {
+        front.say(
+            Tone::Refused,
+            "refused:",
+            &format!(
+                "the run was stopped and its changes could not be recorded: {}",
+                terminal_safe(why)
+            ),
+        );
+        return Ok(Reviewed {
+            failed: true,
+            ..ended(mode, ReviewDecision::Refused, why)
+        });
+    }
     if review.patch.files.is_empty() {
         front.say(Tone::Plain, "", "no changes to review");
         return Ok(ended(

@@ -191,6 +191,12 @@ fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
         "from the host\n"
     );
     assert!(!p.join("pipe").exists(), "a FIFO is never made on the host");
+    // The run's new files came back as its artifacts too.
+    let artifacts = r.project.join(".ah/runs").join(&id).join("artifacts");
+    assert_eq!(
+        std::fs::read_to_string(artifacts.join("d/e/f.txt")).unwrap(),
+        "deep\n"
+    );
 
     // Its container is gone from the remote engine.
     no_container_left_by(&id, |id| r.engine.containers_of(id));

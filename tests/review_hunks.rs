@@ -48,13 +48,24 @@ fn answer(tmux: &Tmux, at: usize, of: usize, keys: &[&str]) -> String {
     screen
 }
 
-/// Waits until `text` is on the screen twice.
-fn wait_for_twice(tmux: &Tmux, text: &str) {
+/// Sends `keys`, then waits until the screen's last line is `text` again
+/// (a prompt drawn anew, not the one before the keys), so that the next
+/// key goes to it.
+fn keys_then_again(tmux: &Tmux, keys: &[&str], text: &str) {
+    tmux.keys(keys);
+    let last = |screen: &str| {
+        screen
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or_default()
+            .to_string()
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while tmux.screen().matches(text).count() < 2 {
+    while !last(&tmux.screen()).contains(text) {
         assert!(
             std::time::Instant::now() < deadline,
-            "{text:?} never twice:\n{}",
+            "{text:?} not drawn again:\n{}",
             tmux.screen()
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -98,8 +109,7 @@ fn hunks_split_and_chosen_one_by_one_apply_exactly_and_the_rest_completes_them()
     answer(&tmux, 4, 5, &["r"]);
     tmux.wait_for("Why not (Enter ends, Esc goes back)?");
     // Esc goes back to the hunk; the second time a reason is given.
-    tmux.keys(&["Escape"]);
-    wait_for_twice(&tmux, "Apply this hunk [y,n,a,d,r,k,q,?]?");
+    keys_then_again(&tmux, &["Escape"], "Apply this hunk [y,n,a,d,r,k,q,?]?");
     tmux.keys(&["r"]);
     tmux.wait_for("Why not (Enter ends, Esc goes back)?");
     tmux.keys(&["-l", "not D"]);

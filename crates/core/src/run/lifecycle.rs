@@ -249,6 +249,15 @@ fn start_podman(
     options.stand_ins = how.stand_ins;
     options.remote = remote;
     network::configure_network(&mut options, &args.sandbox, &setup.policy, dir, front)?;
+    // Said before anything starts (the start would refuse it too, but a
+    // run that needs no command never waits for its start).
+    if options.remote.is_some() && options.network == ah_sandbox::egress::NetworkMode::Proxy {
+        anyhow::bail!(
+            "--network proxy is not available on a remote engine (its proxy would run on this \
+             machine, out of the sandbox's reach): use --network none, or --network full to \
+             give the sandbox the remote machine's network"
+        );
+    }
     let notices = how.notices.clone();
     let limits = how.limits.clone();
     let strict = args.sandbox.strict_limits;

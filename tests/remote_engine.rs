@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::host::{describe, git, json_file, wait_until};
+use crate::support::host::{describe, json_file, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
 use crate::support::remote::{CONNECTION, RemoteEngine};
@@ -34,20 +34,7 @@ impl Remote {
         engine.ensure_image("localhost/ah-sandbox:latest");
         let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
         let project = root.path().join("project");
-        for (path, text) in files {
-            let path = project.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        git(&project, &["init", "-q", "-b", "main"]);
-        git(&project, &["add", "-A"]);
-        git(&project, &["commit", "-q", "-m", "initial"]);
-        let status = Command::new("chown")
-            .args(["-R", &format!("{0}:{0}", user.name)])
-            .arg(&project)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        user.project(&project, files);
         Some(Remote {
             engine,
             user,
@@ -210,12 +197,7 @@ fn a_step_the_policy_refuses_is_undone_in_the_remote_sandbox_too() {
     let policy = r.project.join(".ah/policy.toml");
     std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
     std::fs::write(&policy, "[write]\ndeny = [\"locked/**\"]\n").unwrap();
-    let status = Command::new("chown")
-        .args(["-R", &format!("{0}:{0}", r.user.name)])
-        .arg(r.project.join(".ah"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    r.user.chown(&r.project.join(".ah"));
     let mock = MockServer::start(vec![
         bash(
             "t1",

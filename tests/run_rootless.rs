@@ -8,21 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::host::{describe, git, wait_until};
+use crate::support::host::{describe, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{
     TestUser, no_container_left_by, podman_ready_blocking, sandbox_folders_gone,
 };
 use serde_json::json;
-
-fn chown(path: &Path, user: &TestUser) {
-    let status = Command::new("chown")
-        .args(["-R", &format!("{0}:{0}", user.name)])
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
 
 /// Where a rootless test runs: the test user (with podman and the image
 /// ready), a folder it can reach holding a copy of ah and a committed
@@ -64,15 +55,7 @@ fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
     user.build_image();
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");
-    for (path, text) in files {
-        let path = project.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    git(&project, &["init", "-q", "-b", "main"]);
-    git(&project, &["add", "-A"]);
-    git(&project, &["commit", "-q", "-m", "initial"]);
-    chown(&project, &user);
+    user.project(&project, files);
     Some(UserProject {
         user,
         root,
@@ -597,7 +580,7 @@ fn a_project_image_built_with_ah_image_build_has_its_root_copied_before_its_firs
         ),
     )
     .unwrap();
-    chown(&context, &p.user);
+    p.user.chown(&context);
     let tag = ulid::Ulid::generate().to_string().to_lowercase();
     let image = format!("localhost/ah-test-project:{tag}");
 

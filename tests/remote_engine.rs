@@ -469,3 +469,44 @@ fn a_command_that_kills_the_agent_stops_the_run_rather_than_lose_its_changes() {
         "nothing reached the project"
     );
 }
+
+#[test]
+fn attempts_side_by_side_on_a_new_baseline_send_it_once() {
+    let unique = format!("{:?}\n", std::time::SystemTime::now());
+    let Some(r) = Remote::new(&[("a.txt", "a\n"), ("unique.txt", &unique)]) else {
+        return;
+    };
+    // A first run brings this ah's agent to the engine; then the project's
+    // files change, and the attempts start from a baseline it lacks.
+    let mock = MockServer::start(vec![
+        bash("t0", "true"),
+        Turn::reply(Reply::new().text("ok")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "warm up"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    std::fs::write(r.project.join("unique.txt"), format!("{unique}again\n")).unwrap();
+    let mock = MockServer::start(vec![
+        bash("t1", "echo one >> a.txt"),
+        bash("t2", "echo two >> a.txt"),
+        Turn::reply(Reply::new().text("done")),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(
+        &mock,
+        &["-N", "2", "-j", "2", "--review", "never", "add a line"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let starts: Vec<u64> = r.runs()[1..]
+        .iter()
+        .map(|id| {
+            let manifest = json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"));
+            manifest["traffic"]["start"].as_u64().unwrap()
+        })
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(
+        starts.iter().filter(|bytes| **bytes > 0).count(),
+        1,
+        "one attempt sent the baseline, the other found it: {starts:?}"
+    );
+}

@@ -24,6 +24,10 @@ pub(crate) const CACHE_LABEL: &str = "ah.cache";
 /// How many baselines an engine keeps (the oldest unused go first).
 const KEPT_BASES: usize = 12;
 
+/// One fill at a time in this process: runs side by side (`ah -N`) on one
+/// baseline fill its volume once, the others wait and find it filled.
+static FILLING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The store's volumes on the engine, by name, with their folders there.
 pub(super) struct Volumes(HashMap<String, String>);
 
@@ -100,6 +104,11 @@ pub(super) async fn tools(
     if volumes.filled(&name).is_some() {
         return Ok((name, 0));
     }
+    let _filling = FILLING.lock().await;
+    // Another run of this process may have filled it meanwhile.
+    if Volumes::list(filler.podman).await?.filled(&name).is_some() {
+        return Ok((name, 0));
+    }
     let sent = fill(filler, &name, "tools", move |out| {
         tools_tar(&agent, &init, out)
     })
@@ -118,6 +127,10 @@ pub(super) async fn base(
     let key = blocking("take the baseline", move || keyed.key()).await?;
     let name = format!("ah-base-{key}");
     if let Some(folder) = volumes.filled(&name) {
+        return Ok((folder.to_string(), 0));
+    }
+    let _filling = FILLING.lock().await;
+    if let Some(folder) = Volumes::list(filler.podman).await?.filled(&name) {
         return Ok((folder.to_string(), 0));
     }
     let sent = fill(filler, &name, "base", move |out| snapshot.write(out)).await?;

@@ -6,7 +6,6 @@
 //! Dropping the last handle releases the lock.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -54,7 +53,10 @@ struct Inner {
     path: PathBuf,
     me: ProcessId,
     heartbeat: Mutex<Option<JoinHandle<()>>>,
-    released: AtomicBool,
+    /// Held for the whole of a release: a second caller (a signal's exit
+    /// at once) waits until the first has let go, rather than exit while
+    /// the first's write is under way.
+    released: Mutex<bool>,
 }
 
 impl SessionLock {
@@ -102,7 +104,7 @@ impl SessionLock {
                 path,
                 me,
                 heartbeat: Mutex::new(None),
-                released: AtomicBool::new(false),
+                released: Mutex::new(false),
             }),
         };
         Ok(Acquire::Acquired { lock, took_over })
@@ -254,9 +256,11 @@ impl Inner {
     }
 
     fn release(&self) -> Result<Vec<Queued>> {
-        if self.released.swap(true, Ordering::SeqCst) {
+        let mut released = lock(&self.released);
+        if *released {
             return Ok(Vec::new());
         }
+        *released = true;
         if let Some(task) = lock(&self.heartbeat).take() {
             task.abort();
         }

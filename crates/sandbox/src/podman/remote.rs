@@ -80,6 +80,14 @@ pub(super) struct Remote {
     /// The paths the reports since the last command began touched: what
     /// an undo may have put back.
     last: std::sync::Mutex<Vec<String>>,
+    /// Something may have run in `/work` since the last report: a command
+    /// began, or a program started beside the commands (which may write
+    /// at any time), so every view asks again. Without either, the mirror
+    /// already holds what the sandbox holds (the host's own changes went
+    /// there through the agent, which took them into its index), and a
+    /// view walks nothing: a step asks for a view more than once.
+    unreported: AtomicBool,
+    beside: AtomicBool,
     traffic: Arc<Counters>,
 }
 
@@ -216,6 +224,8 @@ pub(super) async fn start(
         remote: Some(Remote {
             mirror: remote.mirror.clone(),
             last: std::sync::Mutex::new(Vec::new()),
+            unreported: AtomicBool::new(false),
+            beside: AtomicBool::new(false),
             traffic,
         }),
     })
@@ -227,6 +237,10 @@ impl Remote {
         let view = self.mirror.view().await?;
         let mut turn = backend.turns.lock().await;
         let channel = live(&mut turn)?;
+        let asked = self.unreported.swap(false, Ordering::SeqCst);
+        if !asked && !self.beside.load(Ordering::SeqCst) {
+            return Ok(view);
+        }
         let mut mirror = mirror::Mirror::new(&view.root);
         match channel.scan(&mut mirror, BOUNDS).await {
             Ok(scanned) => {
@@ -238,6 +252,7 @@ impl Remote {
             }
             Err(why) => {
                 turn.channel = None;
+                self.unreported.store(true, Ordering::SeqCst);
                 Err(std::io::Error::other(why))
             }
         }
@@ -283,6 +298,12 @@ impl Remote {
     /// (or undone and sent back) by now.
     pub(super) fn command_begins(&self) {
         lock(&self.last).clear();
+        self.unreported.store(true, Ordering::SeqCst);
+    }
+
+    /// A program starts beside the commands: from now on every view asks.
+    pub(super) fn program_starts(&self) {
+        self.beside.store(true, Ordering::SeqCst);
     }
 
     /// Ends the mirror's own namespace (its folders are the run's).

@@ -17,6 +17,9 @@ impl PodmanBackend {
     /// Starts `program` in the container; its standard streams are the
     /// returned child's.
     pub async fn spawn(&self, program: &Program<'_>) -> std::io::Result<Spawned> {
+        if let Some(remote) = &self.remote {
+            remote.program_starts();
+        }
         let mut cmd = self.podman.command();
         cmd.args(["exec", "-i", "--workdir=/work"]);
         let keep = match program.env.is_empty() {

@@ -300,30 +300,6 @@ impl Way {
     }
 }
 
-/// Waits until no process keeps the newest run of `project` live (its
-/// detached cleanup has ended).
-fn cleanup_over(project: &Project) {
-    let runs = project.path().join(".ah/runs");
-    let Some(run) = std::fs::read_dir(&runs)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .max()
-    else {
-        return;
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
-            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
-        });
-        if !held {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Wall time of a run whose model answers at once without a tool call.
 fn no_tool_run(ah: &Path, way: Way) -> Duration {
     let project = Project::new();
@@ -332,7 +308,7 @@ fn no_tool_run(ah: &Path, way: Way) -> Duration {
     let out = way.command(ah, &project, &mock).output().expect("run ah");
     let took = started.elapsed();
     check(&out, way.label());
-    cleanup_over(&project);
+    common::cleanup_over(&project.path());
     took
 }
 
@@ -393,7 +369,7 @@ fn after_last_answer(ah: &Path, way: Way) -> Duration {
     let out = child.wait_with_output().expect("wait for ah");
     let took = answered.elapsed();
     check(&out, way.label());
-    cleanup_over(&project);
+    common::cleanup_over(&project.path());
     took
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The binary to measure: `AH_BENCH_BIN` (another build, an older commit
 /// say), else this build's.
@@ -79,6 +79,10 @@ impl Project {
 
     /// `ah` in the project with the model at `mock_url` and an environment
     /// of its own, output captured.
+    #[allow(
+        dead_code,
+        reason = "a bench that runs ah as another user makes its own command"
+    )]
     pub(crate) fn command(&self, ah: &Path, mock_url: &str) -> Command {
         let mut command = Command::new(ah);
         command
@@ -137,4 +141,30 @@ pub(crate) fn spread(times: &mut [Duration]) -> String {
         ms(times[times.len() / 2]),
         ms(times[times.len() - 1])
     )
+}
+
+/// Waits (up to a minute) until no process keeps the newest run of the
+/// project at `project` live: its detached cleanup has ended, so that it
+/// does not slow the next run.
+#[allow(dead_code, reason = "the benches without podman runs do not ask")]
+pub(crate) fn cleanup_over(project: &Path) {
+    let runs = project.join(".ah/runs");
+    let Some(run) = std::fs::read_dir(&runs)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .max()
+    else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+        });
+        if !held {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

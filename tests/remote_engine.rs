@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::host::{describe, json_file, wait_until};
+use crate::support::host::{describe, json_file, project_of, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
 use crate::support::remote::{CONNECTION, RemoteEngine};
@@ -34,7 +34,7 @@ impl Remote {
         engine.ensure_image("localhost/ah-sandbox:latest");
         let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
         let project = root.path().join("project");
-        user.project(&project, files);
+        project_of(&user, &project, files);
         Some(Remote {
             engine,
             user,

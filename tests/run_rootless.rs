@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::support::host::{describe, wait_until};
+use crate::support::host::{describe, project_of, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{
     TestUser, no_container_left_by, podman_ready_blocking, sandbox_folders_gone,
@@ -55,7 +55,7 @@ fn user_project(files: &[(&str, &str)]) -> Option<UserProject> {
     user.build_image();
     let (root, ah) = user.reachable_copy(Path::new(env!("CARGO_BIN_EXE_ah")));
     let project = root.path().join("project");
-    user.project(&project, files);
+    project_of(&user, &project, files);
     Some(UserProject {
         user,
         root,

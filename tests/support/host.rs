@@ -209,6 +209,24 @@ pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
 }
 
 /// Runs git in `dir` and returns stdout; panics with stderr on failure.
+/// A git project of `files` at `project`, committed, that `user` owns.
+pub(crate) fn project_of(
+    user: &crate::support::podman::TestUser,
+    project: &Path,
+    files: &[(&str, &str)],
+) {
+    for (path, text) in files {
+        let path = project.join(path);
+        let parent = path.parent().unwrap_or(project);
+        std::fs::create_dir_all(parent).expect("project folder");
+        std::fs::write(&path, text).expect("project file");
+    }
+    git(project, &["init", "-q", "-b", "main"]);
+    git(project, &["add", "-A"]);
+    git(project, &["commit", "-q", "-m", "initial"]);
+    user.chown(project);
+}
+
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)

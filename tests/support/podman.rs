@@ -246,21 +246,6 @@ impl TestUser {
         assert!(status.success(), "chown {}", path.display());
     }
 
-    /// A git project of `files` at `project`, committed, that this user
-    /// owns.
-    pub(crate) fn project(&self, project: &Path, files: &[(&str, &str)]) {
-        for (path, text) in files {
-            let path = project.join(path);
-            let parent = path.parent().unwrap_or(project);
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("mkdir: {e}"));
-            std::fs::write(&path, text).unwrap_or_else(|e| panic!("write: {e}"));
-        }
-        crate::support::host::git(project, &["init", "-q", "-b", "main"]);
-        crate::support::host::git(project, &["add", "-A"]);
-        crate::support::host::git(project, &["commit", "-q", "-m", "initial"]);
-        self.chown(project);
-    }
-
     /// A copy of `program` this user can run whatever the permissions of the
     /// checkout it was built in: a 0755 temp folder with a 0755 copy. Keep
     /// the folder alive while the copy runs.

@@ -28,8 +28,9 @@ const KEPT_BASES: usize = 12;
 /// baseline fill its volume once, the others wait and find it filled.
 static FILLING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The store's volumes on the engine, by name, with their folders there.
-pub(super) struct Volumes(HashMap<String, String>);
+/// The store's volumes on the engine, by name, with their folders there
+/// and when they were made.
+pub(super) struct Volumes(HashMap<String, (String, String)>);
 
 impl Volumes {
     /// Lists the store's volumes.
@@ -60,8 +61,15 @@ impl Volumes {
         Ok(Volumes(
             String::from_utf8_lossy(&output.stdout)
                 .lines()
-                .filter_map(|line| line.split_once('\t'))
-                .map(|(name, folder)| (name.to_string(), folder.to_string()))
+                .filter_map(|line| {
+                    let mut fields = line.splitn(3, '\t');
+                    let name = fields.next()?.to_string();
+                    let folder = fields.next()?.to_string();
+                    Some((
+                        name,
+                        (folder, fields.next().unwrap_or_default().to_string()),
+                    ))
+                })
                 .collect(),
         ))
     }
@@ -70,7 +78,7 @@ impl Volumes {
     fn filled(&self, name: &str) -> Option<&str> {
         self.0
             .contains_key(&marker(name))
-            .then(|| self.0.get(name).map(String::as_str))
+            .then(|| self.0.get(name).map(|(folder, _)| folder.as_str()))
             .flatten()
     }
 }
@@ -236,35 +244,20 @@ async fn fill(
     Ok(sent)
 }
 
-/// Removes the oldest baselines beyond [`KEPT_BASES`]; one a container
-/// still uses stays (podman refuses to remove it).
+/// Removes the oldest baselines beyond [`KEPT_BASES`] (by when `volumes`
+/// says they were made); one a container still uses stays (podman refuses
+/// to remove it).
 async fn prune(podman: &Podman, volumes: &Volumes) {
-    let mut bases: Vec<&String> = volumes
+    let mut bases: Vec<(&String, &String)> = volumes
         .0
-        .keys()
-        .filter(|name| name.starts_with("ah-base-"))
+        .iter()
+        .filter(|(name, _)| name.starts_with("ah-base-"))
+        .map(|(name, (_, created))| (created, name))
         .collect();
-    if bases.len() < KEPT_BASES {
-        return;
-    }
-    let mut created = Vec::new();
-    for name in bases.drain(..) {
-        let output = podman
-            .command()
-            .args(["volume", "inspect", "--format", "{{.CreatedAt}}", name])
-            .stdin(Stdio::null())
-            .output()
-            .await;
-        if let Ok(output) = output {
-            created.push((
-                String::from_utf8_lossy(&output.stdout).trim().to_string(),
-                name,
-            ));
-        }
-    }
-    created.sort();
-    let extra = created.len().saturating_sub(KEPT_BASES - 1);
-    for (_, name) in created.into_iter().take(extra) {
+    // The one just filled is not listed: it counts too.
+    let extra = (bases.len() + 1).saturating_sub(KEPT_BASES);
+    bases.sort();
+    for (_, name) in bases.into_iter().take(extra) {
         if volume(podman, &["rm", name]).await.is_ok() {
             let _ = volume(podman, &["rm", "-f", &marker(name)]).await;
         }

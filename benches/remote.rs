@@ -92,7 +92,7 @@ const IMAGE: &str = "localhost/ah-sandbox:latest";
 const RUN_LIMIT: Duration = Duration::from_secs(300);
 
 /// A part of this bench, by the name `cargo bench -- WORD` picks it with.
-type Part = (&'static str, fn(&Bench));
+type Part = common::Part<Bench>;
 
 fn main() {
     let ah = common::ah_binary();
@@ -104,16 +104,7 @@ fn main() {
         }
     };
     let parts: [Part; 2] = [("per_round", per_round), ("large", large)];
-    // cargo bench passes `--bench` first; any other word picks parts.
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|word| !word.starts_with("--"))
-        .collect();
-    for (name, part) in parts {
-        if words.is_empty() || words.iter().any(|word| name.contains(word.as_str())) {
-            part(&bench);
-        }
-    }
+    common::run_parts(&parts, &bench);
 }
 
 /// Where a run's container runs.

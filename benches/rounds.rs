@@ -60,7 +60,7 @@ const ROUNDS: usize = 20;
 const REPEATS: usize = 7;
 
 /// A part of this bench, by the name `cargo bench -- WORD` picks it with.
-type Part = (&'static str, fn(&Path));
+type Part = common::Part<Path>;
 
 fn main() {
     let ah = common::ah_binary();
@@ -72,16 +72,7 @@ fn main() {
         ("no_tool_call", no_tool_call),
         ("end_after_last_answer", end_after_last_answer),
     ];
-    // cargo bench passes `--bench` first; any other word picks parts.
-    let words: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|word| !word.starts_with("--"))
-        .collect();
-    for (name, part) in parts {
-        if words.is_empty() || words.iter().any(|word| name.contains(word.as_str())) {
-            part(&ah);
-        }
-    }
+    common::run_parts(&parts, &ah);
 }
 
 /// What this bench does with a project.

@@ -334,10 +334,8 @@ fn an_interrupted_run_leaves_no_container_and_a_killed_ones_is_swept_by_the_next
         rustix::process::Signal::KILL
     ));
     ah.wait().unwrap();
-    assert!(
-        !r.engine.containers_of(&killed).is_empty(),
-        "left by the kill"
-    );
+    // The kill left the container; another test's run on the engine may
+    // sweep it first, else this next run does.
     let mock = MockServer::start(vec![Turn::reply(Reply::new().text("nothing"))]);
     let out = r.ah(&mock, &["--review", "never", "next"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

@@ -168,3 +168,23 @@ pub(crate) fn cleanup_over(project: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A part of a bench: its name, and what it measures with what it is given.
+#[allow(dead_code, reason = "only the benches made of named parts ask")]
+pub(crate) type Part<T> = (&'static str, fn(&T));
+
+/// Runs each of `parts` whose name holds a word of the command line (every
+/// part when there is none; cargo bench passes `--bench` first), with
+/// `with`.
+#[allow(dead_code, reason = "only the benches made of named parts ask")]
+pub(crate) fn run_parts<T: ?Sized>(parts: &[Part<T>], with: &T) {
+    let words: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|word| !word.starts_with("--"))
+        .collect();
+    for (name, part) in parts {
+        if words.is_empty() || words.iter().any(|word| name.contains(word.as_str())) {
+            part(with);
+        }
+    }
+}

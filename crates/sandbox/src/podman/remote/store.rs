@@ -24,6 +24,10 @@ pub(crate) const CACHE_LABEL: &str = "ah.cache";
 /// How many baselines an engine keeps (the oldest unused go first).
 const KEPT_BASES: usize = 12;
 
+/// How many half-second looks a fill gives another ah filling the same
+/// volume before it fills it itself.
+const FILL_WAIT_ROUNDS: u32 = 240;
+
 /// One fill at a time in this process: runs side by side (`ah -N`) on one
 /// baseline fill its volume once, the others wait and find it filled.
 static FILLING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -163,8 +167,21 @@ async fn fill(
     write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
 ) -> Result<u64, PodmanError> {
     let podman = filler.podman;
-    // A volume left half filled (a killed ah) is made again.
-    volume(podman, &["rm", "-f", name]).await?;
+    // Another ah may be filling it now (its marker comes when it is
+    // done): waited for a while. One left half filled by a killed ah is
+    // made again; never with `-f`, which would remove the containers of
+    // the runs using it.
+    for _ in 0..FILL_WAIT_ROUNDS {
+        let now = Volumes::list(podman).await?;
+        if now.filled(name).is_some() {
+            return Ok(0);
+        }
+        if !now.0.contains_key(name) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let _ = volume(podman, &["rm", name]).await;
     let label = format!("--label={CACHE_LABEL}={kind}");
     volume(podman, &["create", &label, name]).await?;
     let super::super::Ulimits { nofile, nproc } = filler.ulimits;
@@ -235,7 +252,7 @@ async fn fill(
     let sent = match sent {
         Ok(sent) => sent,
         Err(err) => {
-            let _ = volume(podman, &["rm", "-f", name]).await;
+            let _ = volume(podman, &["rm", name]).await;
             return Err(err);
         }
     };

@@ -252,11 +252,7 @@ fn start_podman(
     // Said before anything starts (the start would refuse it too, but a
     // run that needs no command never waits for its start).
     if options.remote.is_some() && options.network == ah_sandbox::egress::NetworkMode::Proxy {
-        anyhow::bail!(
-            "--network proxy is not available on a remote engine (its proxy would run on this \
-             machine, out of the sandbox's reach): use --network none, or --network full to \
-             give the sandbox the remote machine's network"
-        );
+        anyhow::bail!(podman::remote::PROXY_REFUSED);
     }
     let notices = how.notices.clone();
     let limits = how.limits.clone();

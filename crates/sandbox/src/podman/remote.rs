@@ -52,6 +52,11 @@ pub struct RemoteOptions {
     pub snapshot: Arc<dyn Snapshot>,
 }
 
+/// Why `--network proxy` is refused on a remote engine.
+pub const PROXY_REFUSED: &str = "--network proxy is not available on a remote engine (its proxy \
+     would run on this machine, out of the sandbox's reach): use --network none, or --network \
+     full to give the sandbox the remote machine's network";
+
 /// The most one step's report may bring.
 const BOUNDS: Bounds = Bounds {
     entries: 200_000,
@@ -109,12 +114,7 @@ pub(super) async fn start(
     let podman = super::Podman::find()?.remote(remote.connection.clone());
     super::check_run_id(&opts.run_id)?;
     if opts.network == NetworkMode::Proxy {
-        return Err(PodmanError::Remote(
-            "--network proxy is not available on a remote engine (its proxy would run on this \
-             machine, out of the sandbox's reach): use --network none, or --network full to \
-             give the sandbox the remote machine's network"
-                .to_string(),
-        ));
+        return Err(PodmanError::Remote(PROXY_REFUSED.to_string()));
     }
     let agent = channel::agent_executable(opts.ah_executable.as_deref()).map_err(|why| {
         PodmanError::Remote(format!(

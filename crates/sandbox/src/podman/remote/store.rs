@@ -116,11 +116,8 @@ pub(super) async fn tools(
     if volumes.filled(&name).is_some() {
         return Ok((name, 0));
     }
+    // Another run of this process may fill it meanwhile: `fill` looks.
     let _filling = FILLING.lock().await;
-    // Another run of this process may have filled it meanwhile.
-    if Volumes::list(filler.podman).await?.filled(&name).is_some() {
-        return Ok((name, 0));
-    }
     let sent = fill(filler, &name, "tools", move |out| {
         tools_tar(&agent, &init, out)
     })
@@ -142,11 +139,10 @@ pub(super) async fn base(
         return Ok((folder.to_string(), 0));
     }
     let _filling = FILLING.lock().await;
-    if let Some(folder) = Volumes::list(filler.podman).await?.filled(&name) {
-        return Ok((folder.to_string(), 0));
-    }
     let sent = fill(filler, &name, "base", move |out| snapshot.write(out)).await?;
-    prune(filler.podman, volumes).await;
+    if sent > 0 {
+        prune(filler.podman, volumes).await;
+    }
     let folder = Volumes::list(filler.podman)
         .await?
         .filled(&name)

@@ -185,8 +185,7 @@ impl Index {
         let full = self.root.join(OsStr::from_bytes(path));
         if let Ok(meta) = fs::symlink_metadata(&full) {
             if meta.is_dir() {
-                let mut inner = walk(&full).unwrap_or_default();
-                for (p, m) in std::mem::take(&mut inner) {
+                for (p, m) in walk(&full).unwrap_or_default() {
                     let mut whole = path.to_vec();
                     whole.push(b'/');
                     whole.extend_from_slice(&p);
@@ -267,7 +266,7 @@ fn open_own(full: &Path, mode: u32) -> Option<File> {
     let open = || {
         fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc_nofollow())
+            .custom_flags(nofollow())
             .open(full)
     };
     match open() {
@@ -283,7 +282,7 @@ fn open_own(full: &Path, mode: u32) -> Option<File> {
 }
 
 /// `O_NOFOLLOW`, as rustix names it.
-fn libc_nofollow() -> i32 {
+fn nofollow() -> i32 {
     rustix::fs::OFlags::NOFOLLOW.bits() as i32
 }
 

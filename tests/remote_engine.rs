@@ -133,7 +133,15 @@ fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
             "write",
             json!({"path": "written.txt", "content": "from the host\n"}),
         )),
-        bash("t3", "cat written.txt; ls -l run.sh | cut -c1-10"),
+        // A folder made by a step is watched; a file changed through a
+        // second name is seen under its first, then through the name it
+        // has no event for.
+        bash(
+            "t3",
+            "cat written.txt; ls -l run.sh | cut -c1-10; echo more >> d/e/f.txt; \
+             ln a.txt hard && echo via-hard >> hard",
+        ),
+        bash("t4", "echo again >> hard"),
         Turn::reply(Reply::new().text("done")),
     ]);
     let out = r.ah(&mock, &["--review", "never", "change things"]);
@@ -150,7 +158,9 @@ fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
     assert!(told.contains("-rwxr-xr-x"), "{told}");
 
     let p = &r.project;
-    assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), b"one\ntwo\0\xff\n");
+    let a = b"one\ntwo\0\xff\nvia-hard\nagain\n";
+    assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), a);
+    assert_eq!(std::fs::read(p.join("hard")).unwrap(), a);
     assert!(!p.join("old.txt").exists());
     assert_eq!(
         std::fs::read_to_string(p.join("new.txt")).unwrap(),
@@ -171,7 +181,7 @@ fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
     );
     assert_eq!(
         std::fs::read_to_string(p.join("d/e/f.txt")).unwrap(),
-        "deep\n"
+        "deep\nmore\n"
     );
     assert_eq!(
         std::fs::read_to_string(p.join("written.txt")).unwrap(),
@@ -182,7 +192,7 @@ fn a_remote_sandboxs_edits_come_back_byte_for_byte_and_the_hosts_go_there() {
     let artifacts = r.project.join(".ah/runs").join(&id).join("artifacts");
     assert_eq!(
         std::fs::read_to_string(artifacts.join("d/e/f.txt")).unwrap(),
-        "deep\n"
+        "deep\nmore\n"
     );
 
     // Its container is gone from the remote engine.

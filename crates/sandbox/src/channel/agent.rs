@@ -19,7 +19,7 @@
 
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -181,6 +181,7 @@ impl Agent {
     fn serve(&mut self) -> Result<(), FrameError> {
         self.send(&Frame::Ready { version: VERSION })?;
         loop {
+            self.idle()?;
             match read_frame(&mut self.input, MAX_REQUEST)? {
                 Frame::Run(command) => {
                     let exit = self.run(&command)?;
@@ -197,6 +198,31 @@ impl Agent {
                 })?,
                 _ => return Err(FrameError::Malformed("request")),
             }
+        }
+    }
+
+    /// Waits for the host's next frame, reading inotify's events meanwhile
+    /// (a program beside the commands may be changing `/work`).
+    fn idle(&mut self) -> Result<(), FrameError> {
+        loop {
+            let events = self.index.as_ref().and_then(Index::events);
+            if events.is_none() {
+                return Ok(());
+            }
+            let ready = poll(Some(&self.input), &[None, None], None, events, None)?;
+            if ready.events {
+                self.note_changes();
+            }
+            if ready.input {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Notes the paths inotify's waiting events name.
+    fn note_changes(&mut self) {
+        if let Some(index) = self.index.as_mut() {
+            index.drain();
         }
     }
 
@@ -314,7 +340,11 @@ impl Agent {
                 (None, Some(_)) => None,
                 _ => Some(&TICK),
             };
-            let ready = poll(Some(&self.input), &pipes, watch_pid, timeout)?;
+            let events = self.index.as_ref().and_then(Index::events);
+            let ready = poll(Some(&self.input), &pipes, watch_pid, events, timeout)?;
+            if ready.events {
+                self.note_changes();
+            }
             if ready.input {
                 match read_frame(&mut self.input, MAX_REQUEST)? {
                     Frame::Kill { grace_ms } if ending.is_none() => {
@@ -381,7 +411,7 @@ impl Agent {
     fn drain(&mut self, pipes: &mut [Option<(OwnedFd, bool)>; 2]) -> Result<(), FrameError> {
         let deadline = Instant::now() + DRAIN_LIMIT;
         while pipes.iter().any(Option::is_some) && Instant::now() < deadline {
-            let ready = poll(None, pipes, None, Some(&TICK))?;
+            let ready = poll(None, pipes, None, None, Some(&TICK))?;
             self.forward(pipes, ready.pipes)?;
         }
         Ok(())
@@ -392,23 +422,27 @@ impl Agent {
 struct Readiness {
     input: bool,
     pipes: [bool; 2],
+    /// inotify's descriptor (the index's events).
+    events: bool,
 }
 
-/// Waits up to `timeout` (`None`: for ever) until the input, a pipe or the
-/// child's pidfd is ready.
+/// Waits up to `timeout` (`None`: for ever) until the input, a pipe, the
+/// child's pidfd or inotify's descriptor is ready.
 fn poll(
     input: Option<&Fd<io::Stdin>>,
     pipes: &[Option<(OwnedFd, bool)>; 2],
     pidfd: Option<&OwnedFd>,
+    events: Option<BorrowedFd<'_>>,
     timeout: Option<&Timespec>,
 ) -> Result<Readiness, FrameError> {
     // The descriptors present, each with its place in `Readiness`: 0 the input,
-    // 1 and 2 the pipes, 3 the pidfd.
+    // 1 and 2 the pipes, 3 the pidfd, 4 inotify's.
     let watched = [
         input.map(|fd| fd.0.as_fd()),
         pipes[0].as_ref().map(|(fd, _)| fd.as_fd()),
         pipes[1].as_ref().map(|(fd, _)| fd.as_fd()),
         pidfd.map(AsFd::as_fd),
+        events,
     ];
     let mut places = Vec::with_capacity(watched.len());
     let mut fds = Vec::with_capacity(watched.len());
@@ -418,7 +452,7 @@ fn poll(
             fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
         }
     }
-    let mut hit = [false; 4];
+    let mut hit = [false; 5];
     match rustix::event::poll(&mut fds, timeout) {
         Ok(_) => {
             for (place, fd) in places.into_iter().zip(&fds) {
@@ -431,6 +465,7 @@ fn poll(
     Ok(Readiness {
         input: hit[0],
         pipes: [hit[1], hit[2]],
+        events: hit[4],
     })
 }
 

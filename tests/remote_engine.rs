@@ -327,6 +327,35 @@ fn an_interrupted_run_leaves_no_container_and_a_killed_ones_is_swept_by_the_next
     let mock = sleeper();
     let ah = start(&mock);
     let id = running(&mock);
+    // The baseline its /work is an overlay of cannot be removed meanwhile
+    // (by another client pruning the engine's cache).
+    // (The run's own container: one filling the engine's cache carries
+    // the run's label too.)
+    let mut base = String::new();
+    wait_until("the run's container", Duration::from_secs(120), || {
+        let mut inspect = r.engine.podman();
+        inspect
+            .args(["inspect", "--format", "{{range .Mounts}}{{.Name}} {{end}}"])
+            .arg(format!("ah-{id}"));
+        let mounts = String::from_utf8_lossy(&inspect.output().unwrap().stdout).into_owned();
+        base = mounts
+            .split_whitespace()
+            .find(|name| name.starts_with("ah-base-"))
+            .unwrap_or_default()
+            .to_string();
+        !base.is_empty()
+    });
+    let removed = r
+        .engine
+        .podman()
+        .args(["volume", "rm", &base])
+        .output()
+        .unwrap();
+    assert!(
+        !removed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&removed.stdout)
+    );
     // runuser passes no signal on: Ctrl+C reaches ah itself.
     assert!(crate::support::send_signal(
         ah_under(ah.id()),

@@ -245,9 +245,17 @@ pub(super) struct RemoteMounts<'a> {
     /// lower layer of an overlay `/work` whose changes the container
     /// keeps to itself.
     pub base: &'a str,
+    /// The baseline's volume, named so that the engine refuses to remove
+    /// it while the container is there (mounted read-only at
+    /// [`BASELINE_DIR`]; `/work` is an overlay of its folder, which podman
+    /// does not count as a use).
+    pub base_volume: &'a str,
     /// The engine's volume holding the init and the agent.
     pub tools: &'a str,
 }
+
+/// Where a remote container sees its baseline as it was sent.
+pub(super) const BASELINE_DIR: &str = "/run/ah-baseline";
 
 /// The arguments after `podman` that create and start the container.
 pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
@@ -300,6 +308,10 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
             "--volume={}:{}:O",
             remote.base,
             ah_tools::path::WORK
+        ));
+        push(&format!(
+            "--volume={}:{BASELINE_DIR}:ro",
+            remote.base_volume
         ));
         push(&format!("--volume={}:{SHARED_DIR}:ro", remote.tools));
         args.extend(image_and_init(spec.root, SHARED_INIT_PATH));

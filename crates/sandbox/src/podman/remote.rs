@@ -146,14 +146,21 @@ pub(super) async fn start(
         labels: &labels,
     };
     let traffic = Arc::new(Counters::default());
-    let (tools, base) = tokio::join!(
-        store::tools(&filler, &volumes, &agent, &init),
-        store::base(&filler, &volumes, Arc::clone(&remote.snapshot))
-    );
-    let ((tools, tools_sent), (base, base_sent)) = (tools?, base?);
-    traffic
-        .start
-        .fetch_add(tools_sent + base_sent, Ordering::Relaxed);
+    let fill_both = |volumes: store::Volumes| {
+        let (filler, traffic, agent, init) = (&filler, &traffic, &agent, &init);
+        async move {
+            let (tools, base) = tokio::join!(
+                store::tools(filler, &volumes, agent, init),
+                store::base(filler, &volumes, Arc::clone(&remote.snapshot))
+            );
+            let ((tools, tools_sent), base) = (tools?, base?);
+            traffic
+                .start
+                .fetch_add(tools_sent + base.sent, Ordering::Relaxed);
+            Ok::<_, PodmanError>((tools, base))
+        }
+    };
+    let (mut tools, mut base) = fill_both(volumes).await?;
 
     let container = super::container_name(&opts.run_id);
     // The engine's cgroups cannot be looked into from here: a per-process
@@ -163,40 +170,75 @@ pub(super) async fn start(
         NetworkMode::Full => args::Network::Full("slirp4netns"),
         _ => args::Network::None,
     };
-    let spec = args::RunSpec {
-        name: &container,
-        labels,
-        root: args::Root::Image(&opts.image),
-        runtime: opts.runtime.resolve_remote(),
-        pids_limit: opts.pids_limit,
-        memory: &opts.memory,
-        ulimits,
-        data_limit,
-        work_dir: &opts.work_dir,
-        overlay: None,
-        init: &init,
-        agent: None,
-        rootless: true,
-        user: None,
-        network,
-        env: &opts.env,
-        remote: Some(args::RemoteMounts {
-            base: &base,
-            tools: &tools,
-        }),
-    };
-    super::create(&podman, &spec, &opts.makers).await?;
-    let lane = match Channel::open(&podman, &container, &AGENT).await {
-        Ok(opened) => channel::Lane {
-            channel: Some(opened),
-            opened: 1,
-        },
-        Err(err) => {
+    let mut refilled = false;
+    let lane = loop {
+        let spec = args::RunSpec {
+            name: &container,
+            labels: labels.clone(),
+            root: args::Root::Image(&opts.image),
+            runtime: opts.runtime.resolve_remote(),
+            pids_limit: opts.pids_limit,
+            memory: &opts.memory,
+            ulimits,
+            data_limit,
+            work_dir: &opts.work_dir,
+            overlay: None,
+            init: &init,
+            agent: None,
+            rootless: true,
+            user: None,
+            network: network.clone(),
+            env: &opts.env,
+            remote: Some(args::RemoteMounts {
+                base: &base.folder,
+                base_volume: &base.volume,
+                tools: &tools,
+            }),
+        };
+        let created = super::create(&podman, &spec, &opts.makers).await;
+        // Another client may have pruned the baseline or the tools between
+        // their listing and the container naming them (after which it
+        // cannot): their markers, which pruning removes first, say whether
+        // what is mounted is still what was filled.
+        let named = [base.volume.as_str(), tools.as_str()];
+        let (opened, kept) = match created {
+            Ok(()) => {
+                let (opened, kept) = tokio::join!(
+                    Channel::open(&podman, &container, &AGENT),
+                    store::still_filled(&podman, &named)
+                );
+                (Ok(opened), kept)
+            }
+            Err(err) => (Err(err), store::still_filled(&podman, &named).await),
+        };
+        if !kept? {
             let _ = super::remove_container(&podman, &container).await;
-            return Err(PodmanError::StartFailed {
-                stderr: format!("the command channel did not open: {}", err.reason()),
-                hint: "; run 'ah doctor --engine podman-remote' to see what is wrong".to_string(),
-            });
+            if refilled {
+                return Err(PodmanError::Remote(format!(
+                    "the volumes {} and {tools} were removed twice while this run started \
+                     (another client pruning the engine's cache); run again",
+                    base.volume
+                )));
+            }
+            refilled = true;
+            (tools, base) = fill_both(store::Volumes::list(&podman).await?).await?;
+            continue;
+        }
+        match opened? {
+            Ok(opened) => {
+                break channel::Lane {
+                    channel: Some(opened),
+                    opened: 1,
+                };
+            }
+            Err(err) => {
+                let _ = super::remove_container(&podman, &container).await;
+                return Err(PodmanError::StartFailed {
+                    stderr: format!("the command channel did not open: {}", err.reason()),
+                    hint: "; run 'ah doctor --engine podman-remote' to see what is wrong"
+                        .to_string(),
+                });
+            }
         }
     };
     Ok(PodmanBackend {

@@ -213,6 +213,7 @@ fn a_remote_engines_container_names_nothing_of_this_host() {
     remote.user = None;
     remote.remote = Some(RemoteMounts {
         base: "/home/remote/.local/share/containers/storage/volumes/ah-base-1/_data",
+        base_volume: "ah-base-1",
         tools: "ah-tools-2",
     });
     let args = strings(&run_args(&remote));
@@ -221,6 +222,7 @@ fn a_remote_engines_container_names_nothing_of_this_host() {
         mounts,
         [
             "--volume=/home/remote/.local/share/containers/storage/volumes/ah-base-1/_data:/work:O",
+            "--volume=ah-base-1:/run/ah-baseline:ro",
             "--volume=ah-tools-2:/run/ah:ro",
         ]
     );

@@ -2,11 +2,13 @@
 //! (labelled `ah.cache`): the init and the agent (`ah-tools-KEY`, keyed by
 //! their bytes, mounted read-only at `/run/ah`), and each baseline a run
 //! started from (`ah-base-KEY`, keyed by the baseline's content, the lower
-//! layer of `/work`). A volume is filled once, from a tar stream sent into
-//! a container that only unpacks it, and counts only once an empty marker
-//! volume (`ah-ok-…`) says it was filled whole: a run on a baseline the
-//! engine has already sends nothing. Nothing of this host's file system is
-//! named to the engine.
+//! layer of `/work`). A volume is filled once, from a gzip-compressed tar
+//! stream sent into a container that only unpacks it, and counts only once
+//! an empty marker volume (`ah-ok-…`) says it was filled whole: a run on a
+//! baseline the engine has already sends nothing. The engine keeps the
+//! newest [`KEPT_BASES`] baselines and [`KEPT_TOOLS`] builds of the tools;
+//! one a run's container names stays.
+//! Nothing of this host's file system is named to the engine.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -14,6 +16,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, OnceLock};
 
+use flate2::Compression;
+use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 
 use super::super::{Podman, PodmanError};
@@ -23,9 +27,15 @@ use super::Snapshot;
 pub(crate) const CACHE_LABEL: &str = "ah.cache";
 /// How many baselines an engine keeps (the oldest unused go first).
 const KEPT_BASES: usize = 12;
+/// How many builds of the init and the agent an engine keeps (clients of
+/// other versions may share it).
+const KEPT_TOOLS: usize = 4;
+/// The names of the two kinds of volume.
+const BASE_PREFIX: &str = "ah-base-";
+const TOOLS_PREFIX: &str = "ah-tools-";
 
 /// How many half-second looks a fill gives another ah filling the same
-/// volume before it fills it itself.
+/// volume (while its container is there) before it fills it itself.
 const FILL_WAIT_ROUNDS: u32 = 240;
 
 /// One fill at a time in this process: runs side by side (`ah -N`) on one
@@ -45,7 +55,7 @@ impl Volumes {
                 "volume",
                 "ls",
                 "--format",
-                "{{.Name}}\t{{.Mountpoint}}",
+                "{{.Name}}\t{{.Mountpoint}}\t{{.CreatedAt}}",
                 "--filter",
             ])
             .arg(format!("label={CACHE_LABEL}"))
@@ -62,8 +72,13 @@ impl Volumes {
                 stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
             });
         }
-        Ok(Volumes(
-            String::from_utf8_lossy(&output.stdout)
+        Ok(Volumes::parse(&String::from_utf8_lossy(&output.stdout)))
+    }
+
+    /// Reads `volume ls`'s lines: name, folder, when it was made.
+    fn parse(listing: &str) -> Volumes {
+        Volumes(
+            listing
                 .lines()
                 .filter_map(|line| {
                     let mut fields = line.splitn(3, '\t');
@@ -75,11 +90,29 @@ impl Volumes {
                     ))
                 })
                 .collect(),
-        ))
+        )
+    }
+
+    /// The volumes named `prefix…` to remove so that, with one more, `kept`
+    /// are kept: the oldest first.
+    fn beyond_kept(&self, prefix: &str, kept: usize) -> Vec<&str> {
+        let mut bases: Vec<(&str, &str)> = self
+            .0
+            .iter()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .map(|(name, (_, created))| (created.as_str(), name.as_str()))
+            .collect();
+        let extra = (bases.len() + 1).saturating_sub(kept);
+        bases.sort();
+        bases
+            .into_iter()
+            .take(extra)
+            .map(|(_, name)| name)
+            .collect()
     }
 
     /// The folder of volume `name`, when it was filled whole.
-    fn filled(&self, name: &str) -> Option<&str> {
+    pub(super) fn filled(&self, name: &str) -> Option<&str> {
         self.0
             .contains_key(&marker(name))
             .then(|| self.0.get(name).map(|(folder, _)| folder.as_str()))
@@ -112,7 +145,7 @@ pub(super) async fn tools(
         tools_key(&paths.0, &paths.1)
     })
     .await?;
-    let name = format!("ah-tools-{key}");
+    let name = format!("{TOOLS_PREFIX}{key}");
     if volumes.filled(&name).is_some() {
         return Ok((name, 0));
     }
@@ -122,36 +155,64 @@ pub(super) async fn tools(
         tools_tar(&agent, &init, out)
     })
     .await?;
+    if sent > 0 {
+        prune(filler.podman, volumes, TOOLS_PREFIX, KEPT_TOOLS).await;
+    }
     Ok((name, sent))
 }
 
-/// The folder, on the engine, holding `snapshot`'s baseline (sent when
-/// the engine lacks it); the bytes sent.
+/// A baseline on the engine.
+pub(super) struct Baseline {
+    /// Its volume's name.
+    pub(super) volume: String,
+    /// The volume's folder on the engine's machine.
+    pub(super) folder: String,
+    /// The bytes sent to fill it (0: the engine had it).
+    pub(super) sent: u64,
+}
+
+/// The volume, on the engine, holding `snapshot`'s baseline (sent when the
+/// engine lacks it).
 pub(super) async fn base(
     filler: &Filler<'_>,
     volumes: &Volumes,
     snapshot: Arc<dyn Snapshot>,
-) -> Result<(String, u64), PodmanError> {
+) -> Result<Baseline, PodmanError> {
     let keyed = Arc::clone(&snapshot);
     let key = blocking("take the baseline", move || keyed.key()).await?;
-    let name = format!("ah-base-{key}");
-    if let Some(folder) = volumes.filled(&name) {
-        return Ok((folder.to_string(), 0));
+    let volume = format!("{BASE_PREFIX}{key}");
+    if let Some(folder) = volumes.filled(&volume) {
+        return Ok(Baseline {
+            folder: folder.to_string(),
+            volume,
+            sent: 0,
+        });
     }
     let _filling = FILLING.lock().await;
-    let sent = fill(filler, &name, "base", move |out| snapshot.write(out)).await?;
+    let sent = fill(filler, &volume, "base", move |out| snapshot.write(out)).await?;
     if sent > 0 {
-        prune(filler.podman, volumes).await;
+        prune(filler.podman, volumes, BASE_PREFIX, KEPT_BASES).await;
     }
     let folder = Volumes::list(filler.podman)
         .await?
-        .filled(&name)
+        .filled(&volume)
         .map(str::to_string)
         .ok_or_else(|| PodmanError::Command {
             what: "volume ls",
-            stderr: format!("the baseline's volume {name} is not there after it was filled"),
+            stderr: format!("the baseline's volume {volume} is not there after it was filled"),
         })?;
-    Ok((folder, sent))
+    Ok(Baseline {
+        volume,
+        folder,
+        sent,
+    })
+}
+
+/// Whether volumes `names` are there and filled whole (their markers are
+/// there).
+pub(super) async fn still_filled(podman: &Podman, names: &[&str]) -> Result<bool, PodmanError> {
+    let volumes = Volumes::list(podman).await?;
+    Ok(names.iter().all(|name| volumes.filled(name).is_some()))
 }
 
 /// Makes volume `name` (of `kind`) anew, unpacks into it what `write`
@@ -164,15 +225,15 @@ async fn fill(
 ) -> Result<u64, PodmanError> {
     let podman = filler.podman;
     // Another ah may be filling it now (its marker comes when it is
-    // done): waited for a while. One left half filled by a killed ah is
-    // made again; never with `-f`, which would remove the containers of
-    // the runs using it.
+    // done): waited for while its filling container is there. One left
+    // half filled by a killed ah is made again; never with `-f`, which
+    // would remove the containers of the runs using it.
     for _ in 0..FILL_WAIT_ROUNDS {
         let now = Volumes::list(podman).await?;
         if now.filled(name).is_some() {
             return Ok(0);
         }
-        if !now.0.contains_key(name) {
+        if !now.0.contains_key(name) || !used(podman, name).await? {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -180,6 +241,27 @@ async fn fill(
     let _ = volume(podman, &["rm", name]).await;
     let label = format!("--label={CACHE_LABEL}={kind}");
     volume(podman, &["create", &label, name]).await?;
+    let sent = match unpack(filler, name, write).await {
+        Ok(sent) => sent,
+        Err(err) => {
+            let _ = volume(podman, &["rm", name]).await;
+            return Err(err);
+        }
+    };
+    let label = format!("--label={CACHE_LABEL}=marker");
+    volume(podman, &["create", &label, &marker(name)]).await?;
+    Ok(sent)
+}
+
+/// Unpacks `write`'s tar stream into volume `name` with a container of
+/// the filler's image; the bytes sent. The stream goes gzip-compressed: a
+/// tree of small files is mostly tar's headers and padding.
+async fn unpack(
+    filler: &Filler<'_>,
+    name: &str,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
+) -> Result<u64, PodmanError> {
+    let podman = filler.podman;
     let super::super::Ulimits { nofile, nproc } = filler.ulimits;
     let mut command = podman.std_command();
     command
@@ -210,6 +292,7 @@ async fn fill(
             filler.image,
             "tar",
             "-x",
+            "-z",
             "-p",
             "--no-same-owner",
             "-f",
@@ -220,7 +303,7 @@ async fn fill(
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let sent = blocking("send the files to the remote engine", move || {
+    blocking("send the files to the remote engine", move || {
         let mut child = command.spawn().map_err(|e| format!("podman run: {e}"))?;
         let mut stdin = child
             .stdin
@@ -230,7 +313,12 @@ async fn fill(
             inner: &mut stdin,
             bytes: 0,
         };
-        let written = write(&mut counted);
+        let mut gzip = GzEncoder::new(&mut counted, Compression::fast());
+        let written = write(&mut gzip).and_then(|()| {
+            gzip.finish()
+                .map(drop)
+                .map_err(|e| format!("compressing the files: {e}"))
+        });
         let sent = counted.bytes;
         drop(stdin);
         let mut said = String::new();
@@ -240,40 +328,55 @@ async fn fill(
         let status = child.wait().map_err(|e| format!("podman run: {e}"))?;
         match (status.success(), written) {
             (true, Ok(())) => Ok(sent),
-            (false, _) => Err(format!("unpacking failed: {}", said.trim())),
+            (false, _) => Err(format!(
+                "unpacking failed (the sandbox image needs tar and gzip): {}",
+                said.trim()
+            )),
             (true, Err(why)) => Err(why),
         }
     })
-    .await;
-    let sent = match sent {
-        Ok(sent) => sent,
-        Err(err) => {
-            let _ = volume(podman, &["rm", name]).await;
-            return Err(err);
-        }
-    };
-    let label = format!("--label={CACHE_LABEL}=marker");
-    volume(podman, &["create", &label, &marker(name)]).await?;
-    Ok(sent)
+    .await
 }
 
-/// Removes the oldest baselines beyond [`KEPT_BASES`] (by when `volumes`
-/// says they were made); one a container still uses stays (podman refuses
-/// to remove it).
-async fn prune(podman: &Podman, volumes: &Volumes) {
-    let mut bases: Vec<(&String, &String)> = volumes
-        .0
-        .iter()
-        .filter(|(name, _)| name.starts_with("ah-base-"))
-        .map(|(name, (_, created))| (created, name))
-        .collect();
-    // The one just filled is not listed: it counts too.
-    let extra = (bases.len() + 1).saturating_sub(KEPT_BASES);
-    bases.sort();
-    for (_, name) in bases.into_iter().take(extra) {
-        if volume(podman, &["rm", name]).await.is_ok() {
-            let _ = volume(podman, &["rm", "-f", &marker(name)]).await;
+/// Removes the oldest volumes named `prefix…` beyond `kept` (by when
+/// `volumes` says they were made). The marker goes first: a run that
+/// finds the markers of its volumes after its container was made knows
+/// they were not removed before (see `remote::start`). One a container
+/// uses stays (its containers name it), and gets its marker back.
+async fn prune(podman: &Podman, volumes: &Volumes, prefix: &str, kept: usize) {
+    for name in volumes.beyond_kept(prefix, kept) {
+        // One without a marker was left half filled (or is being filled:
+        // its container keeps it).
+        let whole = volumes.0.contains_key(&marker(name));
+        if whole && volume(podman, &["rm", &marker(name)]).await.is_err() {
+            continue;
         }
+        if volume(podman, &["rm", name]).await.is_err() && whole {
+            let label = format!("--label={CACHE_LABEL}=marker");
+            let _ = volume(podman, &["create", &label, &marker(name)]).await;
+        }
+    }
+}
+
+/// Whether a container (one filling it, or a run's) names volume `name`.
+async fn used(podman: &Podman, name: &str) -> Result<bool, PodmanError> {
+    let output = podman
+        .command()
+        .args(["ps", "-a", "-q", "--filter"])
+        .arg(format!("volume={name}"))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|source| PodmanError::Io {
+            what: "list the remote engine's containers",
+            source,
+        })?;
+    match output.status.success() {
+        true => Ok(!output.stdout.trim_ascii().is_empty()),
+        false => Err(PodmanError::Command {
+            what: "ps",
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        }),
     }
 }
 
@@ -371,5 +474,34 @@ async fn blocking<T: Send + 'static>(
         Ok(Ok(done)) => Ok(done),
         Ok(Err(why)) => Err(PodmanError::Remote(format!("could not {what}: {why}"))),
         Err(err) => Err(PodmanError::Remote(format!("could not {what}: {err}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_baselines_beyond_those_kept_go_first_and_a_marker_says_filled() {
+        let mut listing = String::new();
+        // Made a minute apart, listed in no order; tools and markers are
+        // no baselines.
+        for minute in [7, 2, 11, 0, 5, 9, 1, 12, 3, 10, 4, 8, 6] {
+            listing.push_str(&format!(
+                "ah-base-{minute}\t/v/ah-base-{minute}/_data\t2026-11-27 13:{minute:02}:00.5 +0000 UTC\n"
+            ));
+        }
+        listing.push_str("ah-tools-k\t/v/ah-tools-k/_data\t2026-11-27 12:00:00 +0000 UTC\n");
+        listing
+            .push_str("ah-ok-ah-base-3\t/v/ah-ok-ah-base-3/_data\t2026-11-27 12:00:00 +0000 UTC\n");
+        let volumes = Volumes::parse(&listing);
+        // 13 baselines and the one being filled: 2 beyond the 12 kept.
+        assert_eq!(
+            volumes.beyond_kept(BASE_PREFIX, KEPT_BASES),
+            ["ah-base-0", "ah-base-1"]
+        );
+        assert_eq!(volumes.beyond_kept(TOOLS_PREFIX, KEPT_TOOLS), [""; 0]);
+        assert_eq!(volumes.filled("ah-base-3"), Some("/v/ah-base-3/_data"));
+        assert_eq!(volumes.filled("ah-base-4"), None, "no marker: not whole");
     }
 }

@@ -38,6 +38,11 @@ const TOOLS_PREFIX: &str = "ah-tools-";
 /// volume (while its container is there) before it fills it itself.
 const FILL_WAIT_ROUNDS: u32 = 240;
 
+/// How many looks in a row must find no container using a volume being
+/// filled before it counts as left half filled (its filler made the volume
+/// and has yet to start its container, or is gone).
+const LEFTOVER_ROUNDS: u32 = 10;
+
 /// One fill at a time in this process: runs side by side (`ah -N`) on one
 /// baseline fill its volume once, the others wait and find it filled.
 static FILLING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -49,30 +54,20 @@ pub(super) struct Volumes(HashMap<String, (String, String)>);
 impl Volumes {
     /// Lists the store's volumes.
     pub(super) async fn list(podman: &Podman) -> Result<Volumes, PodmanError> {
-        let output = podman
-            .command()
-            .args([
-                "volume",
-                "ls",
+        let filter = format!("label={CACHE_LABEL}");
+        let listing = answer(
+            podman,
+            "list the remote engine's volumes",
+            "volume ls",
+            &[
                 "--format",
                 "{{.Name}}\t{{.Mountpoint}}\t{{.CreatedAt}}",
                 "--filter",
-            ])
-            .arg(format!("label={CACHE_LABEL}"))
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .map_err(|source| PodmanError::Io {
-                what: "list the remote engine's volumes",
-                source,
-            })?;
-        if !output.status.success() {
-            return Err(PodmanError::Command {
-                what: "volume ls",
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            });
-        }
-        Ok(Volumes::parse(&String::from_utf8_lossy(&output.stdout)))
+                &filter,
+            ],
+        )
+        .await?;
+        Ok(Volumes::parse(&listing))
     }
 
     /// Reads `volume ls`'s lines: name, folder, when it was made.
@@ -228,12 +223,22 @@ async fn fill(
     // done): waited for while its filling container is there. One left
     // half filled by a killed ah is made again; never with `-f`, which
     // would remove the containers of the runs using it.
+    let mut unused = 0;
     for _ in 0..FILL_WAIT_ROUNDS {
         let now = Volumes::list(podman).await?;
         if now.filled(name).is_some() {
             return Ok(0);
         }
-        if !now.0.contains_key(name) || !used(podman, name).await? {
+        if !now.0.contains_key(name) {
+            break;
+        }
+        // A filler makes the volume, then its container: a volume no
+        // container has used for several looks is a gone filler's.
+        unused = match used(podman, name).await? {
+            true => 0,
+            false => unused + 1,
+        };
+        if unused >= LEFTOVER_ROUNDS {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -360,21 +365,37 @@ async fn prune(podman: &Podman, volumes: &Volumes, prefix: &str, kept: usize) {
 
 /// Whether a container (one filling it, or a run's) names volume `name`.
 async fn used(podman: &Podman, name: &str) -> Result<bool, PodmanError> {
+    let filter = format!("volume={name}");
+    let ids = answer(
+        podman,
+        "list the remote engine's containers",
+        "ps",
+        &["-a", "-q", "--filter", &filter],
+    )
+    .await?;
+    Ok(!ids.trim().is_empty())
+}
+
+/// What `podman COMMAND ARGS` (which `what` says in words) printed; its
+/// error when it failed.
+async fn answer(
+    podman: &Podman,
+    what: &'static str,
+    command: &'static str,
+    args: &[&str],
+) -> Result<String, PodmanError> {
     let output = podman
         .command()
-        .args(["ps", "-a", "-q", "--filter"])
-        .arg(format!("volume={name}"))
+        .args(command.split(' '))
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .await
-        .map_err(|source| PodmanError::Io {
-            what: "list the remote engine's containers",
-            source,
-        })?;
+        .map_err(|source| PodmanError::Io { what, source })?;
     match output.status.success() {
-        true => Ok(!output.stdout.trim_ascii().is_empty()),
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
         false => Err(PodmanError::Command {
-            what: "ps",
+            what: command,
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         }),
     }

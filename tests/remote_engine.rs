@@ -418,6 +418,7 @@ fn doctor_checks_the_remote_engine_and_says_how_to_fix_a_broken_connection() {
         "ok   rootless: the remote podman runs rootless",
         "ok   image: localhost/ah-sandbox:latest present on ahremote",
         "ok   start: a confined container starts",
+        "ok   watches: ",
     ] {
         assert!(said.contains(line), "{line}:\n{said}");
     }

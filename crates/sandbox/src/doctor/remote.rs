@@ -120,15 +120,21 @@ pub(super) async fn checks(podman: Podman, engine: &Connection, image: &str) -> 
         }
     };
     if present {
-        checks.push(start_check(&podman, image).await);
+        checks.extend(start_check(&podman, image).await);
     }
     checks.push(git_check());
     checks
 }
 
+/// Below this many inotify watches per user on the engine's machine, a
+/// large project's steps walk `/work` (the agent watches each folder, and
+/// every run of the engine's user counts).
+const FEW_WATCHES: u64 = 65_536;
+
 /// Starts a container with a run's confinement (no network, no
-/// capabilities, read-only root, the remote user kept) running `true`.
-async fn start_check(podman: &Podman, image: &str) -> Check {
+/// capabilities, read-only root, the remote user kept) that says how many
+/// inotify watches the engine's user may hold.
+async fn start_check(podman: &Podman, image: &str) -> Vec<Check> {
     let out = podman
         .command()
         .args([
@@ -142,20 +148,68 @@ async fn start_check(podman: &Podman, image: &str) -> Check {
             "--userns=keep-id",
             "--ulimit=nofile=1024:1024",
             image,
-            "true",
+            "cat",
+            "/proc/sys/fs/inotify/max_user_watches",
         ])
         .stdin(std::process::Stdio::null())
         .output()
         .await;
     match out {
-        Ok(out) if out.status.success() => Check::pass("start", "a confined container starts"),
-        Ok(out) => Check::fail(
+        Ok(out) if out.status.success() => {
+            let watches = String::from_utf8_lossy(&out.stdout).trim().parse::<u64>();
+            vec![
+                Check::pass("start", "a confined container starts"),
+                watches_check(watches.ok()),
+            ]
+        }
+        Ok(out) => vec![Check::fail(
             "start",
             String::from_utf8_lossy(&out.stderr).trim().to_string(),
             "on the remote machine, run 'podman run --rm --userns=keep-id IMAGE true' as the \
              connection's user and fix what it reports (crun on cgroup v1: set runtime = \
              \"runc\" in that user's containers.conf)",
+        )],
+        Err(e) => vec![Check::fail("start", e.to_string(), "reinstall podman")],
+    }
+}
+
+/// Whether the engine's user may hold enough inotify watches (`None`: the
+/// container could not say).
+fn watches_check(watches: Option<u64>) -> Check {
+    let fix = format!(
+        "on the remote machine, raise fs.inotify.max_user_watches to {} or more (sysctl -w \
+         fs.inotify.max_user_watches=524288, and in /etc/sysctl.d to keep it): the agent \
+         watches every folder of /work, and where it cannot, each step walks the whole tree",
+        FEW_WATCHES
+    );
+    match watches {
+        Some(n) if n >= FEW_WATCHES => Check::pass(
+            "watches",
+            format!("{n} inotify watches per user: each step looks only at what it touched"),
         ),
-        Err(e) => Check::fail("start", e.to_string(), "reinstall podman"),
+        Some(n) => Check::fail(
+            "watches",
+            format!("only {n} inotify watches per user: large projects' steps walk /work"),
+            fix,
+        )
+        .warning(),
+        None => Check::fail("watches", "the container could not say", fix).warning(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::Severity;
+
+    #[test]
+    fn few_inotify_watches_are_a_warning_with_the_fix() {
+        let enough = watches_check(Some(192_536));
+        assert!(enough.ok && enough.detail.starts_with("192536 inotify watches"));
+        let few = watches_check(Some(8_192));
+        assert!(!few.ok && few.severity == Severity::Warning);
+        assert!(few.fix.is_some_and(|fix| fix.contains("fs.inotify.max_user_watches")));
+        let unknown = watches_check(None);
+        assert!(!unknown.ok && unknown.severity == Severity::Warning);
     }
 }

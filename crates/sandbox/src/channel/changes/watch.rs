@@ -8,9 +8,9 @@
 //! added (the user's `max_user_watches`), too many paths were noted, a
 //! file's name was made and removed again before the scan (it may have
 //! been a second name of a file changed through it), or inotify is refused
-//! altogether. Events name a file by the folder it was
-//! reached through, so a hard-linked file changed through its other name is
-//! found by the index's record of linked names (in `changes`), not here.
+//! altogether. Events name a file by the folder it was reached through, so
+//! a hard-linked file changed through its other name is found by the
+//! index's record of linked names (in `changes`), not here.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;

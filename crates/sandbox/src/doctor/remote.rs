@@ -208,7 +208,10 @@ mod tests {
         assert!(enough.ok && enough.detail.starts_with("192536 inotify watches"));
         let few = watches_check(Some(8_192));
         assert!(!few.ok && few.severity == Severity::Warning);
-        assert!(few.fix.is_some_and(|fix| fix.contains("fs.inotify.max_user_watches")));
+        assert!(
+            few.fix
+                .is_some_and(|fix| fix.contains("fs.inotify.max_user_watches"))
+        );
         let unknown = watches_check(None);
         assert!(!unknown.ok && unknown.severity == Severity::Warning);
     }

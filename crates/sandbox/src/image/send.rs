@@ -7,7 +7,7 @@
 use std::process::Stdio;
 
 use super::ImageError;
-use crate::podman::{Connection, Podman, PodmanError};
+use crate::podman::{Connection, Podman, PodmanError, rootfs};
 
 /// What [`send_image`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,16 +75,5 @@ pub async fn send_image(image: &str, connection: &Connection) -> Result<Sent, Im
 
 /// The id of `image` in `podman`'s storage, or `None` when it is not there.
 async fn image_id(podman: &Podman, image: &str) -> Result<Option<String>, ImageError> {
-    let output = podman
-        .command()
-        .args(["image", "inspect", "--format", "{{.Id}}", image])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .map_err(|source| ImageError::Io {
-            what: "run podman image inspect",
-            source,
-        })?;
-    let id = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    Ok((output.status.success() && !id.is_empty()).then_some(id))
+    Ok(rootfs::inspect(podman, image).await?.map(|facts| facts.id))
 }

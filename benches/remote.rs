@@ -303,7 +303,7 @@ impl Bench {
         let traffic = traffic["start"].as_u64().zip(traffic["steps"].as_u64());
         // The container's removal goes on after ah exits: not during the
         // next run.
-        common::cleanup_over(project);
+        common::cleanup_over(project, common::CLEANUP_LIMIT);
         Run {
             wall,
             first,

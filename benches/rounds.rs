@@ -299,7 +299,7 @@ fn no_tool_run(ah: &Path, way: Way) -> Duration {
     let out = way.command(ah, &project, &mock).output().expect("run ah");
     let took = started.elapsed();
     check(&out, way.label());
-    common::cleanup_over(&project.path());
+    common::cleanup_over(&project.path(), common::CLEANUP_LIMIT);
     took
 }
 
@@ -360,7 +360,7 @@ fn after_last_answer(ah: &Path, way: Way) -> Duration {
     let out = child.wait_with_output().expect("wait for ah");
     let took = answered.elapsed();
     check(&out, way.label());
-    common::cleanup_over(&project.path());
+    common::cleanup_over(&project.path(), common::CLEANUP_LIMIT);
     took
 }
 

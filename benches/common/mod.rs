@@ -143,11 +143,12 @@ pub(crate) fn spread(times: &mut [Duration]) -> String {
     )
 }
 
-/// Waits (up to a minute) until no process keeps the newest run of the
+/// Waits (up to `limit`) until no process keeps the newest run of the
 /// project at `project` live: its detached cleanup has ended, so that it
-/// does not slow the next run.
+/// does not slow the next run. False when it still is at the limit (true
+/// when there is no run).
 #[allow(dead_code, reason = "the benches without podman runs do not ask")]
-pub(crate) fn cleanup_over(project: &Path) {
+pub(crate) fn cleanup_over(project: &Path, limit: Duration) -> bool {
     let runs = project.join(".ah/runs");
     let Some(run) = std::fs::read_dir(&runs)
         .into_iter()
@@ -155,19 +156,24 @@ pub(crate) fn cleanup_over(project: &Path) {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .max()
     else {
-        return;
+        return true;
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
         let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
             rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
         });
         if !held {
-            return;
+            return true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(10));
     }
+    false
 }
+
+/// How long the benches give a run's detached cleanup before the next.
+#[allow(dead_code, reason = "the benches without podman runs do not ask")]
+pub(crate) const CLEANUP_LIMIT: Duration = Duration::from_secs(60);
 
 /// A part of a bench: its name, and what it measures with what it is given.
 #[allow(dead_code, reason = "only the benches made of named parts ask")]

@@ -270,7 +270,11 @@ impl Runner {
             String::from_utf8_lossy(&out.stderr)
         );
         let exited = Instant::now();
-        cleanup_over(&project);
+        assert!(
+            crate::common::cleanup_over(&project, LIMIT),
+            "{}: the sandbox is not removed after {LIMIT:?}",
+            project.display()
+        );
         Times {
             first,
             end,
@@ -302,31 +306,6 @@ fn project(dir: &Path, user: &str) -> PathBuf {
         .expect("run chown");
     assert!(status.success(), "chown to {user} failed");
     project
-}
-
-/// Waits until no process keeps the newest run of `project` live (its
-/// detached cleanup has ended).
-fn cleanup_over(project: &Path) {
-    let run = std::fs::read_dir(project.join(".ah/runs"))
-        .into_iter()
-        .flatten()
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .max()
-        .expect("a run folder");
-    let deadline = Instant::now() + LIMIT;
-    while Instant::now() < deadline {
-        let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
-            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
-        });
-        if !held {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!(
-        "{}: the sandbox is not removed after {LIMIT:?}",
-        run.display()
-    );
 }
 
 /// `median (min–max)` of `times`, and the median.

@@ -153,10 +153,10 @@ pub(super) async fn start(
                 store::tools(filler, &volumes, agent, init),
                 store::base(filler, &volumes, Arc::clone(&remote.snapshot))
             );
-            let ((tools, tools_sent), base) = (tools?, base?);
+            let (tools, base) = (tools?, base?);
             traffic
                 .start
-                .fetch_add(tools_sent + base.sent, Ordering::Relaxed);
+                .fetch_add(tools.sent + base.sent, Ordering::Relaxed);
             Ok::<_, PodmanError>((tools, base))
         }
     };
@@ -192,7 +192,7 @@ pub(super) async fn start(
             remote: Some(args::RemoteMounts {
                 base: &base.folder,
                 base_volume: &base.volume,
-                tools: &tools,
+                tools: &tools.volume,
             }),
         };
         let created = super::create(&podman, &spec, &opts.makers).await;
@@ -200,7 +200,7 @@ pub(super) async fn start(
         // their listing and the container naming them (after which it
         // cannot): their markers, which pruning removes first, say whether
         // what is mounted is still what was filled.
-        let named = [base.volume.as_str(), tools.as_str()];
+        let named = [base.volume.as_str(), tools.volume.as_str()];
         let (opened, kept) = match created {
             Ok(()) => {
                 let (opened, kept) = tokio::join!(
@@ -215,9 +215,9 @@ pub(super) async fn start(
             let _ = super::remove_container(&podman, &container).await;
             if refilled {
                 return Err(PodmanError::Remote(format!(
-                    "the volumes {} and {tools} were removed twice while this run started \
+                    "the volumes {} and {} were removed twice while this run started \
                      (another client pruning the engine's cache); run again",
-                    base.volume
+                    base.volume, tools.volume
                 )));
             }
             refilled = true;

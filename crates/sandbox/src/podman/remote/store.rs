@@ -6,7 +6,7 @@
 //! stream sent into a container that only unpacks it, and counts only once
 //! an empty marker volume (`ah-ok-…`) says it was filled whole: a run on a
 //! baseline the engine has already sends nothing. The engine keeps the
-//! newest [`KEPT_BASES`] baselines and [`KEPT_TOOLS`] builds of the tools;
+//! newest 12 baselines and 4 builds of the tools ([`BASE`], [`TOOLS`]);
 //! one a run's container names stays.
 //! Nothing of this host's file system is named to the engine.
 
@@ -25,14 +25,30 @@ use super::Snapshot;
 
 /// The label every volume of the store carries.
 pub(crate) const CACHE_LABEL: &str = "ah.cache";
-/// How many baselines an engine keeps (the oldest unused go first).
-const KEPT_BASES: usize = 12;
-/// How many builds of the init and the agent an engine keeps (clients of
-/// other versions may share it).
-const KEPT_TOOLS: usize = 4;
-/// The names of the two kinds of volume.
-const BASE_PREFIX: &str = "ah-base-";
-const TOOLS_PREFIX: &str = "ah-tools-";
+
+/// A kind of volume the store keeps.
+struct Kind {
+    /// What its names begin with (the key follows).
+    prefix: &'static str,
+    /// Its `ah.cache` label.
+    label: &'static str,
+    /// How many an engine keeps (the oldest unused go first).
+    kept: usize,
+}
+
+/// The init and the agent, by their bytes (clients of other versions may
+/// share the engine).
+const TOOLS: Kind = Kind {
+    prefix: "ah-tools-",
+    label: "tools",
+    kept: 4,
+};
+/// A baseline, by its content.
+const BASE: Kind = Kind {
+    prefix: "ah-base-",
+    label: "base",
+    kept: 12,
+};
 
 /// How many half-second looks a fill gives another ah filling the same
 /// volume (while its container is there) before it fills it itself.
@@ -88,16 +104,16 @@ impl Volumes {
         )
     }
 
-    /// The volumes named `prefix…` to remove so that, with one more, `kept`
-    /// are kept: the oldest first.
-    fn beyond_kept(&self, prefix: &str, kept: usize) -> Vec<&str> {
+    /// The volumes of `kind` to remove so that, with one more, as many as
+    /// it keeps are kept: the oldest first.
+    fn beyond_kept(&self, kind: &Kind) -> Vec<&str> {
         let mut bases: Vec<(&str, &str)> = self
             .0
             .iter()
-            .filter(|(name, _)| name.starts_with(prefix))
+            .filter(|(name, _)| name.starts_with(kind.prefix))
             .map(|(name, (_, created))| (created.as_str(), name.as_str()))
             .collect();
-        let extra = (bases.len() + 1).saturating_sub(kept);
+        let extra = (bases.len() + 1).saturating_sub(kind.kept);
         bases.sort();
         bases
             .into_iter()
@@ -126,67 +142,69 @@ pub(super) struct Filler<'a> {
     pub(super) labels: &'a [(&'static str, String)],
 }
 
-/// The volume holding the init and the agent (made when missing); its
-/// name, and the bytes sent when it was made.
+/// A volume of the store on the engine.
+pub(super) struct Cached {
+    /// Its name.
+    pub(super) volume: String,
+    /// Its folder on the engine's machine.
+    pub(super) folder: String,
+    /// The bytes sent to fill it (0: the engine had it).
+    pub(super) sent: u64,
+}
+
+/// The volume holding the init and the agent (made when missing).
 pub(super) async fn tools(
     filler: &Filler<'_>,
     volumes: &Volumes,
     agent: &Path,
     init: &Path,
-) -> Result<(String, u64), PodmanError> {
+) -> Result<Cached, PodmanError> {
     let (agent, init) = (agent.to_path_buf(), init.to_path_buf());
     let paths = (agent.clone(), init.clone());
     let key = blocking("read the agent and the init", move || {
         tools_key(&paths.0, &paths.1)
     })
     .await?;
-    let name = format!("{TOOLS_PREFIX}{key}");
-    if volumes.filled(&name).is_some() {
-        return Ok((name, 0));
-    }
-    // Another run of this process may fill it meanwhile: `fill` looks.
-    let _filling = FILLING.lock().await;
-    let sent = fill(filler, &name, "tools", move |out| {
+    cached(filler, volumes, &TOOLS, &key, move |out| {
         tools_tar(&agent, &init, out)
     })
-    .await?;
-    if sent > 0 {
-        prune(filler.podman, volumes, TOOLS_PREFIX, KEPT_TOOLS).await;
-    }
-    Ok((name, sent))
+    .await
 }
 
-/// A baseline on the engine.
-pub(super) struct Baseline {
-    /// Its volume's name.
-    pub(super) volume: String,
-    /// The volume's folder on the engine's machine.
-    pub(super) folder: String,
-    /// The bytes sent to fill it (0: the engine had it).
-    pub(super) sent: u64,
-}
-
-/// The volume, on the engine, holding `snapshot`'s baseline (sent when the
-/// engine lacks it).
+/// The volume holding `snapshot`'s baseline (sent when the engine lacks
+/// it).
 pub(super) async fn base(
     filler: &Filler<'_>,
     volumes: &Volumes,
     snapshot: Arc<dyn Snapshot>,
-) -> Result<Baseline, PodmanError> {
+) -> Result<Cached, PodmanError> {
     let keyed = Arc::clone(&snapshot);
     let key = blocking("take the baseline", move || keyed.key()).await?;
-    let volume = format!("{BASE_PREFIX}{key}");
+    cached(filler, volumes, &BASE, &key, move |out| snapshot.write(out)).await
+}
+
+/// The volume of `kind` and `key`, filled with what `write` writes when
+/// `volumes` lacks it (the oldest of its kind pruned then).
+async fn cached(
+    filler: &Filler<'_>,
+    volumes: &Volumes,
+    kind: &Kind,
+    key: &str,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
+) -> Result<Cached, PodmanError> {
+    let volume = format!("{}{key}", kind.prefix);
     if let Some(folder) = volumes.filled(&volume) {
-        return Ok(Baseline {
+        return Ok(Cached {
             folder: folder.to_string(),
             volume,
             sent: 0,
         });
     }
+    // Another run of this process may fill it meanwhile: `fill` looks.
     let _filling = FILLING.lock().await;
-    let sent = fill(filler, &volume, "base", move |out| snapshot.write(out)).await?;
+    let sent = fill(filler, &volume, kind.label, write).await?;
     if sent > 0 {
-        prune(filler.podman, volumes, BASE_PREFIX, KEPT_BASES).await;
+        prune(filler.podman, volumes, kind).await;
     }
     let folder = Volumes::list(filler.podman)
         .await?
@@ -194,9 +212,9 @@ pub(super) async fn base(
         .map(str::to_string)
         .ok_or_else(|| PodmanError::Command {
             what: "volume ls",
-            stderr: format!("the baseline's volume {volume} is not there after it was filled"),
+            stderr: format!("the volume {volume} is not there after it was filled"),
         })?;
-    Ok(Baseline {
+    Ok(Cached {
         volume,
         folder,
         sent,
@@ -343,13 +361,13 @@ async fn unpack(
     .await
 }
 
-/// Removes the oldest volumes named `prefix…` beyond `kept` (by when
+/// Removes the oldest volumes of `kind` beyond those it keeps (by when
 /// `volumes` says they were made). The marker goes first: a run that
 /// finds the markers of its volumes after its container was made knows
 /// they were not removed before (see `remote::start`). One a container
 /// uses stays (its containers name it), and gets its marker back.
-async fn prune(podman: &Podman, volumes: &Volumes, prefix: &str, kept: usize) {
-    for name in volumes.beyond_kept(prefix, kept) {
+async fn prune(podman: &Podman, volumes: &Volumes, kind: &Kind) {
+    for name in volumes.beyond_kept(kind) {
         // One without a marker was left half filled (or is being filled:
         // its container keeps it).
         let whole = volumes.0.contains_key(&marker(name));
@@ -517,11 +535,8 @@ mod tests {
             .push_str("ah-ok-ah-base-3\t/v/ah-ok-ah-base-3/_data\t2026-11-27 12:00:00 +0000 UTC\n");
         let volumes = Volumes::parse(&listing);
         // 13 baselines and the one being filled: 2 beyond the 12 kept.
-        assert_eq!(
-            volumes.beyond_kept(BASE_PREFIX, KEPT_BASES),
-            ["ah-base-0", "ah-base-1"]
-        );
-        assert_eq!(volumes.beyond_kept(TOOLS_PREFIX, KEPT_TOOLS), [""; 0]);
+        assert_eq!(volumes.beyond_kept(&BASE), ["ah-base-0", "ah-base-1"]);
+        assert_eq!(volumes.beyond_kept(&TOOLS), [""; 0]);
         assert_eq!(volumes.filled("ah-base-3"), Some("/v/ah-base-3/_data"));
         assert_eq!(volumes.filled("ah-base-4"), None, "no marker: not whole");
     }

@@ -27,7 +27,8 @@ use tokio::sync::Mutex;
 use super::channel::{self, AgentAt, Bounds, Channel};
 pub use super::program::Connection;
 use super::{
-    PodmanBackend, PodmanError, PodmanOptions, args, find_init, image_exists, side_by_side, stale,
+    Makers, Podman, PodmanBackend, PodmanError, PodmanOptions, args, find_init, image_exists,
+    side_by_side, stale,
 };
 use crate::egress::NetworkMode;
 use crate::none::NoneBackend;
@@ -195,51 +196,22 @@ pub(super) async fn start(
                 tools: &tools.volume,
             }),
         };
-        let created = super::create(&podman, &spec, &opts.makers).await;
-        // Another client may have pruned the baseline or the tools between
-        // their listing and the container naming them (after which it
-        // cannot): their markers, which pruning removes first, say whether
-        // what is mounted is still what was filled.
         let named = [base.volume.as_str(), tools.volume.as_str()];
-        let (opened, kept) = match created {
-            Ok(()) => {
-                let (opened, kept) = tokio::join!(
-                    Channel::open(&podman, &container, &AGENT),
-                    store::still_filled(&podman, &named)
-                );
-                (Ok(opened), kept)
-            }
-            Err(err) => (Err(err), store::still_filled(&podman, &named).await),
-        };
-        if !kept? {
-            let _ = super::remove_container(&podman, &container).await;
-            if refilled {
-                return Err(PodmanError::Remote(format!(
-                    "the volumes {} and {} were removed twice while this run started \
-                     (another client pruning the engine's cache); run again",
-                    base.volume, tools.volume
-                )));
-            }
-            refilled = true;
-            (tools, base) = fill_both(store::Volumes::list(&podman).await?).await?;
-            continue;
+        if let Some(channel) = create_checked(&podman, &spec, &opts.makers, &named).await? {
+            break channel::Lane {
+                channel: Some(channel),
+                opened: 1,
+            };
         }
-        match opened? {
-            Ok(opened) => {
-                break channel::Lane {
-                    channel: Some(opened),
-                    opened: 1,
-                };
-            }
-            Err(err) => {
-                let _ = super::remove_container(&podman, &container).await;
-                return Err(PodmanError::StartFailed {
-                    stderr: format!("the command channel did not open: {}", err.reason()),
-                    hint: "; run 'ah doctor --engine podman-remote' to see what is wrong"
-                        .to_string(),
-                });
-            }
+        if refilled {
+            return Err(PodmanError::Remote(format!(
+                "the volumes {} and {} were removed twice while this run started (another \
+                 client pruning the engine's cache); run again",
+                base.volume, tools.volume
+            )));
         }
+        refilled = true;
+        (tools, base) = fill_both(store::Volumes::list(&podman).await?).await?;
     };
     Ok(PodmanBackend {
         podman,
@@ -271,6 +243,43 @@ pub(super) async fn start(
             traffic,
         }),
     })
+}
+
+/// Makes the run's container from `spec` and opens its channel; `None`
+/// (the container removed) when another client pruned the volumes it
+/// mounts (`named`) between their listing and the container naming them
+/// (after which it cannot): their markers, which pruning removes first,
+/// say whether what is mounted is still what was filled.
+async fn create_checked(
+    podman: &Podman,
+    spec: &args::RunSpec<'_>,
+    makers: &Makers,
+    named: &[&str],
+) -> Result<Option<Channel>, PodmanError> {
+    let (opened, kept) = match super::create(podman, spec, makers).await {
+        Ok(()) => {
+            let (opened, kept) = tokio::join!(
+                Channel::open(podman, spec.name, &AGENT),
+                store::still_filled(podman, named)
+            );
+            (Ok(opened), kept)
+        }
+        Err(err) => (Err(err), store::still_filled(podman, named).await),
+    };
+    if !kept? {
+        let _ = super::remove_container(podman, spec.name).await;
+        return Ok(None);
+    }
+    match opened? {
+        Ok(channel) => Ok(Some(channel)),
+        Err(err) => {
+            let _ = super::remove_container(podman, spec.name).await;
+            Err(PodmanError::StartFailed {
+                stderr: format!("the command channel did not open: {}", err.reason()),
+                hint: "; run 'ah doctor --engine podman-remote' to see what is wrong".to_string(),
+            })
+        }
+    }
 }
 
 impl Remote {

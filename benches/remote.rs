@@ -399,6 +399,15 @@ fn median(times: &[Duration]) -> Duration {
     times[times.len() / 2]
 }
 
+/// Prints `title`, then a row of `min / median / max` for each labelled
+/// series of times.
+fn print_rows<const N: usize>(title: &str, rows: [(&str, &mut Vec<Duration>); N]) {
+    println!("{title}");
+    for (label, times) in rows {
+        println!("    {label:<26} {}", common::spread(times));
+    }
+}
+
 /// `min / median / max` of `ratios`, with `target`.
 fn ratio_spread(ratios: &mut [f64], target: &str) -> String {
     ratios.sort_by(f64::total_cmp);
@@ -574,43 +583,28 @@ fn large(bench: &Bench) {
         "{LARGE}-file project, one step appending a line to one file ({LARGE_REPEATS} new \
          baselines, each: a local run, then two remote runs):"
     );
-    println!("  launch → first command");
-    println!(
-        "    local                      {}",
-        common::spread(&mut local_first)
+    print_rows(
+        "  launch → first command",
+        [
+            ("local", &mut local_first),
+            ("remote, baseline not there", &mut remote_first),
+            ("remote, baseline there", &mut remote_second),
+        ],
     );
-    println!(
-        "    remote, baseline not there {}",
-        common::spread(&mut remote_first)
+    print_rows(
+        "  whole run",
+        [
+            ("local", &mut local_wall),
+            ("remote, baseline not there", &mut first_wall),
+            ("remote, baseline there", &mut second_wall),
+        ],
     );
-    println!(
-        "    remote, baseline there     {}",
-        common::spread(&mut remote_second)
-    );
-    println!("  whole run");
-    println!(
-        "    local                      {}",
-        common::spread(&mut local_wall)
-    );
-    println!(
-        "    remote, baseline not there {}",
-        common::spread(&mut first_wall)
-    );
-    println!(
-        "    remote, baseline there     {}",
-        common::spread(&mut second_wall)
-    );
-    println!(
-        "  per round, median gap between two model requests after the first step \
-         (runs of {LARGE_ROUNDS} rounds)"
-    );
-    println!(
-        "    local                      {}",
-        common::spread(&mut local_gaps)
-    );
-    println!(
-        "    remote                     {}",
-        common::spread(&mut remote_gaps)
+    print_rows(
+        &format!(
+            "  per round, median gap between two model requests after the first step (runs \
+             of {LARGE_ROUNDS} rounds)"
+        ),
+        [("local", &mut local_gaps), ("remote", &mut remote_gaps)],
     );
     println!(
         "    remote / local             {}",

@@ -208,7 +208,6 @@ pub(crate) fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     found
 }
 
-/// Runs git in `dir` and returns stdout; panics with stderr on failure.
 /// A git project of `files` at `project`, committed, that `user` owns.
 pub(crate) fn project_of(
     user: &crate::support::podman::TestUser,
@@ -227,6 +226,7 @@ pub(crate) fn project_of(
     user.chown(project);
 }
 
+/// Runs git in `dir` and returns stdout; panics with stderr on failure.
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .current_dir(dir)

@@ -243,7 +243,7 @@ impl Index {
     fn look(&mut self, noted: Noted) -> io::Result<Option<Found>> {
         let mut found = Found::new();
         for (path, made) in noted {
-            self.look_at(path, made, &mut found)?;
+            self.look_at(path, made.any, &mut found)?;
             if self.entries.len() + found.len() > MAX_ENTRIES {
                 // The walk says so.
                 return Ok(None);

@@ -12,7 +12,7 @@
 //! a hard-linked file changed through its other name is found by the
 //! index's record of linked names (in `changes`), not here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -23,8 +23,18 @@ use std::rc::Rc;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
-/// The paths events named, each with whether something was made there.
-pub(super) type Noted = BTreeMap<Vec<u8>, bool>;
+/// The paths events named, each with what was made there.
+pub(super) type Noted = BTreeMap<Vec<u8>, Made>;
+
+/// What events say was made at a path since the last scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Made {
+    /// Something was created or moved in there (a folder there is then
+    /// new, whatever its inode's number).
+    pub(super) any: bool,
+    /// A file (or link) was.
+    file: bool,
+}
 
 /// The most paths noted between two scans; past it the next scan walks.
 const MAX_NOTED: usize = 100_000;
@@ -51,13 +61,8 @@ pub(super) struct Watch {
     root: PathBuf,
     /// Each watch's folder, relative to the tree's root (empty: the root).
     folders: HashMap<i32, Vec<u8>>,
-    /// The paths events named since the last [`Watch::take`], each with
-    /// whether something was made there (created or moved in: a folder
-    /// there is then new, whatever its inode's number).
+    /// The paths events named since the last [`Watch::take`].
     noted: Noted,
-    /// The names a file (or link) was made at since the last
-    /// [`Watch::take`].
-    made_files: HashSet<Vec<u8>>,
     /// Whether something was missed since the last [`Watch::take`].
     lost: bool,
 }
@@ -72,7 +77,6 @@ impl Watch {
             root: root.to_path_buf(),
             folders: HashMap::new(),
             noted: Noted::new(),
-            made_files: HashSet::new(),
             lost: false,
         })
     }
@@ -155,24 +159,22 @@ impl Watch {
         path.extend_from_slice(name.to_bytes());
         let made = flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO);
         let file = !flags.contains(ReadFlags::ISDIR);
-        if made && file {
-            self.made_files.insert(path.clone());
+        if made && !file {
+            made_folders.push(path.clone());
         }
+        let mark = self.noted.entry(path).or_default();
         // A name made and removed again may have been a second name of a
         // file, through which that file changed (as git writes an object:
         // a temporary, a link to it, the temporary removed): only a walk
         // finds which.
-        if flags.contains(ReadFlags::DELETE) && file && self.made_files.contains(&path) {
+        if flags.contains(ReadFlags::DELETE) && file && mark.file {
             self.lost = true;
         }
-        if made && !file {
-            made_folders.push(path.clone());
-        }
-        *self.noted.entry(path).or_default() |= made;
-        if self.noted.len() > MAX_NOTED || self.made_files.len() > MAX_NOTED {
+        mark.any |= made;
+        mark.file |= made && file;
+        if self.noted.len() > MAX_NOTED {
             self.lost = true;
             self.noted.clear();
-            self.made_files.clear();
         }
     }
 
@@ -181,7 +183,6 @@ impl Watch {
     pub(super) fn take(&mut self) -> Option<Noted> {
         self.drain();
         let noted = std::mem::take(&mut self.noted);
-        self.made_files.clear();
         match std::mem::take(&mut self.lost) {
             true => None,
             false => Some(noted),

@@ -6,10 +6,14 @@
 //!   same bench run, alternately (target: 4 attempts ≤ 1.3× one);
 //! - with `-N 8 -j 8`: ah's own peak resident size (`VmHWM`, read while it
 //!   runs; podman's processes are not ah's) and when the last of the 8
-//!   attempts ran its first command, after the launch (targets: ≤ 150 MiB,
-//!   ≤ 1.5 s).
+//!   attempts ran its first command, after ah was started (targets:
+//!   ≤ 150 MiB, ≤ 1.5 s).
 //!
-//! Run with `cargo bench --bench attempts`. `AH_BENCH_BIN=/path/to/ah`
+//! Each run starts once the detached cleanups of the one before have
+//! ended (they would otherwise take CPU from its start).
+//!
+//! Run with `cargo bench --bench attempts`, or one part:
+//! `cargo bench --bench attempts -- eight`. `AH_BENCH_BIN=/path/to/ah`
 //! measures another build.
 
 // The workspace denies unwrap and expect outside tests; a bench is a test
@@ -45,8 +49,17 @@ fn main() {
         println!("attempts bench: skipped: {why}");
         return;
     }
-    side_by_side(&ah);
-    eight(&ah);
+    let parts: [common::Part<Path>; 2] = [("side_by_side", side_by_side), ("eight", eight)];
+    common::run_parts(&parts, &ah);
+}
+
+/// What one run of ah gave: its wall time, ah's peak resident size, when
+/// ah was started, and the project it ran in.
+struct Ran {
+    wall: Duration,
+    peak: u64,
+    launched: Duration,
+    project: Project,
 }
 
 /// An answer after `ANSWER`: its first event at once, the rest then.
@@ -76,11 +89,14 @@ fn script(attempts: usize, first: &str) -> Vec<Turn> {
     turns
 }
 
-/// A whole run of `ah ARGS` with `attempts` attempts' answers; its wall
-/// time, ah's peak resident size, and the project it ran in.
-fn run(ah: &Path, attempts: usize, first: &str, args: &[&str]) -> (Duration, u64, Project) {
+/// A whole run of `ah ARGS` with `attempts` attempts' answers, once its
+/// detached cleanups have ended.
+fn run(ah: &Path, attempts: usize, first: &str, args: &[&str]) -> Ran {
     let project = Project::new();
     let mock = MockServer::start(script(attempts, first));
+    let launched = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("the clock is past 1970");
     let started = Instant::now();
     let mut child = project
         .command(ah, &mock.url())
@@ -110,7 +126,17 @@ fn run(ah: &Path, attempts: usize, first: &str, args: &[&str]) -> (Duration, u64
         "ah {args:?} failed ({status}):\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    (elapsed, peak, project)
+    assert!(
+        common::cleanup_over(&project.path(), common::CLEANUP_LIMIT),
+        "the runs' cleanups did not end within {:?}",
+        common::CLEANUP_LIMIT
+    );
+    Ran {
+        wall: elapsed,
+        peak,
+        launched,
+        project,
+    }
 }
 
 /// `VmHWM` of a `/proc/PID/status`, in bytes.
@@ -126,8 +152,8 @@ fn side_by_side(ah: &Path) {
     run(ah, 4, "true", &["-N", "4", "-j", "4"]);
     let (mut one, mut four, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPEATS {
-        let single = run(ah, 1, "true", &[]).0;
-        let attempts = run(ah, 4, "true", &["-N", "4", "-j", "4"]).0;
+        let single = run(ah, 1, "true", &[]).wall;
+        let attempts = run(ah, 4, "true", &["-N", "4", "-j", "4"]).wall;
         one.push(single);
         four.push(attempts);
         ratio.push(attempts.as_secs_f64() / single.as_secs_f64());
@@ -145,19 +171,18 @@ fn side_by_side(ah: &Path) {
 }
 
 fn eight(ah: &Path) {
+    // One warms the caches.
+    run(ah, 8, "true", &["-N", "8", "-j", "8"]);
     let (mut peaks, mut lasts, mut walls) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..REPEATS {
-        let launched = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("the clock is past 1970");
         // Each attempt's first command writes when it ran into its patch.
-        let (wall, peak, project) = run(ah, 8, "date +%s%N > first", &["-N", "8", "-j", "8"]);
-        let firsts = first_commands(&project);
+        let ran = run(ah, 8, "date +%s%N > first", &["-N", "8", "-j", "8"]);
+        let firsts = first_commands(&ran.project);
         assert_eq!(firsts.len(), 8, "every attempt ran its first command");
         let last = firsts.into_iter().max().expect("eight times");
-        lasts.push(last.saturating_sub(launched));
-        peaks.push(peak);
-        walls.push(wall);
+        lasts.push(last.saturating_sub(ran.launched));
+        peaks.push(ran.peak);
+        walls.push(ran.wall);
     }
     peaks.sort();
     println!("-N 8 -j 8, podman ({REPEATS} runs):");

@@ -143,27 +143,25 @@ pub(crate) fn spread(times: &mut [Duration]) -> String {
     )
 }
 
-/// Waits (up to `limit`) until no process keeps the newest run of the
-/// project at `project` live: its detached cleanup has ended, so that it
-/// does not slow the next run. False when it still is at the limit (true
-/// when there is no run).
+/// Waits (up to `limit`) until no process keeps any run of the project at
+/// `project` live: their detached cleanups have ended, so that they do not
+/// slow the next run. False when one still is at the limit (true when
+/// there is no run).
 #[allow(dead_code, reason = "the benches without podman runs do not ask")]
 pub(crate) fn cleanup_over(project: &Path, limit: Duration) -> bool {
-    let runs = project.join(".ah/runs");
-    let Some(run) = std::fs::read_dir(&runs)
+    let runs: Vec<PathBuf> = std::fs::read_dir(project.join(".ah/runs"))
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .max()
-    else {
-        return true;
+        .collect();
+    let held = |run: &PathBuf| {
+        std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
+        })
     };
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        let held = std::fs::File::open(run.join("live.lock")).is_ok_and(|file| {
-            rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockShared).is_err()
-        });
-        if !held {
+        if !runs.iter().any(held) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));

@@ -225,6 +225,9 @@ pub(super) struct RunSpec<'a> {
     /// The execute-only copy of `ah` for the command channel's agent, where
     /// there is one.
     pub agent: Option<&'a Path>,
+    /// Where podman writes the host pid of the container's init as it
+    /// starts it (this host's engine only).
+    pub pidfile: Option<&'a Path>,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,
     /// Rootful podman: run as this uid:gid (the work dir's owner).
@@ -233,8 +236,8 @@ pub(super) struct RunSpec<'a> {
     /// The whole environment (see `env::container_env`).
     pub env: &'a [(String, String)],
     /// On a remote engine: `/work` and the init come from that engine's
-    /// volumes, and nothing of this host is mounted (`work_dir`,
-    /// `overlay`, `init` and `agent` are not used).
+    /// volumes, and nothing of this host is mounted or written (`work_dir`,
+    /// `overlay`, `init`, `agent` and `pidfile` are not used).
     pub remote: Option<RemoteMounts<'a>>,
 }
 
@@ -327,6 +330,11 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
         }
         None => ":rw".into(),
     };
+    if let Some(pidfile) = spec.pidfile {
+        let mut arg = OsString::from("--pidfile=");
+        arg.push(pidfile.as_os_str());
+        args.push(arg);
+    }
     args.push(volume(spec.work_dir, ah_tools::path::WORK, &work_mode));
     args.push(volume(spec.init, INIT_PATH, ":ro"));
     if let Some(agent) = spec.agent {

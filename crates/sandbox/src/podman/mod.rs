@@ -302,6 +302,13 @@ pub struct PodmanBackend {
     removed_stale: Vec<String>,
 }
 
+/// The host pid of the container's init, from the file podman wrote as it
+/// started the container (`None`: podman wrote none, or not a pid).
+fn init_pid_written(pidfile: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(pidfile).ok()?;
+    text.trim().parse().ok().filter(|pid| *pid != 0)
+}
+
 /// Finds the podman executable.
 pub fn find_podman() -> Result<PathBuf, PodmanError> {
     find_tool("podman").ok_or(PodmanError::NotFound)
@@ -412,6 +419,9 @@ impl PodmanBackend {
         let owner = stale::Owner::current();
         let mut labels = vec![(stale::RUN_LABEL, opts.run_id.clone())];
         labels.extend(owner.labels());
+        // The init's host pid, from podman as it starts the container: no
+        // `podman inspect` after it (~100 ms of CPU per start).
+        let pidfile = podman.dir().join("init.pid");
         let spec = args::RunSpec {
             name: &container,
             labels,
@@ -431,6 +441,7 @@ impl PodmanBackend {
             overlay: opts.overlay.as_ref(),
             init: init.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),
+            pidfile: Some(&pidfile),
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
@@ -444,25 +455,23 @@ impl PodmanBackend {
             let _ = remove_container(&podman, &container).await;
             return Err(err);
         }
-        // The init's facts and the channel's agent, side by side.
-        let wants_channel = agent.is_some();
-        let opening = async {
-            match wants_channel {
-                true => Some(channel::Channel::open(&podman, &container, &LOCAL_AGENT).await),
-                false => None,
-            }
-        };
-        let (inspected, opened) = tokio::join!(oom::inspect(&podman, &container), opening);
-        let oom = inspected.and_then(oom::OomCounter::find);
-        let observed = inspected.map(|(_, pid)| Observed::of_process(pid));
+        let pid = init_pid_written(&pidfile);
+        let observed = pid.map(Observed::of_process);
+        let oom = pid
+            .zip(observed.as_ref())
+            .and_then(|(pid, seen)| oom::OomCounter::find(&opts.memory, pid, seen));
         // The way into an overlay's /work, through the init just found: the
         // first step asks podman for nothing more (see `work_root`).
-        let merged = match (&opts.overlay, inspected) {
-            (Some(_), Some((_, pid))) => i32::try_from(pid)
+        let merged = match (&opts.overlay, pid) {
+            (Some(_), Some(pid)) => i32::try_from(pid)
                 .ok()
                 .and_then(rustix::process::Pid::from_raw)
                 .and_then(|pid| crate::merged::Merged::open(pid, Path::new("/work")).ok()),
             _ => None,
+        };
+        let opened = match agent.is_some() {
+            true => Some(channel::Channel::open(&podman, &container, &LOCAL_AGENT).await),
+            false => None,
         };
         let mut lane = channel::Lane::default();
         match opened {

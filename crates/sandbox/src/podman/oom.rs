@@ -7,13 +7,14 @@
 //! found from the cgroup of the container's PID 1 (`/proc/PID/cgroup`).
 //!
 //! Where podman ignores `--memory` (rootless podman on cgroup v1, or on v2
-//! without the memory controller delegated: `HostConfig.Memory` is 0) the
-//! container has no memory cgroup of its own and no limit to hit; nothing
-//! is watched then (`ah doctor` says the limits are not enforced).
+//! without the memory controller delegated) the init's memory cgroup is
+//! not the container's and holds no limit within the one asked; nothing is
+//! watched then (`ah doctor` says the limits are not enforced). The rule is
+//! the one [`crate::limits::check`] tells a limit held by a cgroup with.
 
 use std::path::{Path, PathBuf};
 
-use super::Podman;
+use crate::limits::{Observed, memory_bytes};
 
 /// The kill counter of one container's memory cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,12 +25,13 @@ pub(super) struct OomCounter {
 }
 
 impl OomCounter {
-    /// The counter of the container [`inspect`] found, or `None` when it
-    /// has no memory limit or its cgroup cannot be read.
-    pub(super) fn find((memory, pid): (u64, u32)) -> Option<OomCounter> {
-        if memory == 0 {
-            return None;
-        }
+    /// The counter of the memory cgroup of the container's init `pid`,
+    /// which was `seen` with the limits it got; `None` when that cgroup
+    /// holds no limit within `asked` (podman's `--memory`) or cannot be
+    /// read.
+    pub(super) fn find(asked: &str, pid: u32, seen: &Observed) -> Option<OomCounter> {
+        let asked = memory_bytes(asked)?;
+        seen.cgroup_memory.filter(|limit| *limit <= asked)?;
         let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
         let counter = OomCounter {
             file: counter_file(&cgroups, Path::new("/sys/fs/cgroup"))?,
@@ -42,31 +44,6 @@ impl OomCounter {
     pub(super) fn kills(&self) -> Option<u64> {
         parse_kills(&std::fs::read_to_string(&self.file).ok()?)
     }
-}
-
-/// The memory limit podman gave `container` (0: none) and the host pid of
-/// its init; `None` when podman cannot say.
-pub(super) async fn inspect(podman: &Podman, container: &str) -> Option<(u64, u32)> {
-    let output = podman
-        .command()
-        .args([
-            "inspect",
-            "--format",
-            "{{.HostConfig.Memory}} {{.State.Pid}}",
-            container,
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .ok()?;
-    if !output.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    let mut fields = text.split_whitespace();
-    let memory: u64 = fields.next()?.parse().ok()?;
-    let pid: u32 = fields.next()?.parse().ok()?;
-    (pid != 0).then_some((memory, pid))
 }
 
 /// Whether the OOM killer fired between two readings of the counter. A

@@ -186,6 +186,7 @@ pub(super) async fn start(
             overlay: None,
             init: &init,
             agent: None,
+            pidfile: None,
             rootless: true,
             user: None,
             network: network.clone(),

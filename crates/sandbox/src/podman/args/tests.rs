@@ -19,6 +19,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
         overlay: None,
         init: Path::new("/usr/bin/catatonit"),
         agent: Some(Path::new("/tmp/ah-agent-x/ah")),
+        pidfile: Some(Path::new("/tmp/ah-podman-x/init.pid")),
         rootless: false,
         user: Some((0, 0)),
         network: Network::None,
@@ -52,6 +53,7 @@ fn run_args_make_a_closed_sandbox() {
         "--user=0:0",
         "--volume=/usr/bin/catatonit:/run/ah-init:ro",
         "--volume=/tmp/ah-agent-x/ah:/run/ah-agent:ro",
+        "--pidfile=/tmp/ah-podman-x/init.pid",
     ] {
         assert!(
             args.contains(&flag.to_string()),
@@ -229,7 +231,7 @@ fn a_remote_engines_container_names_nothing_of_this_host() {
     assert!(
         !args
             .iter()
-            .any(|a| a.contains("/home/me") || a.contains("catatonit"))
+            .any(|a| a.contains("/home/me") || a.contains("catatonit") || a.contains("pidfile"))
     );
     assert_eq!(
         args[args.len() - 3..],

@@ -400,21 +400,16 @@ async fn a_restarted_sandbox_gets_its_proxy_back() {
         }
     };
     assert_eq!(run(fetch.clone()).await, "reached-again");
-    // The init stops on SIGINT: the container is restarted, in a new
-    // network namespace, and /tmp is empty again.
-    let _ = run("setsid sleep 1014 & kill -INT 1".to_string()).await;
-    // The init dies a moment after the command that signalled it returned:
-    // a command in between may run in the dying container and be killed
-    // (the backend then restarts it). Wait until a command runs in the new
-    // container, with its empty /tmp.
-    let mut fresh = false;
-    for _ in 0..20 {
-        if run("test -e /tmp/before || echo -n new".to_string()).await == "new" {
-            fresh = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // Stopped from outside (no command can stop its init): the next
+    // command restarts the container, in a new network namespace, and /tmp
+    // is empty again.
+    let podman = ah_sandbox::podman::find_podman().unwrap_or_else(|e| panic!("{e}"));
+    let killed = Command::new(&podman)
+        .args(["kill", backend.container()])
+        .output()
+        .unwrap_or_else(|e| panic!("podman kill: {e}"));
+    assert!(killed.status.success(), "{killed:?}");
+    let fresh = run("test -e /tmp/before || echo -n new".to_string()).await == "new";
     assert!(fresh, "the container was never restarted");
     assert_eq!(run(fetch.clone()).await, "reached-again");
     let decisions = backend.take_egress();

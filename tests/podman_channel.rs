@@ -263,3 +263,20 @@ fn the_agent_refuses_to_run_outside_the_sandbox() {
     assert!(stderr.contains("refused to start"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn the_init_refuses_to_run_but_as_pid_1() {
+    // It would start an agent and reap forever: on a host it must not.
+    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_ah")))
+        .arg(ah_sandbox::channel::init::COMMAND)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("ah: {e}"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused to start") && stderr.contains("PID 1"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty());
+}

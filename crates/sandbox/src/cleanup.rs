@@ -123,22 +123,61 @@ impl Remains {
         }
     }
 
+    /// Waits until every maker has ended, or every container exists: a
+    /// made container goes with `podman rm -f` whatever its maker still
+    /// does (podman's lock on it orders the two), and the `podman run -i`
+    /// of a start with its agent runs as long as its container does.
+    async fn wait_for_makers(&self) -> Result<(), String> {
+        if self.makers.is_empty() {
+            return Ok(());
+        }
+        let podman = self.podman().ok();
+        let waited = tokio::time::timeout(MAKER_LIMIT, async {
+            for round in 0u32.. {
+                if !self.makers.iter().any(Owner::is_alive) {
+                    return;
+                }
+                // A podman command every fifth round: ~100 ms of CPU each.
+                if round % 5 == 4
+                    && let Some(podman) = &podman
+                    && self.all_exist(podman).await
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        let alive: Vec<String> = self
+            .makers
+            .iter()
+            .filter(|maker| maker.is_alive())
+            .map(|maker| maker.pid.to_string())
+            .collect();
+        match waited {
+            Ok(()) => Ok(()),
+            Err(_) => Err(format!(
+                "podman (pid {}) was still making the sandbox after {} s",
+                alive.join(", "),
+                MAKER_LIMIT.as_secs()
+            )),
+        }
+    }
+
+    /// Whether every container of these remains exists.
+    async fn all_exist(&self, podman: &Podman) -> bool {
+        for name in &self.containers {
+            if !podman::container_exists(podman, name).await {
+                return false;
+            }
+        }
+        true
+    }
+
     async fn remove_unbounded(&self) -> Result<(), Vec<String>> {
         let mut failed = Vec::new();
-        for maker in &self.makers {
-            let waited = tokio::time::timeout(MAKER_LIMIT, async {
-                while maker.is_alive() {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            })
-            .await;
-            if waited.is_err() {
-                failed.push(format!(
-                    "podman (pid {}) was still making the sandbox after {} s",
-                    maker.pid,
-                    MAKER_LIMIT.as_secs()
-                ));
-            }
+        if let Err(err) = self.wait_for_makers().await {
+            failed.push(err);
         }
         if !self.containers.is_empty() {
             match self.podman() {

@@ -1,7 +1,9 @@
 //! The hidden subcommands ah runs for itself: inside its own sandbox, `ah
 //! __egress-listen SOCKET PORT` hands the egress proxy's listening port to
-//! the host (see `ah_sandbox::egress::handoff`), and `ah __sandbox-agent`
-//! is the command channel's agent (see `ah_sandbox::channel::agent`); on
+//! the host (see `ah_sandbox::egress::handoff`), `ah __sandbox-agent`
+//! is the command channel's agent (see `ah_sandbox::channel::agent`) and
+//! `ah __sandbox-init` the local container's PID 1 that starts it (see
+//! `ah_sandbox::channel::init`); on
 //! the host, `ah __sandbox-cleanup` removes a finished run's sandbox after
 //! ah has exited (see `ah_sandbox::cleanup`). They
 //! are not commands of ah's interface (no help, no completion), so the
@@ -11,7 +13,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use ah_record::rundir::sweep;
-use ah_sandbox::channel::agent;
+use ah_sandbox::channel::{agent, init};
 use ah_sandbox::cleanup;
 use ah_sandbox::egress::handoff::{LISTEN_COMMAND, hand_over};
 
@@ -40,6 +42,15 @@ pub fn helper(args: impl Iterator<Item = OsString>) -> Option<Helped> {
         return Some(match cleanup::Job::from_args(&args[1..]) {
             Ok(job) => Helped::Exit(job.run(sweep::leftovers)),
             Err(usage) => Helped::Usage(usage),
+        });
+    }
+    if args.first()? == init::COMMAND {
+        return Some(match args.len() {
+            1 => Helped::Exit(init::main()),
+            _ => Helped::Usage(format!(
+                "ah {} (the init of ah's sandbox, run by podman)",
+                init::COMMAND
+            )),
         });
     }
     if args.first()? == agent::COMMAND {

@@ -15,8 +15,9 @@ use std::io::{self, Read};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The protocol version the agent announces in [`Frame::Ready`] (2: the
-/// changes of `/work` travel too, for a sandbox on another machine).
-pub const VERSION: u32 = 2;
+/// changes of `/work` travel too, for a sandbox on another machine; 3: the
+/// init that started the agent says when it ended, [`Frame::Gone`]).
+pub const VERSION: u32 = 3;
 /// The largest payload the host accepts from the sandbox.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The largest payload the agent accepts from the host: a command line
@@ -38,6 +39,7 @@ const STDERR: u8 = 0x12;
 const EXIT: u8 = 0x13;
 const ENTRY: u8 = 0x14;
 const DONE: u8 = 0x15;
+const GONE: u8 = 0x16;
 
 /// One message on the channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +78,9 @@ pub enum Frame {
     /// Agent → host: the end of a scan or of the puts: how many entries, or
     /// why it could not do them.
     Done { entries: u32, error: Option<String> },
+    /// Init → host, last on the channel: the agent the init started on
+    /// it ended, with this status (`clean` is false); nothing more comes.
+    Gone(Exit),
 }
 
 /// One path of `/work` as the changes carry it.
@@ -212,6 +217,7 @@ impl Frame {
             Frame::Stdout(bytes) => (STDOUT, bytes.into()),
             Frame::Stderr(bytes) => (STDERR, bytes.into()),
             Frame::Exit(exit) => (EXIT, exit.encode().to_vec().into()),
+            Frame::Gone(exit) => (GONE, exit.encode().to_vec().into()),
             Frame::Scan => (SCAN, Vec::new().into()),
             Frame::Put(entry) => (PUT, entry.encode().into()),
             Frame::Data(bytes) => (DATA, bytes.into()),
@@ -281,6 +287,7 @@ fn check_header(header: [u8; HEADER], max: usize) -> Result<(u8, usize), FrameEr
             | EXIT
             | ENTRY
             | DONE
+            | GONE
     ) {
         return Err(FrameError::UnknownType(kind));
     }
@@ -312,6 +319,7 @@ fn decode(kind: u8, payload: Vec<u8>) -> Result<Frame, FrameError> {
         STDOUT => Frame::Stdout(payload),
         STDERR => Frame::Stderr(payload),
         EXIT => Frame::Exit(Exit::decode(&payload)?),
+        GONE => Frame::Gone(Exit::decode(&payload)?),
         SCAN if payload.is_empty() => Frame::Scan,
         SCAN => return Err(FrameError::Malformed("scan")),
         PUT => Frame::Put(Entry::decode(&payload)?),

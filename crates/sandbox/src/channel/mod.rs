@@ -9,4 +9,5 @@
 pub mod agent;
 mod changes;
 pub mod frame;
+pub mod init;
 mod sweep;

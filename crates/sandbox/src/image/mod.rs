@@ -265,10 +265,11 @@ pub struct BuildReport {
     pub duration: Duration,
 }
 
-/// Whether `image` is in local podman storage.
+/// Whether `image` is in local podman storage; what podman said of it is
+/// kept for the sandboxes started in the next moments.
 pub async fn image_exists(image: &str) -> Result<bool, ImageError> {
     let podman = podman::Podman::find()?;
-    Ok(podman::image_exists(&podman, image).await?)
+    Ok(podman::image_known(&podman, image).await?)
 }
 
 /// Builds the image, reporting its phases and output as it goes.

@@ -228,6 +228,11 @@ pub(super) struct RunSpec<'a> {
     /// Where podman writes the host pid of the container's init as it
     /// starts it (this host's engine only).
     pub pidfile: Option<&'a Path>,
+    /// The init is ah's (`init` is then ah's execute-only copy): it starts
+    /// the agent on the container's stdin and stdout, which `podman run
+    /// -i` connects to its caller. Else catatonit pauses (`podman run -d`)
+    /// and agents come with `podman exec`. This host's engine only.
+    pub attached: bool,
     /// Rootless podman: map the caller to the same uid inside.
     pub rootless: bool,
     /// Rootful podman: run as this uid:gid (the work dir's owner).
@@ -264,9 +269,16 @@ pub(super) const BASELINE_DIR: &str = "/run/ah-baseline";
 pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
     let mut push = |arg: &str| args.push(OsString::from(arg));
+    push("run");
+    match spec.attached && spec.remote.is_none() {
+        // Signals to the caller's podman stay there (the init takes none),
+        // and the channel's bytes go into no log.
+        true => ["-i", "--sig-proxy=false", "--log-driver=none"]
+            .into_iter()
+            .for_each(&mut push),
+        false => push("-d"),
+    }
     for arg in [
-        "run",
-        "-d",
         "--pull=never",
         "--cap-drop=all",
         "--security-opt=no-new-privileges",
@@ -317,7 +329,7 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
             remote.base_volume
         ));
         push(&format!("--volume={}:{SHARED_DIR}:ro", remote.tools));
-        args.extend(image_and_init(spec.root, SHARED_INIT_PATH));
+        args.extend(image_and_init(spec.root, SHARED_INIT_PATH, false));
         return args;
     }
     let work_mode = match spec.overlay {
@@ -344,13 +356,13 @@ pub(super) fn run_args(spec: &RunSpec) -> Vec<OsString> {
         args.push(volume(socket_dir, EGRESS_DIR, ":ro"));
         args.push(volume(ah, AH_BIN, ":ro"));
     }
-    args.extend(image_and_init(spec.root, INIT_PATH));
+    args.extend(image_and_init(spec.root, INIT_PATH, spec.attached));
     args
 }
 
-/// The root file system and the init (in pause mode) at `init`: the end
-/// of the command line.
-fn image_and_init(root: Root<'_>, init: &str) -> Vec<OsString> {
+/// The root file system and the init at `init`, ah's (`ah_init`) or
+/// catatonit in pause mode: the end of the command line.
+fn image_and_init(root: Root<'_>, init: &str, ah_init: bool) -> Vec<OsString> {
     let mut args = Vec::new();
     match root {
         Root::Image(image) => args.push(image.into()),
@@ -362,7 +374,10 @@ fn image_and_init(root: Root<'_>, init: &str) -> Vec<OsString> {
         }
     }
     args.push(init.into());
-    args.push("-P".into());
+    args.push(match ah_init {
+        true => crate::channel::init::COMMAND.into(),
+        false => "-P".into(),
+    });
     args
 }
 

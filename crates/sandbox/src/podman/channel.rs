@@ -13,6 +13,7 @@
 mod run;
 mod sync;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -22,16 +23,19 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::Podman;
 use super::exec;
+use super::{Makers, Podman};
 use crate::channel::agent;
-use crate::channel::frame::{Frame, FrameError, MAX_FRAME, VERSION, read_frame_async};
+use crate::channel::frame::{Frame, FrameError, MAX_FRAME, Status, VERSION, read_frame_async};
 
 pub(super) use run::run;
 pub(crate) use sync::{Bounds, Sink};
 
 /// How long the agent may take to say it is ready.
 const OPEN_LIMIT: Duration = Duration::from_secs(15);
+/// How long a container started with its agent may take to make and to
+/// say it is ready (podman makes eight at once in about a second here).
+const START_LIMIT: Duration = Duration::from_secs(60);
 /// The grace a timed-out or dropped command gets between TERM and KILL.
 const GRACE: Duration = Duration::from_secs(2);
 /// How long the agent may take, beyond the grace, to report the end of a
@@ -63,6 +67,20 @@ pub(super) struct Channel {
     frames: mpsc::Receiver<Result<Frame, FrameError>>,
     /// The first [`STDERR_CAP`] bytes podman (or the agent) wrote to stderr.
     stderr: Option<tokio::task::JoinHandle<Vec<u8>>>,
+    /// Kill the podman process when the channel is dropped (an exec's is
+    /// killed anyway; a `podman run` only once it made the container).
+    kill_when_dropped: bool,
+    /// The exit code the agent ended with, as its init said
+    /// ([`Frame::Gone`]).
+    gone: Option<i32>,
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        if self.kill_when_dropped {
+            let _ = self.child.start_kill();
+        }
+    }
 }
 
 /// Where the agent is in the container, and how it is started.
@@ -114,7 +132,7 @@ impl Channel {
         agent: &AgentAt,
     ) -> Result<Channel, OpenError> {
         let unavailable = |what: String| OpenError::Unavailable(what);
-        let mut child = podman
+        let child = podman
             .command()
             .args(["exec", "-i", "--workdir=/work", container, agent.path])
             .arg(agent::COMMAND)
@@ -125,29 +143,7 @@ impl Channel {
             .kill_on_drop(true)
             .spawn()
             .map_err(|err| unavailable(format!("podman exec could not run ({err})")))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            return Err(unavailable("podman exec started without pipes".to_string()));
-        };
-        let (tx, frames) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut stdout = BufReader::with_capacity(MAX_FRAME + 64, stdout);
-            loop {
-                let frame = read_frame_async(&mut stdout, MAX_FRAME).await;
-                let end = frame.is_err();
-                if tx.send(frame).await.is_err() || end {
-                    return;
-                }
-            }
-        });
-        let stderr = tokio::spawn(keep_head(stderr));
-        let mut channel = Channel {
-            child,
-            stdin,
-            frames,
-            stderr: Some(stderr),
-        };
+        let mut channel = Channel::with_pipes(child).map_err(unavailable)?;
         let said = tokio::time::timeout(OPEN_LIMIT, channel.frames.recv()).await;
         match said {
             Ok(Some(Ok(Frame::Ready { version: VERSION }))) => return Ok(channel),
@@ -179,6 +175,71 @@ impl Channel {
         ))
     }
 
+    /// Starts a container with `podman` and `args` (a `podman run -i`
+    /// whose init starts the agent on the container's stdin and stdout,
+    /// see `crate::channel::init`) and waits for the agent to be ready.
+    /// `makers` hears of the `podman run`, which is not killed when the
+    /// start is dropped (killed while it makes the container, podman could
+    /// leave its locks held): an abandoned start's cleanup waits for it or
+    /// for the container to exist. `None` when the agent did not say it is
+    /// ready; the container may have been made all the same.
+    pub(super) async fn attach(
+        podman: &Podman,
+        args: Vec<OsString>,
+        makers: &Makers,
+    ) -> Option<Channel> {
+        let child = podman
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        if let Some(pid) = child.id() {
+            makers.add(pid);
+        }
+        let mut channel = Channel::with_pipes(child).ok()?;
+        let said = tokio::time::timeout(START_LIMIT, channel.frames.recv()).await;
+        if let Ok(Some(Ok(Frame::Ready { version: VERSION }))) = said {
+            // Made and answering: from now on podman only relays.
+            channel.kill_when_dropped = true;
+            return Some(channel);
+        }
+        channel.end().await;
+        None
+    }
+
+    /// The channel over `child`'s pipes: its stdout read into frames by a
+    /// task of its own, the head of its stderr kept by another.
+    fn with_pipes(mut child: Child) -> Result<Channel, String> {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("podman started without pipes".to_string());
+        };
+        let (tx, frames) = mpsc::channel(16);
+        tokio::spawn(async move {
+            let mut stdout = BufReader::with_capacity(MAX_FRAME + 64, stdout);
+            loop {
+                let frame = read_frame_async(&mut stdout, MAX_FRAME).await;
+                let end = frame.is_err();
+                if tx.send(frame).await.is_err() || end {
+                    return;
+                }
+            }
+        });
+        let stderr = tokio::spawn(keep_head(stderr));
+        Ok(Channel {
+            child,
+            stdin,
+            frames,
+            stderr: Some(stderr),
+            kill_when_dropped: false,
+            gone: None,
+        })
+    }
+
     /// Whether the agent is there and idle: its `podman exec` runs and it
     /// answers a ping. Checked before each command, so that a container
     /// stopped from outside is found before a command is sent (and the
@@ -208,6 +269,14 @@ impl Channel {
             Err(_) => Next::Timeout,
             Ok(None) => Next::Broken("it closed".to_string()),
             Ok(Some(Err(err))) => Next::Broken(err.to_string()),
+            Ok(Some(Ok(Frame::Gone(exit)))) => {
+                let (code, how) = match exit.status {
+                    Status::Code(code) => (code, format!("exit code {code}")),
+                    Status::Signal(signal) => (128 + signal, format!("signal {signal}")),
+                };
+                self.gone = Some(code);
+                Next::Broken(format!("the agent ended ({how})"))
+            }
             Ok(Some(Ok(frame))) => Next::Frame(frame),
         }
     }
@@ -230,8 +299,14 @@ impl Channel {
     }
 
     /// Ends the agent's `podman exec` (waiting a moment for it to exit on
-    /// its own); its exit code.
+    /// its own); its exit code. A container's `podman run`, which relays
+    /// while the container runs, is killed at once; the code is the one
+    /// the init said the agent ended with.
     async fn end(&mut self) -> Option<i32> {
+        if self.kill_when_dropped {
+            let _ = self.child.start_kill();
+            return self.gone;
+        }
         let waited = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
         if let Ok(Ok(status)) = waited {
             return status.code();

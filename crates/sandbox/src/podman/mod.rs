@@ -17,6 +17,7 @@ mod commands;
 mod env;
 mod exec;
 mod init;
+mod make;
 mod network;
 mod oom;
 mod program;
@@ -54,6 +55,7 @@ pub use program::{Connection, Podman};
 pub fn can_mount(path: &Path) -> bool {
     mountable(path).is_ok()
 }
+pub(crate) use stale::container_exists;
 pub use stale::{Owner, RUN_LABEL};
 
 /// The image runs use unless told otherwise.
@@ -314,6 +316,13 @@ pub fn find_podman() -> Result<PathBuf, PodmanError> {
     find_tool("podman").ok_or(PodmanError::NotFound)
 }
 
+/// Whether `image` is in local storage, from the facts the starts of the
+/// next moments share (see `side_by_side`): a run's check costs its starts
+/// no second look.
+pub async fn image_known(podman: &Podman, image: &str) -> Result<bool, PodmanError> {
+    Ok(side_by_side::image_facts(podman, image).await?.is_some())
+}
+
 /// Whether `image` is in local storage.
 pub async fn image_exists(podman: &Podman, image: &str) -> Result<bool, PodmanError> {
     let status = podman
@@ -363,29 +372,27 @@ impl PodmanBackend {
                 mountable(dir)?;
             }
         }
-        let init = init::ExecOnly::copy(
-            &find_init().ok_or(PodmanError::InitMissing)?,
-            "ah-init",
-            &opts.makers,
-        )
-        .map_err(|source| PodmanError::Io {
-            what: "make the execute-only copy of the init",
-            source,
-        })?;
         let mut notes = Vec::new();
         let agent = channel::agent_executable(opts.ah_executable.as_deref()).and_then(|exe| {
             init::ExecOnly::copy(&exe, "ah-agent", &opts.makers)
                 .map_err(|err| format!("{} could not be copied ({err})", exe.display()))
         });
         let agent = agent.map_err(|why| notes.push(without_channel(&why))).ok();
-        // Side by side: each podman command costs ~100 ms rootless (and
-        // once for the starts of a moment in this process).
-        let (removed_stale, image) = tokio::join!(
-            side_by_side::sweep_once(&podman),
-            side_by_side::image_facts(&podman, &opts.image)
-        );
-        let removed_stale = removed_stale?;
+        // Without an agent, catatonit pauses as the init (see `make`).
+        let paused = match agent {
+            Some(_) => None,
+            None => Some(make::copy_init(&opts.makers)?),
+        };
+        // The sweep of crashed runs' containers goes on while this one is
+        // made (it removes none of a live process): each podman command
+        // costs ~100 ms, and the image's facts were most often found by
+        // the run's check already.
+        let sweeping = tokio::spawn({
+            let podman = podman.clone();
+            async move { side_by_side::sweep_once(&podman).await }
+        });
         let is_rootless = rootless();
+        let image = side_by_side::image_facts(&podman, &opts.image).await;
         let image = image?.ok_or_else(|| PodmanError::ImageMissing {
             image: opts.image.clone(),
         })?;
@@ -422,6 +429,10 @@ impl PodmanBackend {
         // The init's host pid, from podman as it starts the container: no
         // `podman inspect` after it (~100 ms of CPU per start).
         let pidfile = podman.dir().join("init.pid");
+        let init_copy = agent
+            .as_ref()
+            .or(paused.as_ref())
+            .ok_or(PodmanError::InitMissing)?;
         let spec = args::RunSpec {
             name: &container,
             labels,
@@ -439,16 +450,30 @@ impl PodmanBackend {
                 .map(|bytes| bytes.min(args::data_hard())),
             work_dir: &opts.work_dir,
             overlay: opts.overlay.as_ref(),
-            init: init.path(),
+            init: init_copy.path(),
             agent: agent.as_ref().map(init::ExecOnly::path),
             pidfile: Some(&pidfile),
+            attached: agent.is_some(),
             rootless: is_rootless,
             user: (!is_rootless).then(|| (work_meta.uid(), work_meta.gid())),
             network,
             env: &opts.env,
             remote: None,
         };
-        create(&podman, &spec, &opts.makers).await?;
+        let made = make::make(&podman, &spec, &opts.makers).await?;
+        let swept = sweeping.await.unwrap_or_else(|join| {
+            Err(PodmanError::Io {
+                what: "remove the containers of crashed runs",
+                source: std::io::Error::other(join),
+            })
+        });
+        let removed_stale = match swept {
+            Ok(removed) => removed,
+            Err(err) => {
+                let _ = remove_container(&podman, &container).await;
+                return Err(err);
+            }
+        };
         if let Some(egress) = &egress
             && let Err(err) = egress.connect(&podman, &container).await
         {
@@ -469,12 +494,8 @@ impl PodmanBackend {
                 .and_then(|pid| crate::merged::Merged::open(pid, Path::new("/work")).ok()),
             _ => None,
         };
-        let opened = match agent.is_some() {
-            true => Some(channel::Channel::open(&podman, &container, &LOCAL_AGENT).await),
-            false => None,
-        };
         let mut lane = channel::Lane::default();
-        match opened {
+        match made.opened {
             Some(Ok(opened)) => {
                 lane.channel = Some(opened);
                 lane.opened = 1;
@@ -497,7 +518,7 @@ impl PodmanBackend {
             observed,
             overlay: opts.overlay.clone(),
             merged: Mutex::new(merged),
-            _init: Some(init),
+            _init: made.init.or(paused),
             _agent: agent,
             agent: LOCAL_AGENT,
             remote: None,

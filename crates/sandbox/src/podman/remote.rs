@@ -187,6 +187,7 @@ pub(super) async fn start(
             init: &init,
             agent: None,
             pidfile: None,
+            attached: false,
             rootless: true,
             user: None,
             network: network.clone(),

@@ -4,8 +4,9 @@
 //! other's. The sweep of containers that crashed runs left is done by the
 //! first start of the process only (every run's detached cleanup sweeps
 //! again as it ends). The facts of an image come from one `podman image
-//! inspect` for the starts that ask within [`SHARED_FOR`] of the first
-//! (a rebuilt image is seen by the starts after that).
+//! inspect` for the run's check that the image is there and the starts
+//! that ask within [`SHARED_FOR`] of the first (a rebuilt image is seen by
+//! the starts after that).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +30,7 @@ static FACTS: Mutex<Option<Asked>> = Mutex::new(None);
 struct Asked {
     image: String,
     at: Instant,
-    facts: Arc<OnceCell<Option<ImageFacts>>>,
+    facts: Arc<OnceCell<ImageFacts>>,
 }
 
 /// Removes the containers crashed runs left, at the first start of the
@@ -41,9 +42,10 @@ pub(super) async fn sweep_once(podman: &Podman) -> Result<Vec<String>, PodmanErr
     stale::cleanup_stale(podman).await
 }
 
-/// The facts of `image`: those another start found within [`SHARED_FOR`],
-/// or found now (and shared). A failure is not shared: the next start asks
-/// again.
+/// The facts of `image` (`None`: podman has no such image): those another
+/// start found within [`SHARED_FOR`], or found now (and shared). A missing
+/// image and a failure are not shared: the next start asks again (the
+/// missing image may have been built in between).
 pub(super) async fn image_facts(
     podman: &Podman,
     image: &str,
@@ -63,7 +65,18 @@ pub(super) async fn image_facts(
             }
         }
     };
-    cell.get_or_try_init(|| rootfs::inspect(podman, image))
-        .await
-        .cloned()
+    let found = cell
+        .get_or_try_init(|| async {
+            match rootfs::inspect(podman, image).await {
+                Ok(Some(facts)) => Ok(facts),
+                Ok(None) => Err(None),
+                Err(err) => Err(Some(err)),
+            }
+        })
+        .await;
+    match found {
+        Ok(facts) => Ok(Some(facts.clone())),
+        Err(None) => Ok(None),
+        Err(Some(err)) => Err(err),
+    }
 }

@@ -189,8 +189,9 @@ pub(super) async fn cleanup_stale(podman: &Podman) -> Result<Vec<String>, Podman
     Ok(removed)
 }
 
-/// Whether a container named `name` exists (`podman container exists`).
-async fn container_exists(podman: &Podman, name: &str) -> bool {
+/// Whether a container named `name` exists (`podman container exists`;
+/// true too when podman cannot say).
+pub(crate) async fn container_exists(podman: &Podman, name: &str) -> bool {
     podman
         .command()
         .args(["container", "exists", name])

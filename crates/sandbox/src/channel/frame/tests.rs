@@ -17,6 +17,10 @@ fn every_frame() -> Vec<Frame> {
             status: Status::Signal(9),
             clean: false,
         }),
+        Frame::Gone(Exit {
+            status: Status::Signal(9),
+            clean: false,
+        }),
     ]
 }
 

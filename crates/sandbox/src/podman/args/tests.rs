@@ -20,6 +20,7 @@ fn spec(work: &Path) -> RunSpec<'_> {
         init: Path::new("/usr/bin/catatonit"),
         agent: Some(Path::new("/tmp/ah-agent-x/ah")),
         pidfile: Some(Path::new("/tmp/ah-podman-x/init.pid")),
+        attached: false,
         rootless: false,
         user: Some((0, 0)),
         network: Network::None,

@@ -1,5 +1,6 @@
-//! The agent: `ah __sandbox-agent`, started once per container with
-//! `podman exec -i` from an execute-only copy of ah, answers the host's
+//! The agent: `ah __sandbox-agent`, started once per container by ah's
+//! init (a local container: see `init`) or with `podman exec -i`, from an
+//! execute-only copy of ah, answers the host's
 //! frames on stdin with frames on stdout. For each [`Frame::Run`] it makes
 //! sure nothing else is alive, runs `bash -c COMMAND` in `/work` in a new
 //! process group (stdin `/dev/null`, stdout and stderr piped and forwarded

@@ -1,6 +1,8 @@
 //! The host side of the command channel (`crate::channel`): one agent per
-//! container, started with `podman exec -i` and kept for the run, runs each
-//! command at the cost of a fork instead of a `podman exec`.
+//! container, started by the local container's init on the stdio of the
+//! `podman run -i` that made it ([`Channel::attach`]), else with `podman
+//! exec -i` ([`Channel::open`]), and kept for the run, runs each command at
+//! the cost of a fork instead of a `podman exec`.
 //!
 //! Everything the agent sends is hostile: frames are bounded in size
 //! (`frame::MAX_FRAME`) and every wait is bounded in time. When the

@@ -4,8 +4,9 @@
 //! falls back on is here too. A background job, a `setsid` or
 //! `nohup` process, a double fork: any of them could keep changing `/work`
 //! while the host commits the step and checks it against the policy. So when
-//! a command ends, every process in the container but its init (PID 1,
-//! catatonit in pause mode, which starts nothing) is killed:
+//! a command ends, every process in the container but its init (PID 1:
+//! catatonit in pause mode, which starts nothing, or ah's init, which
+//! starts only the agent) is killed:
 //!
 //! - normally by the wrapper the command runs under, right after the command
 //!   exits and before the wrapper itself exits, so no extra `podman exec` is

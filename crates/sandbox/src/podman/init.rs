@@ -1,5 +1,6 @@
-//! The container's init (catatonit, PID 1) and the command channel's agent
-//! (`ah __sandbox-agent`) run from execute-only copies.
+//! The container's init (PID 1: ah's own, `ah __sandbox-init`, from the
+//! agent's copy, else catatonit) and the command channel's agent (`ah
+//! __sandbox-agent`) run from execute-only copies.
 //!
 //! Every process in the container runs as the same user as PID 1, and the
 //! kernel lets a same-user process without `CAP_SYS_PTRACE` ptrace another

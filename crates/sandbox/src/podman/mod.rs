@@ -4,7 +4,8 @@
 //! built from nothing); commands enter it through one long-lived agent
 //! (`channel`), else one `podman exec` each (`exec`), and nothing a command
 //! starts outlives it. See `args` for the flags, `env` for the environment,
-//! `init` for the execute-only copies of the init and the agent, `commands`,
+//! `init` for the execute-only copies of the init and the agent, `make` for
+//! the start that opens the channel with the container, `commands`,
 //! `channel` and `exec` for running a command and ending everything it
 //! started, `oom` for telling a command that the memory limit was hit,
 //! `network` for the egress proxy's side, `stale` for cleaning up after

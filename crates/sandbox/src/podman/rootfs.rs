@@ -81,7 +81,9 @@ pub async fn inspect(podman: &Podman, image: &str) -> Result<Option<ImageFacts>,
         })?;
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
     if !output.status.success() {
-        return if stderr.contains("image not known") || stderr.contains("no such") {
+        // A name podman cannot even read names no image it has.
+        let missing = ["image not known", "no such", "invalid reference format"];
+        return if missing.iter().any(|said| stderr.contains(said)) {
             Ok(None)
         } else {
             Err(PodmanError::Command {

@@ -148,20 +148,19 @@ impl Remains {
             }
         })
         .await;
-        let alive: Vec<String> = self
-            .makers
-            .iter()
-            .filter(|maker| maker.is_alive())
-            .map(|maker| maker.pid.to_string())
-            .collect();
-        match waited {
-            Ok(()) => Ok(()),
-            Err(_) => Err(format!(
+        waited.map_err(|_| {
+            let alive: Vec<String> = self
+                .makers
+                .iter()
+                .filter(|maker| maker.is_alive())
+                .map(|maker| maker.pid.to_string())
+                .collect();
+            format!(
                 "podman (pid {}) was still making the sandbox after {} s",
                 alive.join(", "),
                 MAKER_LIMIT.as_secs()
-            )),
-        }
+            )
+        })
     }
 
     /// Whether every container of these remains exists.

@@ -69,9 +69,12 @@ pub(super) struct Channel {
     frames: mpsc::Receiver<Result<Frame, FrameError>>,
     /// The first [`STDERR_CAP`] bytes podman (or the agent) wrote to stderr.
     stderr: Option<tokio::task::JoinHandle<Vec<u8>>>,
-    /// Kill the podman process when the channel is dropped (an exec's is
-    /// killed anyway; a `podman run` only once it made the container).
-    kill_when_dropped: bool,
+    /// The podman process is the `podman run` that made the container and,
+    /// the agent having answered, only relays: it never ends by itself
+    /// while the container runs, so it is killed when the channel ends or
+    /// is dropped (never before: see [`Channel::attach`]). An exec's is
+    /// killed on drop by tokio.
+    relays: bool,
     /// The exit code the agent ended with, as its init said
     /// ([`Frame::Gone`]).
     gone: Option<i32>,
@@ -79,7 +82,7 @@ pub(super) struct Channel {
 
 impl Drop for Channel {
     fn drop(&mut self) {
-        if self.kill_when_dropped {
+        if self.relays {
             let _ = self.child.start_kill();
         }
     }
@@ -205,7 +208,7 @@ impl Channel {
         let said = tokio::time::timeout(START_LIMIT, channel.frames.recv()).await;
         if let Ok(Some(Ok(Frame::Ready { version: VERSION }))) = said {
             // Made and answering: from now on podman only relays.
-            channel.kill_when_dropped = true;
+            channel.relays = true;
             return Some(channel);
         }
         channel.end().await;
@@ -237,7 +240,7 @@ impl Channel {
             stdin,
             frames,
             stderr: Some(stderr),
-            kill_when_dropped: false,
+            relays: false,
             gone: None,
         })
     }
@@ -305,7 +308,7 @@ impl Channel {
     /// while the container runs, is killed at once; the code is the one
     /// the init said the agent ended with.
     async fn end(&mut self) -> Option<i32> {
-        if self.kill_when_dropped {
+        if self.relays {
             let _ = self.child.start_kill();
             return self.gone;
         }

@@ -551,3 +551,50 @@ fn attempts_side_by_side_on_a_new_baseline_send_it_once() {
         "one attempt sent the baseline, the other found it: {starts:?}"
     );
 }
+
+#[test]
+fn two_ah_processes_on_a_new_baseline_fill_it_once() {
+    let unique = format!("{:?}\n", std::time::SystemTime::now());
+    let files = [("a.txt", "a\n"), ("unique.txt", unique.as_str())];
+    let (Some(first), Some(second)) = (Remote::new(&files), Remote::new(&files)) else {
+        return;
+    };
+    // A first run brings this ah's agent to the engine; then both
+    // projects' files change alike, to a baseline the engine lacks.
+    let mock = MockServer::start(vec![Turn::reply(Reply::new().text("ok"))]);
+    let out = first.ah(&mock, &["--review", "never", "warm up"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    for r in [&first, &second] {
+        std::fs::write(r.project.join("unique.txt"), format!("{unique}again\n")).unwrap();
+    }
+    let started: Vec<_> = [&first, &second]
+        .into_iter()
+        .map(|r| {
+            let mock = MockServer::start(vec![
+                bash("t1", "cat unique.txt"),
+                Turn::reply(Reply::new().text("done")),
+            ]);
+            let child = r
+                .command(&mock, &["--review", "never", "look"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (r, mock, child)
+        })
+        .collect();
+    let mut starts = Vec::new();
+    for (r, mock, child) in started {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(mock.requests()[1].told().contains("again"));
+        let id = r.runs().pop().unwrap();
+        let manifest = json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"));
+        starts.push(manifest["traffic"]["start"].as_u64().unwrap());
+    }
+    assert_eq!(
+        starts.iter().filter(|bytes| **bytes > 0).count(),
+        1,
+        "one process sent the baseline, the other waited for it: {starts:?}"
+    );
+}

@@ -237,33 +237,49 @@ async fn fill(
     write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
 ) -> Result<u64, PodmanError> {
     let podman = filler.podman;
-    // Another ah may be filling it now (its marker comes when it is
-    // done): waited for while its filling container is there. One left
-    // half filled by a killed ah is made again; never with `-f`, which
-    // would remove the containers of the runs using it.
+    // The one whose `volume create` makes it fills it; another ah filling
+    // it now (its marker comes when it is done) is waited for while its
+    // filling container is there. A volume is never removed before it is
+    // made again here: another ah's `podman run` would then make one of
+    // that name itself, without the label that lists it. One left half
+    // filled by a killed ah is removed, and made at the next look; never
+    // with `-f`, which would remove the containers of the runs using it.
+    let label = format!("--label={CACHE_LABEL}={kind}");
     let mut unused = 0;
+    let mut made = false;
     for _ in 0..FILL_WAIT_ROUNDS {
         let now = Volumes::list(podman).await?;
         if now.filled(name).is_some() {
             return Ok(0);
         }
         if !now.0.contains_key(name) {
-            break;
-        }
-        // A filler makes the volume, then its container: a volume no
-        // container has used for several looks is a gone filler's.
-        unused = match used(podman, name).await? {
-            true => 0,
-            false => unused + 1,
-        };
-        if unused >= LEFTOVER_ROUNDS {
-            break;
+            if create(podman, &label, name).await? {
+                made = true;
+                break;
+            }
+            unused = 0;
+        } else {
+            // A filler makes the volume, then its container: a volume no
+            // container has used for several looks is a gone filler's.
+            unused = match used(podman, name).await? {
+                true => 0,
+                false => unused + 1,
+            };
+            if unused >= LEFTOVER_ROUNDS {
+                let _ = volume(podman, &["rm", name]).await;
+                unused = 0;
+                continue;
+            }
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    let _ = volume(podman, &["rm", name]).await;
-    let label = format!("--label={CACHE_LABEL}={kind}");
-    volume(podman, &["create", &label, name]).await?;
+    if !made {
+        return Err(PodmanError::Remote(format!(
+            "another ah has been filling the engine's volume {name} for two minutes; run again \
+             once it is done (or remove the volume if no ah is running: podman --remote \
+             volume rm {name})"
+        )));
+    }
     let sent = match unpack(filler, name, write).await {
         Ok(sent) => sent,
         Err(err) => {
@@ -424,8 +440,32 @@ fn marker(name: &str) -> String {
     format!("ah-ok-{name}")
 }
 
+/// Makes volume `name` with `label`: whether this call made it (not when
+/// it was there already).
+async fn create(podman: &Podman, label: &str, name: &str) -> Result<bool, PodmanError> {
+    match volume_call(podman, &["create", label, name]).await? {
+        Ok(()) => Ok(true),
+        Err(said) if said.contains("already exists") => Ok(false),
+        Err(stderr) => Err(PodmanError::Command {
+            what: "volume create",
+            stderr,
+        }),
+    }
+}
+
 /// `podman volume ARGS`; "already exists" is no error.
 async fn volume(podman: &Podman, args: &[&str]) -> Result<(), PodmanError> {
+    match volume_call(podman, args).await? {
+        Err(stderr) if !stderr.contains("already exists") => Err(PodmanError::Command {
+            what: "volume",
+            stderr,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `podman volume ARGS`: done, or what podman said when it failed.
+async fn volume_call(podman: &Podman, args: &[&str]) -> Result<Result<(), String>, PodmanError> {
     let output = podman
         .command()
         .arg("volume")
@@ -437,14 +477,10 @@ async fn volume(podman: &Podman, args: &[&str]) -> Result<(), PodmanError> {
             what: "run podman volume",
             source,
         })?;
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-    match output.status.success() || stderr.contains("already exists") {
+    Ok(match output.status.success() {
         true => Ok(()),
-        false => Err(PodmanError::Command {
-            what: "volume",
-            stderr,
-        }),
-    }
+        false => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
+    })
 }
 
 /// A key of the init's and the agent's bytes (worked out once per

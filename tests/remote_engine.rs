@@ -15,12 +15,14 @@ use std::time::Duration;
 use crate::support::host::{describe, json_file, project_of, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
-use crate::support::remote::{CONNECTION, RemoteEngine};
+use crate::support::remote::{CONNECTION, ROOTFUL_CONNECTION, RemoteEngine};
 use serde_json::json;
 
 /// A project the test user owns, ah it can run, and the remote engine.
 struct Remote {
     engine: RemoteEngine,
+    /// The podman connection runs use.
+    connection: &'static str,
     user: TestUser,
     _root: tempfile::TempDir,
     ah: PathBuf,
@@ -28,7 +30,17 @@ struct Remote {
 }
 
 impl Remote {
+    /// On the remote user's rootless engine.
     fn new(files: &[(&str, &str)]) -> Option<Remote> {
+        Remote::on(CONNECTION, files)
+    }
+
+    /// On the rootful engine (root's podman, through the same login).
+    fn rootful(files: &[(&str, &str)]) -> Option<Remote> {
+        Remote::on(ROOTFUL_CONNECTION, files)
+    }
+
+    fn on(connection: &'static str, files: &[(&str, &str)]) -> Option<Remote> {
         let engine = RemoteEngine::from_env()?;
         let user = TestUser::from_env()?;
         engine.ensure_image("localhost/ah-sandbox:latest");
@@ -37,6 +49,7 @@ impl Remote {
         project_of(&user, &project, files);
         Some(Remote {
             engine,
+            connection,
             user,
             _root: root,
             ah,
@@ -59,7 +72,7 @@ impl Remote {
         ];
         let mut command = self.user.command(&self.ah, &env);
         command
-            .args(["--engine", "podman-remote", "--connection", CONNECTION])
+            .args(["--engine", "podman-remote", "--connection", self.connection])
             .arg("-C")
             .arg(&self.project)
             .args(args);
@@ -239,7 +252,8 @@ fn a_remote_sandbox_has_no_network_and_its_memory_limit_holds() {
     let mock = MockServer::start(vec![
         bash(
             "t1",
-            "ls /sys/class/net; python3 -c 'b = bytearray(600 * 2**20)' 2>&1 | tail -1; echo after",
+            "ls /sys/class/net; python3 -c 'b = bytearray(600 * 2**20)' 2>&1 | tail -1; echo after; \
+             id -u; cat /proc/self/uid_map",
         ),
         Turn::reply(Reply::new().text("done")),
     ]);
@@ -249,6 +263,28 @@ fn a_remote_sandbox_has_no_network_and_its_memory_limit_holds() {
     assert!(told.starts_with("lo\n"), "only the loopback: {told}");
     assert!(
         told.contains("MemoryError") && told.contains("after"),
+        "{told}"
+    );
+    // The sandbox's user is not the remote user: uid 1000 of the user's
+    // namespace, where only root is the remote user outside.
+    let identity: Vec<Vec<&str>> = told
+        .split("after\n")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let own = r.engine.uid.to_string();
+    assert_eq!(identity.first(), Some(&vec!["1000"]), "{told}");
+    assert_eq!(
+        identity.get(1),
+        Some(&vec!["0", own.as_str(), "1"]),
+        "{told}"
+    );
+    assert!(
+        identity[2..]
+            .iter()
+            .all(|map| map.get(1) != Some(&own.as_str())),
         "{told}"
     );
     let manifest = json_file(
@@ -430,6 +466,94 @@ fn doctor_checks_the_remote_engine_and_says_how_to_fix_a_broken_connection() {
         said.contains("FAIL connection: nosuch") && said.contains("podman system connection list"),
         "{said}"
     );
+}
+
+#[test]
+fn a_rootful_engine_runs_the_sandbox_unprivileged_and_its_edits_come_back() {
+    let Some(r) = Remote::rootful(&[("a.txt", "one\n"), ("gone/x.txt", "x\n")]) else {
+        return;
+    };
+    let mock = MockServer::start(vec![
+        bash(
+            "t1",
+            "id -u; id -g; grep CapEff /proc/self/status; cat /proc/self/uid_map; \
+             touch /etc/x 2>&1 | grep -c 'Read-only'; \
+             printf 'two\\0\\377\\n' >> a.txt; rm -r gone; ln -s a.txt link; \
+             mkdir -p d && echo deep > d/f.sh && chmod +x d/f.sh",
+        ),
+        Turn::reply(Reply::new().tool_use(
+            "t2",
+            "write",
+            json!({"path": "written.txt", "content": "from the host\n"}),
+        )),
+        bash("t3", "cat written.txt"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "change things"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    // Root's engine, no user namespace: the sandbox is uid and gid 1000
+    // of that machine, without a capability, on a read-only root.
+    let told: Vec<Vec<String>> = requests[1]
+        .told()
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    let words = |line: &[&str]| line.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    assert_eq!(told.first(), Some(&words(&["1000"])), "{told:?}");
+    assert_eq!(told.get(1), Some(&words(&["1000"])), "{told:?}");
+    assert_eq!(
+        told.get(2),
+        Some(&words(&["CapEff:", "0000000000000000"])),
+        "{told:?}"
+    );
+    assert_eq!(
+        told.get(3),
+        Some(&words(&["0", "0", "4294967295"])),
+        "{told:?}"
+    );
+    assert_eq!(told.get(4), Some(&words(&["1"])), "{told:?}");
+    assert!(requests[3].told().contains("from the host"));
+
+    let id = r.run_id();
+    let applied = r.apply(&id);
+    assert_eq!(applied.status.code(), Some(0), "{}", describe(&applied));
+    let p = &r.project;
+    assert_eq!(std::fs::read(p.join("a.txt")).unwrap(), b"one\ntwo\0\xff\n");
+    assert!(!p.join("gone").exists());
+    assert_eq!(
+        std::fs::read_link(p.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
+    let script = std::fs::metadata(p.join("d/f.sh")).unwrap();
+    assert_eq!(script.permissions().mode() & 0o111, 0o111);
+    assert_eq!(
+        std::fs::read_to_string(p.join("written.txt")).unwrap(),
+        "from the host\n"
+    );
+    no_container_left_by(&id, |id| r.engine.rootful_containers_of(id));
+
+    // Doctor says what the engine is and that a confined container starts.
+    let out = r
+        .user
+        .command(&r.ah, &[("NO_COLOR", "1")])
+        .args([
+            "doctor",
+            "--engine",
+            "podman-remote",
+            "--connection",
+            ROOTFUL_CONNECTION,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "ok   rootless: the remote podman runs as root: the sandbox runs as uid 1000",
+        "ok   start: a confined container starts",
+    ] {
+        assert!(said.contains(line), "{line}:\n{said}");
+    }
 }
 
 #[test]

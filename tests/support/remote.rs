@@ -1,10 +1,12 @@
 //! The "second machine" of the remote engine tests, simulated on this one:
 //! the unprivileged user named by `AH_TEST_REMOTE_USER`, whose rootless
 //! podman API service the local test user (`AH_TEST_USER`) reaches over ssh
-//! through the podman connection [`CONNECTION`]. `scripts/setup` makes it;
-//! `scripts/remote-engine` starts its service and sshd when they are down,
-//! here before every test that uses it. Tests look at what happened on the
-//! remote side with the remote user's own podman, not through ssh.
+//! through the podman connection [`CONNECTION`]; through the same login,
+//! [`ROOTFUL_CONNECTION`] reaches root's podman service, whose socket the
+//! remote user's group may use (a rootful engine). `scripts/setup` makes
+//! them; `scripts/remote-engine` starts the services and sshd when they are
+//! down, here before every test that uses them. Tests look at what happened
+//! on the remote side with the engine's own podman, not through ssh.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,6 +15,13 @@ use crate::support::podman::{TestUser, podman_ready_blocking};
 
 /// The name of the local test user's podman connection to the remote.
 pub(crate) const CONNECTION: &str = "ahremote";
+
+/// The name of the local test user's podman connection to the rootful
+/// engine.
+pub(crate) const ROOTFUL_CONNECTION: &str = "ahrootful";
+
+/// Where the rootful engine's socket is (`scripts/remote-engine`).
+const ROOTFUL_SOCKET: &str = "/run/ah-rootful-engine/podman.sock";
 
 /// The tests' sshd, in front of the remote user's service.
 pub(crate) const SSH_ADDRESS: &str = "127.0.0.1:2222";
@@ -94,12 +103,17 @@ impl RemoteEngine {
             ]),
             "podman system connection list",
         );
-        let wanted = format!("{CONNECTION} {}", remote.url());
-        assert!(
-            connections.lines().any(|line| line == wanted),
-            "{}'s podman has no connection `{wanted}` (it has: {connections:?}); {setup}",
-            remote.local.name
-        );
+        let rootful_url = format!("ssh://{}@{SSH_ADDRESS}{ROOTFUL_SOCKET}", remote.user);
+        for wanted in [
+            format!("{CONNECTION} {}", remote.url()),
+            format!("{ROOTFUL_CONNECTION} {rootful_url}"),
+        ] {
+            assert!(
+                connections.lines().any(|line| line == wanted),
+                "{}'s podman has no connection `{wanted}` (it has: {connections:?}); {setup}",
+                remote.local.name
+            );
+        }
         remote.ensure_up();
         Some(remote)
     }
@@ -185,6 +199,16 @@ impl RemoteEngine {
         cmd.args(["ps", "-a", "-q", "--filter"])
             .arg(format!("label=ah.run={id}"));
         output(&mut cmd, "podman ps")
+    }
+
+    /// IDs of the rootful engine's containers (root's) labelled with run
+    /// `id`, one a line; empty when there are none.
+    pub(crate) fn rootful_containers_of(&self, id: &str) -> String {
+        let mut cmd = Command::new("podman");
+        cmd.args(["ps", "-a", "-q", "--filter"])
+            .arg(format!("label=ah.run={id}"))
+            .current_dir("/");
+        output(&mut cmd, "podman ps (root's)")
     }
 
     /// Names of the remote user's volumes labelled with run `id`, one a

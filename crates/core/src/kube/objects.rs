@@ -12,15 +12,13 @@ use serde_json::{Value, json};
 use super::facts::RunFacts;
 use super::names::{label_value, quantity};
 use ah_sandbox::egress::NetworkMode;
-use ah_sandbox::podman::{SHARED_INIT_PATH, container_env};
+use ah_sandbox::podman::{SANDBOX_UID, SHARED_INIT_PATH, container_env};
 
 /// The folder holding the init and the agent in the Pod, a read-only
 /// `emptyDir` ([`SHARED_INIT_PATH`] and [`SHARED_AGENT_PATH`] are in it).
 pub(super) const RUNTIME_DIR: &str = "/run/ah";
 /// Where the runtime image keeps `init` (catatonit) and `agent` (ah).
 pub(super) const RUNTIME_SOURCE: &str = "/usr/lib/ah";
-/// The sandbox's user and group: fixed, not root, no name in the image.
-pub(super) const SANDBOX_UID: u32 = 1000;
 /// The Pod's volumes, by the suffix each adds to the Pod's name (podman
 /// makes a named volume of an `emptyDir` under the volume's name, so the
 /// names are the run's alone).

@@ -1,13 +1,14 @@
 //! `ah doctor --engine podman-remote`: checks a remote podman engine the
 //! way a run would use it — the connection answers, its podman's version,
-//! that it is rootless (a run maps the remote user into its container with
-//! `keep-id`), that the image is there, and that a container starts with
-//! the run's confinement — and says how to fix what fails. Nothing of this
-//! host is mounted there, so the host-side checks that remain are git and
-//! the init ah sends.
+//! whether it is rootless (either works: the sandbox runs as
+//! [`SANDBOX_UID`], inside the engine user's namespace on a rootless one),
+//! that the image is there, and that a container starts with the run's
+//! confinement — and says how to fix what fails. Nothing of this host is
+//! mounted there, so the host-side checks that remain are git and the init
+//! ah sends.
 
 use super::{Check, git_check};
-use crate::podman::{self, Connection, Podman, find_init};
+use crate::podman::{self, Connection, Podman, SANDBOX_UID, find_init};
 
 /// What `podman info` says of the engine.
 #[derive(Debug, serde::Deserialize)]
@@ -77,12 +78,20 @@ pub(super) async fn checks(podman: Podman, engine: &Connection, image: &str) -> 
         format!("{name}: podman {} ({runtime})", info.version.version),
     ));
     checks.push(match info.host.security.rootless {
-        true => Check::pass("rootless", "the remote podman runs rootless"),
-        false => Check::fail(
+        true => Check::pass(
             "rootless",
-            "the remote podman runs as root",
-            "connect to a user's podman socket (ssh://USER@HOST/run/user/UID/podman/podman.sock): \
-             ah maps that user into the container and never asks a remote engine for root",
+            format!(
+                "the remote podman runs rootless: the sandbox's uid {SANDBOX_UID} is one of \
+                 the user's subordinate ids there"
+            ),
+        ),
+        false => Check::pass(
+            "rootless",
+            format!(
+                "the remote podman runs as root: the sandbox runs as uid {SANDBOX_UID} of the \
+                 remote machine, with no user namespace (a user's rootless podman socket adds \
+                 one)"
+            ),
         ),
     });
     checks.push(match find_init() {
@@ -132,8 +141,8 @@ pub(super) async fn checks(podman: Podman, engine: &Connection, image: &str) -> 
 const FEW_WATCHES: u64 = 65_536;
 
 /// Starts a container with a run's confinement (no network, no
-/// capabilities, read-only root, the remote user kept) that says how many
-/// inotify watches the engine's user may hold.
+/// capabilities, read-only root, the sandbox's user) that says how many
+/// inotify watches that user may hold.
 async fn start_check(podman: &Podman, image: &str) -> Vec<Check> {
     let out = podman
         .command()
@@ -145,8 +154,11 @@ async fn start_check(podman: &Podman, image: &str) -> Vec<Check> {
             "--cap-drop=all",
             "--security-opt=no-new-privileges",
             "--read-only",
-            "--userns=keep-id",
+            &format!("--user={SANDBOX_UID}:{SANDBOX_UID}"),
+            // Limits of their own, as a run's: the engine's defaults may
+            // exceed what its service may set.
             "--ulimit=nofile=1024:1024",
+            "--ulimit=nproc=1024:1024",
             image,
             "cat",
             "/proc/sys/fs/inotify/max_user_watches",
@@ -165,9 +177,12 @@ async fn start_check(podman: &Podman, image: &str) -> Vec<Check> {
         Ok(out) => vec![Check::fail(
             "start",
             String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            "on the remote machine, run 'podman run --rm --userns=keep-id IMAGE true' as the \
-             connection's user and fix what it reports (crun on cgroup v1: set runtime = \
-             \"runc\" in that user's containers.conf)",
+            format!(
+                "on the remote machine, run 'podman run --rm --user {SANDBOX_UID}:{SANDBOX_UID} \
+                 IMAGE true' as the connection's user and fix what it reports (crun on cgroup \
+                 v1: set runtime = \"runc\" in that user's containers.conf; rootless: the user \
+                 needs subordinate ids in /etc/subuid and /etc/subgid)"
+            ),
         )],
         Err(e) => vec![Check::fail("start", e.to_string(), "reinstall podman")],
     }

@@ -36,6 +36,13 @@ pub const SHARED_AGENT_PATH: &str = "/run/ah/agent";
 /// The folder holding both (a remote engine's volume, `remote::store`).
 pub const SHARED_DIR: &str = "/run/ah";
 
+/// The user and group a sandbox runs as where the host never sees its
+/// files (a remote engine's container, a Kubernetes Pod): fixed, not root,
+/// with no name in the image. Not the engine's own user: on a rootless
+/// engine it is one of that user's subordinate ids, on a rootful one an
+/// unprivileged id of that machine.
+pub const SANDBOX_UID: u32 = 1000;
+
 /// Where the folder holding the proxy handoff socket is mounted.
 pub const EGRESS_DIR: &str = "/run/ah-egress";
 

@@ -44,7 +44,7 @@ use ah_tools::ExecOutput;
 use commands::without_channel;
 
 pub use args::{
-    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime,
+    AGENT_PATH, AH_BIN, CONTAINER_PATH, EGRESS_DIR, HostLimits, INIT_PATH, Runtime, SANDBOX_UID,
     SHARED_AGENT_PATH, SHARED_DIR, SHARED_INIT_PATH, Ulimits, find_init, find_tool, rootless,
 };
 pub use env::{Withheld, container_env, is_secret_name, refusal as env_refusal};

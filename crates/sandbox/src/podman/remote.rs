@@ -188,8 +188,10 @@ pub(super) async fn start(
             agent: None,
             pidfile: None,
             attached: false,
-            rootless: true,
-            user: None,
+            // Not the engine's user, whether it is rootless or not: the
+            // host never sees the files, so no one's ids need to match.
+            rootless: false,
+            user: Some((args::SANDBOX_UID, args::SANDBOX_UID)),
             network: network.clone(),
             env: &opts.env,
             remote: Some(args::RemoteMounts {

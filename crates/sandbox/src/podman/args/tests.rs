@@ -212,8 +212,8 @@ fn a_data_limit_stands_in_for_a_memory_cgroup_only_when_asked() {
 #[test]
 fn a_remote_engines_container_names_nothing_of_this_host() {
     let mut remote = spec(Path::new("/home/me/project"));
-    remote.rootless = true;
-    remote.user = None;
+    remote.rootless = false;
+    remote.user = Some((SANDBOX_UID, SANDBOX_UID));
     remote.remote = Some(RemoteMounts {
         base: "/home/remote/.local/share/containers/storage/volumes/ah-base-1/_data",
         base_volume: "ah-base-1",
@@ -234,6 +234,7 @@ fn a_remote_engines_container_names_nothing_of_this_host() {
             .iter()
             .any(|a| a.contains("/home/me") || a.contains("catatonit") || a.contains("pidfile"))
     );
+    assert!(!args.iter().any(|a| a.starts_with("--userns")), "{args:?}");
     assert_eq!(
         args[args.len() - 3..],
         ["localhost/ah-sandbox:latest", "/run/ah/init", "-P"]
@@ -242,7 +243,7 @@ fn a_remote_engines_container_names_nothing_of_this_host() {
         "--cap-drop=all",
         "--read-only",
         "--network=none",
-        "--userns=keep-id",
+        "--user=1000:1000",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag}: {args:?}");
     }

@@ -1,14 +1,15 @@
 //! What a remote engine keeps between runs, in podman volumes of its own
-//! (labelled `ah.cache`): the init and the agent (`ah-tools-KEY`, keyed by
-//! their bytes, mounted read-only at `/run/ah`), and each baseline a run
-//! started from (`ah-base-KEY`, keyed by the baseline's content, the lower
-//! layer of `/work`). A volume is filled once, from a gzip-compressed tar
-//! stream sent into a container that only unpacks it, and counts only once
-//! an empty marker volume (`ah-ok-…`) says it was filled whole: a run on a
-//! baseline the engine has already sends nothing. The engine keeps the
-//! newest 12 baselines and 4 builds of the tools ([`BASE`], [`TOOLS`]);
-//! one a run's container names stays.
-//! Nothing of this host's file system is named to the engine.
+//! (labelled `ah.cache`): the init and the agent (`ah-tools-KEY-u1000`,
+//! keyed by their bytes, mounted read-only at `/run/ah`), and each baseline
+//! a run started from (`ah-base-KEY-u1000`, keyed by the baseline's
+//! content, the lower layer of `/work`). A volume is filled once, from a
+//! gzip-compressed tar stream sent into a container that only unpacks it
+//! as the sandbox's user (`SANDBOX_UID`, the name's last part), and counts
+//! only once an empty marker volume (`ah-ok-…`) says it was filled whole: a
+//! run on a baseline the engine has already sends nothing. The engine
+//! keeps the newest 12 baselines and 4 builds of the tools ([`BASE`],
+//! [`TOOLS`]); one a run's container names stays. Nothing of this host's
+//! file system is named to the engine.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -20,7 +21,7 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 
-use super::super::{Podman, PodmanError};
+use super::super::{Podman, PodmanError, SANDBOX_UID};
 use super::Snapshot;
 
 /// The label every volume of the store carries.
@@ -192,7 +193,7 @@ async fn cached(
     key: &str,
     write: impl FnOnce(&mut dyn Write) -> Result<(), String> + Send + 'static,
 ) -> Result<Cached, PodmanError> {
-    let volume = format!("{}{key}", kind.prefix);
+    let volume = volume_name(kind, key);
     if let Some(folder) = volumes.filled(&volume) {
         return Ok(Cached {
             folder: folder.to_string(),
@@ -312,7 +313,6 @@ async fn unpack(
             "--network=none",
             "--cap-drop=all",
             "--security-opt=no-new-privileges",
-            "--userns=keep-id",
             "--read-only",
             "--http-proxy=false",
             "--unsetenv-all",
@@ -326,7 +326,10 @@ async fn unpack(
                 .iter()
                 .map(|(key, value)| format!("--label={key}={value}")),
         )
-        .arg(format!("--volume={name}:/fill"))
+        // As the sandbox's user, into a volume made its own (`U`): the
+        // files are the user's whether the engine is rootless or not.
+        .arg(format!("--user={SANDBOX_UID}:{SANDBOX_UID}"))
+        .arg(format!("--volume={name}:/fill:U"))
         .args([
             filler.image,
             "tar",
@@ -433,6 +436,13 @@ async fn answer(
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         }),
     }
+}
+
+/// The volume of `kind` and `key`. Its files belong to the sandbox's user
+/// (the volume's last part): a volume whose files another layout owns
+/// (made by an earlier ah) is never mounted, only pruned in time.
+fn volume_name(kind: &Kind, key: &str) -> String {
+    format!("{}{key}-u{SANDBOX_UID}", kind.prefix)
 }
 
 /// The marker volume that says `name` was filled whole.

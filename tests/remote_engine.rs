@@ -79,6 +79,17 @@ impl Remote {
         command
     }
 
+    /// `ah doctor --engine podman-remote --connection CONNECTION` as the
+    /// test user.
+    fn doctor(&self, connection: &str) -> Output {
+        self.user
+            .command(&self.ah, &[("NO_COLOR", "1")])
+            .args(["doctor", "--engine", "podman-remote", "--connection"])
+            .arg(connection)
+            .output()
+            .unwrap()
+    }
+
     /// The ids of the project's runs, oldest first.
     fn runs(&self) -> Vec<String> {
         let mut runs: Vec<String> = std::fs::read_dir(self.project.join(".ah/runs"))
@@ -433,20 +444,7 @@ fn doctor_checks_the_remote_engine_and_says_how_to_fix_a_broken_connection() {
     let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
         return;
     };
-    let doctor = |connection: &str| {
-        r.user
-            .command(&r.ah, &[("NO_COLOR", "1")])
-            .args([
-                "doctor",
-                "--engine",
-                "podman-remote",
-                "--connection",
-                connection,
-            ])
-            .output()
-            .unwrap()
-    };
-    let out = doctor(CONNECTION);
+    let out = r.doctor(CONNECTION);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let said = String::from_utf8_lossy(&out.stdout);
     for line in [
@@ -459,7 +457,7 @@ fn doctor_checks_the_remote_engine_and_says_how_to_fix_a_broken_connection() {
         assert!(said.contains(line), "{line}:\n{said}");
     }
 
-    let out = doctor("nosuch");
+    let out = r.doctor("nosuch");
     assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -534,18 +532,7 @@ fn a_rootful_engine_runs_the_sandbox_unprivileged_and_its_edits_come_back() {
     no_container_left_by(&id, |id| r.engine.rootful_containers_of(id));
 
     // Doctor says what the engine is and that a confined container starts.
-    let out = r
-        .user
-        .command(&r.ah, &[("NO_COLOR", "1")])
-        .args([
-            "doctor",
-            "--engine",
-            "podman-remote",
-            "--connection",
-            ROOTFUL_CONNECTION,
-        ])
-        .output()
-        .unwrap();
+    let out = r.doctor(ROOTFUL_CONNECTION);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let said = String::from_utf8_lossy(&out.stdout);
     for line in [

@@ -709,3 +709,68 @@ fn two_ah_processes_on_a_new_baseline_fill_it_once() {
         "one process sent the baseline, the other waited for it: {starts:?}"
     );
 }
+
+#[test]
+fn the_engine_is_found_by_container_host_or_named_in_the_users_own_configuration() {
+    let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    let url = r.engine.url();
+    let key = r.engine.identity().display().to_string();
+    let config_home = r.project.parent().unwrap().join("config");
+    std::fs::create_dir_all(config_home.join("ah")).unwrap();
+    std::fs::write(
+        config_home.join("ah/config.toml"),
+        format!("[sandbox]\nengine = \"podman-remote\"\nconnection = \"{CONNECTION}\"\n"),
+    )
+    .unwrap();
+    // podman keeps its connections under the same folder.
+    std::os::unix::fs::symlink(
+        r.user.home.join(".config/containers"),
+        config_home.join("containers"),
+    )
+    .unwrap();
+    r.user.chown(&config_home);
+    let config_home = config_home.display().to_string();
+    // Each way: the command line's words, and the environment.
+    type Way<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let ways: [Way; 2] = [
+        // No connection named: podman's client takes CONTAINER_HOST.
+        (
+            &["--engine", "podman-remote"],
+            &[("CONTAINER_HOST", &url), ("CONTAINER_SSHKEY", &key)],
+        ),
+        // Nothing on the command line: the user's own configuration.
+        (&[], &[("XDG_CONFIG_HOME", &config_home)]),
+    ];
+    for (args, env) in ways {
+        let mock = MockServer::start(vec![
+            bash("t1", "tr '\\0' ' ' < /proc/1/cmdline"),
+            Turn::reply(Reply::new().text("done")),
+        ]);
+        let url = mock.url();
+        let mut all_env = vec![
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", "test-key"),
+            ("NO_COLOR", "1"),
+        ];
+        all_env.extend_from_slice(env);
+        let out = r
+            .user
+            .command(&r.ah, &all_env)
+            .args(args)
+            .arg("-C")
+            .arg(&r.project)
+            .args(["--review", "never", "look"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{env:?}: {}", describe(&out));
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("(podman-remote backend"), "{env:?}: {said}");
+        // PID 1 is the init from the engine's volume.
+        let told = mock.requests()[1].told();
+        assert!(told.starts_with("/run/ah/init -P"), "{env:?}: {told}");
+        let id = r.runs().pop().unwrap();
+        no_container_left_by(&id, |id| r.engine.containers_of(id));
+    }
+}

@@ -16,6 +16,7 @@ use crate::support::host::{describe, json_file, project_of, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::{TestUser, no_container_left_by};
 use crate::support::remote::{CONNECTION, ROOTFUL_CONNECTION, RemoteEngine};
+use crate::support::work::Script;
 use serde_json::json;
 
 /// A project the test user owns, ah it can run, and the remote engine.
@@ -773,4 +774,56 @@ fn the_engine_is_found_by_container_host_or_named_in_the_users_own_configuration
         let id = r.runs().pop().unwrap();
         no_container_left_by(&id, |id| r.engine.containers_of(id));
     }
+}
+
+#[test]
+fn ah_work_runs_every_phase_in_the_remote_sandbox_and_undoes_plan_and_check() {
+    let Some(r) = Remote::new(&[("a.txt", "one\n")]) else {
+        return;
+    };
+    let script = Script::new()
+        .bash("touch a.txt new.txt; echo status=$?")
+        .report("## Validation\n```\ntest -f made.txt\n```\n")
+        .end("planned")
+        .bash("echo made > made.txt && echo two >> a.txt")
+        .report("made made.txt")
+        .end("done")
+        .bash("rm made.txt && echo three >> a.txt")
+        .bash("test -f made.txt && echo STILL-THERE; cat a.txt; ls")
+        .report("test -f made.txt: pass")
+        .end("checked")
+        .verdict("done", "made.txt exists")
+        .end("verdict given");
+    let mock = MockServer::start(script.turns());
+    let out = r.ah(
+        &mock,
+        &["work", "--review", "auto", "--issue", "make made.txt"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let undone = requests[1].told();
+    assert!(
+        undone.contains("status=0") && undone.contains("step undone"),
+        "plan's change undone: {undone}"
+    );
+    assert!(requests[7].told().contains("step undone"), "check's change");
+    // The undo reached the remote sandbox: the next command sees do's /work.
+    let after = requests[8].told();
+    assert!(after.contains("STILL-THERE"), "{after}");
+    assert!(
+        after.contains("one\ntwo\n") && !after.contains("three"),
+        "{after}"
+    );
+    assert!(!after.lines().any(|l| l == "new.txt"), "ls: {after}");
+    let p = &r.project;
+    assert_eq!(
+        std::fs::read_to_string(p.join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.join("made.txt")).unwrap(),
+        "made\n"
+    );
+    assert!(!p.join("new.txt").exists());
+    no_container_left_by(&r.run_id(), |id| r.engine.containers_of(id));
 }

@@ -63,6 +63,7 @@ mod queue;
 mod read_policy;
 mod remote_engine;
 mod remote_engine_env;
+mod remote_engine_modes;
 mod report;
 mod retries;
 mod review_ask;

@@ -12,6 +12,7 @@ pub(crate) mod mock;
 pub(crate) mod org;
 pub(crate) mod podman;
 pub(crate) mod remote;
+pub(crate) mod remote_run;
 pub(crate) mod snap;
 pub(crate) mod steps;
 pub(crate) mod tmux;

@@ -447,3 +447,51 @@ fn two_ah_processes_on_a_new_baseline_fill_it_once() {
         "one process sent the baseline, the other waited for it: {starts:?}"
     );
 }
+
+#[test]
+fn a_volume_podman_made_without_the_label_in_place_of_a_baseline_is_replaced() {
+    let unique = format!("{:?}\n", std::time::SystemTime::now());
+    let Some(r) = Remote::new(&[("a.txt", "a\n"), ("unique.txt", &unique)]) else {
+        return;
+    };
+    // What podman leaves when a run's container names a baseline's volume
+    // another client pruned a moment before: an empty one, unlabelled.
+    let tree = r
+        .user
+        .command(Path::new("git"), &[])
+        .arg("-C")
+        .arg(&r.project)
+        .args(["rev-parse", "HEAD^{tree}"])
+        .output()
+        .unwrap();
+    assert!(tree.status.success(), "{}", describe(&tree));
+    let tree = String::from_utf8_lossy(&tree.stdout).trim().to_string();
+    let volume = format!("ah-base-{tree}-u1000");
+    let made = r
+        .engine
+        .podman()
+        .args(["volume", "create", &volume])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", describe(&made));
+
+    let mock = MockServer::start(vec![
+        bash("t1", "cat unique.txt"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(&mock, &["--review", "never", "look"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let told = mock.requests()[1].told();
+    assert!(told.starts_with(&unique), "the baseline was sent: {told}");
+    let label = r
+        .engine
+        .podman()
+        .args(["volume", "inspect", "--format", "{{.Labels}}", &volume])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&label.stdout).contains("ah.cache:base"),
+        "{}",
+        describe(&label)
+    );
+}

@@ -51,8 +51,8 @@ const BASE: Kind = Kind {
     kept: 12,
 };
 
-/// How many half-second looks a fill gives another ah filling the same
-/// volume (while its container is there) before it fills it itself.
+/// How many looks, half a second apart, a fill gives another ah filling
+/// the same volume (while its container is there) before it gives up.
 const FILL_WAIT_ROUNDS: u32 = 240;
 
 /// How many looks in a row must find no container using a volume being
@@ -246,6 +246,7 @@ async fn fill(
     // filled by a killed ah is removed, and made at the next look; never
     // with `-f`, which would remove the containers of the runs using it.
     let label = format!("--label={CACHE_LABEL}={kind}");
+    let began = std::time::Instant::now();
     let mut unused = 0;
     let mut made = false;
     for _ in 0..FILL_WAIT_ROUNDS {
@@ -257,6 +258,14 @@ async fn fill(
             if create(podman, &label, name).await? {
                 made = true;
                 break;
+            }
+            // There but not listed: another ah made it a moment ago (the
+            // next look lists it), or podman made it, empty and without
+            // the label, for a run's container that named it after it was
+            // pruned. That one is nobody's: removed, and made here.
+            if unlabelled(podman, name).await? {
+                let _ = volume(podman, &["rm", name]).await;
+                continue;
             }
             unused = 0;
         } else {
@@ -276,9 +285,10 @@ async fn fill(
     }
     if !made {
         return Err(PodmanError::Remote(format!(
-            "another ah has been filling the engine's volume {name} for two minutes; run again \
-             once it is done (or remove the volume if no ah is running: podman --remote \
-             volume rm {name})"
+            "another ah has been filling the engine's volume {name} for {} s; run again once \
+             it is done (or remove the volume if no ah is running: podman --remote volume rm \
+             {name})",
+            began.elapsed().as_secs()
         )));
     }
     let sent = match unpack(filler, name, write).await {
@@ -400,6 +410,15 @@ async fn prune(podman: &Podman, volumes: &Volumes, kind: &Kind) {
     }
 }
 
+/// Whether volume `name` is there without the store's label.
+async fn unlabelled(podman: &Podman, name: &str) -> Result<bool, PodmanError> {
+    let format = format!("{{{{index .Labels \"{CACHE_LABEL}\"}}}}");
+    match volume_call(podman, &["inspect", "--format", &format, name]).await? {
+        Ok(label) => Ok(label.trim().is_empty()),
+        Err(_) => Ok(false),
+    }
+}
+
 /// Whether a container (one filling it, or a run's) names volume `name`.
 async fn used(podman: &Podman, name: &str) -> Result<bool, PodmanError> {
     let filter = format!("volume={name}");
@@ -454,7 +473,7 @@ fn marker(name: &str) -> String {
 /// it was there already).
 async fn create(podman: &Podman, label: &str, name: &str) -> Result<bool, PodmanError> {
     match volume_call(podman, &["create", label, name]).await? {
-        Ok(()) => Ok(true),
+        Ok(_) => Ok(true),
         Err(said) if said.contains("already exists") => Ok(false),
         Err(stderr) => Err(PodmanError::Command {
             what: "volume create",
@@ -474,8 +493,12 @@ async fn volume(podman: &Podman, args: &[&str]) -> Result<(), PodmanError> {
     }
 }
 
-/// `podman volume ARGS`: done, or what podman said when it failed.
-async fn volume_call(podman: &Podman, args: &[&str]) -> Result<Result<(), String>, PodmanError> {
+/// `podman volume ARGS`: what podman printed, or what it said when it
+/// failed.
+async fn volume_call(
+    podman: &Podman,
+    args: &[&str],
+) -> Result<Result<String, String>, PodmanError> {
     let output = podman
         .command()
         .arg("volume")
@@ -488,7 +511,7 @@ async fn volume_call(podman: &Podman, args: &[&str]) -> Result<Result<(), String
             source,
         })?;
     Ok(match output.status.success() {
-        true => Ok(()),
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
         false => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
     })
 }

@@ -125,6 +125,39 @@ fn a_rootful_engine_runs_the_sandbox_unprivileged_and_its_edits_come_back() {
 }
 
 #[test]
+fn a_rootful_engines_memory_cgroup_kill_is_told_though_the_host_cannot_see_it() {
+    let Some(r) = Remote::rootful(&[("a.txt", "a\n")]) else {
+        return;
+    };
+    // Three processes of 150 MiB each: each within the data limit that
+    // stands in per process, together over the cgroup's 256 MiB. The
+    // pipeline's status is tail's: only the cgroup's count tells.
+    let mock = MockServer::start(vec![
+        bash(
+            "t1",
+            "for i in 1 2 3; do python3 -c 'import time; b = b\"x\" * (150 * 2**20); \
+             time.sleep(3)' & done; wait; echo waited | tail -1",
+        ),
+        bash("t2", "echo small"),
+        Turn::reply(Reply::new().text("done")),
+    ]);
+    let out = r.ah(
+        &mock,
+        &["--review", "never", "--memory", "256m", "use memory"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let requests = mock.requests();
+    let told = requests[1].told();
+    assert!(
+        told.contains("waited") && told.contains("the kernel killed a process (out of memory)"),
+        "{told}"
+    );
+    // A command that stays within the limit is told nothing.
+    let told = requests[2].told();
+    assert!(!told.contains("memory limit"), "{told}");
+}
+
+#[test]
 fn image_build_loads_the_image_into_the_remote_engine_once() {
     let Some(r) = Remote::new(&[("a.txt", "a\n")]) else {
         return;

@@ -11,7 +11,8 @@
 //! Started with [`CHANGES`] (a sandbox on another machine, whose files the
 //! host cannot see), it also keeps an index of `/work` and reports what
 //! commands changed there on a [`Frame::Scan`], and writes what the host
-//! sends with [`Frame::Put`] (see `changes`).
+//! sends with [`Frame::Put`] (see `changes`); each exit then says what
+//! its memory cgroup saw (see `memory`).
 //!
 //! It ends every process it can signal, so it refuses to start anywhere but
 //! in ah's sandbox ([`interlock`]), and it is non-dumpable, so the
@@ -32,6 +33,7 @@ use rustix::process::{DumpableBehavior, Pid, PidfdFlags, Signal, WaitStatus};
 
 use super::changes::Index;
 use super::frame::{Exit, Frame, FrameError, MAX_REQUEST, Status, VERSION, read_frame};
+use super::memory::MemoryCgroup;
 use super::sweep::{kill_all, others_alive, reap, signal_all};
 use crate::podman::{INIT_PATH, SHARED_INIT_PATH};
 
@@ -103,6 +105,11 @@ pub fn main(changes: bool) -> i32 {
         output: Fd(io::stdout()),
         me: std::process::id(),
         index,
+        // Only a host that cannot see the sandbox's files cannot see its
+        // cgroups either.
+        memory: changes
+            .then(|| MemoryCgroup::find(std::path::Path::new("/sys/fs/cgroup")))
+            .flatten(),
     };
     let served = agent.serve();
     kill_all(agent.me, &mut || {
@@ -170,6 +177,9 @@ struct Agent {
     me: u32,
     /// What `/work` held at the last report (with [`CHANGES`]).
     index: Option<Index>,
+    /// The memory cgroup each exit tells of (with [`CHANGES`]), where one
+    /// can be read.
+    memory: Option<MemoryCgroup>,
 }
 
 impl Agent {
@@ -297,6 +307,8 @@ impl Agent {
             || kill_all(me, &mut || {
                 reap(None);
             });
+        let kills_before = self.memory.as_ref().and_then(MemoryCgroup::kills);
+        let memory = |agent: &Agent| agent.memory.as_ref()?.seen(kills_before);
         let spawned = Command::new("bash")
             .arg("-c")
             .arg(OsStr::from_bytes(command))
@@ -314,6 +326,7 @@ impl Agent {
                 return Ok(Exit {
                     status: Status::Code(127),
                     clean,
+                    memory: memory(self),
                 });
             }
         };
@@ -375,7 +388,11 @@ impl Agent {
                 Status::Signal(Signal::KILL.as_raw())
             }
         };
-        Ok(Exit { status, clean })
+        Ok(Exit {
+            status,
+            clean,
+            memory: memory(self),
+        })
     }
 
     /// Reads the pipes `ready` marks and forwards what they hold; a pipe at

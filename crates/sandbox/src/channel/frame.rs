@@ -16,8 +16,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// The protocol version the agent announces in [`Frame::Ready`] (2: the
 /// changes of `/work` travel too, for a sandbox on another machine; 3: the
-/// init that started the agent says when it ended, [`Frame::Gone`]).
-pub const VERSION: u32 = 3;
+/// init that started the agent says when it ended, [`Frame::Gone`]; 4: an
+/// exit says what the sandbox's memory cgroup saw, [`Exit::memory`]).
+pub const VERSION: u32 = 4;
 /// The largest payload the host accepts from the sandbox.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// The largest payload the agent accepts from the host: a command line
@@ -180,6 +181,19 @@ pub struct Exit {
     /// something survived `SIGKILL`, and the host must clean up from
     /// outside).
     pub clean: bool,
+    /// The sandbox's memory cgroup as the agent sees it, where it can read
+    /// one: for a host that cannot look into the engine's cgroups.
+    pub memory: Option<MemorySeen>,
+}
+
+/// What the agent read of the memory cgroup it runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemorySeen {
+    /// The cgroup's limit in bytes (`u64::MAX`: none).
+    pub limit: u64,
+    /// How many processes the OOM killer ended in it while the command
+    /// ran.
+    pub oom_kills: u64,
 }
 
 /// The end of the command's `bash`.
@@ -216,8 +230,8 @@ impl Frame {
             Frame::Ready { version } => (READY, version.to_be_bytes().to_vec().into()),
             Frame::Stdout(bytes) => (STDOUT, bytes.into()),
             Frame::Stderr(bytes) => (STDERR, bytes.into()),
-            Frame::Exit(exit) => (EXIT, exit.encode().to_vec().into()),
-            Frame::Gone(exit) => (GONE, exit.encode().to_vec().into()),
+            Frame::Exit(exit) => (EXIT, exit.encode().into()),
+            Frame::Gone(exit) => (GONE, exit.encode().into()),
             Frame::Scan => (SCAN, Vec::new().into()),
             Frame::Put(entry) => (PUT, entry.encode().into()),
             Frame::Data(bytes) => (DATA, bytes.into()),
@@ -241,18 +255,44 @@ impl Frame {
 }
 
 impl Exit {
-    fn encode(&self) -> [u8; 6] {
+    /// The status, then whether clean, then the memory seen (16 bytes) or
+    /// nothing.
+    fn encode(&self) -> Vec<u8> {
         let (kind, value) = match self.status {
             Status::Code(code) => (0, code),
             Status::Signal(signal) => (1, signal),
         };
-        let v = value.to_be_bytes();
-        [kind, v[0], v[1], v[2], v[3], u8::from(self.clean)]
+        let mut out = vec![kind];
+        out.extend_from_slice(&value.to_be_bytes());
+        out.push(u8::from(self.clean));
+        if let Some(memory) = self.memory {
+            out.extend_from_slice(&memory.limit.to_be_bytes());
+            out.extend_from_slice(&memory.oom_kills.to_be_bytes());
+        }
+        out
     }
 
     fn decode(payload: &[u8]) -> Result<Exit, FrameError> {
         let malformed = FrameError::Malformed("exit");
-        let [kind, a, b, c, d, clean] = payload else {
+        let (head, memory) = match payload.len() {
+            6 => (payload, None),
+            22 => {
+                let (head, tail) = payload.split_at(6);
+                let (limit, kills) = tail.split_at(8);
+                let number = |bytes: &[u8]| {
+                    <[u8; 8]>::try_from(bytes)
+                        .map(u64::from_be_bytes)
+                        .map_err(|_| FrameError::Malformed("exit"))
+                };
+                let seen = MemorySeen {
+                    limit: number(limit)?,
+                    oom_kills: number(kills)?,
+                };
+                (head, Some(seen))
+            }
+            _ => return Err(malformed),
+        };
+        let [kind, a, b, c, d, clean] = head else {
             return Err(malformed);
         };
         let value = i32::from_be_bytes([*a, *b, *c, *d]);
@@ -266,7 +306,11 @@ impl Exit {
             1 => true,
             _ => return Err(malformed),
         };
-        Ok(Exit { status, clean })
+        Ok(Exit {
+            status,
+            clean,
+            memory,
+        })
     }
 }
 

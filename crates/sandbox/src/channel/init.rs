@@ -84,6 +84,7 @@ fn say_gone(channel: &OwnedFd, status: WaitStatus) {
     let frame = Frame::Gone(Exit {
         status,
         clean: false,
+        memory: None,
     });
     let _ = rustix::io::write(channel, &frame.encode());
 }

@@ -106,21 +106,24 @@ impl PodmanBackend {
                 )
                 .await
             }
-            false => {
-                exec::run(
-                    &self.podman,
-                    &self.container,
-                    turn,
-                    &self.restarted,
-                    command,
-                    timeout,
-                )
-                .await
-            }
+            false => exec::run(
+                &self.podman,
+                &self.container,
+                turn,
+                &self.restarted,
+                command,
+                timeout,
+            )
+            .await
+            .map(|output| (output, None)),
         };
-        let mut output = run?;
+        let (mut output, seen) = run?;
         let kills_after = self.oom.as_ref().and_then(oom::OomCounter::kills);
-        let by = if oom::fired(kills_before, kills_after) {
+        // A remote engine's cgroups cannot be read from here: the agent's
+        // word, from a cgroup that holds the limit asked.
+        let by = if oom::fired(kills_before, kills_after)
+            || (self.remote.is_some() && oom::seen_fired(&self.memory, seen))
+        {
             Some(HitBy::Cgroup)
         } else if self.data_limit.is_some() && says_out_of_memory(&output.stderr) {
             Some(HitBy::DataLimit)

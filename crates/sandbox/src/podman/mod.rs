@@ -21,6 +21,7 @@ mod init;
 mod make;
 mod network;
 mod oom;
+pub(crate) use oom::parse_kills;
 mod program;
 pub mod remote;
 pub mod rootfs;

@@ -11,9 +11,14 @@
 //! not the container's and holds no limit within the one asked; nothing is
 //! watched then (`ah doctor` says the limits are not enforced). The rule is
 //! the one [`crate::limits::check`] tells a limit held by a cgroup with.
+//! A remote engine's cgroups cannot be read from here: there the agent
+//! reads its own cgroup's count around each command and says it with the
+//! command's exit (`channel::memory`), taken by the same rule
+//! ([`seen_fired`]).
 
 use std::path::{Path, PathBuf};
 
+use crate::channel::frame::MemorySeen;
 use crate::limits::{Observed, memory_bytes};
 
 /// The kill counter of one container's memory cgroup.
@@ -56,6 +61,16 @@ pub(super) fn fired(before: Option<u64>, after: Option<u64>) -> bool {
     }
 }
 
+/// Whether the agent saw the OOM killer end a process during a command,
+/// in a memory cgroup holding a limit within `asked` (else the cgroup it
+/// sees is a larger one's, and its kills are not the sandbox's).
+pub(super) fn seen_fired(asked: &str, seen: Option<MemorySeen>) -> bool {
+    let (Some(asked), Some(seen)) = (memory_bytes(asked), seen) else {
+        return false;
+    };
+    seen.limit <= asked && seen.oom_kills > 0
+}
+
 /// The counter file for a process whose `/proc/PID/cgroup` is `cgroups`,
 /// under the cgroup mount `root`: the v1 memory hierarchy where there is
 /// one (cgroup v1 and hybrid hosts), else the v2 one.
@@ -83,7 +98,7 @@ fn counter_file(cgroups: &str, root: &Path) -> Option<PathBuf> {
 }
 
 /// The `oom_kill N` line of `memory.oom_control` or `memory.events`.
-fn parse_kills(text: &str) -> Option<u64> {
+pub(crate) fn parse_kills(text: &str) -> Option<u64> {
     text.lines()
         .find_map(|line| line.strip_prefix("oom_kill "))
         .and_then(|n| n.trim().parse().ok())
@@ -92,6 +107,17 @@ fn parse_kills(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agents_word_counts_only_from_a_cgroup_within_the_limit_asked() {
+        let seen = |limit, oom_kills| Some(MemorySeen { limit, oom_kills });
+        assert!(seen_fired("256m", seen(256 << 20, 1)));
+        assert!(!seen_fired("256m", seen(256 << 20, 0)));
+        // Rootless podman on cgroup v1: the host's own cgroup, no limit.
+        assert!(!seen_fired("256m", seen(u64::MAX, 4)));
+        assert!(!seen_fired("256m", seen(9_223_372_036_854_771_712, 4)));
+        assert!(!seen_fired("256m", None));
+    }
 
     #[test]
     fn the_v1_memory_hierarchy_wins_on_a_hybrid_host() {

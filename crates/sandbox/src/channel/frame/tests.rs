@@ -12,14 +12,28 @@ fn every_frame() -> Vec<Frame> {
         Frame::Exit(Exit {
             status: Status::Code(-1),
             clean: true,
+            memory: None,
         }),
         Frame::Exit(Exit {
             status: Status::Signal(9),
             clean: false,
+            memory: Some(MemorySeen {
+                limit: 256 << 20,
+                oom_kills: 2,
+            }),
+        }),
+        Frame::Exit(Exit {
+            status: Status::Code(0),
+            clean: true,
+            memory: Some(MemorySeen {
+                limit: u64::MAX,
+                oom_kills: 0,
+            }),
         }),
         Frame::Gone(Exit {
             status: Status::Signal(9),
             clean: false,
+            memory: None,
         }),
     ]
 }
@@ -119,6 +133,12 @@ fn unknown_types_and_bad_payloads_are_errors() {
     let exit_bad_flag = [EXIT, 0, 0, 0, 6, 0, 0, 0, 0, 0, 2];
     assert!(matches!(
         read_all(&exit_bad_flag, MAX_FRAME)[..],
+        [Err(FrameError::Malformed("exit"))]
+    ));
+    // The memory seen is all of its 16 bytes or none of them.
+    let exit_half_memory = [EXIT, 0, 0, 0, 14, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
+    assert!(matches!(
+        read_all(&exit_half_memory, MAX_FRAME)[..],
         [Err(FrameError::Malformed("exit"))]
     ));
 }

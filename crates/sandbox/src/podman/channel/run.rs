@@ -15,7 +15,7 @@ use super::super::Podman;
 use super::super::exec::{self, RESTART_NOTE, TERM_GRACE_TENTHS};
 use super::{Channel, EXIT_LIMIT, GRACE, Lane, Next};
 use crate::capture::Capture;
-use crate::channel::frame::{Exit, Frame, MAX_REQUEST, Status};
+use crate::channel::frame::{Exit, Frame, MAX_REQUEST, MemorySeen, Status};
 use ah_tools::ExecOutput;
 
 /// How far a command got, for what a drop must undo.
@@ -49,7 +49,8 @@ enum Ended {
 }
 
 /// Runs `command` over the channel in `turn` (which must hold one), holding
-/// the turn until everything it started has ended.
+/// the turn until everything it started has ended; with what the agent saw
+/// of its memory cgroup, where it told.
 pub(in super::super) async fn run(
     podman: &Podman,
     container: &str,
@@ -57,7 +58,7 @@ pub(in super::super) async fn run(
     restarted: &Arc<AtomicBool>,
     command: &str,
     timeout: Duration,
-) -> io::Result<ExecOutput> {
+) -> io::Result<(ExecOutput, Option<MemorySeen>)> {
     if command.len() > MAX_REQUEST {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -79,6 +80,10 @@ pub(in super::super) async fn run(
     let mut out = Capture::default();
     let mut err = Capture::default();
     let (ended, timed_out) = held.converse(command, timeout, &mut out, &mut err).await;
+    let memory = match &ended {
+        Ended::Exit(exit) => exit.memory,
+        Ended::Broken(_) => None,
+    };
     let (code, note) = match ended {
         Ended::Exit(exit) => {
             let note = match exit.clean {
@@ -113,14 +118,15 @@ pub(in super::super) async fn run(
     if let Some(note) = note {
         stderr.extend_from_slice(note.as_bytes());
     }
-    Ok(ExecOutput {
+    let output = ExecOutput {
         stdout,
         stderr,
         exit_code: if timed_out { None } else { code },
         timed_out,
         dropped_bytes: out_dropped + err_dropped,
         memory_limit_hit: None,
-    })
+    };
+    Ok((output, memory))
 }
 
 /// What the model is told when the channel broke but the container did not

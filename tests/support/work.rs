@@ -114,3 +114,17 @@ pub(crate) fn all_text(request: &RecordedRequest) -> String {
     }
     text
 }
+
+/// Checks what the check phase's command `test -f made.txt && echo
+/// STILL-THERE; cat a.txt; ls` told, after check's own change to `/work`
+/// (`rm made.txt`, `three` appended to a.txt) was undone: `/work` is as the
+/// do phase left it (made.txt there, a.txt `one\ntwo\n`), and plan's
+/// undone new.txt is not.
+pub(crate) fn sees_what_do_left(after: &str) {
+    assert!(after.contains("STILL-THERE"), "{after}");
+    assert!(
+        after.contains("one\ntwo\n") && !after.contains("three"),
+        "{after}"
+    );
+    assert!(!after.lines().any(|l| l == "new.txt"), "ls: {after}");
+}

@@ -137,7 +137,7 @@ pub(super) async fn checks(podman: Podman, engine: &Connection, image: &str) -> 
 
 /// Below this many inotify watches per user on the engine's machine, a
 /// large project's steps walk `/work` (the agent watches each folder, and
-/// every run of the engine's user counts).
+/// the runs on the engine all count against one user, [`SANDBOX_UID`]).
 const FEW_WATCHES: u64 = 65_536;
 
 /// Starts a container with a run's confinement (no network, no
@@ -188,7 +188,7 @@ async fn start_check(podman: &Podman, image: &str) -> Vec<Check> {
     }
 }
 
-/// Whether the engine's user may hold enough inotify watches (`None`: the
+/// Whether the sandbox's user may hold enough inotify watches (`None`: the
 /// container could not say).
 fn watches_check(watches: Option<u64>) -> Check {
     let fix = format!(

@@ -413,9 +413,11 @@ async fn prune(podman: &Podman, volumes: &Volumes, kind: &Kind) {
 /// Whether volume `name` is there without the store's label.
 async fn unlabelled(podman: &Podman, name: &str) -> Result<bool, PodmanError> {
     let format = format!("{{{{index .Labels \"{CACHE_LABEL}\"}}}}");
-    match volume_call(podman, &["inspect", "--format", &format, name]).await? {
+    let args = ["--format", &format, name];
+    match answer(podman, "run podman volume", "volume inspect", &args).await {
         Ok(label) => Ok(label.trim().is_empty()),
-        Err(_) => Ok(false),
+        Err(PodmanError::Command { .. }) => Ok(false),
+        Err(err) => Err(err),
     }
 }
 
@@ -472,48 +474,20 @@ fn marker(name: &str) -> String {
 /// Makes volume `name` with `label`: whether this call made it (not when
 /// it was there already).
 async fn create(podman: &Podman, label: &str, name: &str) -> Result<bool, PodmanError> {
-    match volume_call(podman, &["create", label, name]).await? {
+    let made = answer(podman, "run podman volume", "volume create", &[label, name]).await;
+    match made {
         Ok(_) => Ok(true),
-        Err(said) if said.contains("already exists") => Ok(false),
-        Err(stderr) => Err(PodmanError::Command {
-            what: "volume create",
-            stderr,
-        }),
+        Err(PodmanError::Command { stderr, .. }) if stderr.contains("already exists") => Ok(false),
+        Err(err) => Err(err),
     }
 }
 
 /// `podman volume ARGS`; "already exists" is no error.
 async fn volume(podman: &Podman, args: &[&str]) -> Result<(), PodmanError> {
-    match volume_call(podman, args).await? {
-        Err(stderr) if !stderr.contains("already exists") => Err(PodmanError::Command {
-            what: "volume",
-            stderr,
-        }),
-        _ => Ok(()),
+    match answer(podman, "run podman volume", "volume", args).await {
+        Err(PodmanError::Command { stderr, .. }) if stderr.contains("already exists") => Ok(()),
+        done => done.map(drop),
     }
-}
-
-/// `podman volume ARGS`: what podman printed, or what it said when it
-/// failed.
-async fn volume_call(
-    podman: &Podman,
-    args: &[&str],
-) -> Result<Result<String, String>, PodmanError> {
-    let output = podman
-        .command()
-        .arg("volume")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .map_err(|source| PodmanError::Io {
-            what: "run podman volume",
-            source,
-        })?;
-    Ok(match output.status.success() {
-        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&output.stderr).trim().to_string()),
-    })
 }
 
 /// A key of the init's and the agent's bytes (worked out once per

@@ -13,31 +13,37 @@ use std::path::{Path, PathBuf};
 use super::frame::MemorySeen;
 use crate::podman::parse_kills;
 
-/// The files of the memory cgroup the agent runs in.
+/// The memory cgroup the agent runs in.
 #[derive(Debug)]
 pub(super) struct MemoryCgroup {
     /// `memory.oom_control` or `memory.events`: an `oom_kill N` line.
     kills: PathBuf,
-    /// `memory.limit_in_bytes` or `memory.max`.
-    limit: PathBuf,
+    /// Its limit in bytes (`u64::MAX`: none), read once: a run's limit
+    /// does not change.
+    limit: u64,
 }
 
 impl MemoryCgroup {
-    /// The cgroup under `root` (`/sys/fs/cgroup`), where its counter reads.
+    /// The cgroup under `root` (`/sys/fs/cgroup`), where its counter and
+    /// its limit read.
     pub(super) fn find(root: &Path) -> Option<MemoryCgroup> {
         let v1 = root.join("memory");
         [
-            MemoryCgroup {
-                kills: v1.join("memory.oom_control"),
-                limit: v1.join("memory.limit_in_bytes"),
-            },
-            MemoryCgroup {
-                kills: root.join("memory.events"),
-                limit: root.join("memory.max"),
-            },
+            (
+                v1.join("memory.oom_control"),
+                v1.join("memory.limit_in_bytes"),
+            ),
+            (root.join("memory.events"), root.join("memory.max")),
         ]
         .into_iter()
-        .find(|cgroup| cgroup.kills().is_some())
+        .find_map(|(kills, limit)| {
+            let limit = match std::fs::read_to_string(limit).ok()?.trim() {
+                "max" => u64::MAX,
+                n => n.parse().ok()?,
+            };
+            let cgroup = MemoryCgroup { kills, limit };
+            cgroup.kills().map(|_| cgroup)
+        })
     }
 
     /// How many processes the OOM killer has ended in the cgroup.
@@ -48,13 +54,8 @@ impl MemoryCgroup {
     /// What a command saw, given the count read before it: the limit and
     /// the kills since.
     pub(super) fn seen(&self, before: Option<u64>) -> Option<MemorySeen> {
-        let text = std::fs::read_to_string(&self.limit).ok()?;
-        let limit = match text.trim() {
-            "max" => u64::MAX,
-            n => n.parse().ok()?,
-        };
         Some(MemorySeen {
-            limit,
+            limit: self.limit,
             oom_kills: self.kills()?.saturating_sub(before?),
         })
     }

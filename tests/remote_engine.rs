@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::support::host::{describe, json_file, wait_until};
+use crate::support::host::{describe, wait_until};
 use crate::support::mock::{MockServer, Reply, Turn};
 use crate::support::podman::no_container_left_by;
 use crate::support::remote_run::Remote;
@@ -191,12 +191,7 @@ fn a_remote_sandbox_has_no_network_and_its_memory_limit_holds() {
             .all(|map| map.get(1) != Some(&own.as_str())),
         "{told}"
     );
-    let manifest = json_file(
-        &r.project
-            .join(".ah/runs")
-            .join(r.run_id())
-            .join("manifest.json"),
-    );
+    let manifest = r.manifest(&r.run_id());
     let memory = &manifest["limits"][0];
     assert_eq!(memory["by"], "rlimit", "{manifest}");
 
@@ -225,8 +220,7 @@ fn a_second_run_on_the_same_baseline_sends_no_files_and_a_step_sends_its_change(
         ]);
         let out = r.ah(&mock, &["--review", "never", "add a line"]);
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
-        let id = r.runs().pop().unwrap();
-        json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"))["traffic"].clone()
+        r.manifest(&r.runs().pop().unwrap())["traffic"].clone()
     };
     let first = run(&r);
     let second = run(&r);
@@ -388,10 +382,7 @@ fn attempts_side_by_side_on_a_new_baseline_send_it_once() {
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let starts: Vec<u64> = r.runs()[1..]
         .iter()
-        .map(|id| {
-            let manifest = json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"));
-            manifest["traffic"]["start"].as_u64().unwrap()
-        })
+        .map(|id| r.manifest(id)["traffic"]["start"].as_u64().unwrap())
         .collect();
     assert_eq!(starts.len(), 2);
     assert_eq!(
@@ -437,8 +428,7 @@ fn two_ah_processes_on_a_new_baseline_fill_it_once() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
         assert!(mock.requests()[1].told().contains("again"));
-        let id = r.runs().pop().unwrap();
-        let manifest = json_file(&r.project.join(".ah/runs").join(id).join("manifest.json"));
+        let manifest = r.manifest(&r.runs().pop().unwrap());
         starts.push(manifest["traffic"]["start"].as_u64().unwrap());
     }
     assert_eq!(

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::support::host::project_of;
+use crate::support::host::{json_file, project_of};
 use crate::support::mock::MockServer;
 use crate::support::podman::TestUser;
 use crate::support::remote::{CONNECTION, ROOTFUL_CONNECTION, RemoteEngine};
@@ -107,11 +107,13 @@ impl Remote {
 
     /// The only run's id.
     pub(crate) fn run_id(&self) -> String {
-        let runs: Vec<_> = std::fs::read_dir(self.project.join(".ah/runs"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let runs = self.runs();
         assert_eq!(runs.len(), 1, "{runs:?}");
         runs[0].clone()
+    }
+
+    /// Run `id`'s `manifest.json`.
+    pub(crate) fn manifest(&self, id: &str) -> serde_json::Value {
+        json_file(&self.project.join(".ah/runs").join(id).join("manifest.json"))
     }
 }
